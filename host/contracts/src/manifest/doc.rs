@@ -1,0 +1,231 @@
+//! The manifest as written: serde types with unknown fields refused.
+//!
+//! These mirror `schemas/capability.schema.json`; [`super::load`] turns them
+//! into the checked [`super::Manifest`].
+
+use crate::levels::RiskLevel;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The whole manifest document.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestDoc {
+    /// Optional pointer to the schema, for editors.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    /// The seed's Capability Declaration.
+    pub capability: Declaration,
+    /// The component.
+    pub component: ComponentDoc,
+    /// What the component may reach.
+    #[serde(default)]
+    pub grants: GrantsDoc,
+    /// Resource limits.
+    #[serde(default)]
+    pub limits: LimitsDoc,
+    /// Default safety envelope.
+    #[serde(default)]
+    pub safety_envelope: SafetyEnvelope,
+}
+
+/// The Capability Declaration of seed 000.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Declaration {
+    /// Unique identifier.
+    pub name: String,
+    /// Semantic version.
+    pub version: String,
+    /// What it does.
+    pub description: String,
+    /// Schema of inputs.
+    pub input_schema: Value,
+    /// Schema of outputs.
+    pub output_schema: Value,
+    /// Safety characteristics.
+    pub safety: Safety,
+    /// Operational constraints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraints: Option<DeclaredConstraints>,
+}
+
+/// Safety section of the declaration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Safety {
+    /// Highest risk level a task may be assessed at.
+    pub risk_ceiling: RiskLevel,
+    /// Where assessment starts (not in the seed; default R1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_floor: Option<RiskLevel>,
+    /// Whether tasks need a human's sign-off (at R3 and above).
+    pub requires_human_approval: bool,
+    /// Whether physical devices are controlled.
+    pub involves_physical_resources: bool,
+    /// Kinds of resources involved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_types: Vec<String>,
+    /// Kinds of hazards.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hazard_categories: Vec<String>,
+}
+
+/// Constraints section of the declaration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredConstraints {
+    /// Longest a task may run (ISO 8601).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<String>,
+    /// Tasks at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrent_limit: Option<u32>,
+}
+
+/// The component reference.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentDoc {
+    /// Path to the `.wasm`, relative to the manifest or absolute.
+    pub path: String,
+    /// `sha256:<hex>` of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Targeted world, e.g. `hcp:capability/capability@1.0.0`.
+    pub world: String,
+}
+
+/// Grants as written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantsDoc {
+    /// Directories.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filesystem: Vec<FsGrantDoc>,
+    /// Destinations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetGrantDoc>,
+    /// Environment variable names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Instruments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instruments: Vec<String>,
+    /// Devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+}
+
+/// A directory grant as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsGrantDoc {
+    /// Host directory.
+    pub path: String,
+    /// Path the guest sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_path: Option<String>,
+    /// `read-only` or `read-write`.
+    pub access: Access,
+}
+
+/// Access to a granted directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Read files and list directories.
+    ReadOnly,
+    /// Also create, write, rename and remove.
+    ReadWrite,
+}
+
+impl Access {
+    /// `read-only` or `read-write`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::ReadWrite => "read-write",
+        }
+    }
+}
+
+/// A network grant as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetGrantDoc {
+    /// Name or IP literal.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+    /// Admit private addresses a name resolves to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_private: bool,
+}
+
+/// Limits as written; absent ones take the host's defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsDoc {
+    /// Linear memory, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Table elements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table_elements: Option<u64>,
+    /// Core instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<u64>,
+    /// Bytes of the `outputs` JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_bytes: Option<u64>,
+    /// Bytes of the task log (log lines, stdout, stderr).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_bytes: Option<u64>,
+    /// Number of artifacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifacts: Option<u64>,
+    /// Bytes of all artifacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_bytes: Option<u64>,
+    /// Number of checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoints: Option<u64>,
+    /// Bytes of one checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_bytes: Option<u64>,
+}
+
+/// The safety envelope of seed 000.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SafetyEnvelope {
+    /// Bounded parameters by name.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, EnvelopeParameter>,
+    /// Actions that never run.
+    #[serde(default)]
+    pub prohibited_actions: Vec<String>,
+    /// Condition → procedure, e.g. `over_temperature` → `immediate_shutdown`.
+    #[serde(default)]
+    pub emergency_procedures: BTreeMap<String, String>,
+}
+
+/// One bounded parameter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvelopeParameter {
+    /// Lower bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    /// Upper bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    /// Unit of the bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// A hard limit is never crossed.
+    #[serde(default)]
+    pub hard_limit: bool,
+}

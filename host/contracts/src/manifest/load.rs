@@ -1,0 +1,548 @@
+//! Reading and checking a manifest.
+//!
+//! # Ambient authority
+//!
+//! This module reads the manifest file, the component file, and the metadata
+//! of granted directories (to refuse ones that do not exist). It opens nothing
+//! else and writes nothing.
+
+use super::doc::{FsGrantDoc, ManifestDoc, NetGrantDoc};
+use super::{
+    ComponentFile, DEFAULT_MAX_DURATION, FsGrant, Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION,
+    HOST_WIT_WORLD, Limits, Manifest, NetGrant, NetHost, WorldRef,
+};
+use crate::duration::IsoDuration;
+use crate::problem::{self, Problem};
+use crate::schema::{self, SchemaId};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// Largest manifest file read.
+const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+/// Largest component file read.
+const MAX_COMPONENT_BYTES: u64 = 256 << 20;
+/// The only variable grant paths may start with.
+const MANIFEST_DIR_VAR: &str = "${manifest_dir}";
+
+/// How strict loading is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// Refuse a manifest without `component.digest` (bundles and installs).
+    pub require_digest: bool,
+}
+
+/// Why a manifest was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("{path}: cannot read manifest: {source}")]
+    Read {
+        /// The manifest path.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error("{path}:{line}:{column}: manifest is not valid JSON: {message}")]
+    Syntax {
+        /// The manifest path.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the parser said.
+        message: String,
+    },
+    /// The document has problems.
+    #[error("{path}: invalid manifest:\n{}", problem::list(.problems))]
+    Invalid {
+        /// The manifest path.
+        path: String,
+        /// Every problem found.
+        problems: Vec<Problem>,
+    },
+}
+
+impl ManifestError {
+    /// The problems, when the document itself was refused.
+    pub fn problems(&self) -> &[Problem] {
+        match self {
+            Self::Invalid { problems, .. } => problems,
+            _ => &[],
+        }
+    }
+}
+
+/// Reads and checks the manifest at `path`; relative component paths and
+/// `${manifest_dir}` resolve against its directory.
+///
+/// # Errors
+///
+/// An unreadable file, invalid JSON, or every problem of the document.
+pub fn load(path: &Path, options: LoadOptions) -> Result<Manifest, ManifestError> {
+    let shown = path.display().to_string();
+    let read_err = |source| ManifestError::Read {
+        path: shown.clone(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(read_err)?;
+    if meta.len() > MAX_MANIFEST_BYTES {
+        return Err(ManifestError::Invalid {
+            path: shown,
+            problems: vec![Problem::new(
+                "",
+                format!("larger than {MAX_MANIFEST_BYTES} bytes"),
+            )],
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(read_err)?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| ManifestError::Syntax {
+        path: shown.clone(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    let absolute = std::path::absolute(path).map_err(|source| ManifestError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let base = absolute.parent().unwrap_or(Path::new("/")).to_path_buf();
+    from_value(value, &base, Some(absolute), &shown, options)
+}
+
+/// Checks a manifest document already parsed; `base` is the directory
+/// relative paths resolve against, `shown` names it in errors.
+///
+/// # Errors
+///
+/// Every problem of the document.
+pub fn from_value(
+    value: Value,
+    base: &Path,
+    source: Option<PathBuf>,
+    shown: &str,
+    options: LoadOptions,
+) -> Result<Manifest, ManifestError> {
+    let invalid = |problems| ManifestError::Invalid {
+        path: shown.to_owned(),
+        problems,
+    };
+    SchemaId::Capability.validate(&value, "").map_err(invalid)?;
+    let doc: ManifestDoc = serde_json::from_value(value)
+        .map_err(|e| invalid(vec![Problem::new("", e.to_string())]))?;
+    let mut checker = Checker {
+        problems: Vec::new(),
+        base,
+    };
+    let manifest = checker.check(doc, source, options);
+    if checker.problems.is_empty() {
+        if let Some(manifest) = manifest {
+            return Ok(manifest);
+        }
+    }
+    let mut problems = checker.problems;
+    problems.sort();
+    Err(invalid(problems))
+}
+
+struct Checker<'a> {
+    problems: Vec<Problem>,
+    base: &'a Path,
+}
+
+impl Checker<'_> {
+    fn problem(&mut self, pointer: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::new(pointer, message));
+    }
+
+    fn check(
+        &mut self,
+        doc: ManifestDoc,
+        source: Option<PathBuf>,
+        options: LoadOptions,
+    ) -> Option<Manifest> {
+        let cap = &doc.capability;
+        let version = semver::Version::parse(&cap.version)
+            .map_err(|e| {
+                self.problem(
+                    "/capability/version",
+                    format!("{:?} is not a semantic version: {e}", cap.version),
+                )
+            })
+            .ok();
+        let input_schema = self.user_schema("/capability/input_schema", &cap.input_schema);
+        let output_schema = self.user_schema("/capability/output_schema", &cap.output_schema);
+        if let Some(floor) = cap.safety.risk_floor {
+            if floor > cap.safety.risk_ceiling {
+                self.problem(
+                    "/capability/safety/risk_floor",
+                    format!(
+                        "risk_floor {floor} is above risk_ceiling {}",
+                        cap.safety.risk_ceiling
+                    ),
+                );
+            }
+        }
+        let constraints = cap.constraints.as_ref();
+        let max_duration = match constraints.and_then(|c| c.max_duration.as_deref()) {
+            None => Some(DEFAULT_MAX_DURATION),
+            Some(text) => match IsoDuration::parse(text) {
+                Ok(d) if d.get().is_zero() => {
+                    self.problem(
+                        "/capability/constraints/max_duration",
+                        "must be longer than zero",
+                    );
+                    None
+                }
+                Ok(d) => Some(d.get()),
+                Err(e) => {
+                    self.problem("/capability/constraints/max_duration", e);
+                    None
+                }
+            },
+        };
+        let concurrent_limit = constraints.and_then(|c| c.concurrent_limit).unwrap_or(1);
+        let world = self.world(&doc.component.world);
+        let component = self.component(&doc, options);
+        let grants = self.grants(&doc);
+        for (name, p) in &doc.safety_envelope.parameters {
+            if let (Some(min), Some(max)) = (p.min, p.max) {
+                if min > max {
+                    self.problem(
+                        format!(
+                            "/safety_envelope/parameters/{}",
+                            problem::pointer_token(name)
+                        ),
+                        format!("min {min} is above max {max}"),
+                    );
+                }
+            }
+        }
+        let limits = Limits::from_doc(&doc.limits);
+        Some(Manifest {
+            version: version?,
+            component: component?,
+            world: world?,
+            max_duration: max_duration?,
+            concurrent_limit,
+            input_schema: Arc::new(input_schema?),
+            output_schema: Arc::new(output_schema?),
+            grants,
+            limits,
+            source,
+            doc,
+        })
+    }
+
+    fn user_schema(&mut self, pointer: &str, schema: &Value) -> Option<jsonschema::Validator> {
+        schema::compile_user(schema)
+            .map_err(|e| self.problem(pointer, e))
+            .ok()
+    }
+
+    fn world(&mut self, text: &str) -> Option<WorldRef> {
+        let pointer = "/component/world";
+        let (path, version) = text.split_once('@')?;
+        let (package, world) = path.split_once('/')?;
+        let version = match semver::Version::parse(version) {
+            Ok(v) => v,
+            Err(e) => {
+                self.problem(
+                    pointer,
+                    format!("{version:?} is not a semantic version: {e}"),
+                );
+                return None;
+            }
+        };
+        if package != HOST_WIT_PACKAGE || world != HOST_WIT_WORLD {
+            self.problem(
+                pointer,
+                format!(
+                    "this host runs components of world {HOST_WIT_PACKAGE}/{HOST_WIT_WORLD}, not {package}/{world}"
+                ),
+            );
+            return None;
+        }
+        let host = semver::Version::new(1, 0, 0);
+        let host = semver::Version::parse(HOST_WIT_VERSION).unwrap_or(host);
+        if version.major != host.major || version > host {
+            self.problem(
+                pointer,
+                format!(
+                    "component targets {package}@{version} but this host implements {package}@{host}; \
+                     a host runs components of the same major version, not newer than its own"
+                ),
+            );
+            return None;
+        }
+        Some(WorldRef {
+            package: package.to_owned(),
+            world: world.to_owned(),
+            version,
+        })
+    }
+
+    fn component(&mut self, doc: &ManifestDoc, options: LoadOptions) -> Option<ComponentFile> {
+        let path = self.base.join(&doc.component.path);
+        let bytes = match read_bounded(&path, MAX_COMPONENT_BYTES) {
+            Ok(b) => b,
+            Err(e) => {
+                self.problem("/component/path", format!("{}: {e}", path.display()));
+                return None;
+            }
+        };
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        match &doc.component.digest {
+            Some(pinned) if *pinned != digest => {
+                self.problem(
+                    "/component/digest",
+                    format!(
+                        "does not match the component: {} has {digest}, the manifest pins {pinned}",
+                        path.display()
+                    ),
+                );
+                return None;
+            }
+            None if options.require_digest => {
+                self.problem(
+                    "/component/digest",
+                    format!("required here: the component's digest is {digest}"),
+                );
+                return None;
+            }
+            _ => {}
+        }
+        Some(ComponentFile {
+            path,
+            pinned: doc.component.digest.is_some(),
+            digest,
+            bytes: bytes.into(),
+        })
+    }
+
+    fn grants(&mut self, doc: &ManifestDoc) -> Grants {
+        let g = &doc.grants;
+        let mut grants = Grants {
+            env: g.env.clone(),
+            instruments: g.instruments.clone(),
+            devices: g.devices.clone(),
+            ..Grants::default()
+        };
+        let mut guest_paths = BTreeSet::new();
+        for (i, fs) in g.filesystem.iter().enumerate() {
+            if let Some(grant) = self.fs_grant(i, fs) {
+                if !guest_paths.insert(grant.guest_path.clone()) {
+                    self.problem(
+                        format!("/grants/filesystem/{i}/guest_path"),
+                        format!("{} is granted twice", grant.guest_path),
+                    );
+                }
+                grants.filesystem.push(grant);
+            }
+        }
+        let mut destinations = BTreeSet::new();
+        for (i, net) in g.network.iter().enumerate() {
+            if let Some(grant) = self.net_grant(i, net) {
+                if !destinations.insert((grant.host.to_string(), grant.port)) {
+                    self.problem(
+                        format!("/grants/network/{i}"),
+                        format!("{}:{} is granted twice", grant.host, grant.port),
+                    );
+                }
+                grants.network.push(grant);
+            }
+        }
+        for (what, list) in [
+            ("env", &g.env),
+            ("instruments", &g.instruments),
+            ("devices", &g.devices),
+        ] {
+            let mut seen = BTreeSet::new();
+            for (i, name) in list.iter().enumerate() {
+                if !seen.insert(name) {
+                    self.problem(
+                        format!("/grants/{what}/{i}"),
+                        format!("{name} is granted twice"),
+                    );
+                }
+            }
+        }
+        grants
+    }
+
+    fn fs_grant(&mut self, i: usize, fs: &FsGrantDoc) -> Option<FsGrant> {
+        let pointer = format!("/grants/filesystem/{i}/path");
+        let expanded = match fs.path.strip_prefix(MANIFEST_DIR_VAR) {
+            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                format!("{}{rest}", self.base.display())
+            }
+            Some(_) => {
+                self.problem(
+                    &pointer,
+                    format!("{MANIFEST_DIR_VAR} must be followed by / or nothing"),
+                );
+                return None;
+            }
+            None if fs.path.contains("${") => {
+                self.problem(
+                    &pointer,
+                    format!("{:?}: the only variable a grant path may use is a leading {MANIFEST_DIR_VAR}", fs.path),
+                );
+                return None;
+            }
+            None => fs.path.clone(),
+        };
+        let Some(normal) = normalize_absolute(&expanded) else {
+            self.problem(
+                &pointer,
+                format!(
+                    "{:?} is not absolute: grant an absolute directory, or one under {MANIFEST_DIR_VAR}/",
+                    fs.path
+                ),
+            );
+            return None;
+        };
+        let host_path = match std::fs::canonicalize(&normal) {
+            Ok(p) if p.is_dir() => p,
+            Ok(_) => {
+                self.problem(&pointer, format!("{normal} is not a directory"));
+                return None;
+            }
+            Err(e) => {
+                self.problem(&pointer, format!("{normal}: {e}"));
+                return None;
+            }
+        };
+        let guest_path = match &fs.guest_path {
+            None => normal,
+            Some(g) => match normalize_absolute(g) {
+                Some(g) => g,
+                None => {
+                    self.problem(
+                        format!("/grants/filesystem/{i}/guest_path"),
+                        format!("{g:?} must be an absolute path without . or .. components"),
+                    );
+                    return None;
+                }
+            },
+        };
+        Some(FsGrant {
+            host_path,
+            guest_path,
+            access: fs.access,
+        })
+    }
+
+    fn net_grant(&mut self, i: usize, net: &NetGrantDoc) -> Option<NetGrant> {
+        let pointer = format!("/grants/network/{i}/host");
+        let literal = net.host.trim_start_matches('[').trim_end_matches(']');
+        let host = if let Ok(ip) = literal.parse::<IpAddr>() {
+            if ip.is_unspecified() || ip.is_multicast() {
+                self.problem(&pointer, format!("{ip} cannot be a destination"));
+                return None;
+            }
+            NetHost::Ip(ip)
+        } else if is_dns_name(&net.host) {
+            NetHost::Name(net.host.to_ascii_lowercase())
+        } else {
+            self.problem(
+                &pointer,
+                format!("{:?} is neither a DNS name nor an IP address", net.host),
+            );
+            return None;
+        };
+        Some(NetGrant {
+            host,
+            port: net.port,
+            allow_private: net.allow_private,
+        })
+    }
+}
+
+/// Reads at most `limit` bytes of a regular file.
+fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if meta.len() > limit {
+        return Err(std::io::Error::other(format!("larger than {limit} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `Some(path)` with `.` removed when `text` is absolute and has no `..`.
+fn normalize_absolute(text: &str) -> Option<String> {
+    let path = Path::new(text);
+    if !path.is_absolute() {
+        return None;
+    }
+    let mut out = PathBuf::from("/");
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(n) => out.push(n),
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(out.to_string_lossy().into_owned())
+}
+
+/// RFC 1123 host name: dot-separated labels of letters, digits and hyphens.
+fn is_dns_name(s: &str) -> bool {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+        // An all-numeric final label would be a mistyped address.
+        && !s
+            .rsplit('.')
+            .next()
+            .is_some_and(|l| l.chars().all(|c| c.is_ascii_digit()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absolute_paths_are_normalized_and_parents_refused() {
+        assert_eq!(normalize_absolute("/a/./b/"), Some("/a/b".to_owned()));
+        assert_eq!(normalize_absolute("/a/../b"), None);
+        assert_eq!(normalize_absolute("a/b"), None);
+        assert_eq!(normalize_absolute("/"), Some("/".to_owned()));
+    }
+
+    #[test]
+    fn dns_names() {
+        for ok in ["example.com", "localhost", "a-b.c0.org", "EXAMPLE.com."] {
+            assert!(is_dns_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-a.com",
+            "a..b",
+            "exa mple.com",
+            "1.2.3.999",
+            "a_b.com",
+            "x/y",
+        ] {
+            assert!(!is_dns_name(bad), "{bad}");
+        }
+    }
+}

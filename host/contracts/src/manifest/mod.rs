@@ -1,0 +1,232 @@
+//! The capability manifest: the seed's Capability Declaration plus the
+//! component, its grants, its limits and its default safety envelope.
+//!
+//! [`load`] reads a manifest file and returns a [`Manifest`] whose every value
+//! is checked: the document matches `schemas/capability.schema.json`, the
+//! version is semver, the declaration's schemas compile, grant paths are
+//! absolute existing directories, network hosts are names or addresses, and the
+//! component's sha256 matches the pinned digest. Every problem is reported
+//! with its JSON pointer, all at once.
+
+mod doc;
+mod load;
+
+pub use doc::{
+    Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FsGrantDoc,
+    GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
+};
+pub use load::{LoadOptions, ManifestError, from_value, load};
+
+use crate::levels::RiskLevel;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The WIT package this host implements; a component's world must be
+/// semver-compatible with it (same major version, not newer).
+pub const HOST_WIT_PACKAGE: &str = "hcp:capability";
+/// Version of [`HOST_WIT_PACKAGE`] (kept equal to `wit/world.wit` by a test).
+pub const HOST_WIT_VERSION: &str = "1.0.0";
+/// The only world a capability may target.
+pub const HOST_WIT_WORLD: &str = "capability";
+
+/// A checked manifest, ready to build a sandbox from.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    /// The document as written.
+    pub doc: ManifestDoc,
+    /// The file it came from, if any.
+    pub source: Option<PathBuf>,
+    /// Parsed `capability.version`.
+    pub version: semver::Version,
+    /// The component, read and hashed.
+    pub component: ComponentFile,
+    /// Parsed `component.world`.
+    pub world: WorldRef,
+    /// Resolved grants.
+    pub grants: Grants,
+    /// Limits with defaults filled in.
+    pub limits: Limits,
+    /// Deadline of a task unless the caller asks for less.
+    pub max_duration: Duration,
+    /// Tasks of this capability at once.
+    pub concurrent_limit: u32,
+    /// Compiled `input_schema`.
+    pub input_schema: Arc<jsonschema::Validator>,
+    /// Compiled `output_schema`.
+    pub output_schema: Arc<jsonschema::Validator>,
+}
+
+impl Manifest {
+    /// The capability's name.
+    pub fn name(&self) -> &str {
+        &self.doc.capability.name
+    }
+
+    /// The declared risk ceiling.
+    pub fn risk_ceiling(&self) -> RiskLevel {
+        self.doc.capability.safety.risk_ceiling
+    }
+
+    /// `name@version`.
+    pub fn id(&self) -> String {
+        format!("{}@{}", self.name(), self.version)
+    }
+}
+
+/// The component's bytes and identity.
+#[derive(Clone)]
+pub struct ComponentFile {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// `sha256:<hex>` of `bytes`.
+    pub digest: String,
+    /// Whether the manifest pinned this digest (false: computed at load).
+    pub pinned: bool,
+    /// The bytes whose digest was checked: compile these, not the file again.
+    pub bytes: Arc<[u8]>,
+}
+
+impl std::fmt::Debug for ComponentFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ComponentFile")
+            .field("path", &self.path)
+            .field("digest", &self.digest)
+            .field("pinned", &self.pinned)
+            .field("len", &self.bytes.len())
+            .finish()
+    }
+}
+
+/// A parsed `package:namespace/world@version` reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldRef {
+    /// `hcp:capability`.
+    pub package: String,
+    /// `capability`.
+    pub world: String,
+    /// `1.0.0`.
+    pub version: semver::Version,
+}
+
+/// Grants, resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// Preopened directories.
+    pub filesystem: Vec<FsGrant>,
+    /// Outbound TCP destinations.
+    pub network: Vec<NetGrant>,
+    /// Environment variable names passed through.
+    pub env: Vec<String>,
+    /// Instruments.
+    pub instruments: Vec<String>,
+    /// Devices.
+    pub devices: Vec<String>,
+}
+
+impl Grants {
+    /// Whether any granted destination is a name (so name lookup is needed).
+    pub fn grants_names(&self) -> bool {
+        self.network
+            .iter()
+            .any(|g| matches!(g.host, NetHost::Name(_)))
+    }
+}
+
+/// A granted directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsGrant {
+    /// Canonical host directory (symlinks resolved).
+    pub host_path: PathBuf,
+    /// Absolute path the guest sees.
+    pub guest_path: String,
+    /// Read-only or read-write.
+    pub access: Access,
+}
+
+/// A granted destination.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetGrant {
+    /// Name or address.
+    pub host: NetHost,
+    /// TCP port.
+    pub port: u16,
+    /// Admit private addresses a name resolves to.
+    pub allow_private: bool,
+}
+
+/// A granted host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetHost {
+    /// An address literal: admitted exactly.
+    Ip(IpAddr),
+    /// A DNS name (lower-cased): resolved by the host.
+    Name(String),
+}
+
+impl std::fmt::Display for NetHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ip(IpAddr::V6(a)) => write!(f, "[{a}]"),
+            Self::Ip(a) => write!(f, "{a}"),
+            Self::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// Limits of one task, every one set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Linear memory of all memories together, bytes.
+    pub memory_bytes: u64,
+    /// Elements of any one table.
+    pub table_elements: u64,
+    /// Core instances.
+    pub instances: u64,
+    /// Bytes of the `outputs` JSON.
+    pub output_bytes: u64,
+    /// Bytes of the task log.
+    pub log_bytes: u64,
+    /// Number of artifacts.
+    pub artifacts: u64,
+    /// Bytes of all artifacts.
+    pub artifact_bytes: u64,
+    /// Number of checkpoints.
+    pub checkpoints: u64,
+    /// Bytes of one checkpoint.
+    pub checkpoint_bytes: u64,
+}
+
+impl Limits {
+    /// The host's defaults.
+    pub const DEFAULT: Limits = Limits {
+        memory_bytes: 128 << 20,
+        table_elements: 20_000,
+        instances: 32,
+        output_bytes: 1 << 20,
+        log_bytes: 64 << 10,
+        artifacts: 32,
+        artifact_bytes: 64 << 20,
+        checkpoints: 32,
+        checkpoint_bytes: 1 << 20,
+    };
+
+    fn from_doc(doc: &LimitsDoc) -> Self {
+        let d = Self::DEFAULT;
+        Self {
+            memory_bytes: doc.memory_bytes.unwrap_or(d.memory_bytes),
+            table_elements: doc.table_elements.unwrap_or(d.table_elements),
+            instances: doc.instances.unwrap_or(d.instances),
+            output_bytes: doc.output_bytes.unwrap_or(d.output_bytes),
+            log_bytes: doc.log_bytes.unwrap_or(d.log_bytes),
+            artifacts: doc.artifacts.unwrap_or(d.artifacts),
+            artifact_bytes: doc.artifact_bytes.unwrap_or(d.artifact_bytes),
+            checkpoints: doc.checkpoints.unwrap_or(d.checkpoints),
+            checkpoint_bytes: doc.checkpoint_bytes.unwrap_or(d.checkpoint_bytes),
+        }
+    }
+}
+
+/// Deadline of a task whose declaration sets no `max_duration`.
+pub const DEFAULT_MAX_DURATION: Duration = Duration::from_secs(600);

@@ -1,0 +1,246 @@
+//! The JSON Schemas in `schemas/`, compiled once, and validation that
+//! reports every problem with its JSON pointer.
+//!
+//! Schemas given by capability authors (`input_schema`, `output_schema`) and
+//! by callers (`expected_output.schema`) are compiled with [`compile_user`]:
+//! no remote or file `$ref` is ever fetched.
+
+use crate::problem::Problem;
+use jsonschema::{Registry, Resource, Validator};
+use serde_json::Value;
+use std::sync::LazyLock;
+
+/// A schema shipped with the host, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SchemaId {
+    /// `capability.schema.json`: the capability manifest.
+    Capability,
+    /// `hcp/envelope.schema.json`: the envelope of every HCP message.
+    Envelope,
+    /// `hcp/task_submit.payload.schema.json`.
+    TaskSubmit,
+    /// `hcp/task_accepted.payload.schema.json`.
+    TaskAccepted,
+    /// `hcp/task_rejected.payload.schema.json`.
+    TaskRejected,
+    /// `hcp/task_completed.payload.schema.json`.
+    TaskCompleted,
+    /// `hcp/task_failed.payload.schema.json`.
+    TaskFailed,
+}
+
+macro_rules! schema_files {
+    ($($id:ident => $file:literal),* $(,)?) => {
+        impl SchemaId {
+            /// Every shipped schema.
+            pub const ALL: &'static [SchemaId] = &[$(SchemaId::$id),*];
+
+            /// File name under `schemas/`.
+            pub fn file(self) -> &'static str {
+                match self { $(SchemaId::$id => $file),* }
+            }
+
+            /// The schema's text, embedded at build time.
+            pub fn text(self) -> &'static str {
+                match self {
+                    $(SchemaId::$id => include_str!(concat!("../../../schemas/", $file))),*
+                }
+            }
+        }
+    };
+}
+
+schema_files! {
+    Capability => "capability.schema.json",
+    Envelope => "hcp/envelope.schema.json",
+    TaskSubmit => "hcp/task_submit.payload.schema.json",
+    TaskAccepted => "hcp/task_accepted.payload.schema.json",
+    TaskRejected => "hcp/task_rejected.payload.schema.json",
+    TaskCompleted => "hcp/task_completed.payload.schema.json",
+    TaskFailed => "hcp/task_failed.payload.schema.json",
+}
+
+const BASE: &str = "https://hcp.local/schemas/";
+
+impl SchemaId {
+    /// The schema's `$id`.
+    pub fn uri(self) -> String {
+        format!("{BASE}{}", self.file())
+    }
+
+    /// The parsed schema document.
+    pub fn document(self) -> &'static Value {
+        &DOCUMENTS[SchemaId::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or_default()]
+    }
+
+    /// Validates `instance`; every problem carries its pointer, prefixed
+    /// with `prefix` (e.g. `/payload`).
+    ///
+    /// # Errors
+    ///
+    /// The problems, sorted by pointer.
+    pub fn validate(self, instance: &Value, prefix: &str) -> Result<(), Vec<Problem>> {
+        let validator = &VALIDATORS[SchemaId::ALL
+            .iter()
+            .position(|s| *s == self)
+            .unwrap_or_default()];
+        problems_of(validator, instance, prefix)
+    }
+}
+
+/// Shipped schemas are part of the binary: a broken one is a build defect,
+/// caught by this crate's tests before anything ships.
+#[expect(
+    clippy::expect_used,
+    reason = "embedded schemas are tested at build time"
+)]
+static DOCUMENTS: LazyLock<Vec<Value>> = LazyLock::new(|| {
+    SchemaId::ALL
+        .iter()
+        .map(|s| serde_json::from_str(s.text()).expect("embedded schema parses"))
+        .collect()
+});
+
+#[expect(
+    clippy::expect_used,
+    reason = "embedded schemas are tested at build time"
+)]
+static REGISTRY: LazyLock<Registry<'static>> = LazyLock::new(|| {
+    Registry::new()
+        .extend(
+            SchemaId::ALL
+                .iter()
+                .map(|s| (s.uri(), Resource::from_contents(s.document().clone()))),
+        )
+        .expect("embedded schema ids are valid URIs")
+        .prepare()
+        .expect("embedded schemas form a registry")
+});
+
+#[expect(
+    clippy::expect_used,
+    reason = "embedded schemas are tested at build time"
+)]
+static VALIDATORS: LazyLock<Vec<Validator>> = LazyLock::new(|| {
+    SchemaId::ALL
+        .iter()
+        .map(|s| {
+            jsonschema::options()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .with_registry(&REGISTRY)
+                .should_validate_formats(true)
+                .build(s.document())
+                .expect("embedded schema compiles")
+        })
+        .collect()
+});
+
+/// Compiles a schema supplied by an author or a caller.
+///
+/// The schema must itself be valid against its meta-schema; drafts other than
+/// 2020-12 are honoured when `$schema` names them. References are resolved
+/// only inside the document: nothing is fetched.
+///
+/// # Errors
+///
+/// A message saying why the schema is not usable.
+pub fn compile_user(schema: &Value) -> Result<Validator, String> {
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        let at = e.instance_path().as_str().to_owned();
+        return Err(if at.is_empty() {
+            format!("not a valid JSON Schema: {e}")
+        } else {
+            format!("not a valid JSON Schema at {at}: {e}")
+        });
+    }
+    jsonschema::options()
+        .should_validate_formats(true)
+        .with_retriever(NoRetrieval)
+        .build(schema)
+        .map_err(|e| format!("not a usable JSON Schema: {e}"))
+}
+
+/// Validates `instance` against a compiled user schema.
+///
+/// # Errors
+///
+/// The problems, sorted by pointer, each prefixed with `prefix`.
+pub fn validate_user(
+    validator: &Validator,
+    instance: &Value,
+    prefix: &str,
+) -> Result<(), Vec<Problem>> {
+    problems_of(validator, instance, prefix)
+}
+
+fn problems_of(validator: &Validator, instance: &Value, prefix: &str) -> Result<(), Vec<Problem>> {
+    let mut problems: Vec<Problem> = validator
+        .iter_errors(instance)
+        .map(|e| {
+            Problem::new(
+                format!("{prefix}{}", e.instance_path().as_str()),
+                e.to_string(),
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        return Ok(());
+    }
+    problems.sort();
+    problems.dedup();
+    Err(problems)
+}
+
+/// A retriever that refuses every external reference.
+struct NoRetrieval;
+
+impl jsonschema::Retrieve for NoRetrieval {
+    fn retrieve(
+        &self,
+        uri: &jsonschema::Uri<String>,
+    ) -> Result<Value, Box<dyn std::error::Error + Send + Sync>> {
+        Err(format!(
+            "external reference {} is not allowed: schemas must be self-contained",
+            uri.as_str()
+        )
+        .into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_shipped_schema_compiles_and_is_valid() {
+        for id in SchemaId::ALL {
+            assert!(
+                jsonschema::meta::validate(id.document()).is_ok(),
+                "{} is not a valid schema",
+                id.file()
+            );
+            // Forces compilation.
+            let _ = id.validate(&json!({}), "");
+        }
+    }
+
+    #[test]
+    fn user_schemas_cannot_fetch() {
+        let err =
+            compile_user(&json!({"$ref": "https://example.com/s.json"})).expect_err("fetched");
+        assert!(err.contains("not allowed"), "{err}");
+        let err = compile_user(&json!({"$ref": "file:///etc/passwd"})).expect_err("read a file");
+        assert!(err.contains("not allowed"), "{err}");
+    }
+
+    #[test]
+    fn invalid_user_schema_is_refused_with_its_location() {
+        let err = compile_user(&json!({"type": "object", "properties": {"a": {"type": 5}}}))
+            .expect_err("accepted");
+        assert!(err.contains("/properties/a/type"), "{err}");
+    }
+}
