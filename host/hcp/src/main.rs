@@ -1,1 +1,5 @@
-fn main() {}
+//! The `hcp` binary.
+
+fn main() -> std::process::ExitCode {
+    hcp::cli::main()
+}

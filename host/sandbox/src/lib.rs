@@ -1,1 +1,236 @@
-//! placeholder
+//! The sandbox: runs one capability component per task with exactly the
+//! surface its manifest grants.
+//!
+//! - **Deny by default.** A task's WASI context starts empty: no arguments,
+//!   no environment, no stdin, no preopened directory, no network. Each grant
+//!   adds exactly one thing (a directory with its permissions, a destination,
+//!   an environment variable); stdout and stderr go to the bounded task log.
+//! - **Surface audit.** Before a component is linked, its imports are
+//!   compared with what its grants allow ([`audit`]); one import outside them
+//!   refuses the component, naming it. The linker itself holds only the
+//!   granted interfaces.
+//! - **Limits.** Memory, tables and instances through a resource limiter; an
+//!   epoch deadline plus a wall-clock timeout from the task's deadline; a
+//!   bounded wasm stack; bounded output and log.
+//! - **Speed.** One engine with a pooling allocator, an `InstancePre` per
+//!   component, compiled code cached on disk by digest and engine settings.
+//!
+//! This crate must never speak HTTP to callers, touch the host's database, or
+//! open a serial port: it knows components, grants and the task store trait.
+#![deny(missing_docs)]
+
+pub mod audit;
+mod bindings;
+mod engine;
+mod hcp_units;
+mod limits;
+mod net;
+mod prepare;
+pub mod store;
+mod task;
+pub mod tasklog;
+
+pub use audit::SurfaceReport;
+pub use engine::{EngineError, SandboxConfig};
+pub use hcp_units::reason_name;
+pub use prepare::PrepareError;
+pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
+use task::TaskState;
+pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
+
+use engine::SharedEngine;
+use hcp_contracts::manifest::Manifest;
+use hcp_contracts::message::ErrorCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tasklog::TaskLog;
+
+/// The host's sandbox: one engine shared by every capability.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    engine: SharedEngine,
+}
+
+impl Sandbox {
+    /// Builds the engine.
+    ///
+    /// # Errors
+    ///
+    /// wasmtime refused the configuration, or the cache directory is unusable.
+    pub fn new(config: SandboxConfig) -> Result<Self, EngineError> {
+        Ok(Self {
+            engine: SharedEngine::new(config)?,
+        })
+    }
+
+    /// The settings this sandbox was built with.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.engine.config
+    }
+
+    /// Compiles the component and audits its imports against its grants,
+    /// without linking or running anything.
+    ///
+    /// # Errors
+    ///
+    /// The component does not compile.
+    pub fn audit(&self, manifest: &Manifest) -> Result<SurfaceReport, PrepareError> {
+        let component = prepare::compile(&self.engine, manifest)?;
+        Ok(prepare::audit(&self.engine, manifest, &component))
+    }
+
+    /// Compiles, audits, links and pre-instantiates a capability. CPU-bound
+    /// on a cache miss: call it from a blocking context.
+    ///
+    /// # Errors
+    ///
+    /// The component does not compile, imports interfaces its grants do not
+    /// allow, or does not implement the `capability` world.
+    pub fn prepare(&self, manifest: Arc<Manifest>) -> Result<PreparedCapability, PrepareError> {
+        let component = prepare::compile(&self.engine, &manifest)?;
+        let report = prepare::audit(&self.engine, &manifest, &component);
+        if !report.allowed {
+            return Err(PrepareError::Refused(Box::new(report)));
+        }
+        let pre = prepare::instantiate_pre(&self.engine, &manifest, &component)?;
+        let permits = usize::try_from(manifest.concurrent_limit).unwrap_or(1);
+        Ok(PreparedCapability {
+            engine: self.engine.clone(),
+            pre,
+            report: Arc::new(report),
+            concurrency: Arc::new(tokio::sync::Semaphore::new(permits)),
+            manifest,
+        })
+    }
+}
+
+/// A capability ready to run tasks: compiled, audited, pre-instantiated.
+/// Cloning shares it (and its concurrency limit).
+#[derive(Clone)]
+pub struct PreparedCapability {
+    engine: SharedEngine,
+    manifest: Arc<Manifest>,
+    pre: bindings::CapabilityPre<TaskState>,
+    report: Arc<SurfaceReport>,
+    concurrency: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Debug for PreparedCapability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCapability")
+            .field("capability", &self.manifest.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Grace after the deadline before the wall-clock timeout cancels a task
+/// blocked in a host call (the epoch interrupts running wasm at the deadline).
+const WALL_CLOCK_GRACE: Duration = Duration::from_millis(250);
+
+impl PreparedCapability {
+    /// The manifest.
+    pub fn manifest(&self) -> &Arc<Manifest> {
+        &self.manifest
+    }
+
+    /// The surface audit it passed.
+    pub fn report(&self) -> &SurfaceReport {
+        &self.report
+    }
+
+    /// Runs one task in a fresh instance, waiting for a slot when
+    /// `concurrent_limit` tasks are running. Never panics on guest behaviour:
+    /// every end, including traps and timeouts, is a [`TaskRun`].
+    pub async fn run(&self, request: TaskRequest, store: Arc<dyn TaskStore>) -> TaskRun {
+        let _permit = self.concurrency.acquire().await;
+        self.run_now(request, store).await
+    }
+
+    async fn run_now(&self, request: TaskRequest, store: Arc<dyn TaskStore>) -> TaskRun {
+        let started = Instant::now();
+        let manifest = &self.manifest;
+        let log = TaskLog::new(manifest.limits.log_bytes);
+        let net = Arc::new(net::NetPolicy::new(&manifest.grants.network, &log));
+        let meta = Arc::new(TaskMeta {
+            task_id: request.task_id.clone(),
+            session_id: request.session_id.clone(),
+            capability: manifest.name().to_owned(),
+            version: manifest.version.to_string(),
+            resume: request.resume.clone(),
+        });
+        let failed = |failure: RunFailure, log: &TaskLog| TaskRun {
+            result: RunResult::Failed(failure),
+            log: log.finish(),
+            artifacts: Vec::new(),
+            checkpoints: Vec::new(),
+            host_calls: 0,
+            risk_events: Vec::new(),
+            duration: started.elapsed(),
+        };
+        let state = match task::state(manifest, meta, store, log.clone(), net) {
+            Ok(s) => s,
+            Err(e) => return failed(RunFailure::new(ErrorCode::ResourceUnavailable, e), &log),
+        };
+        let mut store = wasmtime::Store::new(&self.engine.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        if self.engine.config.epoch_interruption {
+            store.set_epoch_deadline(self.engine.ticks(request.deadline));
+            store.epoch_deadline_trap();
+        }
+        let wit_task = task::wit_task(manifest, &request);
+        let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {
+            let instance = match self.pre.instantiate_async(&mut store).await {
+                Ok(i) => i,
+                Err(e) => return Err((true, e)),
+            };
+            instance
+                .call_run(&mut store, &wit_task)
+                .await
+                .map_err(|e| (false, e))
+        })
+        .await;
+        let result = match outcome {
+            Ok(Ok(returned)) => task::returned(returned, manifest.limits.output_bytes),
+            Ok(Err((true, e))) => RunResult::Failed(RunFailure::new(
+                ErrorCode::ResourceUnavailable,
+                format!(
+                    "the capability could not be instantiated: {}",
+                    first_line(&format!("{e:#}"))
+                ),
+            )),
+            Ok(Err((false, e))) => RunResult::Failed(task::trapped(
+                &e,
+                &store.data().limiter,
+                request.deadline,
+                self.engine.config.max_wasm_stack,
+            )),
+            Err(_) => RunResult::Failed(RunFailure::new(
+                ErrorCode::Timeout,
+                format!(
+                    "stopped at its deadline of {} while waiting in a host call",
+                    hcp_contracts::IsoDuration::from_duration(request.deadline)
+                ),
+            )),
+        };
+        let hcp = &mut store.data_mut().hcp;
+        let mut risk_events = std::mem::take(&mut hcp.risk_events);
+        if let RunResult::Failed(f) = &result {
+            if f.code == ErrorCode::Timeout {
+                risk_events.push("timeout".to_owned());
+            }
+        }
+        TaskRun {
+            result,
+            log: log.finish(),
+            artifacts: std::mem::take(&mut hcp.artifacts),
+            checkpoints: std::mem::take(&mut hcp.checkpoints),
+            host_calls: hcp.host_calls,
+            risk_events,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}

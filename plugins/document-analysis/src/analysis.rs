@@ -296,7 +296,13 @@ fn split_number(s: &str) -> (Option<String>, String) {
 /// Additive weight of a section by its name; `None` skips it entirely.
 fn section_weight(kind: &str) -> Option<f64> {
     let has = |words: &[&str]| words.iter().any(|w| kind.contains(w));
-    if has(&["reference", "bibliograph", "acknowledg", "funding", "author"]) {
+    if has(&[
+        "reference",
+        "bibliograph",
+        "acknowledg",
+        "funding",
+        "author",
+    ]) {
         return None;
     }
     Some(if has(&["result", "finding"]) {
@@ -408,7 +414,13 @@ const RESULT_VERBS: &[&str] = &[
 ];
 
 const HEDGES: &[&str] = &[
-    " may ", " might ", " could ", " possibly", " perhaps", " unclear", " future work",
+    " may ",
+    " might ",
+    " could ",
+    " possibly",
+    " perhaps",
+    " unclear",
+    " future work",
 ];
 
 /// Scores one sentence on its own; `None` when it cannot be a finding.
@@ -517,9 +529,7 @@ mod tests {
         assert!(statements.contains(
             &"The proposed catalyst achieves 95% conversion rate under ambient conditions."
         ));
-        assert!(
-            statements.contains(&"Reaction selectivity improves by 23% compared to baseline.")
-        );
+        assert!(statements.contains(&"Reaction selectivity improves by 23% compared to baseline."));
         let conversion = findings
             .iter()
             .find(|f| f.statement.contains("95%"))

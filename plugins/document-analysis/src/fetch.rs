@@ -29,7 +29,13 @@ pub fn fetch(uri: &str) -> Result<Document, Failure> {
     } else if uri.starts_with("http://") || uri.starts_with("https://") {
         let (bytes, content_type) = http_get(uri)?;
         let media_type = content_type
-            .map(|c| c.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+            .map(|c| {
+                c.split(';')
+                    .next()
+                    .unwrap_or("")
+                    .trim()
+                    .to_ascii_lowercase()
+            })
             .filter(|c| !c.is_empty())
             .unwrap_or_else(|| media_type_from_path(uri).to_owned());
         Ok(document(bytes, media_type))
@@ -118,7 +124,9 @@ fn http_get(url: &str) -> Result<(Vec<u8>, Option<String>), Failure> {
     }
     let request = OutgoingRequest::new(Fields::new());
     let bad = |what: &str| Failure::input(format!("{url}: invalid {what}"));
-    request.set_method(&Method::Get).map_err(|()| bad("method"))?;
+    request
+        .set_method(&Method::Get)
+        .map_err(|()| bad("method"))?;
     request
         .set_scheme(Some(&scheme))
         .map_err(|()| bad("scheme"))?;
@@ -192,7 +200,10 @@ mod tests {
     #[test]
     fn media_types() {
         assert_eq!(media_type_from_path("/x/paper.MD"), "text/markdown");
-        assert_eq!(media_type_from_path("https://h/p.pdf?x=1"), "application/pdf");
+        assert_eq!(
+            media_type_from_path("https://h/p.pdf?x=1"),
+            "application/pdf"
+        );
         assert_eq!(media_type_from_path("/x/notes"), "text/plain");
     }
 }

@@ -1,0 +1,115 @@
+//! The `hcp` command line.
+//!
+//! Exit codes: 0 the command did what was asked (a task completed, a surface
+//! was allowed); 1 it ran and the answer is negative (a task failed or was
+//! rejected, a surface was refused); 2 the invocation or its input is wrong.
+
+mod manifest;
+mod run;
+mod surface;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The HCP host: runs capabilities as WebAssembly components with exactly
+/// the surface their manifests grant.
+#[derive(Debug, Parser)]
+#[command(name = "hcp", version, about, long_about = None)]
+pub struct Cli {
+    /// Data directory (SQLite database, artifacts, compiled-code cache).
+    #[arg(long, global = true, env = "HCP_DATA_DIR", default_value = ".hcp")]
+    pub data_dir: PathBuf,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one task_submit against a capability manifest and print the answer.
+    Run(run::RunArgs),
+    /// Show a component's imports and exports against its grants, and the
+    /// verdict (exit 1 when refused).
+    Surface(surface::SurfaceArgs),
+    /// Work with capability manifests.
+    #[command(subcommand)]
+    Manifest(manifest::ManifestCommand),
+}
+
+/// A command's result: the exit code, or an error for stderr (exit 2).
+pub(crate) type Outcome = anyhow::Result<ExitCode>;
+
+/// Parses arguments, runs the command, reports errors (`{:#}`), and maps
+/// them to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = std::path::absolute(&cli.data_dir)
+        .map_err(anyhow::Error::from)
+        .and_then(|data_dir| match cli.command {
+            Command::Run(args) => run::run(&data_dir, args),
+            Command::Surface(args) => surface::run(&data_dir, args),
+            Command::Manifest(cmd) => manifest::run(cmd),
+        });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HCP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// A single-threaded runtime is enough for one CLI command; the sandbox
+/// spawns nothing that needs more.
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// The sandbox settings of this host, with the cache in the data directory.
+pub(crate) fn sandbox(data_dir: &std::path::Path) -> anyhow::Result<hcp_sandbox::Sandbox> {
+    Ok(hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
+        cache_dir: Some(data_dir.join("cache")),
+        ..hcp_sandbox::SandboxConfig::default()
+    })?)
+}
+
+/// Loads a manifest, warning on stderr when its component digest is not
+/// pinned.
+pub(crate) fn load_manifest(path: &std::path::Path) -> anyhow::Result<hcp_contracts::Manifest> {
+    let manifest = hcp_contracts::manifest::load(path, hcp_contracts::LoadOptions::default())?;
+    if !manifest.component.pinned {
+        eprintln!(
+            "warning: {} does not pin its component's digest; running {} as found \
+             (pin it with `hcp manifest pin {}`)",
+            path.display(),
+            manifest.component.digest,
+            path.display()
+        );
+    }
+    Ok(manifest)
+}
+
+/// Writes `value` as pretty JSON and a newline to stdout.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! The HCP host: the `hcp` command line, the task lifecycle and the store.
+//!
+//! This crate wires the pure crates (`hcp-contracts`) to the sandbox and to
+//! durable state; it is the only one that touches the data directory.
+#![deny(missing_docs)]
+
+pub mod cli;
+pub mod lifecycle;
+pub mod store;

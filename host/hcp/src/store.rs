@@ -1,0 +1,323 @@
+//! The host's durable state under its data directory: `hcp.db` (SQLite, WAL)
+//! for indexes and small records, `blobs/sha256/` for artifact contents,
+//! content-addressed.
+//!
+//! Every write is durable before it is acknowledged: blobs are written to a
+//! temporary file, synced and renamed; SQLite commits with `synchronous=FULL`.
+//!
+//! # Ambient authority
+//!
+//! Opens and writes files under the data directory only.
+
+use anyhow::{Context as _, Result};
+use hcp_sandbox::{StoredArtifact, TaskMeta, TaskStore};
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest as _, Sha256};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how
+/// many ran.
+const MIGRATIONS: &[&str] = &[r"
+    CREATE TABLE artifacts (
+        session_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        checksum TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, name)
+    ) STRICT;
+    CREATE TABLE checkpoints (
+        session_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        label TEXT NOT NULL,
+        state BLOB NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, id)
+    ) STRICT;
+"];
+
+/// The data directory and its database.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    db: Mutex<Connection>,
+}
+
+impl Store {
+    /// Opens (creating, mode 0700) the data directory and migrates its
+    /// database.
+    ///
+    /// # Errors
+    ///
+    /// The directory or database cannot be created or opened, or was written
+    /// by a newer host.
+    pub fn open(dir: &Path) -> Result<Self> {
+        create_private_dir(dir).with_context(|| format!("data directory {}", dir.display()))?;
+        create_private_dir(&dir.join("blobs/sha256"))
+            .with_context(|| format!("data directory {}", dir.display()))?;
+        let path = dir.join("hcp.db");
+        let db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
+        db.busy_timeout(std::time::Duration::from_secs(10))?;
+        db.pragma_update(None, "journal_mode", "WAL")?;
+        db.pragma_update(None, "synchronous", "FULL")?;
+        db.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&db).with_context(|| format!("database {}", path.display()))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            db: Mutex::new(db),
+        })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn blob_path(&self, hex: &str) -> PathBuf {
+        self.dir.join("blobs/sha256").join(hex)
+    }
+
+    /// Writes `content` as a blob; returns its hex sha256.
+    fn put_blob(&self, content: &[u8]) -> Result<String> {
+        let hex = hex::encode(Sha256::digest(content));
+        let path = self.blob_path(&hex);
+        if path.exists() {
+            return Ok(hex);
+        }
+        let tmp = self
+            .dir
+            .join("blobs/sha256")
+            .join(format!(".{hex}.{}.tmp", uuid::Uuid::new_v4()));
+        let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
+        f.write_all(content)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)?;
+        sync_dir(&self.dir.join("blobs/sha256"));
+        Ok(hex)
+    }
+
+    /// Reads an artifact by its `hcp://<session>/artifacts/<name>` URI.
+    ///
+    /// # Errors
+    ///
+    /// A malformed URI, an unknown artifact, or a blob that no longer matches
+    /// its checksum.
+    pub fn artifact(&self, uri: &str) -> Result<(StoredArtifact, Vec<u8>)> {
+        let (session, name) = parse_artifact_uri(uri)?;
+        let row = self
+            .db()
+            .query_row(
+                "SELECT mime_type, size_bytes, checksum FROM artifacts WHERE session_id = ?1 AND name = ?2",
+                params![session, name],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)),
+            )
+            .optional()?;
+        let Some((mime_type, size, checksum)) = row else {
+            anyhow::bail!("{uri}: no such artifact");
+        };
+        let hex = checksum.trim_start_matches("sha256:");
+        let bytes = std::fs::read(self.blob_path(hex))
+            .with_context(|| format!("{uri}: content is missing"))?;
+        if hex::encode(Sha256::digest(&bytes)) != hex {
+            anyhow::bail!("{uri}: content does not match its checksum {checksum}");
+        }
+        Ok((
+            StoredArtifact {
+                name: name.to_owned(),
+                mime_type,
+                uri: uri.to_owned(),
+                size_bytes: u64::try_from(size).unwrap_or(0),
+                checksum,
+            },
+            bytes,
+        ))
+    }
+}
+
+/// Splits `hcp://<session>/artifacts/<name>`.
+///
+/// # Errors
+///
+/// Anything else.
+pub fn parse_artifact_uri(uri: &str) -> Result<(&str, &str)> {
+    let rest = uri
+        .strip_prefix("hcp://")
+        .with_context(|| format!("{uri:?} is not an hcp:// artifact URI"))?;
+    match rest.split_once("/artifacts/") {
+        Some((session, name)) if !session.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((session, name))
+        }
+        _ => anyhow::bail!("{uri:?} is not of the form hcp://<session>/artifacts/<name>"),
+    }
+}
+
+fn migrate(db: &Connection) -> Result<()> {
+    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let version = usize::try_from(version).unwrap_or(usize::MAX);
+    if version > MIGRATIONS.len() {
+        anyhow::bail!(
+            "schema version {version} is newer than this host knows ({}); upgrade the host",
+            MIGRATIONS.len()
+        );
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+        let tx = db.unchecked_transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i64::try_from(i + 1)?)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+fn now() -> String {
+    hcp_contracts::message::now_rfc3339()
+}
+
+impl TaskStore for Store {
+    fn put_artifact(
+        &self,
+        task: &TaskMeta,
+        name: &str,
+        mime_type: &str,
+        content: &[u8],
+    ) -> Result<StoredArtifact, String> {
+        let stored = StoredArtifact::describe(&task.session_id, name, mime_type, content);
+        self.put_blob(content).map_err(|e| format!("{e:#}"))?;
+        self.db()
+            .execute(
+                "INSERT INTO artifacts (session_id, name, task_id, mime_type, size_bytes, checksum, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    task.session_id,
+                    name,
+                    task.task_id,
+                    mime_type,
+                    i64::try_from(stored.size_bytes).unwrap_or(i64::MAX),
+                    stored.checksum,
+                    now()
+                ],
+            )
+            .map_err(|e| e.to_string())?;
+        Ok(stored)
+    }
+
+    fn save_checkpoint(
+        &self,
+        task: &TaskMeta,
+        id: &str,
+        label: &str,
+        state: &[u8],
+    ) -> Result<(), String> {
+        self.db()
+            .execute(
+                "INSERT INTO checkpoints (session_id, id, task_id, label, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![task.session_id, id, task.task_id, label, state, now()],
+            )
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String> {
+        self.db()
+            .query_row(
+                "SELECT state FROM checkpoints WHERE session_id = ?1 AND id = ?2",
+                params![session_id, id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> TaskMeta {
+        TaskMeta {
+            task_id: "task-1".into(),
+            session_id: "session-1".into(),
+            capability: "c".into(),
+            version: "1.0.0".into(),
+            resume: None,
+        }
+    }
+
+    #[test]
+    fn artifacts_survive_reopening_and_are_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let store = Store::open(dir.path()).expect("open");
+            let a = store
+                .put_artifact(&meta(), "raw.json", "application/json", b"{\"a\":1}")
+                .expect("put");
+            assert_eq!(a.uri, "hcp://session-1/artifacts/raw.json");
+            store
+                .save_checkpoint(&meta(), "ckpt-001", "ramp", b"state")
+                .expect("save");
+        }
+        let store = Store::open(dir.path()).expect("reopen");
+        let (a, bytes) = store
+            .artifact("hcp://session-1/artifacts/raw.json")
+            .expect("get");
+        assert_eq!(bytes, b"{\"a\":1}");
+        assert_eq!(a.size_bytes, 7);
+        assert_eq!(
+            store
+                .load_checkpoint("session-1", "ckpt-001")
+                .expect("load"),
+            Some(b"state".to_vec())
+        );
+        // A tampered blob is refused.
+        let hex = a.checksum.trim_start_matches("sha256:");
+        std::fs::write(dir.path().join("blobs/sha256").join(hex), b"evil").expect("write");
+        let err = store
+            .artifact("hcp://session-1/artifacts/raw.json")
+            .expect_err("tampered blob accepted");
+        assert!(format!("{err:#}").contains("does not match its checksum"));
+    }
+
+    #[test]
+    fn artifact_uris() {
+        assert!(parse_artifact_uri("hcp://s/artifacts/a.json").is_ok());
+        for bad in [
+            "http://s/artifacts/a",
+            "hcp://s/a",
+            "hcp:///artifacts/a",
+            "hcp://s/artifacts/a/b",
+        ] {
+            assert!(parse_artifact_uri(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The engine every capability runs on: pooling allocator, epoch deadlines,
+//! bounded wasm stack, compiled code cached on disk.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// Host-wide sandbox settings. [`SandboxConfig::default`] is what `hcp` uses.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Where compiled code is cached (`None`: no cache). Entries are keyed by
+    /// the component's sha256 and the engine's settings, so a changed
+    /// component or engine never reuses stale code. The directory is created
+    /// with mode 0700: whoever can write it can run code in the host.
+    pub cache_dir: Option<PathBuf>,
+    /// Pre-allocate instance slots (the pooling allocator). Off: allocate on
+    /// demand, as plain `Linker::instantiate` does.
+    pub pooling: bool,
+    /// Component instances the pool holds (tasks running at once).
+    pub pool_instances: u32,
+    /// Interrupt guests at their deadline (epoch interruption). Off only for
+    /// the benchmark that measures its cost.
+    pub epoch_interruption: bool,
+    /// How often the epoch advances; deadlines are this precise.
+    pub epoch_tick: Duration,
+    /// Largest wasm stack of one task, bytes (stack overflow traps past it).
+    pub max_wasm_stack: usize,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: None,
+            pooling: true,
+            pool_instances: 64,
+            epoch_interruption: true,
+            epoch_tick: Duration::from_millis(10),
+            max_wasm_stack: 512 << 10,
+        }
+    }
+}
+
+/// Why the engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// wasmtime refused the configuration.
+    #[error("sandbox engine: {0:#}")]
+    Config(wasmtime::Error),
+    /// The cache directory could not be prepared.
+    #[error("compiled-code cache {path}: {source}")]
+    Cache {
+        /// The directory.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The engine plus its epoch ticker; dropping the last clone stops the ticker.
+#[derive(Clone, Debug)]
+pub(crate) struct SharedEngine {
+    pub(crate) engine: Engine,
+    pub(crate) config: SandboxConfig,
+    _ticker: Arc<Ticker>,
+}
+
+#[derive(Debug)]
+struct Ticker(Arc<AtomicBool>);
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl SharedEngine {
+    pub(crate) fn new(config: SandboxConfig) -> Result<Self, EngineError> {
+        let mut c = Config::new();
+        c.wasm_component_model(true)
+            .epoch_interruption(config.epoch_interruption)
+            .max_wasm_stack(config.max_wasm_stack)
+            .parallel_compilation(true);
+        if config.pooling {
+            let mut pool = PoolingAllocationConfig::default();
+            let n = config.pool_instances;
+            pool.total_component_instances(n)
+                .total_core_instances(n * 8)
+                .total_memories(n * 4)
+                .total_tables(n * 8)
+                .total_stacks(n)
+                .max_memories_per_component(8)
+                .max_tables_per_component(16)
+                .max_core_instances_per_component(32)
+                .table_elements(100_000)
+                .max_memory_size(4 << 30);
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        if let Some(dir) = &config.cache_dir {
+            prepare_cache_dir(dir)?;
+            let mut cache = wasmtime::CacheConfig::new();
+            cache.with_directory(dir);
+            let cache = wasmtime::Cache::new(cache).map_err(EngineError::Config)?;
+            c.cache(Some(cache));
+        }
+        let engine = Engine::new(&c).map_err(EngineError::Config)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        if config.epoch_interruption {
+            let engine = engine.weak();
+            let stop = stop.clone();
+            let tick = config.epoch_tick;
+            std::thread::Builder::new()
+                .name("hcp-epoch".into())
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(tick);
+                        match engine.upgrade() {
+                            Some(e) => e.increment_epoch(),
+                            None => break,
+                        }
+                    }
+                })
+                .map_err(|e| EngineError::Config(wasmtime::Error::msg(e.to_string())))?;
+        }
+        Ok(Self {
+            engine,
+            config,
+            _ticker: Arc::new(Ticker(stop)),
+        })
+    }
+
+    /// Ticks until `deadline` has passed (at least one).
+    pub(crate) fn ticks(&self, deadline: Duration) -> u64 {
+        let tick = self.config.epoch_tick.as_nanos().max(1);
+        u64::try_from(deadline.as_nanos().div_ceil(tick))
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+}
+
+/// Creates the cache directory with mode 0700 and refuses one others can
+/// write.
+fn prepare_cache_dir(dir: &std::path::Path) -> Result<(), EngineError> {
+    let err = |source| EngineError::Cache {
+        path: dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(err)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(dir).map_err(err)?;
+        if meta.permissions().mode() & 0o022 != 0 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;
+        }
+    }
+    Ok(())
+}

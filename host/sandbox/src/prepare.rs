@@ -1,0 +1,210 @@
+//! From a checked manifest to a capability ready to run: compile (or load
+//! from the cache), audit the imports against the grants, link exactly the
+//! granted interfaces, pre-instantiate.
+
+use crate::audit::{self, GrantsSummary, ImportLine, SurfaceReport};
+use crate::bindings::CapabilityPre;
+use crate::engine::SharedEngine;
+use crate::hcp_units::HcpData;
+use crate::net::lookup::{GovernedLookup, GovernedLookupData};
+use crate::task::TaskState;
+use hcp_contracts::manifest::{Grants, Manifest};
+use std::sync::Arc;
+use wasmtime::component::{Component, HasData, Linker, ResourceTable};
+use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
+use wasmtime_wasi::random::WasiRandom;
+use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
+
+/// Why a capability could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The component does not compile.
+    #[error("{capability}: the component does not compile: {error:#}")]
+    Compile {
+        /// `name@version`.
+        capability: String,
+        /// wasmtime's error.
+        error: wasmtime::Error,
+    },
+    /// Imports outside the grants.
+    #[error("{}", refusal_message(.0))]
+    Refused(Box<SurfaceReport>),
+    /// The component does not fit the world (missing or mistyped `run`).
+    #[error(
+        "{capability}: the component does not implement world hcp:capability/capability: {error:#}"
+    )]
+    Link {
+        /// `name@version`.
+        capability: String,
+        /// wasmtime's error.
+        error: wasmtime::Error,
+    },
+}
+
+fn refusal_message(report: &SurfaceReport) -> String {
+    let mut msg = format!(
+        "{}@{}: refused: the component imports interfaces its manifest does not grant:",
+        report.capability, report.version
+    );
+    for (name, reason) in report.refused() {
+        msg.push_str(&format!("\n  {name}: {reason}"));
+    }
+    msg
+}
+
+/// Compiles the manifest's component (through the cache).
+pub(crate) fn compile(
+    engine: &SharedEngine,
+    manifest: &Manifest,
+) -> Result<Component, PrepareError> {
+    Component::from_binary(&engine.engine, &manifest.component.bytes).map_err(|error| {
+        PrepareError::Compile {
+            capability: manifest.id(),
+            error,
+        }
+    })
+}
+
+/// Audits a compiled component against its manifest's grants.
+pub(crate) fn audit(
+    engine: &SharedEngine,
+    manifest: &Manifest,
+    component: &Component,
+) -> SurfaceReport {
+    let ty = component.component_type();
+    let imports: Vec<ImportLine> = ty
+        .imports(&engine.engine)
+        .map(|(name, _)| ImportLine {
+            name: name.to_owned(),
+            verdict: audit::classify(name, &manifest.grants),
+        })
+        .collect();
+    let exports = ty
+        .exports(&engine.engine)
+        .map(|(n, _)| n.to_owned())
+        .collect();
+    let allowed = imports
+        .iter()
+        .all(|i| matches!(i.verdict, audit::ImportVerdict::Allowed { .. }));
+    SurfaceReport {
+        capability: manifest.name().to_owned(),
+        version: manifest.version.to_string(),
+        digest: manifest.component.digest.clone(),
+        imports,
+        exports,
+        grants: GrantsSummary::of(&manifest.grants),
+        allowed,
+    }
+}
+
+/// Links exactly the interfaces `grants` allow, nothing else; an import the
+/// audit let through but the linker lacks fails `instantiate_pre`.
+pub(crate) fn linker(
+    engine: &SharedEngine,
+    grants: &Grants,
+) -> wasmtime::Result<Linker<TaskState>> {
+    use crate::bindings::hcp::capability as hcp;
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
+
+    let mut l = Linker::<TaskState>::new(&engine.engine);
+
+    // Always: hcp basics, wasi:io, clocks, random, stdio, exit, environment.
+    hcp::types::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    hcp::log::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    hcp::artifacts::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    hcp::checkpoints::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<TaskState, TableData>(
+        &mut l, table,
+    )?;
+    wasmtime_wasi_io::bindings::wasi::io::poll::add_to_linker::<TaskState, TableData>(
+        &mut l, table,
+    )?;
+    wasmtime_wasi_io::bindings::wasi::io::streams::add_to_linker::<TaskState, TableData>(
+        &mut l, table,
+    )?;
+    clocks::wall_clock::add_to_linker::<TaskState, WasiClocks>(&mut l, TaskState::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<TaskState, WasiClocks>(&mut l, TaskState::clocks)?;
+    random::random::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
+    random::insecure::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
+    random::insecure_seed::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
+    cli::exit::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::stdin::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::stdout::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::stderr::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::terminal_input::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::terminal_output::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::terminal_stdin::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::terminal_stdout::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    cli::terminal_stderr::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+
+    // Holds only the grants.env variables (none by default) and no args.
+    cli::environment::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
+    if !grants.filesystem.is_empty() {
+        filesystem::types::add_to_linker::<TaskState, WasiFilesystem>(
+            &mut l,
+            TaskState::filesystem,
+        )?;
+        filesystem::preopens::add_to_linker::<TaskState, WasiFilesystem>(
+            &mut l,
+            TaskState::filesystem,
+        )?;
+    }
+    if !grants.network.is_empty() {
+        let options = sockets::network::LinkOptions::default();
+        sockets::network::add_to_linker::<TaskState, WasiSockets>(
+            &mut l,
+            &options,
+            TaskState::sockets,
+        )?;
+        sockets::instance_network::add_to_linker::<TaskState, WasiSockets>(
+            &mut l,
+            TaskState::sockets,
+        )?;
+        sockets::tcp_create_socket::add_to_linker::<TaskState, WasiSockets>(
+            &mut l,
+            TaskState::sockets,
+        )?;
+        sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
+    }
+    if grants.grants_names() {
+        sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
+            GovernedLookup {
+                policy: &s.net,
+                log: &s.hcp.log,
+                inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
+                    ctx: s.wasi.sockets(),
+                    table: &mut s.table,
+                },
+            }
+        })?;
+    }
+    Ok(l)
+}
+
+struct TableData;
+
+impl HasData for TableData {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+fn table(s: &mut TaskState) -> &mut ResourceTable {
+    &mut s.table
+}
+
+/// Pre-instantiates a component with its linker.
+pub(crate) fn instantiate_pre(
+    engine: &SharedEngine,
+    manifest: &Arc<Manifest>,
+    component: &Component,
+) -> Result<CapabilityPre<TaskState>, PrepareError> {
+    let link = |error| PrepareError::Link {
+        capability: manifest.id(),
+        error,
+    };
+    let linker = linker(engine, &manifest.grants).map_err(link)?;
+    let pre = linker.instantiate_pre(component).map_err(link)?;
+    CapabilityPre::new(pre).map_err(link)
+}

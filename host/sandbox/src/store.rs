@@ -1,0 +1,167 @@
+//! Where a task's artifacts and checkpoints go: a trait the embedder
+//! implements (the `hcp` crate stores them in SQLite and content-addressed
+//! files), and an in-memory implementation for tests and one-shot runs.
+
+use hcp_contracts::jcs::sha256_bytes_tagged;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// What the host knows of the task a call belongs to.
+#[derive(Debug, Clone)]
+pub struct TaskMeta {
+    /// Host-assigned task id.
+    pub task_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Capability name.
+    pub capability: String,
+    /// Capability version.
+    pub version: String,
+    /// The checkpoint this task resumes from.
+    pub resume: Option<ResumeFrom>,
+}
+
+/// A checkpoint of an earlier session to resume from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumeFrom {
+    /// Session of the failed task.
+    pub session_id: String,
+    /// The checkpoint.
+    pub checkpoint: String,
+}
+
+/// An artifact as stored.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StoredArtifact {
+    /// Name within the task.
+    pub name: String,
+    /// Media type.
+    pub mime_type: String,
+    /// `hcp://<session>/artifacts/<name>`.
+    pub uri: String,
+    /// Size.
+    pub size_bytes: u64,
+    /// `sha256:<hex>`.
+    pub checksum: String,
+}
+
+impl StoredArtifact {
+    /// Describes `content` as artifact `name` of `session`.
+    pub fn describe(session_id: &str, name: &str, mime_type: &str, content: &[u8]) -> Self {
+        Self {
+            name: name.to_owned(),
+            mime_type: mime_type.to_owned(),
+            uri: format!("hcp://{session_id}/artifacts/{name}"),
+            size_bytes: content.len() as u64,
+            checksum: sha256_bytes_tagged(content),
+        }
+    }
+}
+
+/// Durable storage of artifacts and checkpoints.
+///
+/// Implementations must be idempotent per (session, name/id) and must not
+/// return before the data is durable: the guest treats an `Ok` as stored.
+pub trait TaskStore: Send + Sync + 'static {
+    /// Stores an artifact; names are already checked.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest (no host paths).
+    fn put_artifact(
+        &self,
+        task: &TaskMeta,
+        name: &str,
+        mime_type: &str,
+        content: &[u8],
+    ) -> Result<StoredArtifact, String>;
+
+    /// Saves checkpoint `id` of the task's session.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn save_checkpoint(
+        &self,
+        task: &TaskMeta,
+        id: &str,
+        label: &str,
+        state: &[u8],
+    ) -> Result<(), String>;
+
+    /// Loads checkpoint `id` of `session_id`.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String>;
+}
+
+/// Keeps everything in memory: for tests, benchmarks and `hcp run --no-store`.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    artifacts: Mutex<BTreeMap<(String, String), (StoredArtifact, Vec<u8>)>>,
+    checkpoints: Mutex<BTreeMap<(String, String), (String, Vec<u8>)>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The content of an artifact, by session and name.
+    pub fn artifact(&self, session_id: &str, name: &str) -> Option<Vec<u8>> {
+        self.artifacts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session_id.to_owned(), name.to_owned()))
+            .map(|(_, bytes)| bytes.clone())
+    }
+}
+
+impl TaskStore for MemoryStore {
+    fn put_artifact(
+        &self,
+        task: &TaskMeta,
+        name: &str,
+        mime_type: &str,
+        content: &[u8],
+    ) -> Result<StoredArtifact, String> {
+        let stored = StoredArtifact::describe(&task.session_id, name, mime_type, content);
+        self.artifacts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                (task.session_id.clone(), name.to_owned()),
+                (stored.clone(), content.to_vec()),
+            );
+        Ok(stored)
+    }
+
+    fn save_checkpoint(
+        &self,
+        task: &TaskMeta,
+        id: &str,
+        label: &str,
+        state: &[u8],
+    ) -> Result<(), String> {
+        self.checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                (task.session_id.clone(), id.to_owned()),
+                (label.to_owned(), state.to_vec()),
+            );
+        Ok(())
+    }
+
+    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String> {
+        Ok(self
+            .checkpoints
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(session_id.to_owned(), id.to_owned()))
+            .map(|(_, s)| s.clone()))
+    }
+}

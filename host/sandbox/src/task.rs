@@ -1,0 +1,362 @@
+//! One task: its store, its WASI context built from the grants alone, its
+//! deadline, and how its end (return value or trap) is reported.
+
+use crate::bindings::hcp::capability::types as wit;
+use crate::hcp_units::HcpCtx;
+use crate::limits::TaskLimiter;
+use crate::net::{NetPolicy, http::GovernedHttp, socket_check};
+use crate::store::{StoredArtifact, TaskMeta, TaskStore};
+use crate::tasklog::{LogSummary, TaskLog};
+use hcp_contracts::manifest::{Access, Manifest};
+use hcp_contracts::message::ErrorCode;
+use hcp_contracts::{DataClass, RiskLevel};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+/// The data of one task's store.
+pub(crate) struct TaskState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) http: WasiHttpCtx,
+    pub(crate) http_hooks: GovernedHttp,
+    pub(crate) net: Arc<NetPolicy>,
+    pub(crate) limiter: TaskLimiter,
+    pub(crate) hcp: HcpCtx,
+}
+
+impl WasiView for TaskState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for TaskState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.http_hooks,
+        }
+    }
+}
+
+/// What the host hands a capability to run: an admitted task.
+#[derive(Debug, Clone)]
+pub struct TaskRequest {
+    /// Host-assigned task id.
+    pub task_id: String,
+    /// Session id.
+    pub session_id: String,
+    /// Authenticated caller.
+    pub caller_id: String,
+    /// The caller's intent.
+    pub intent: String,
+    /// Inputs, already valid against `input_schema`.
+    pub inputs: Value,
+    /// The `constraints` object.
+    pub constraints: Value,
+    /// The `context` object.
+    pub context: Option<Value>,
+    /// Checkpoint to resume from.
+    pub resume: Option<crate::store::ResumeFrom>,
+    /// Approved risk level.
+    pub risk_level: RiskLevel,
+    /// Approved data classification.
+    pub data_classification: DataClass,
+    /// When the task is stopped with `timeout`.
+    pub deadline: Duration,
+}
+
+/// How a task ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunResult {
+    /// `run` returned `ok` with outputs that parse as a JSON object within
+    /// `limits.output_bytes`. Schemas are the task engine's to check.
+    Completed {
+        /// The outputs.
+        outputs: Value,
+        /// Warnings the capability reported.
+        warnings: Vec<String>,
+    },
+    /// `run` returned `err`, trapped, ran out of time or resources.
+    Failed(RunFailure),
+}
+
+/// A failed task, ready for `task_failed`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFailure {
+    /// Standard error code.
+    pub code: ErrorCode,
+    /// Explanation.
+    pub message: String,
+    /// Phase that failed.
+    pub phase: Option<String>,
+    /// Step that failed.
+    pub step: Option<u64>,
+    /// Whether a resubmission may succeed.
+    pub recoverable: bool,
+    /// Partial outputs (a JSON object).
+    pub partial_outputs: Option<Value>,
+}
+
+impl RunFailure {
+    /// A failure with a code and a message only.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            phase: None,
+            step: None,
+            recoverable: false,
+            partial_outputs: None,
+        }
+    }
+}
+
+/// Everything a task left: result, log, artifacts, checkpoints, counters.
+#[derive(Debug, Clone)]
+pub struct TaskRun {
+    /// How it ended.
+    pub result: RunResult,
+    /// The task log.
+    pub log: LogSummary,
+    /// Artifacts created (also on failure).
+    pub artifacts: Vec<StoredArtifact>,
+    /// Checkpoint ids saved, in order.
+    pub checkpoints: Vec<String>,
+    /// hcp host calls made.
+    pub host_calls: u64,
+    /// Denials and limit events.
+    pub risk_events: Vec<String>,
+    /// Wall time from instantiation to the end.
+    pub duration: Duration,
+}
+
+/// Builds the WASI context from the grants alone: no args, no inherited
+/// environment, closed stdin, stdout/stderr into the task log, only the
+/// granted directories, only the granted destinations.
+///
+/// # Ambient authority
+///
+/// Reads the host's values of the environment variables `grants.env` names,
+/// and opens the granted directories.
+pub(crate) fn wasi_ctx(
+    manifest: &Manifest,
+    log: &TaskLog,
+    net: &Arc<NetPolicy>,
+) -> Result<WasiCtx, String> {
+    let grants = &manifest.grants;
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(log.stdout()).stderr(log.stderr());
+    for name in &grants.env {
+        if let Ok(value) = std::env::var(name) {
+            b.env(name, value);
+        }
+    }
+    for dir in &grants.filesystem {
+        let perms = match dir.access {
+            Access::ReadOnly => FsPerms::ReadOnly,
+            Access::ReadWrite => FsPerms::ReadWrite,
+        };
+        b.preopened_dir(&dir.host_path, &dir.guest_path, perms)
+            .map_err(|e| {
+                format!(
+                    "granted directory {} cannot be opened: {e:#}",
+                    dir.host_path.display()
+                )
+            })?;
+    }
+    let has_net = !grants.network.is_empty();
+    b.allow_tcp(has_net)
+        .allow_udp(false)
+        .allow_ip_name_lookup(grants.grants_names())
+        .socket_addr_check(socket_check(net.clone(), log.clone()));
+    Ok(b.build())
+}
+
+/// Builds the store data of one task.
+pub(crate) fn state(
+    manifest: &Manifest,
+    meta: Arc<TaskMeta>,
+    store: Arc<dyn TaskStore>,
+    log: TaskLog,
+    net: Arc<NetPolicy>,
+) -> Result<TaskState, String> {
+    let wasi = wasi_ctx(manifest, &log, &net)?;
+    Ok(TaskState {
+        wasi,
+        table: ResourceTable::new(),
+        http: WasiHttpCtx::new(),
+        http_hooks: GovernedHttp {
+            policy: net.clone(),
+            log: log.clone(),
+        },
+        net,
+        limiter: TaskLimiter::new(&manifest.limits),
+        hcp: HcpCtx {
+            meta,
+            log,
+            store,
+            limits: manifest.limits,
+            artifacts: Vec::new(),
+            artifact_bytes: 0,
+            checkpoints: Vec::new(),
+            host_calls: 0,
+            risk_events: Vec::new(),
+        },
+    })
+}
+
+/// The WIT task record.
+pub(crate) fn wit_task(manifest: &Manifest, request: &TaskRequest) -> wit::Task {
+    wit::Task {
+        task_id: request.task_id.clone(),
+        session_id: request.session_id.clone(),
+        capability: manifest.name().to_owned(),
+        capability_version: manifest.version.to_string(),
+        caller_id: request.caller_id.clone(),
+        intent: request.intent.clone(),
+        inputs: request.inputs.to_string(),
+        constraints: request.constraints.to_string(),
+        context: request.context.as_ref().map(Value::to_string),
+        resume_from: request.resume.as_ref().map(|r| r.checkpoint.clone()),
+        risk_level: match request.risk_level {
+            RiskLevel::R1 => wit::RiskLevel::R1,
+            RiskLevel::R2 => wit::RiskLevel::R2,
+            RiskLevel::R3 => wit::RiskLevel::R3,
+            RiskLevel::R4 => wit::RiskLevel::R4,
+            RiskLevel::R5 => wit::RiskLevel::R5,
+        },
+        data_classification: match request.data_classification {
+            DataClass::T1 => wit::DataClassification::T1,
+            DataClass::T2 => wit::DataClassification::T2,
+            DataClass::T3 => wit::DataClassification::T3,
+            DataClass::T4 => wit::DataClassification::T4,
+        },
+        deadline_ms: u64::try_from(request.deadline.as_millis()).unwrap_or(u64::MAX),
+    }
+}
+
+/// Turns `run`'s return value into a [`RunResult`].
+pub(crate) fn returned(result: Result<wit::Outcome, wit::Failure>, output_limit: u64) -> RunResult {
+    match result {
+        Ok(outcome) => {
+            if outcome.outputs.len() as u64 > output_limit {
+                return RunResult::Failed(RunFailure::new(
+                    ErrorCode::ExecutionError,
+                    format!(
+                        "outputs are {} bytes, over limits.output_bytes ({output_limit})",
+                        outcome.outputs.len()
+                    ),
+                ));
+            }
+            match serde_json::from_str::<Value>(&outcome.outputs) {
+                Ok(outputs @ Value::Object(_)) => RunResult::Completed {
+                    outputs,
+                    warnings: outcome.warnings,
+                },
+                Ok(_) => RunResult::Failed(RunFailure::new(
+                    ErrorCode::InternalError,
+                    "the capability returned outputs that are not a JSON object",
+                )),
+                Err(e) => RunResult::Failed(RunFailure::new(
+                    ErrorCode::InternalError,
+                    format!("the capability returned outputs that are not JSON: {e}"),
+                )),
+            }
+        }
+        Err(f) => {
+            let partial_outputs = f
+                .partial_outputs
+                .and_then(|p| serde_json::from_str::<Value>(&p).ok())
+                .filter(Value::is_object);
+            let (phase, step, recoverable) = match f.details {
+                Some(d) => (d.phase, d.step.map(u64::from), d.recoverable),
+                None => (None, None, false),
+            };
+            RunResult::Failed(RunFailure {
+                code: match f.code {
+                    wit::ErrorCode::ExecutionError => ErrorCode::ExecutionError,
+                    wit::ErrorCode::Timeout => ErrorCode::Timeout,
+                    wit::ErrorCode::SafetyViolation => ErrorCode::SafetyViolation,
+                    wit::ErrorCode::ResourceUnavailable => ErrorCode::ResourceUnavailable,
+                    wit::ErrorCode::InternalError => ErrorCode::InternalError,
+                    wit::ErrorCode::InputError => ErrorCode::InputError,
+                },
+                message: f.message,
+                phase,
+                step,
+                recoverable,
+                partial_outputs,
+            })
+        }
+    }
+}
+
+/// Classifies a trap or host fault.
+pub(crate) fn trapped(
+    error: &wasmtime::Error,
+    limiter: &TaskLimiter,
+    deadline: Duration,
+    max_stack: usize,
+) -> RunFailure {
+    use wasmtime::Trap;
+    if let Some(trap) = error.downcast_ref::<Trap>() {
+        match trap {
+            Trap::Interrupt => {
+                return RunFailure::new(
+                    ErrorCode::Timeout,
+                    format!("stopped at its deadline of {}", fmt_duration(deadline)),
+                );
+            }
+            Trap::StackOverflow => {
+                return RunFailure::new(
+                    ErrorCode::ExecutionError,
+                    format!(
+                        "call stack exhausted (the host allows {} KiB of wasm stack)",
+                        max_stack >> 10
+                    ),
+                );
+            }
+            _ => {}
+        }
+    }
+    if let Some(total) = limiter.memory_refused {
+        return RunFailure::new(
+            ErrorCode::ExecutionError,
+            format!(
+                "memory limit exceeded: growing to {total} bytes was refused (limits.memory_bytes is {})",
+                limiter.memory_limit()
+            ),
+        );
+    }
+    if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        return RunFailure::new(
+            ErrorCode::InternalError,
+            format!("the capability exited with status {}", exit.0),
+        );
+    }
+    let detail = match error.downcast_ref::<Trap>() {
+        Some(trap) => trap.to_string(),
+        None => format!("{error:#}"),
+    };
+    RunFailure::new(
+        ErrorCode::InternalError,
+        format!("the capability trapped: {}", first_line(&detail)),
+    )
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or(s)
+}
+
+fn fmt_duration(d: Duration) -> String {
+    hcp_contracts::IsoDuration::from_duration(d).to_string()
+}
