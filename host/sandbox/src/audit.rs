@@ -27,6 +27,9 @@ pub enum GrantedBy {
     Network,
     /// `grants.network` names a host (not only addresses).
     NetworkName,
+    /// Linked with `grants.network` but inert: every UDP socket is refused
+    /// (grants admit TCP only). Rust's `std::net` imports UDP with TCP.
+    NetworkUdpInert,
     /// `grants.env` is not empty.
     Env,
     /// `grants.instruments` is not empty.
@@ -44,6 +47,7 @@ impl GrantedBy {
             Self::Filesystem => "grants.filesystem",
             Self::Network => "grants.network",
             Self::NetworkName => "grants.network (a host name)",
+            Self::NetworkUdpInert => "grants.network; linked but every UDP use is denied",
             Self::Env => "grants.env",
             Self::Instruments => "grants.instruments",
             Self::DeviceHid => "grants.devices: hid",
@@ -310,8 +314,9 @@ pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
         | "sockets/tcp-create-socket"
         | "http/types"
         | "http/outgoing-handler" => refused("no destination is granted (grants.network)".into()),
+        "sockets/udp" | "sockets/udp-create-socket" if net => allowed(GrantedBy::NetworkUdpInert),
         "sockets/udp" | "sockets/udp-create-socket" => {
-            refused("UDP is never granted: grants.network admits TCP destinations only".into())
+            refused("no destination is granted (grants.network), and UDP never is".into())
         }
         _ => refused(format!("wasi:{key} is not provided by this host")),
     }
@@ -382,7 +387,12 @@ mod tests {
         assert!(!refused("wasi:sockets/tcp@0.2.6", &ip_only));
         assert!(!refused("wasi:http/outgoing-handler@0.2.6", &ip_only));
         assert!(refused("wasi:sockets/ip-name-lookup@0.2.6", &ip_only));
-        assert!(refused("wasi:sockets/udp@0.2.6", &ip_only));
+        assert_eq!(
+            classify("wasi:sockets/udp@0.2.6", &ip_only),
+            ImportVerdict::Allowed {
+                granted_by: GrantedBy::NetworkUdpInert
+            }
+        );
         assert!(refused("wasi:filesystem/types@0.2.6", &ip_only));
 
         let named = Grants {

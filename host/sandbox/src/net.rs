@@ -6,7 +6,8 @@
 //! says `allow_private` (no DNS rebinding onto the host's own network). Every
 //! choke point asks the same [`NetPolicy`]:
 //!
-//! - `socket_addr_check` (TCP connect; binds and UDP are never allowed),
+//! - `socket_addr_check` (TCP connect; only the ephemeral bind of a client
+//!   connect; never listen, accept or UDP),
 //! - `wasi:sockets/ip-name-lookup` (only granted names resolve),
 //! - `wasi:http` outgoing requests (only granted host:port, connected to the
 //!   pinned addresses, TLS verified against the granted name).
@@ -233,12 +234,18 @@ pub(crate) fn socket_check(
         Box::pin(async move {
             let allowed = match use_ {
                 SocketAddrUse::TcpConnect => policy.may_connect(addr).await,
+                // The implicit bind of a client connect: any local address,
+                // an ephemeral port. Listening and accepting stay denied, so
+                // it never becomes a server socket.
+                SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
                 _ => false,
             };
             if !allowed {
                 let what = match use_ {
                     SocketAddrUse::TcpConnect => "connect to",
-                    SocketAddrUse::TcpBind => "listen on",
+                    SocketAddrUse::TcpBind => "bind to",
+                    SocketAddrUse::TcpListen => "listen on",
+                    SocketAddrUse::TcpAccept => "accept from",
                     _ => "UDP with",
                 };
                 log.host_note(&format!("denied: {what} {addr} (not in grants.network)"));

@@ -167,6 +167,12 @@ pub(crate) fn linker(
             TaskState::sockets,
         )?;
         sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+        // Inert: the context has allow_udp(false), so creating a UDP socket fails.
+        sockets::udp_create_socket::add_to_linker::<TaskState, WasiSockets>(
+            &mut l,
+            TaskState::sockets,
+        )?;
+        sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
     }
     if grants.grants_names() {

@@ -27,7 +27,13 @@ pub fn fetch(uri: &str) -> Result<Document, Failure> {
         let media_type = media_type_from_path(&path).to_owned();
         Ok(document(bytes, media_type))
     } else if uri.starts_with("http://") || uri.starts_with("https://") {
-        let (bytes, content_type) = http_get(uri)?;
+        let response = hcp_guest::http::get(uri, MAX_DOCUMENT_BYTES).map_err(|e| match e {
+            hcp_guest::http::Error::InvalidUrl(m) | hcp_guest::http::Error::TooLarge(m) => {
+                Failure::input(m)
+            }
+            other => Failure::unavailable(other.to_string()),
+        })?;
+        let (bytes, content_type) = (response.body, response.content_type);
         let media_type = content_type
             .map(|c| {
                 c.split(';')
@@ -101,89 +107,6 @@ fn percent_decode(s: &str) -> Option<String> {
         }
     }
     String::from_utf8(out).ok()
-}
-
-/// GET `url` through `wasi:http/outgoing-handler`; returns the body and the
-/// `content-type` header.
-fn http_get(url: &str) -> Result<(Vec<u8>, Option<String>), Failure> {
-    use wasip2::http::outgoing_handler;
-    use wasip2::http::types::{Fields, Method, OutgoingRequest, Scheme};
-    use wasip2::io::streams::StreamError;
-
-    let (scheme, rest) = match url.split_once("://") {
-        Some(("https", rest)) => (Scheme::Https, rest),
-        Some(("http", rest)) => (Scheme::Http, rest),
-        _ => return Err(Failure::input(format!("{url}: not an http(s) URL"))),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    if authority.is_empty() || authority.contains('@') {
-        return Err(Failure::input(format!("{url}: malformed authority")));
-    }
-    let request = OutgoingRequest::new(Fields::new());
-    let bad = |what: &str| Failure::input(format!("{url}: invalid {what}"));
-    request
-        .set_method(&Method::Get)
-        .map_err(|()| bad("method"))?;
-    request
-        .set_scheme(Some(&scheme))
-        .map_err(|()| bad("scheme"))?;
-    request
-        .set_authority(Some(authority))
-        .map_err(|()| bad("authority"))?;
-    request
-        .set_path_with_query(Some(path))
-        .map_err(|()| bad("path"))?;
-    let pending = outgoing_handler::handle(request, None)
-        .map_err(|e| Failure::unavailable(format!("{url}: request refused: {e:?}")))?;
-    pending.subscribe().block();
-    let response = match pending.get() {
-        Some(Ok(Ok(response))) => response,
-        Some(Ok(Err(e))) => {
-            return Err(Failure::unavailable(format!("{url}: {e:?}")));
-        }
-        Some(Err(())) | None => {
-            return Err(Failure::unavailable(format!("{url}: no response")));
-        }
-    };
-    let status = response.status();
-    if !(200..300).contains(&status) {
-        return Err(Failure::unavailable(format!("{url}: HTTP status {status}")));
-    }
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .first()
-        .map(|v| String::from_utf8_lossy(v).into_owned());
-    let body = response
-        .consume()
-        .map_err(|()| Failure::unavailable(format!("{url}: body already taken")))?;
-    let stream = body
-        .stream()
-        .map_err(|()| Failure::unavailable(format!("{url}: body stream unavailable")))?;
-    let mut bytes = Vec::new();
-    loop {
-        match stream.blocking_read(64 * 1024) {
-            Ok(chunk) => {
-                bytes.extend_from_slice(&chunk);
-                if bytes.len() > MAX_DOCUMENT_BYTES {
-                    return Err(Failure::input(format!(
-                        "{url}: larger than {MAX_DOCUMENT_BYTES} bytes"
-                    )));
-                }
-            }
-            Err(StreamError::Closed) => break,
-            Err(StreamError::LastOperationFailed(e)) => {
-                return Err(Failure::unavailable(format!(
-                    "{url}: reading body: {}",
-                    e.to_debug_string()
-                )));
-            }
-        }
-    }
-    Ok((bytes, content_type))
 }
 
 #[cfg(test)]

@@ -26,8 +26,12 @@
 //! `hcp:capability` world offers: [`log`], [`artifacts`], [`checkpoints`].
 //!
 //! What the SDK must never do: reach for anything the manifest did not grant.
-//! It only wraps the `hcp:capability` interfaces; WASI access (files, network)
-//! is the author's explicit choice through `std` or `wasip2`.
+//! It wraps the `hcp:capability` interfaces; WASI access (files, network) is
+//! the author's explicit choice through `std`, `wasip2` or [`http::get`],
+//! and only code that calls them makes the component import those
+//! interfaces.
+
+pub mod http;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -255,6 +259,16 @@ pub mod checkpoints {
     }
 }
 
+std::thread_local! {
+    static WARNINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Records a condition that did not stop the task; the host reports it in
+/// `execution_summary.warnings` of `task_completed`.
+pub fn warning(message: impl Into<String>) {
+    WARNINGS.with(|w| w.borrow_mut().push(message.into()));
+}
+
 /// Runs `f` on the task: the glue behind [`export_capability!`].
 #[doc(hidden)]
 pub fn __run<I, O>(
@@ -298,7 +312,7 @@ where
     match result {
         Ok(outputs) => Ok(wit::Outcome {
             outputs,
-            warnings: Vec::new(),
+            warnings: WARNINGS.with(|w| std::mem::take(&mut *w.borrow_mut())),
         }),
         Err(f) => Err(wit::Failure {
             code: f.code,

@@ -1,0 +1,501 @@
+//! Hostile guests against the sandbox: each case asserts the exact error the
+//! guest (or the host) sees, and that the same capability then runs the next
+//! task normally.
+
+use hcp_contracts::message::ErrorCode;
+use hcp_contracts::{DataClass, RiskLevel};
+use hcp_sandbox::{
+    MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig,
+    TaskRequest, TaskRun, TaskStore,
+};
+use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
+use serde_json::{Value, json};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
+    Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache_dir()),
+        pool_instances: 16,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox")
+});
+
+/// The probe with a bit of every grant: a read-only directory at `/data`, a
+/// read-write one at `/out`, one granted listener (by address), one granted
+/// HTTP server (by name), and `PATH`.
+struct Probe {
+    tmp: tempfile::TempDir,
+    prepared: PreparedCapability,
+    store: Arc<dyn TaskStore>,
+    granted: SocketAddr,
+    other: SocketAddr,
+    web: SocketAddr,
+}
+
+impl Probe {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data = tmp.path().join("data");
+        let out = tmp.path().join("out");
+        std::fs::create_dir(&data).expect("mkdir");
+        std::fs::create_dir(&out).expect("mkdir");
+        std::fs::write(data.join("hello.txt"), "hi").expect("write");
+        std::fs::write(tmp.path().join("secret.txt"), "SECRET").expect("write");
+        std::os::unix::fs::symlink(tmp.path().join("secret.txt"), data.join("link"))
+            .expect("symlink");
+        let granted = listener("granted-banner");
+        let other = listener("other-banner");
+        let web = http_server("text/plain", "web body".into());
+        let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+            .set(
+                "/grants/filesystem",
+                json!([
+                    {"path": data, "guest_path": "/data", "access": "read-only"},
+                    {"path": out, "guest_path": "/out", "access": "read-write"}
+                ]),
+            )
+            .set(
+                "/grants/network",
+                json!([
+                    {"host": "127.0.0.1", "port": granted.port()},
+                    {"host": "localhost", "port": web.port(), "allow_private": true}
+                ]),
+            )
+            .set("/grants/env", json!(["PATH"]))
+            .set("/limits/memory_bytes", json!(16 << 20))
+            .set("/limits/log_bytes", json!(4096))
+            .load(tmp.path());
+        let prepared = SANDBOX.prepare(Arc::new(manifest)).expect("probe prepares");
+        Self {
+            tmp,
+            prepared,
+            store: Arc::new(MemoryStore::new()),
+            granted,
+            other,
+            web,
+        }
+    }
+
+    fn host_path(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    async fn run_for(&self, inputs: Value, deadline: Duration) -> TaskRun {
+        let request = TaskRequest {
+            task_id: "task-1".into(),
+            session_id: "session-1".into(),
+            caller_id: "tester".into(),
+            intent: "probe the sandbox".into(),
+            inputs,
+            constraints: json!({}),
+            context: None,
+            resume: None,
+            risk_level: RiskLevel::R1,
+            data_classification: DataClass::T1,
+            deadline,
+        };
+        self.prepared.run(request, self.store.clone()).await
+    }
+
+    async fn run(&self, inputs: Value) -> TaskRun {
+        self.run_for(inputs, Duration::from_secs(20)).await
+    }
+
+    /// Runs an operation the guest reports on; returns `(ok, value or error)`.
+    async fn op(&self, inputs: Value) -> (bool, Value, TaskRun) {
+        let run = self.run(inputs.clone()).await;
+        let RunResult::Completed { outputs, .. } = &run.result else {
+            panic!("{inputs} did not complete: {:?}", run.result);
+        };
+        let ok = outputs["ok"].as_bool().expect("ok flag");
+        let v = if ok {
+            outputs["value"].clone()
+        } else {
+            outputs["error"].clone()
+        };
+        (ok, v, run)
+    }
+
+    async fn denied(&self, inputs: Value, error: &str) -> TaskRun {
+        let (ok, v, run) = self.op(inputs.clone()).await;
+        assert!(!ok, "{inputs} was allowed: {v}");
+        assert_eq!(v, error, "{inputs}");
+        self.still_works().await;
+        run
+    }
+
+    async fn failed(&self, inputs: Value, deadline: Duration) -> RunFailure {
+        let run = self.run_for(inputs.clone(), deadline).await;
+        let RunResult::Failed(f) = run.result else {
+            panic!("{inputs} did not fail: {:?}", run.result);
+        };
+        self.still_works().await;
+        f
+    }
+
+    /// The next task runs normally.
+    async fn still_works(&self) {
+        let (ok, v, _) = self
+            .op(json!({"action": "read_file", "path": "/data/hello.txt"}))
+            .await;
+        assert!(ok, "the next task failed: {v}");
+        assert_eq!(v, "hi");
+    }
+}
+
+fn host_notes(run: &TaskRun) -> Vec<String> {
+    run.log
+        .entries
+        .iter()
+        .filter(|e| e.source == hcp_sandbox::tasklog::LogSource::Host)
+        .map(|e| e.message.clone())
+        .collect()
+}
+
+const EPERM: &str = "Operation not permitted (os error 63)";
+const ENOENT: &str = "No such file or directory (os error 44)";
+const EACCES: &str = "Permission denied (os error 2)";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn granted_operations_work() {
+    let p = Probe::new();
+    let (ok, v, _) = p
+        .op(json!({"action": "read_file", "path": "/data/hello.txt"}))
+        .await;
+    assert!(ok && v == "hi");
+    let (ok, _, _) = p
+        .op(json!({"action": "write_file", "path": "/out/new.txt", "content": "x"}))
+        .await;
+    assert!(ok);
+    assert_eq!(
+        std::fs::read_to_string(p.host_path("out/new.txt")).expect("written"),
+        "x"
+    );
+    let (ok, v, _) = p
+        .op(json!({"action": "connect", "addr": p.granted.to_string()}))
+        .await;
+    assert!(ok && v == "granted-banner", "{v}");
+    let (ok, v, _) = p.op(json!({"action": "lookup", "name": "localhost"})).await;
+    assert!(
+        ok && v
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("127.0.0.1"))),
+        "{v}"
+    );
+    let url = format!("http://localhost:{}/paper", p.web.port());
+    let (ok, v, _) = p.op(json!({"action": "http_get", "url": url})).await;
+    assert!(ok && v == "web body", "{v}");
+    let (ok, _, _) = p.op(json!({"action": "env", "name": "PATH"})).await;
+    assert!(ok);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dotdot_escape_is_refused() {
+    let p = Probe::new();
+    p.denied(
+        json!({"action": "read_file", "path": "/data/../secret.txt"}),
+        EPERM,
+    )
+    .await;
+    p.denied(json!({"action": "list_dir", "path": "/data/.."}), EPERM)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn absolute_paths_outside_the_grants_do_not_exist() {
+    let p = Probe::new();
+    let secret = p.host_path("secret.txt");
+    p.denied(json!({"action": "read_file", "path": secret}), ENOENT)
+        .await;
+    p.denied(
+        json!({"action": "read_file", "path": "/etc/passwd"}),
+        ENOENT,
+    )
+    .await;
+    p.denied(json!({"action": "list_dir", "path": "/"}), ENOENT)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_symlink_out_of_a_preopen_is_refused() {
+    let p = Probe::new();
+    p.denied(json!({"action": "read_file", "path": "/data/link"}), EPERM)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_only_grant_cannot_be_written() {
+    let p = Probe::new();
+    p.denied(
+        json!({"action": "write_file", "path": "/data/new.txt", "content": "x"}),
+        EPERM,
+    )
+    .await;
+    p.denied(
+        json!({"action": "write_file", "path": "/data/hello.txt", "content": "x"}),
+        EPERM,
+    )
+    .await;
+    assert!(!p.host_path("data/new.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.host_path("data/hello.txt")).expect("read"),
+        "hi"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connecting_to_an_ungranted_port_is_refused() {
+    let p = Probe::new();
+    let run = p
+        .denied(
+            json!({"action": "connect", "addr": p.other.to_string()}),
+            EACCES,
+        )
+        .await;
+    assert_eq!(
+        host_notes(&run),
+        [format!(
+            "denied: connect to {} (not in grants.network)",
+            p.other
+        )]
+    );
+    // The granted port of another host is not granted either.
+    let elsewhere = format!("127.0.0.2:{}", p.granted.port());
+    p.denied(json!({"action": "connect", "addr": elsewhere}), EACCES)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_and_udp_are_refused() {
+    let p = Probe::new();
+    // An ephemeral bind is what every client connect does; listening on it
+    // is refused.
+    let run = p
+        .denied(json!({"action": "listen", "addr": "0.0.0.0:0"}), EACCES)
+        .await;
+    let notes = host_notes(&run);
+    assert!(
+        notes.len() == 1
+            && notes[0].starts_with("denied: listen on 0.0.0.0:")
+            && notes[0].ends_with(" (not in grants.network)"),
+        "{notes:?}"
+    );
+    let run = p
+        .denied(
+            json!({"action": "listen", "addr": "127.0.0.1:8080"}),
+            EACCES,
+        )
+        .await;
+    assert_eq!(
+        host_notes(&run),
+        ["denied: bind to 127.0.0.1:8080 (not in grants.network)"]
+    );
+    let (ok, v, _) = p
+        .op(json!({"action": "udp", "addr": p.granted.to_string()}))
+        .await;
+    assert!(!ok, "UDP was allowed: {v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ungranted_name_lookup_is_refused() {
+    let p = Probe::new();
+    let run = p
+        .denied(json!({"action": "lookup", "name": "example.com"}), EACCES)
+        .await;
+    assert_eq!(
+        host_notes(&run),
+        ["denied: name lookup of \"example.com\" (not a host in grants.network)"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_to_an_ungranted_destination_is_refused() {
+    let p = Probe::new();
+    let url = format!("http://127.0.0.1:{}/x", p.other.port());
+    let run = p
+        .denied(
+            json!({"action": "http_get", "url": url}),
+            &format!("{url}: ErrorCode::HttpRequestDenied"),
+        )
+        .await;
+    assert_eq!(
+        host_notes(&run),
+        [format!(
+            "denied: GET http://127.0.0.1:{} (not in grants.network)",
+            p.other.port()
+        )]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ungranted_env_var_is_absent_and_nothing_is_inherited() {
+    let p = Probe::new();
+    p.denied(
+        json!({"action": "env", "name": "HOME"}),
+        "environment variable not found",
+    )
+    .await;
+    let (ok, v, _) = p.op(json!({"action": "args"})).await;
+    assert!(ok && v == json!([]), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_infinite_loop_stops_at_the_deadline() {
+    let p = Probe::new();
+    let f = p
+        .failed(json!({"action": "spin"}), Duration::from_millis(500))
+        .await;
+    assert_eq!(
+        f,
+        RunFailure::new(ErrorCode::Timeout, "stopped at its deadline of PT0.5S")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn memory_growth_past_the_limit_is_stopped() {
+    let p = Probe::new();
+    let f = p
+        .failed(
+            json!({"action": "grow", "bytes": 64 << 20}),
+            Duration::from_secs(20),
+        )
+        .await;
+    assert_eq!(f.code, ErrorCode::ExecutionError);
+    assert!(
+        f.message.starts_with("memory limit exceeded: growing to ")
+            && f.message
+                .ends_with(" bytes was refused (limits.memory_bytes is 16777216)"),
+        "{}",
+        f.message
+    );
+    // Within the limit it works.
+    let (ok, _, _) = p.op(json!({"action": "grow", "bytes": 4 << 20})).await;
+    assert!(ok);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unbounded_recursion_is_stopped() {
+    let p = Probe::new();
+    let f = p
+        .failed(json!({"action": "recurse"}), Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        f,
+        RunFailure::new(
+            ErrorCode::ExecutionError,
+            "call stack exhausted (the host allows 512 KiB of wasm stack)"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_flood_is_bounded() {
+    let p = Probe::new();
+    let run = p
+        .run(json!({"action": "flood_stdout", "bytes": 10 << 20}))
+        .await;
+    assert!(
+        matches!(run.result, RunResult::Completed { .. }),
+        "{:?}",
+        run.result
+    );
+    let kept: usize = run.log.entries.iter().map(|e| e.message.len()).sum();
+    assert!(kept <= 4096, "kept {kept} bytes");
+    assert!(
+        run.log.dropped_bytes >= (10 << 20) - 4096,
+        "dropped {}",
+        run.log.dropped_bytes
+    );
+
+    let run = p
+        .run(json!({"action": "flood_log", "lines": 100_000}))
+        .await;
+    assert!(
+        matches!(run.result, RunResult::Completed { .. }),
+        "{:?}",
+        run.result
+    );
+    let kept: usize = run.log.entries.iter().map(|e| e.message.len()).sum();
+    assert!(kept <= 4096, "kept {kept} bytes");
+    assert!(
+        run.log.dropped_lines > 99_000,
+        "dropped {} lines",
+        run.log.dropped_lines
+    );
+    p.still_works().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_panic_is_an_internal_error() {
+    let p = Probe::new();
+    let f = p
+        .failed(json!({"action": "panic"}), Duration::from_secs(20))
+        .await;
+    assert_eq!(
+        f,
+        RunFailure::new(
+            ErrorCode::InternalError,
+            "the capability trapped: wasm trap: wasm `unreachable` instruction executed"
+        )
+    );
+}
+
+#[test]
+fn an_import_no_grant_provides_is_refused_at_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest =
+        ManifestBuilder::new("undeclared", hcp_tests::UNDECLARED_IMPORT).load(tmp.path());
+    let err = SANDBOX.prepare(Arc::new(manifest)).expect_err("loaded");
+    assert!(matches!(err, PrepareError::Refused(_)));
+    assert_eq!(
+        err.to_string(),
+        "undeclared@1.0.0: refused: the component imports interfaces its manifest does not grant:\n  \
+         evil:backdoor/shell@1.0.0: evil:backdoor is not provided by this host"
+    );
+}
+
+#[test]
+fn imports_beyond_the_grants_are_refused_at_load() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The probe uses files, sockets and HTTP; granted nothing, it may not load.
+    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE).load(tmp.path());
+    let err = SANDBOX.prepare(Arc::new(manifest)).expect_err("loaded");
+    let PrepareError::Refused(report) = &err else {
+        panic!("{err}");
+    };
+    let refused: Vec<&str> = report.refused().map(|(name, _)| name).collect();
+    assert_eq!(
+        refused,
+        [
+            "wasi:http/types@0.2.12",
+            "wasi:http/outgoing-handler@0.2.12",
+            "wasi:filesystem/types@0.2.12",
+            "wasi:filesystem/preopens@0.2.12",
+            "wasi:sockets/network@0.2.12",
+            "wasi:sockets/instance-network@0.2.12",
+            "wasi:sockets/udp@0.2.12",
+            "wasi:sockets/udp-create-socket@0.2.12",
+            "wasi:sockets/tcp@0.2.12",
+            "wasi:sockets/tcp-create-socket@0.2.12",
+            "wasi:sockets/ip-name-lookup@0.2.12",
+        ]
+    );
+}
+
+#[test]
+fn a_component_without_run_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = ManifestBuilder::new("other", hcp_tests::NO_RUN_EXPORT).load(tmp.path());
+    let err = SANDBOX.prepare(Arc::new(manifest)).expect_err("loaded");
+    assert!(matches!(err, PrepareError::Link { .. }), "{err}");
+    assert!(
+        err.to_string().starts_with(
+            "other@1.0.0: the component does not implement world hcp:capability/capability:"
+        ),
+        "{err}"
+    );
+}
