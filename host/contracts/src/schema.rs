@@ -182,7 +182,7 @@ fn problems_of(validator: &Validator, instance: &Value, prefix: &str) -> Result<
         .map(|e| {
             Problem::new(
                 format!("{prefix}{}", e.instance_path().as_str()),
-                e.to_string(),
+                message(&e),
             )
         })
         .collect();
@@ -192,6 +192,18 @@ fn problems_of(validator: &Validator, instance: &Value, prefix: &str) -> Result<
     problems.sort();
     problems.dedup();
     Err(problems)
+}
+
+/// The validator's message, but with every allowed value of an enum listed
+/// (a caller, or a caller's model, needs them all to correct the input).
+fn message(e: &jsonschema::ValidationError<'_>) -> String {
+    if let jsonschema::error::ValidationErrorKind::Enum { options } = e.kind() {
+        if let Some(list) = options.as_array() {
+            let list: Vec<String> = list.iter().map(Value::to_string).collect();
+            return format!("{} is not one of {}", e.instance(), list.join(", "));
+        }
+    }
+    e.to_string()
 }
 
 /// A retriever that refuses every external reference.

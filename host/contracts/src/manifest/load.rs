@@ -111,7 +111,13 @@ pub fn load(path: &Path, options: LoadOptions) -> Result<Manifest, ManifestError
         path: shown.clone(),
         source,
     })?;
-    let base = absolute.parent().unwrap_or(Path::new("/")).to_path_buf();
+    // The directory, canonical: `${manifest_dir}` and relative component
+    // paths resolve against it.
+    let parent = absolute.parent().unwrap_or(Path::new("/"));
+    let base = std::fs::canonicalize(parent).map_err(|source| ManifestError::Read {
+        path: shown.clone(),
+        source,
+    })?;
     from_value(value, &base, Some(absolute), &shown, options)
 }
 
@@ -132,13 +138,22 @@ pub fn from_value(
         path: shown.to_owned(),
         problems,
     };
-    SchemaId::Capability.validate(&value, "").map_err(invalid)?;
-    let doc: ManifestDoc = serde_json::from_value(value)
-        .map_err(|e| invalid(vec![Problem::new("", e.to_string())]))?;
-    let mut checker = Checker {
-        problems: Vec::new(),
-        base,
+    // Schema problems and, when the document still has the manifest's shape,
+    // the semantic ones too: every problem is reported at once.
+    let mut problems = SchemaId::Capability
+        .validate(&value, "")
+        .err()
+        .unwrap_or_default();
+    let doc: ManifestDoc = match serde_json::from_value(value) {
+        Ok(doc) => doc,
+        Err(e) => {
+            if problems.is_empty() {
+                problems.push(Problem::new("", e.to_string()));
+            }
+            return Err(invalid(problems));
+        }
     };
+    let mut checker = Checker { problems, base };
     let manifest = checker.check(doc, source, options);
     if checker.problems.is_empty() {
         if let Some(manifest) = manifest {
@@ -147,6 +162,7 @@ pub fn from_value(
     }
     let mut problems = checker.problems;
     problems.sort();
+    problems.dedup();
     Err(invalid(problems))
 }
 
@@ -211,16 +227,19 @@ impl Checker<'_> {
         let component = self.component(&doc, options);
         let grants = self.grants(&doc);
         for (name, p) in &doc.safety_envelope.parameters {
-            if let (Some(min), Some(max)) = (p.min, p.max) {
-                if min > max {
-                    self.problem(
-                        format!(
-                            "/safety_envelope/parameters/{}",
-                            problem::pointer_token(name)
-                        ),
-                        format!("min {min} is above max {max}"),
-                    );
+            let pointer = format!(
+                "/safety_envelope/parameters/{}",
+                problem::pointer_token(name)
+            );
+            match (p.min, p.max) {
+                (Some(min), Some(max)) if min > max => {
+                    self.problem(pointer, format!("min {min} is above max {max}"));
                 }
+                (None, None) => self.problem(
+                    pointer,
+                    format!("parameter {name} bounds nothing: give it a min, a max or both"),
+                ),
+                _ => {}
             }
         }
         let limits = Limits::from_doc(&doc.limits);
@@ -288,7 +307,8 @@ impl Checker<'_> {
     }
 
     fn component(&mut self, doc: &ManifestDoc, options: LoadOptions) -> Option<ComponentFile> {
-        let path = self.base.join(&doc.component.path);
+        let joined = self.base.join(&doc.component.path);
+        let path = std::fs::canonicalize(&joined).unwrap_or(joined);
         let bytes = match read_bounded(&path, MAX_COMPONENT_BYTES) {
             Ok(b) => b,
             Err(e) => {

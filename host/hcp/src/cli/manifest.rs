@@ -37,7 +37,7 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
                 m.risk_ceiling()
             );
             println!(
-                "  component  {} ({}, {} bytes)",
+                "  component   {} ({}, {} bytes)",
                 m.component.digest,
                 if m.component.pinned {
                     "pinned"
@@ -59,7 +59,7 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
                 ("devices", &g.devices),
             ] {
                 println!(
-                    "  {what:<11}{}",
+                    "  {what:<12}{}",
                     if list.is_empty() {
                         "none".to_owned()
                     } else {
