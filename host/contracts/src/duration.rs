@@ -139,3 +139,24 @@ mod tests {
         assert_eq!(f(72 * 3600), "PT72H");
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Anything parses or is refused without panicking; what the host
+        /// prints parses back to the same duration.
+        #[test]
+        fn format_round_trips(ms in 0u64..10_000_000_000) {
+            let d = IsoDuration::from_duration(Duration::from_millis(ms));
+            prop_assert_eq!(IsoDuration::parse(&d.to_string()), Ok(d));
+        }
+
+        #[test]
+        fn parsing_never_panics(s in "\\PC{0,40}") {
+            let _ = IsoDuration::parse(&s);
+        }
+    }
+}

@@ -197,11 +197,11 @@ fn problems_of(validator: &Validator, instance: &Value, prefix: &str) -> Result<
 /// The validator's message, but with every allowed value of an enum listed
 /// (a caller, or a caller's model, needs them all to correct the input).
 fn message(e: &jsonschema::ValidationError<'_>) -> String {
-    if let jsonschema::error::ValidationErrorKind::Enum { options } = e.kind() {
-        if let Some(list) = options.as_array() {
-            let list: Vec<String> = list.iter().map(Value::to_string).collect();
-            return format!("{} is not one of {}", e.instance(), list.join(", "));
-        }
+    if let jsonschema::error::ValidationErrorKind::Enum { options } = e.kind()
+        && let Some(list) = options.as_array()
+    {
+        let list: Vec<String> = list.iter().map(Value::to_string).collect();
+        return format!("{} is not one of {}", e.instance(), list.join(", "));
     }
     e.to_string()
 }

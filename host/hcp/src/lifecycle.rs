@@ -37,15 +37,15 @@ fn check_outputs(
     manifest: &Manifest,
     submit: &CheckedSubmit,
     outputs: &Value,
-) -> Result<(), RunFailure> {
+) -> Result<(), Box<RunFailure>> {
     if let Err(problems) = schema::validate_user(&manifest.output_schema, outputs, "/outputs") {
-        return Err(RunFailure::new(
+        return Err(Box::new(RunFailure::new(
             ErrorCode::InternalError,
             format!(
                 "the capability's outputs do not match its output_schema:\n{}",
                 problem::list(&problems)
             ),
-        ));
+        )));
     }
     if let Some(expected) = &submit.submit.expected_output {
         let missing: Vec<&str> = expected
@@ -55,26 +55,26 @@ fn check_outputs(
             .map(String::as_str)
             .collect();
         if !missing.is_empty() {
-            return Err(RunFailure::new(
+            return Err(Box::new(RunFailure::new(
                 ErrorCode::ExecutionError,
                 format!(
                     "outputs lack the required field{} {} (expected_output.required_fields)",
                     if missing.len() == 1 { "" } else { "s" },
                     missing.join(", ")
                 ),
-            ));
+            )));
         }
     }
-    if let Some(validator) = &submit.expected_schema {
-        if let Err(problems) = schema::validate_user(validator, outputs, "/outputs") {
-            return Err(RunFailure::new(
-                ErrorCode::ExecutionError,
-                format!(
-                    "outputs do not match expected_output.schema:\n{}",
-                    problem::list(&problems)
-                ),
-            ));
-        }
+    if let Some(validator) = &submit.expected_schema
+        && let Err(problems) = schema::validate_user(validator, outputs, "/outputs")
+    {
+        return Err(Box::new(RunFailure::new(
+            ErrorCode::ExecutionError,
+            format!(
+                "outputs do not match expected_output.schema:\n{}",
+                problem::list(&problems)
+            ),
+        )));
     }
     Ok(())
 }
@@ -118,7 +118,7 @@ pub fn answer(
             warnings.extend(w.iter().cloned());
             match check_outputs(manifest, submit, outputs) {
                 Ok(()) => Ok(outputs.clone()),
-                Err(f) => Err(f),
+                Err(f) => Err(*f),
             }
         }
         RunResult::Failed(f) => Err(f.clone()),

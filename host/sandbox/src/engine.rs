@@ -27,6 +27,10 @@ pub struct SandboxConfig {
     pub epoch_tick: Duration,
     /// Largest wasm stack of one task, bytes (stack overflow traps past it).
     pub max_wasm_stack: usize,
+    /// Resolve and type-check imports once per component (`InstancePre`).
+    /// Off: every task calls `Linker::instantiate`, the plain embedding the
+    /// instantiation benchmark compares against.
+    pub pre_instantiate: bool,
 }
 
 impl Default for SandboxConfig {
@@ -38,6 +42,7 @@ impl Default for SandboxConfig {
             epoch_interruption: true,
             epoch_tick: Duration::from_millis(10),
             max_wasm_stack: 512 << 10,
+            pre_instantiate: true,
         }
     }
 }
@@ -49,7 +54,7 @@ pub enum EngineError {
     #[error("sandbox engine: {0:#}")]
     Config(wasmtime::Error),
     /// The cache directory could not be prepared.
-    #[error("compiled-code cache {path}: {source}")]
+    #[error("compiled-code cache {path}")]
     Cache {
         /// The directory.
         path: String,
@@ -94,7 +99,14 @@ impl SharedEngine {
                 .max_tables_per_component(16)
                 .max_core_instances_per_component(32)
                 .table_elements(100_000)
-                .max_memory_size(4 << 30);
+                .max_memory_size(4 << 30)
+                // Reset a finished task's memory with memset, page by dirty
+                // page, instead of madvise: the next task then takes no page
+                // faults on it. Past these sizes, memory is decommitted.
+                .linear_memory_keep_resident(1 << 20)
+                .table_keep_resident(1 << 20)
+                .pagemap_scan(wasmtime::Enabled::Auto)
+                .decommit_batch_size(8);
             c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
         if let Some(dir) = &config.cache_dir {

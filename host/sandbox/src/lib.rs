@@ -35,7 +35,6 @@ pub use engine::{EngineError, SandboxConfig};
 pub use hcp_units::reason_name;
 pub use prepare::PrepareError;
 pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
-use task::TaskState;
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
 
 use engine::SharedEngine;
@@ -92,11 +91,11 @@ impl Sandbox {
         if !report.allowed {
             return Err(PrepareError::Refused(Box::new(report)));
         }
-        let pre = prepare::instantiate_pre(&self.engine, &manifest, &component)?;
+        let pre = prepare::instantiation(&self.engine, &manifest, &component)?;
         let permits = usize::try_from(manifest.concurrent_limit).unwrap_or(1);
         Ok(PreparedCapability {
             engine: self.engine.clone(),
-            pre,
+            pre: Arc::new(pre),
             report: Arc::new(report),
             concurrency: Arc::new(tokio::sync::Semaphore::new(permits)),
             manifest,
@@ -110,7 +109,7 @@ impl Sandbox {
 pub struct PreparedCapability {
     engine: SharedEngine,
     manifest: Arc<Manifest>,
-    pre: bindings::CapabilityPre<TaskState>,
+    pre: Arc<prepare::Instantiation>,
     report: Arc<SurfaceReport>,
     concurrency: Arc<tokio::sync::Semaphore>,
 }
@@ -155,7 +154,7 @@ impl PreparedCapability {
             task_id: request.task_id.clone(),
             session_id: request.session_id.clone(),
             capability: manifest.name().to_owned(),
-            version: manifest.version.to_string(),
+            version: manifest.version_str().to_owned(),
             resume: request.resume.clone(),
         });
         let failed = |failure: RunFailure, log: &TaskLog| TaskRun {
@@ -179,7 +178,7 @@ impl PreparedCapability {
         }
         let wit_task = task::wit_task(manifest, &request);
         let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {
-            let instance = match self.pre.instantiate_async(&mut store).await {
+            let instance = match self.pre.instantiate(&mut store).await {
                 Ok(i) => i,
                 Err(e) => return Err((true, e)),
             };
@@ -214,10 +213,10 @@ impl PreparedCapability {
         };
         let hcp = &mut store.data_mut().hcp;
         let mut risk_events = std::mem::take(&mut hcp.risk_events);
-        if let RunResult::Failed(f) = &result {
-            if f.code == ErrorCode::Timeout {
-                risk_events.push("timeout".to_owned());
-            }
+        if let RunResult::Failed(f) = &result
+            && f.code == ErrorCode::Timeout
+        {
+            risk_events.push("timeout".to_owned());
         }
         TaskRun {
             result,

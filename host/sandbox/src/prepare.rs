@@ -200,17 +200,45 @@ fn table(s: &mut TaskState) -> &mut ResourceTable {
     &mut s.table
 }
 
-/// Pre-instantiates a component with its linker.
-pub(crate) fn instantiate_pre(
+/// How a prepared capability is instantiated for each task.
+pub(crate) enum Instantiation {
+    /// Imports resolved and type-checked once.
+    Pre(CapabilityPre<TaskState>),
+    /// `Linker::instantiate` for every task (the benchmark's baseline).
+    Plain(Box<(Linker<TaskState>, Component)>),
+}
+
+/// Links a component, pre-instantiating it unless the engine is configured
+/// for the plain baseline. Either way the `run` export is checked here.
+pub(crate) fn instantiation(
     engine: &SharedEngine,
     manifest: &Arc<Manifest>,
     component: &Component,
-) -> Result<CapabilityPre<TaskState>, PrepareError> {
+) -> Result<Instantiation, PrepareError> {
     let link = |error| PrepareError::Link {
         capability: manifest.id(),
         error,
     };
     let linker = linker(engine, &manifest.grants).map_err(link)?;
-    let pre = linker.instantiate_pre(component).map_err(link)?;
-    CapabilityPre::new(pre).map_err(link)
+    let pre = CapabilityPre::new(linker.instantiate_pre(component).map_err(link)?).map_err(link)?;
+    Ok(if engine.config.pre_instantiate {
+        Instantiation::Pre(pre)
+    } else {
+        Instantiation::Plain(Box::new((linker, component.clone())))
+    })
+}
+
+impl Instantiation {
+    pub(crate) async fn instantiate(
+        &self,
+        store: &mut wasmtime::Store<TaskState>,
+    ) -> wasmtime::Result<crate::bindings::Capability> {
+        match self {
+            Self::Pre(pre) => pre.instantiate_async(store).await,
+            Self::Plain(plain) => {
+                let (linker, component) = &**plain;
+                crate::bindings::Capability::instantiate_async(store, component, linker).await
+            }
+        }
+    }
 }

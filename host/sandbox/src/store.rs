@@ -97,11 +97,15 @@ pub trait TaskStore: Send + Sync + 'static {
     fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String>;
 }
 
-/// Keeps everything in memory: for tests, benchmarks and `hcp run --no-store`.
+/// (session id, artifact name or checkpoint id).
+type Key = (String, String);
+
+/// Keeps everything in memory: for tests and benchmarks.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    artifacts: Mutex<BTreeMap<(String, String), (StoredArtifact, Vec<u8>)>>,
-    checkpoints: Mutex<BTreeMap<(String, String), (String, Vec<u8>)>>,
+    artifacts: Mutex<BTreeMap<Key, (StoredArtifact, Vec<u8>)>>,
+    /// Checkpoint label and state.
+    checkpoints: Mutex<BTreeMap<Key, (String, Vec<u8>)>>,
 }
 
 impl MemoryStore {

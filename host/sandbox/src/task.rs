@@ -220,7 +220,7 @@ pub(crate) fn wit_task(manifest: &Manifest, request: &TaskRequest) -> wit::Task 
         task_id: request.task_id.clone(),
         session_id: request.session_id.clone(),
         capability: manifest.name().to_owned(),
-        capability_version: manifest.version.to_string(),
+        capability_version: manifest.version_str().to_owned(),
         caller_id: request.caller_id.clone(),
         intent: request.intent.clone(),
         inputs: request.inputs.to_string(),

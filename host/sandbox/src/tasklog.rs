@@ -351,3 +351,17 @@ mod tests {
         assert!(s.entries.iter().map(|e| e.message.len()).sum::<usize>() <= 100);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Escaped text holds no control character: no line can be forged.
+        #[test]
+        fn escaped_text_has_no_controls(s in "\\PC{0,40}[\\x00-\\x1f\\x7f]{0,5}\\PC{0,10}") {
+            prop_assert!(!escape_controls(&s).chars().any(char::is_control));
+        }
+    }
+}

@@ -39,7 +39,7 @@ pub struct LoadOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ManifestError {
     /// The file could not be read.
-    #[error("{path}: cannot read manifest: {source}")]
+    #[error("{path}: cannot read manifest")]
     Read {
         /// The manifest path.
         path: String,
@@ -155,10 +155,10 @@ pub fn from_value(
     };
     let mut checker = Checker { problems, base };
     let manifest = checker.check(doc, source, options);
-    if checker.problems.is_empty() {
-        if let Some(manifest) = manifest {
-            return Ok(manifest);
-        }
+    if checker.problems.is_empty()
+        && let Some(manifest) = manifest
+    {
+        return Ok(manifest);
     }
     let mut problems = checker.problems;
     problems.sort();
@@ -193,16 +193,16 @@ impl Checker<'_> {
             .ok();
         let input_schema = self.user_schema("/capability/input_schema", &cap.input_schema);
         let output_schema = self.user_schema("/capability/output_schema", &cap.output_schema);
-        if let Some(floor) = cap.safety.risk_floor {
-            if floor > cap.safety.risk_ceiling {
-                self.problem(
-                    "/capability/safety/risk_floor",
-                    format!(
-                        "risk_floor {floor} is above risk_ceiling {}",
-                        cap.safety.risk_ceiling
-                    ),
-                );
-            }
+        if let Some(floor) = cap.safety.risk_floor
+            && floor > cap.safety.risk_ceiling
+        {
+            self.problem(
+                "/capability/safety/risk_floor",
+                format!(
+                    "risk_floor {floor} is above risk_ceiling {}",
+                    cap.safety.risk_ceiling
+                ),
+            );
         }
         let constraints = cap.constraints.as_ref();
         let max_duration = match constraints.and_then(|c| c.max_duration.as_deref()) {
@@ -563,6 +563,35 @@ mod tests {
             "x/y",
         ] {
             assert!(!is_dns_name(bad), "{bad}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A normalized grant path is absolute and never climbs.
+        #[test]
+        fn normalized_paths_never_climb(parts in proptest::collection::vec("(\\.\\.|\\.|[a-z]{1,3}|)", 0..8)) {
+            let text = format!("/{}", parts.join("/"));
+            if let Some(p) = normalize_absolute(&text) {
+                prop_assert!(p.starts_with('/'));
+                prop_assert!(!p.split('/').any(|c| c == ".." || c == "."));
+                prop_assert!(!parts.iter().any(|c| c == ".."));
+            } else {
+                prop_assert!(parts.iter().any(|c| c == ".."));
+            }
+        }
+
+        /// Host-name checking never panics and accepts only the allowed alphabet.
+        #[test]
+        fn dns_names_have_the_allowed_alphabet(s in "\\PC{0,80}") {
+            if is_dns_name(&s) {
+                prop_assert!(s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.'));
+            }
         }
     }
 }

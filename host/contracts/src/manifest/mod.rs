@@ -73,6 +73,12 @@ impl Manifest {
     pub fn id(&self) -> String {
         format!("{}@{}", self.name(), self.version)
     }
+
+    /// The version as written (already checked to be semver); cheaper than
+    /// formatting `version` on every task.
+    pub fn version_str(&self) -> &str {
+        &self.doc.capability.version
+    }
 }
 
 /// The component's bytes and identity.

@@ -3,6 +3,10 @@
 //! Exit codes: 0 the command did what was asked (a task completed, a surface
 //! was allowed); 1 it ran and the answer is negative (a task failed or was
 //! rejected, a surface was refused); 2 the invocation or its input is wrong.
+#![allow(
+    clippy::print_stdout,
+    reason = "the command line's answers go to stdout"
+)]
 
 mod manifest;
 mod run;
@@ -21,9 +25,20 @@ pub struct Cli {
     #[arg(long, global = true, env = "HCP_DATA_DIR", default_value = ".hcp")]
     pub data_dir: PathBuf,
 
+    /// Compiled-code cache (default: `cache/` in the data directory).
+    #[arg(long, global = true, env = "HCP_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Where the host keeps its state, resolved to absolute paths.
+#[derive(Debug, Clone)]
+pub(crate) struct Paths {
+    pub(crate) data_dir: PathBuf,
+    pub(crate) cache_dir: PathBuf,
 }
 
 /// Subcommands.
@@ -47,13 +62,22 @@ pub(crate) type Outcome = anyhow::Result<ExitCode>;
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
-    let result = std::path::absolute(&cli.data_dir)
-        .map_err(anyhow::Error::from)
-        .and_then(|data_dir| match cli.command {
-            Command::Run(args) => run::run(&data_dir, args),
-            Command::Surface(args) => surface::run(&data_dir, args),
-            Command::Manifest(cmd) => manifest::run(cmd),
-        });
+    let paths = || -> anyhow::Result<Paths> {
+        let data_dir = std::path::absolute(&cli.data_dir)?;
+        let cache_dir = match &cli.cache_dir {
+            Some(dir) => std::path::absolute(dir)?,
+            None => data_dir.join("cache"),
+        };
+        Ok(Paths {
+            data_dir,
+            cache_dir,
+        })
+    };
+    let result = paths().and_then(|paths| match cli.command {
+        Command::Run(args) => run::run(&paths, args),
+        Command::Surface(args) => surface::run(&paths, args),
+        Command::Manifest(cmd) => manifest::run(cmd),
+    });
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -81,10 +105,10 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// The sandbox settings of this host, with the cache in the data directory.
-pub(crate) fn sandbox(data_dir: &std::path::Path) -> anyhow::Result<hcp_sandbox::Sandbox> {
+/// The sandbox settings of this host.
+pub(crate) fn sandbox(paths: &Paths) -> anyhow::Result<hcp_sandbox::Sandbox> {
     Ok(hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
-        cache_dir: Some(data_dir.join("cache")),
+        cache_dir: Some(paths.cache_dir.clone()),
         ..hcp_sandbox::SandboxConfig::default()
     })?)
 }

@@ -1,6 +1,6 @@
 //! `hcp run`: one task, straight from a `task_submit` file to its answer.
 
-use super::{Outcome, load_manifest, print_json, runtime, sandbox};
+use super::{Outcome, Paths, load_manifest, print_json, runtime, sandbox};
 use crate::lifecycle;
 use crate::store::Store;
 use anyhow::Context as _;
@@ -68,7 +68,7 @@ fn reject(reason_code: RejectReason, reason_message: String) -> Outcome {
     Ok(ExitCode::from(1))
 }
 
-pub(super) fn run(data_dir: &Path, args: RunArgs) -> Outcome {
+pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
     let manifest = Arc::new(load_manifest(&args.manifest)?);
     let message = read_input(&args.input)?;
     let envelope = Envelope::parse(&message).map_err(|problems| {
@@ -137,8 +137,8 @@ pub(super) fn run(data_dir: &Path, args: RunArgs) -> Outcome {
             ),
         );
     }
-    let store = Arc::new(Store::open(data_dir)?);
-    let sandbox = sandbox(data_dir)?;
+    let store = Arc::new(Store::open(&paths.data_dir)?);
+    let sandbox = sandbox(paths)?;
     let session_id = format!("session-{}", uuid::Uuid::new_v4());
     let request = TaskRequest {
         task_id: format!("task-{}", uuid::Uuid::now_v7()),

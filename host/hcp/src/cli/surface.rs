@@ -1,7 +1,7 @@
 //! `hcp surface`: a component's imports and exports against its grants.
 
-use super::{Outcome, load_manifest, print_json, sandbox};
-use std::path::{Path, PathBuf};
+use super::{Outcome, Paths, load_manifest, print_json, sandbox};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `hcp surface`.
@@ -20,9 +20,9 @@ pub struct SurfaceArgs {
     json: bool,
 }
 
-pub(super) fn run(data_dir: &Path, args: SurfaceArgs) -> Outcome {
+pub(super) fn run(paths: &Paths, args: SurfaceArgs) -> Outcome {
     let manifest = load_manifest(&args.manifest)?;
-    let report = sandbox(data_dir)?.audit(&manifest)?;
+    let report = sandbox(paths)?.audit(&manifest)?;
     if args.json {
         print_json(&report)?;
     } else {
