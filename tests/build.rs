@@ -11,7 +11,7 @@ use std::process::Command;
 
 /// (workspace relative to the repository root, its members producing components)
 const WORKSPACES: &[(&str, &[&str])] = &[
-    ("plugins", &["document-analysis"]),
+    ("plugins", &["document-analysis", "cvd-material-synthesis"]),
     (
         "tests/guests",
         &["probe", "trivial", "undeclared-import", "no-run-export"],

@@ -97,6 +97,7 @@ impl Probe {
             risk_level: RiskLevel::R1,
             data_classification: DataClass::T1,
             deadline,
+            envelope: Default::default(),
         };
         self.prepared.run(request, self.store.clone()).await
     }

@@ -166,7 +166,7 @@ impl PreparedCapability {
             risk_events: Vec::new(),
             duration: started.elapsed(),
         };
-        let state = match task::state(manifest, meta, store, log.clone(), net) {
+        let state = match task::state(manifest, &request, meta, store, log.clone(), net) {
             Ok(s) => s,
             Err(e) => return failed(RunFailure::new(ErrorCode::ResourceUnavailable, e), &log),
         };
@@ -212,6 +212,25 @@ impl PreparedCapability {
             )),
         };
         let hcp = &mut store.data_mut().hcp;
+        // A breach of the safety envelope ends the task with safety_violation,
+        // whatever the capability returned; what it produced is kept as
+        // partial outputs.
+        let result = match (hcp.instruments.breach(), result) {
+            (None, result) => result,
+            (Some(breach), RunResult::Completed { outputs, .. }) => RunResult::Failed(RunFailure {
+                partial_outputs: Some(outputs),
+                ..RunFailure::new(
+                    ErrorCode::SafetyViolation,
+                    format!("safety envelope breach: {breach}"),
+                )
+            }),
+            (Some(breach), RunResult::Failed(f)) => RunResult::Failed(RunFailure {
+                code: ErrorCode::SafetyViolation,
+                message: format!("safety envelope breach: {breach}"),
+                recoverable: true,
+                ..f
+            }),
+        };
         let mut risk_events = std::mem::take(&mut hcp.risk_events);
         if let RunResult::Failed(f) = &result
             && f.code == ErrorCode::Timeout

@@ -175,6 +175,9 @@ pub(crate) fn linker(
         sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
     }
+    if !grants.instruments.is_empty() {
+        hcp::instrument::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    }
     if grants.grants_names() {
         sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
             GovernedLookup {

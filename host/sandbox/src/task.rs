@@ -72,6 +72,9 @@ pub struct TaskRequest {
     pub data_classification: DataClass,
     /// When the task is stopped with `timeout`.
     pub deadline: Duration,
+    /// The session's effective safety envelope: the manifest's, tightened by
+    /// the operator's policy. Every instrument command is checked against it.
+    pub envelope: hcp_contracts::manifest::SafetyEnvelope,
 }
 
 /// How a task ended.
@@ -184,12 +187,14 @@ pub(crate) fn wasi_ctx(
 /// Builds the store data of one task.
 pub(crate) fn state(
     manifest: &Manifest,
+    request: &TaskRequest,
     meta: Arc<TaskMeta>,
     store: Arc<dyn TaskStore>,
     log: TaskLog,
     net: Arc<NetPolicy>,
 ) -> Result<TaskState, String> {
     let wasi = wasi_ctx(manifest, &log, &net)?;
+    let instruments = instruments(manifest, request)?;
     Ok(TaskState {
         wasi,
         table: ResourceTable::new(),
@@ -210,8 +215,37 @@ pub(crate) fn state(
             checkpoints: Vec::new(),
             host_calls: 0,
             risk_events: Vec::new(),
+            instruments,
         },
     })
+}
+
+/// Opens the granted instruments behind the session's envelope guard.
+fn instruments(
+    manifest: &Manifest,
+    request: &TaskRequest,
+) -> Result<hcp_instruments::session::Session, String> {
+    // Simulated instruments are seeded from the task, so a run is repeatable.
+    let seed = request
+        .task_id
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+    let mut opened = Vec::new();
+    for name in &manifest.grants.instruments {
+        let Some(instrument) = hcp_instruments::open(name, seed) else {
+            return Err(format!(
+                "instrument {name} is granted but this host has none by that name (it has {})",
+                hcp_instruments::AVAILABLE.join(", ")
+            ));
+        };
+        opened.push(instrument);
+    }
+    Ok(hcp_instruments::session::Session::new(
+        hcp_instruments::envelope::Guard::new(request.envelope.clone()),
+        opened,
+    ))
 }
 
 /// The WIT task record.

@@ -269,6 +269,40 @@ pub fn warning(message: impl Into<String>) {
     WARNINGS.with(|w| w.borrow_mut().push(message.into()));
 }
 
+/// Instruments the manifest grants (`grants.instruments`), behind the
+/// session's safety envelope.
+pub mod instrument {
+    use crate::HostError;
+    use crate::bindings::hcp::capability::instrument as wit;
+    use serde_json::Value;
+
+    fn parse(text: &str) -> Result<Value, HostError> {
+        serde_json::from_str(text)
+            .map_err(|e| HostError::Unavailable(format!("instrument reading is not JSON: {e}")))
+    }
+
+    /// Runs `action` with `args` (a JSON object) on `instrument`; returns the
+    /// reading afterwards.
+    ///
+    /// # Errors
+    ///
+    /// Not granted, malformed, or refused by the safety envelope (then the
+    /// emergency procedure has run and the task will end with
+    /// `safety_violation`).
+    pub fn command(instrument: &str, action: &str, args: &Value) -> Result<Value, HostError> {
+        parse(&wit::command(instrument, action, &args.to_string())?)
+    }
+
+    /// The current reading of `instrument`.
+    ///
+    /// # Errors
+    ///
+    /// Not granted.
+    pub fn read(instrument: &str) -> Result<Value, HostError> {
+        parse(&wit::read(instrument)?)
+    }
+}
+
 /// Runs `f` on the task: the glue behind [`export_capability!`].
 #[doc(hidden)]
 pub fn __run<I, O>(

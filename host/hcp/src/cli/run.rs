@@ -157,6 +157,7 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             .and_then(|c| c.data_classification)
             .unwrap_or(DataClass::T1),
         deadline: lifecycle::deadline(&manifest, &submit),
+        envelope: manifest.doc.safety_envelope.clone(),
     };
     let rt = runtime()?;
     let run = rt.block_on(async {

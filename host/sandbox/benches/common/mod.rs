@@ -22,6 +22,7 @@ pub(crate) fn request(inputs: Value) -> TaskRequest {
         risk_level: RiskLevel::R1,
         data_classification: DataClass::T1,
         deadline: Duration::from_secs(60),
+        envelope: Default::default(),
     }
 }
 
