@@ -23,6 +23,7 @@ pub mod audit;
 mod bindings;
 mod engine;
 mod hcp_units;
+mod instrument_unit;
 mod limits;
 mod net;
 mod prepare;
