@@ -7,3 +7,4 @@
 pub mod cli;
 pub mod lifecycle;
 pub mod store;
+pub mod token;

@@ -17,9 +17,16 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+mod registry;
+mod tasks;
+
+pub use registry::Installed;
+pub use tasks::{ApprovalRecord, Submitted, TaskRecord, TaskState, TaskUpdate};
+
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
 /// many ran.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
     CREATE TABLE artifacts (
         session_id TEXT NOT NULL,
         name TEXT NOT NULL,
@@ -39,7 +46,64 @@ const MIGRATIONS: &[&str] = &[r"
         created_at TEXT NOT NULL,
         PRIMARY KEY (session_id, id)
     ) STRICT;
-"];
+",
+    // Installed capabilities, tasks, approvals, resources in use.
+    r"
+    CREATE TABLE capabilities (
+        name TEXT NOT NULL,
+        version TEXT NOT NULL,
+        major INTEGER NOT NULL,
+        minor INTEGER NOT NULL,
+        patch INTEGER NOT NULL,
+        dir TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        publisher TEXT,
+        unsigned INTEGER NOT NULL,
+        installed_at TEXT NOT NULL,
+        PRIMARY KEY (name, version)
+    ) STRICT;
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        caller_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        capability TEXT NOT NULL,
+        version TEXT,
+        session_id TEXT,
+        state TEXT NOT NULL,
+        risk TEXT,
+        data_class TEXT,
+        submit TEXT NOT NULL,
+        answer TEXT,
+        result TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        UNIQUE (caller_id, message_id)
+    ) STRICT;
+    CREATE INDEX tasks_state ON tasks (state);
+    CREATE INDEX tasks_session ON tasks (session_id);
+    CREATE TABLE approvals (
+        task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
+        requested_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        assessment TEXT NOT NULL,
+        decision TEXT,
+        operator_id TEXT,
+        reason TEXT,
+        decided_at TEXT
+    ) STRICT;
+    CREATE TABLE resources (
+        name TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        since TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE artifact_access (
+        uri TEXT NOT NULL,
+        accessor TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        at TEXT NOT NULL
+    ) STRICT;
+",
+];
 
 /// The data directory and its database.
 #[derive(Debug)]
@@ -199,7 +263,7 @@ fn sync_dir(dir: &Path) {
     }
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     hcp_contracts::message::now_rfc3339()
 }
 
