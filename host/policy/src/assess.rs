@@ -22,6 +22,17 @@ pub enum BaseSource {
     Policy,
 }
 
+impl BaseSource {
+    /// Where, in words: `risk.json`, `the declaration's risk_floor`, `default`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::Declaration => "the declaration's risk_floor",
+            Self::Policy => "risk.json",
+        }
+    }
+}
+
 /// What kind of rule fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

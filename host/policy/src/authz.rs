@@ -171,7 +171,7 @@ impl Authz {
         let validation = cedar::Validator::new(schema.clone())
             .validate(&policies, cedar::ValidationMode::Strict);
         for e in validation.validation_errors() {
-            problems.push(located(text, e, format!("{}: {e}", e.policy_id())));
+            problems.push(located(text, e, e.to_string()));
         }
         if problems.is_empty() {
             Ok(Self {

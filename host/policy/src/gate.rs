@@ -199,9 +199,11 @@ impl PolicySet {
         self.check_access(caller, declaration)?;
         reasons.push(format!("{} lists {}", caller.id, declaration.name));
         let assessment = self.assess(declaration, &submit.inputs, request.now)?;
-        reasons.push(
-            format!("base {} ({:?})", assessment.base, assessment.base_source).to_lowercase(),
-        );
+        reasons.push(format!(
+            "base {} from {}",
+            assessment.base,
+            assessment.base_source.describe()
+        ));
         for rule in &assessment.fired {
             reasons.push(format!(
                 "rule {}: {} → {}",
