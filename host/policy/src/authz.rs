@@ -130,8 +130,22 @@ impl Authz {
         let mut renamed = Vec::new();
         let mut reasons = BTreeMap::new();
         let mut seen = BTreeSet::new();
+        let mut searched = 0;
         for (i, policy) in policies.into_iter().enumerate() {
-            let at = format!("policy {}", i + 1);
+            // Where the policy starts: its own text, found after the previous one.
+            let found = policy.to_cedar().and_then(|own| {
+                text.get(searched..)?
+                    .find(own.trim())
+                    .map(|at| (at + searched, own))
+            });
+            let at = match found {
+                Some((offset, own)) => {
+                    searched = offset + own.trim().len();
+                    let line = text.get(..offset).unwrap_or_default().matches('\n').count() + 1;
+                    format!("line {line}")
+                }
+                None => format!("policy {}", i + 1),
+            };
             let Some(id) = policy.annotation("id") else {
                 problems.push(Problem::new(
                     at,

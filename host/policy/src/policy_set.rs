@@ -354,6 +354,7 @@ impl Loader {
             self.missing(file);
             return None;
         };
+        let duplicates = crate::dupkeys::duplicate_keys(text);
         let (doc, mut problems) = match file.parse_json(text) {
             Err(problems) => (None, problems),
             Ok(value) => match serde_json::from_value::<T>(value.clone()) {
@@ -365,6 +366,7 @@ impl Loader {
                 Err(e) => (None, vec![Problem::new("", e.to_string())]),
             },
         };
+        problems.extend(duplicates);
         problems.sort();
         problems.dedup();
         for p in problems {

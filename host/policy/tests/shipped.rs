@@ -74,3 +74,50 @@ fn policy_hash_is_canonical_and_replayable() {
     let changed = PolicySet::from_sources("test", sources).expect("loads");
     assert_ne!(changed.policy_hash(), hash);
 }
+
+#[test]
+fn every_problem_of_every_file_is_reported_at_once() {
+    let mut sources = shipped_sources();
+    sources.remove("envelopes.json");
+    sources.insert("README.md".into(), "# notes".into());
+    let budgets = sources["budgets.json"].replace("harness-local-01", "harness-gone-99");
+    sources.insert("budgets.json".into(), budgets);
+    let risk =
+        sources["risk.json"].replace("\"op\": \"gt\"", "\"op\": \"gt\", \"message\": \"hot\"");
+    sources.insert("risk.json".into(), risk);
+    let authz = sources["authz.cedar"].replace("context.risk > 2", "context.risk > \"R2\"");
+    sources.insert("authz.cedar".into(), authz);
+    let e = PolicySet::from_sources("policies", sources).expect_err("loaded");
+    assert_eq!(
+        e.to_string(),
+        "policies: invalid policy set:\n  \
+         README.md: (document): not a policy file (expected callers.json, risk.json, \
+         context.json, budgets.json, envelopes.json, authz.cedar)\n  \
+         risk.json: /capabilities/cvd-material-synthesis/rules/0: Additional properties are not \
+         allowed ('message' was unexpected)\n  \
+         envelopes.json: (document): missing: every policy file is required (an empty one says \
+         \"nothing here\")\n  \
+         authz.cedar: line 30, column 23: for policy `pipelines-at-most-r2`, unexpected type: \
+         expected Long but saw String\n  \
+         budgets.json: /callers/harness-gone-99: no caller harness-gone-99 in callers.json"
+    );
+}
+
+#[test]
+fn load_names_unreadable_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, text) in shipped_sources() {
+        if name != "context.json" {
+            std::fs::write(dir.path().join(name), text).expect("write");
+        }
+    }
+    let e = PolicySet::load(dir.path()).expect_err("loaded");
+    let shown = e
+        .to_string()
+        .replace(&dir.path().display().to_string(), "<dir>");
+    assert_eq!(
+        shown,
+        "<dir>: invalid policy set:\n  \
+         context.json: (document): cannot read <dir>/context.json: No such file or directory (os error 2)"
+    );
+}
