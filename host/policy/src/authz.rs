@@ -184,9 +184,14 @@ impl Authz {
             .map_err(|e| vec![Problem::new("", format!("policy set: {e}"))])?;
         let validation = cedar::Validator::new(schema.clone())
             .validate(&policies, cedar::ValidationMode::Strict);
-        for e in validation.validation_errors() {
-            problems.push(located(text, e, e.to_string()));
-        }
+        // Cedar reports them in no particular order: sort by place, then text.
+        let mut invalid: Vec<(usize, Problem)> = validation
+            .validation_errors()
+            .map(|e| (offset(e).unwrap_or(0), located(text, e, e.to_string())))
+            .collect();
+        invalid.sort_by(|a, b| (a.0, &a.1.message).cmp(&(b.0, &b.1.message)));
+        invalid.dedup();
+        problems.extend(invalid.into_iter().map(|(_, p)| p));
         if problems.is_empty() {
             Ok(Self {
                 policies,
@@ -327,12 +332,17 @@ impl Authz {
     }
 }
 
-/// A problem located at the first label of a Cedar diagnostic.
-fn located(text: &str, diagnostic: &dyn miette::Diagnostic, message: String) -> Problem {
-    let offset = diagnostic
+/// Where in the text the first label of a Cedar diagnostic points.
+fn offset(diagnostic: &dyn miette::Diagnostic) -> Option<usize> {
+    diagnostic
         .labels()
         .and_then(|mut labels| labels.next())
-        .map(|label| label.offset());
+        .map(|label| label.offset())
+}
+
+/// A problem located at the first label of a Cedar diagnostic.
+fn located(text: &str, diagnostic: &dyn miette::Diagnostic, message: String) -> Problem {
+    let offset = offset(diagnostic);
     let message = match diagnostic.help() {
         Some(help) => format!("{message} (help: {help})"),
         None => message,
