@@ -321,3 +321,127 @@ pub(crate) fn unattended(rule: &UnattendedRule, now: OffsetDateTime) -> FiredRul
         remedy: format!("submit outside unattended hours ({window})"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declaration(floor: Option<&str>) -> Declaration {
+        let mut safety = json!({
+            "risk_ceiling": "R4",
+            "requires_human_approval": false,
+            "involves_physical_resources": false
+        });
+        if let Some(floor) = floor {
+            safety["risk_floor"] = json!(floor);
+        }
+        serde_json::from_value(json!({
+            "name": "x", "version": "1.0.0", "description": "x",
+            "input_schema": {}, "output_schema": {}, "safety": safety
+        }))
+        .expect("declaration")
+    }
+
+    #[test]
+    fn base_is_the_highest_of_default_floor_and_policy() {
+        assert_eq!(
+            base(&declaration(None), None),
+            (RiskLevel::R1, BaseSource::Default)
+        );
+        assert_eq!(
+            base(&declaration(Some("R2")), None),
+            (RiskLevel::R2, BaseSource::Declaration)
+        );
+        assert_eq!(
+            base(&declaration(Some("R2")), Some(RiskLevel::R3)),
+            (RiskLevel::R3, BaseSource::Policy)
+        );
+        // A policy never lowers the author's floor.
+        assert_eq!(
+            base(&declaration(Some("R3")), Some(RiskLevel::R2)),
+            (RiskLevel::R3, BaseSource::Declaration)
+        );
+        assert_eq!(
+            base(&declaration(None), Some(RiskLevel::R1)),
+            (RiskLevel::R1, BaseSource::Default)
+        );
+    }
+
+    #[test]
+    fn no_suggestion_when_the_base_alone_is_too_high() {
+        let assessment = Assessment {
+            base: RiskLevel::R3,
+            base_source: BaseSource::Policy,
+            fired: Vec::new(),
+            level: RiskLevel::R3,
+            unattended: false,
+        };
+        assert_eq!(assessment.suggestion(RiskLevel::R2), None);
+        assert_eq!(assessment.suggestion(RiskLevel::R3), None);
+    }
+
+    #[test]
+    fn field_names_unescape_pointer_tokens() {
+        assert_eq!(
+            field_name("/temperature_range/max"),
+            "temperature_range.max"
+        );
+        assert_eq!(field_name("/a~1b/c~0d/0"), "a/b.c~d.0");
+    }
+
+    #[test]
+    fn every_comparison_says_how_to_avoid_it() {
+        let inputs = json!({"t": 5, "m": "GaAs"});
+        let rule = |op: &str, value: serde_json::Value| -> EscalationRule {
+            serde_json::from_value(json!({
+                "id": "r", "pointer": if value.is_number() { "/t" } else { "/m" },
+                "op": op, "value": value, "raises_to": "R4"
+            }))
+            .expect("rule")
+        };
+        let remedy = |op: &str, value: serde_json::Value| {
+            input_rule(&rule(op, value), &inputs)
+                .expect("comparable")
+                .map(|f| f.remedy)
+        };
+        assert_eq!(
+            remedy("gt", json!(4)).as_deref(),
+            Some("reduce t to 4 or below")
+        );
+        assert_eq!(remedy("gt", json!(5)), None);
+        assert_eq!(
+            remedy("ge", json!(5)).as_deref(),
+            Some("reduce t to below 5")
+        );
+        assert_eq!(
+            remedy("lt", json!(6)).as_deref(),
+            Some("raise t to 6 or above")
+        );
+        assert_eq!(
+            remedy("le", json!(5)).as_deref(),
+            Some("raise t to above 5")
+        );
+        assert_eq!(
+            remedy("eq", json!(5.0)).as_deref(),
+            Some("change t from 5.0")
+        );
+        assert_eq!(remedy("ne", json!(4)).as_deref(), Some("set t to 4"));
+        assert_eq!(remedy("ne", json!(5)), None);
+        assert_eq!(
+            remedy("eq", json!("GaAs")).as_deref(),
+            Some("change m from \"GaAs\"")
+        );
+        assert_eq!(
+            remedy("in", json!(["InAs", "GaAs"])).as_deref(),
+            Some("change m to a value other than \"InAs\", \"GaAs\"")
+        );
+        assert_eq!(remedy("in", json!(["InAs"])), None);
+        // An absent field does not fire.
+        let absent: EscalationRule = serde_json::from_value(json!({
+            "id": "r", "pointer": "/nope", "op": "gt", "value": 0, "raises_to": "R4"
+        }))
+        .expect("rule");
+        assert_eq!(input_rule(&absent, &inputs), Ok(None));
+    }
+}
