@@ -123,8 +123,10 @@ impl Authz {
         let mut policies: Vec<&cedar::Policy> = parsed.policies().collect();
         // Cedar names them policy0, policy1, … in the order they are written.
         policies.sort_by_key(|p| {
-            p.id().to_string()[6..]
-                .parse::<usize>()
+            p.id()
+                .to_string()
+                .strip_prefix("policy")
+                .and_then(|n| n.parse::<usize>().ok())
                 .unwrap_or(usize::MAX)
         });
         let mut renamed = Vec::new();
