@@ -36,6 +36,7 @@ pub mod file_kind;
 pub mod files;
 pub mod gate;
 pub mod ids;
+mod load;
 pub mod policy_set;
 pub mod units;
 
@@ -48,4 +49,5 @@ pub use file_kind::PolicyFile;
 pub use files::CallerKind;
 pub use gate::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage, approval_required};
 pub use ids::{CallerId, CapabilityName, IdError, ResourceType, RuleId};
-pub use policy_set::{Caller, FileProblem, PolicyError, PolicySet};
+pub use load::{FileProblem, PolicyError};
+pub use policy_set::{Caller, PolicySet};
