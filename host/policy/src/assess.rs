@@ -6,12 +6,12 @@ use crate::ids::RuleId;
 use crate::units::{Unit, number};
 use hcp_contracts::RiskLevel;
 use hcp_contracts::manifest::Declaration;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 /// Where the base level came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BaseSource {
     /// Nothing set one: R1.
@@ -34,7 +34,7 @@ impl BaseSource {
 }
 
 /// What kind of rule fired.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleSource {
     /// An escalation rule of `risk.json` on the task's inputs.
@@ -44,7 +44,8 @@ pub enum RuleSource {
 }
 
 /// A rule that matched the task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FiredRule {
     /// The rule's id.
     pub id: RuleId,
@@ -59,7 +60,8 @@ pub struct FiredRule {
 }
 
 /// The outcome of risk assessment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Assessment {
     /// Where assessment started.
     pub base: RiskLevel,

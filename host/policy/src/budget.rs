@@ -4,10 +4,11 @@
 
 use crate::files::{BudgetOverride, BudgetsFile};
 use hcp_contracts::manifest::Declaration;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What one task may spend, and how many sessions may run at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Budgets {
     /// Host calls the task may make.
     pub host_calls: u64,

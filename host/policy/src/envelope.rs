@@ -16,10 +16,11 @@
 
 use crate::units::{Unit, number};
 use hcp_contracts::manifest::{EnvelopeParameter, SafetyEnvelope};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The envelope a session runs under.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EffectiveEnvelope {
     /// The merged envelope, in seed 000's shape (units: the declaration's).
     pub envelope: SafetyEnvelope,

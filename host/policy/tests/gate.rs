@@ -160,6 +160,17 @@ fn above_the_declared_ceiling_is_refused_for_everyone() {
         Some(
             "Change target_material to a value other than \"GaAs\", \"InAs\", \"AlAs\" to qualify for R3"
         )
+    ); // For a caller cleared for R3, the suggestion names every rule above R3.
+    let mut beta = cvd_task("harness-beta-002", json!({"max": 1200, "unit": "celsius"}));
+    beta.inputs["target_material"] = json!("InAs");
+    let r = rejected(admit(&shipped(), &beta));
+    assert_eq!(r.assessed_risk_level, Some(RiskLevel::R5));
+    assert_eq!(
+        r.suggestion.as_deref(),
+        Some(
+            "Reduce temperature_range.max to 800°C or below and change target_material to a value \
+             other than \"GaAs\", \"InAs\", \"AlAs\" to qualify for R3"
+        )
     );
 }
 
@@ -412,6 +423,22 @@ fn operators_approve_others_tasks_only() {
         "authz.cedar forbids operator-lab-01 approve cvd-material-synthesis at R3 with T1 data \
          (policy no-self-approval)"
     );
+}
+
+#[test]
+fn admissions_and_rejections_round_trip_through_json() {
+    // The host stores them (an approval comes later) and records them.
+    let a = admit(&shipped(), &cvd_submit()).expect("admitted");
+    let stored = serde_json::to_value(&a).expect("serialize");
+    let back: hcp_policy::Admission = serde_json::from_value(stored).expect("deserialize");
+    assert_eq!(back, a);
+    let r = rejected(admit(
+        &shipped(),
+        &cvd_task("harness-beta-002", json!({"max": 900})),
+    ));
+    let back: Rejection =
+        serde_json::from_value(serde_json::to_value(&r).expect("serialize")).expect("deserialize");
+    assert_eq!(back, r);
 }
 
 #[test]

@@ -146,7 +146,8 @@ impl PolicySet {
         };
         let mut rejection =
             Rejection::new(Stage::Risk, RejectReason::RiskTooHigh, message).assessed(level);
-        rejection.suggestion = assessment.suggestion(allowed);
+        // What this caller can get admitted at: the lower of both limits.
+        rejection.suggestion = assessment.suggestion(allowed.min(caller.max_risk_level));
         Err(rejection)
     }
 

@@ -8,12 +8,12 @@ use crate::ids::{CallerId, CapabilityName};
 use hcp_contracts::manifest::ManifestDoc;
 use hcp_contracts::message::{RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::{DataClass, RiskLevel};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use time::OffsetDateTime;
 
 /// The step of the gate that refused a task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
     /// Who is calling.
@@ -35,7 +35,8 @@ pub enum Stage {
 }
 
 /// A refusal: exactly the fields of `task_rejected`, plus the stage.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rejection {
     /// Where the gate refused.
     pub stage: Stage,
@@ -124,7 +125,8 @@ pub struct AdmissionRequest<'a> {
 }
 
 /// An admitted task: what the session runs under.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Admission {
     /// The authenticated caller.
     pub caller: CallerId,
