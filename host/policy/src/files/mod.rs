@@ -1,5 +1,5 @@
 //! The policy files as written: serde types with unknown fields refused.
-//! They mirror the JSON Schemas in `schemas/policy/`; [`crate::load`] checks
+//! They mirror the JSON Schemas in `schemas/policy/`; [`crate::PolicySet::load`] checks
 //! them together into a [`crate::PolicySet`].
 
 pub mod budgets;
