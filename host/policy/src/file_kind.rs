@@ -1,0 +1,150 @@
+//! The files of a policy set, their JSON Schemas (embedded from
+//! `schemas/policy/`, compiled once) and syntax checking.
+
+use hcp_contracts::Problem;
+use hcp_contracts::schema::{compile_user, validate_user};
+use serde_json::Value;
+use std::sync::LazyLock;
+
+/// One file of a policy directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PolicyFile {
+    /// `callers.json`.
+    Callers,
+    /// `risk.json`.
+    Risk,
+    /// `context.json`.
+    Context,
+    /// `budgets.json`.
+    Budgets,
+    /// `envelopes.json`.
+    Envelopes,
+    /// `authz.cedar`.
+    Authz,
+}
+
+type Compiled = Result<jsonschema::Validator, String>;
+
+static CALLERS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Callers));
+static RISK: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Risk));
+static CONTEXT: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Context));
+static BUDGETS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Budgets));
+static ENVELOPES: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Envelopes));
+
+fn compile(file: PolicyFile) -> Compiled {
+    let text = file
+        .schema_text()
+        .ok_or_else(|| format!("{} has no JSON Schema", file.name()))?;
+    let schema: Value = serde_json::from_str(text).map_err(|e| format!("schemas/policy: {e}"))?;
+    compile_user(&schema)
+}
+
+impl PolicyFile {
+    /// Every file, in the order they are loaded and hashed.
+    pub const ALL: [PolicyFile; 6] = [
+        Self::Callers,
+        Self::Risk,
+        Self::Context,
+        Self::Budgets,
+        Self::Envelopes,
+        Self::Authz,
+    ];
+
+    /// The file's name in the policy directory.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Callers => "callers.json",
+            Self::Risk => "risk.json",
+            Self::Context => "context.json",
+            Self::Budgets => "budgets.json",
+            Self::Envelopes => "envelopes.json",
+            Self::Authz => "authz.cedar",
+        }
+    }
+
+    /// The file whose name is `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// Whether the file is JSON (else Cedar).
+    pub fn is_json(self) -> bool {
+        self != Self::Authz
+    }
+
+    /// The JSON Schema text (`schemas/policy/<name>.schema.json`); `None`
+    /// for `authz.cedar`, whose schema is [`crate::authz::CEDAR_SCHEMA`].
+    pub fn schema_text(self) -> Option<&'static str> {
+        match self {
+            Self::Callers => Some(include_str!("../../../schemas/policy/callers.schema.json")),
+            Self::Risk => Some(include_str!("../../../schemas/policy/risk.schema.json")),
+            Self::Context => Some(include_str!("../../../schemas/policy/context.schema.json")),
+            Self::Budgets => Some(include_str!("../../../schemas/policy/budgets.schema.json")),
+            Self::Envelopes => Some(include_str!(
+                "../../../schemas/policy/envelopes.schema.json"
+            )),
+            Self::Authz => None,
+        }
+    }
+
+    fn validator(self) -> Option<&'static Compiled> {
+        match self {
+            Self::Callers => Some(&CALLERS),
+            Self::Risk => Some(&RISK),
+            Self::Context => Some(&CONTEXT),
+            Self::Budgets => Some(&BUDGETS),
+            Self::Envelopes => Some(&ENVELOPES),
+            Self::Authz => None,
+        }
+    }
+
+    /// Parses a JSON policy file: valid JSON, valid against its schema.
+    /// Duplicate keys and semantic checks come after.
+    ///
+    /// # Errors
+    ///
+    /// Every problem found, by JSON pointer.
+    pub(crate) fn parse_json(self, text: &str) -> Result<Value, Vec<Problem>> {
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            vec![Problem::new(
+                "",
+                format!(
+                    "not valid JSON: line {}, column {}: {e}",
+                    e.line(),
+                    e.column()
+                ),
+            )]
+        })?;
+        let mut problems = Vec::new();
+        match self.validator() {
+            Some(Ok(validator)) => {
+                if let Err(found) = validate_user(validator, &value, "") {
+                    problems.extend(found);
+                }
+            }
+            Some(Err(e)) => problems.push(Problem::new("", format!("embedded schema: {e}"))),
+            None => problems.push(Problem::new("", "not a JSON policy file")),
+        }
+        if problems.is_empty() {
+            Ok(value)
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_schema_compiles() {
+        for file in PolicyFile::ALL.into_iter().filter(|f| f.is_json()) {
+            if let Some(Err(e)) = file.validator() {
+                panic!("{}: {e}", file.name());
+            }
+        }
+        assert_eq!(PolicyFile::from_name("risk.json"), Some(PolicyFile::Risk));
+        assert_eq!(PolicyFile::from_name("README.md"), None);
+    }
+}

@@ -1,0 +1,71 @@
+//! An operator's approval of an admitted task.
+
+use super::{Admission, Rejection, Stage};
+use crate::authz::{AuthzAction, AuthzContext};
+use crate::policy_set::{Caller, PolicySet};
+use hcp_contracts::manifest::Declaration;
+use hcp_contracts::message::RejectReason;
+use std::collections::BTreeSet;
+
+impl PolicySet {
+    /// May the operator `operator_id`, presenting `credential`, approve the
+    /// admitted task? Authenticates, requires an operator listed for the
+    /// capability with a risk and data limit at or above the task's, then
+    /// asks Cedar (`approve`; the shipped policy forbids approving one's
+    /// own task).
+    ///
+    /// # Errors
+    ///
+    /// The refusal of the approval (not of the task): `unauthorized`,
+    /// `forbidden`, or Cedar's.
+    pub fn authorize_approval(
+        &self,
+        operator_id: &str,
+        credential: &str,
+        admission: &Admission,
+        declaration: &Declaration,
+    ) -> Result<&Caller, Rejection> {
+        let operator = self.authenticate(operator_id, credential)?;
+        let refuse = |message: String| {
+            Err(Rejection::new(
+                Stage::Access,
+                RejectReason::Forbidden,
+                message,
+            ))
+        };
+        if !operator.is_operator() {
+            return refuse(format!(
+                "{} is not an operator and cannot approve tasks",
+                operator.id
+            ));
+        }
+        if !operator.lists(&declaration.name) {
+            return refuse(format!(
+                "operator {} may not approve {}",
+                operator.id, declaration.name
+            ));
+        }
+        if admission.risk_level > operator.max_risk_level
+            || admission.data_classification > operator.max_data_classification
+        {
+            return refuse(format!(
+                "operator {} may approve up to {} with {} data, not {} with {} data",
+                operator.id,
+                operator.max_risk_level,
+                operator.max_data_classification,
+                admission.risk_level,
+                admission.data_classification
+            ));
+        }
+        let busy: BTreeSet<String> = admission.queued_for.iter().cloned().collect();
+        let context = AuthzContext {
+            risk: admission.risk_level,
+            data: admission.data_classification,
+            unattended: admission.assessment.unattended,
+            busy_resources: &busy,
+            submitter: admission.caller.as_str(),
+        };
+        self.authorize(AuthzAction::Approve, operator, declaration, &context)?;
+        Ok(operator)
+    }
+}

@@ -1,0 +1,121 @@
+//! The policy set: every file of a policy directory, checked together, with
+//! its hash.
+//!
+//! # Ambient authority
+//!
+//! [`PolicySet::load`] reads the six policy files of the directory it is
+//! given, and nothing else. Everything after loading is pure.
+
+use crate::authz::Authz;
+use crate::credential::CredentialHash;
+use crate::files::{BudgetsFile, CallerKind, CapabilityRisk, ContextFile, EnvelopesFile, RiskFile};
+use crate::ids::{CallerId, CapabilityName};
+use hcp_contracts::manifest::SafetyEnvelope;
+use hcp_contracts::{DataClass, RiskLevel};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A caller of `callers.json`, checked.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Identity.
+    pub id: CallerId,
+    /// For people.
+    pub description: Option<String>,
+    /// Pipeline, supervised session or operator.
+    pub kind: CallerKind,
+    /// Capabilities it may invoke (an operator: may approve).
+    pub capabilities: BTreeSet<CapabilityName>,
+    /// Highest risk level.
+    pub max_risk_level: RiskLevel,
+    /// Highest data classification.
+    pub max_data_classification: DataClass,
+    pub(crate) credential: CredentialHash,
+}
+
+impl Caller {
+    /// Whether the caller is listed for `capability`.
+    pub fn lists(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c.as_str() == capability)
+    }
+
+    /// Whether the caller approves tasks.
+    pub fn is_operator(&self) -> bool {
+        self.kind == CallerKind::Operator
+    }
+}
+
+/// A loaded, checked policy set. Immutable: to change policy, load a new one.
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    pub(crate) callers: BTreeMap<CallerId, Caller>,
+    pub(crate) risk: RiskFile,
+    pub(crate) context: ContextFile,
+    pub(crate) budgets: BudgetsFile,
+    pub(crate) envelopes: EnvelopesFile,
+    pub(crate) authz: Authz,
+    pub(crate) hash: String,
+    pub(crate) sources: BTreeMap<String, String>,
+}
+
+impl PolicySet {
+    /// `sha256:<hex>` over the canonical content of every file: the JCS
+    /// (RFC 8785) form of `{"<file name>": <content>, ...}`, where a JSON
+    /// file's content is its parsed value and `authz.cedar`'s its text. The
+    /// same policy, reformatted, has the same hash; receipts record it.
+    pub fn policy_hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// The files' text by name, exactly as loaded (for evidence and replay:
+    /// [`PolicySet::from_sources`] rebuilds the same set from them).
+    pub fn sources(&self) -> &BTreeMap<String, String> {
+        &self.sources
+    }
+
+    /// Every caller, by id.
+    pub fn callers(&self) -> &BTreeMap<CallerId, Caller> {
+        &self.callers
+    }
+
+    /// The caller named `id`, if any. For transports that authenticate the
+    /// caller themselves (AMQP's validated `user-id`); others must use
+    /// [`PolicySet::authenticate`].
+    pub fn caller(&self, id: &str) -> Option<&Caller> {
+        CallerId::try_from(id)
+            .ok()
+            .and_then(|id| self.callers.get(&id))
+    }
+
+    /// The risk profile of a capability, if `risk.json` has one.
+    pub fn risk_profile(&self, capability: &str) -> Option<&CapabilityRisk> {
+        self.risk
+            .capabilities
+            .iter()
+            .find(|(n, _)| n.as_str() == capability)
+            .map(|(_, p)| p)
+    }
+
+    /// `context.json`.
+    pub fn context_rules(&self) -> &ContextFile {
+        &self.context
+    }
+
+    /// `budgets.json`.
+    pub fn budget_rules(&self) -> &BudgetsFile {
+        &self.budgets
+    }
+
+    /// The operator's envelope for a capability, if `envelopes.json` has one.
+    pub fn envelope_policy(&self, capability: &str) -> Option<&SafetyEnvelope> {
+        self.envelopes
+            .capabilities
+            .iter()
+            .find(|(n, _)| n.as_str() == capability)
+            .map(|(_, e)| e)
+    }
+
+    /// The Cedar policies.
+    pub fn authz(&self) -> &Authz {
+        &self.authz
+    }
+}
