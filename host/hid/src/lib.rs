@@ -20,5 +20,8 @@
 
 pub mod action;
 pub mod credential;
+pub mod device;
+pub mod log;
 pub mod proposal;
+pub mod sim;
 pub mod wire;
