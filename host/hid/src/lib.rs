@@ -22,6 +22,7 @@ pub mod action;
 pub mod credential;
 pub mod device;
 pub mod log;
+pub mod mediator;
 pub mod proposal;
 pub mod sim;
 pub mod wire;
