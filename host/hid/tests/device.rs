@@ -95,3 +95,50 @@ fn faults_are_errors() {
     let err = dev.set_mode(Mode::Observe).expect_err("gone");
     assert!(matches!(err, DeviceError::Disconnected { .. }), "{err}");
 }
+
+/// Sends what is written to a channel, line by line.
+struct ChannelWriter(std::sync::mpsc::Sender<String>, Vec<u8>);
+
+impl std::io::Write for ChannelWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.1.extend_from_slice(buf);
+        while let Some(at) = self.1.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.1.drain(..=at).collect();
+            let _ = self
+                .0
+                .send(String::from_utf8_lossy(&line).trim_end().to_owned());
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn serve_prints_the_path_and_serves_until_stopped() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            hcp_hid::sim::serve(
+                SimConfig::new(Flavour::PublicFirmware),
+                &mut ChannelWriter(tx, Vec::new()),
+                &stop,
+            )
+        })
+    };
+    let path = rx.recv_timeout(Duration::from_secs(5)).expect("the path");
+    assert!(path.starts_with("/dev/pts/"), "{path}");
+    let mut dev = Device::open(DeviceConfig::new(path)).expect("open");
+    assert_eq!(
+        dev.handshake().expect("serving"),
+        DeviceKind::PublicFirmware
+    );
+    stop.store(true, Ordering::SeqCst);
+    server.join().expect("thread").expect("served");
+}
