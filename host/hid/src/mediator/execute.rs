@@ -105,6 +105,7 @@ impl Mediator {
         let (outcome, fault) = match result {
             Ok(answer) => {
                 details.insert("result".into(), json!("ok"));
+                details.insert("sent".into(), json!(true));
                 if let Some(a) = answer.action {
                     details.insert("device_action".into(), json!(bounded(&a, 100)));
                 }
@@ -115,8 +116,9 @@ impl Mediator {
                     None,
                 )
             }
-            Err(e) => {
+            Err((e, sent)) => {
                 details.insert("result".into(), json!("failed"));
+                details.insert("sent".into(), json!(sent));
                 details.insert("error_message".into(), json!(bounded(&e.to_string(), 1000)));
                 (
                     Outcome::Failed {
@@ -153,23 +155,29 @@ impl Mediator {
     }
 
     /// Sends one action: a fresh kill-switch check first where the device
-    /// reports status.
+    /// reports status. On failure, says whether the line was written.
     fn run(
         &self,
         exec: &mut Exec,
         cmd: &ActionExecute,
-    ) -> Result<crate::wire::Answer, DeviceError> {
+    ) -> Result<crate::wire::Answer, (DeviceError, bool)> {
         let Some(device) = exec.device.as_mut() else {
-            return Err(DeviceError::Disconnected {
-                request: "action_execute",
-                reason: "the port is closed".into(),
-            });
+            return Err((
+                DeviceError::Disconnected {
+                    request: "action_execute",
+                    reason: "the port is closed".into(),
+                },
+                false,
+            ));
         };
-        let status = device.status()?;
+        let status = device.status().map_err(|e| (e, false))?;
         if status.is_some() {
             lock(&self.inner).device_status = status;
         }
-        device.execute(cmd)
+        device.execute(cmd).map_err(|e| {
+            let sent = !matches!(e, DeviceError::Wire(_));
+            (e, sent)
+        })
     }
 
     /// An operator changes the mode. Entering EXECUTE arms (see the module
@@ -197,12 +205,19 @@ impl Mediator {
             return self.arm(&mut exec, operator);
         }
         let mut inner = inner;
-        self.append(mode_change(operator, old, mode, false))?;
-        inner.mode = mode;
-        inner.execution = Execution::Off;
-        drop(inner);
         if old == Mode::Execute {
+            // Leaving EXECUTE is never blocked, not even by a failing log.
+            inner.mode = mode;
+            inner.execution = Execution::Off;
+            let logged = self.append(mode_change(operator, old, mode, false));
+            drop(inner);
             tell_observe(&mut exec);
+            logged?;
+        } else {
+            self.append(mode_change(operator, old, mode, false))?;
+            inner.mode = mode;
+            inner.execution = Execution::Off;
+            drop(inner);
         }
         Ok(self.status())
     }

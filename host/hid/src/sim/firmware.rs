@@ -148,6 +148,7 @@ impl Firmware {
         let action_type = command["action_type"].as_str().unwrap_or_default();
         let performed = Performed {
             at_us: u64::try_from(now.as_micros()).unwrap_or(u64::MAX),
+            timestamp: hcp_contracts::message::now_rfc3339(),
             execution_id: command["execution_id"].as_str().unwrap_or_default().into(),
             proposal_id: command["proposal_id"].as_str().unwrap_or_default().into(),
             action_type: action_type.into(),

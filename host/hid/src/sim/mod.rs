@@ -89,6 +89,8 @@ pub enum Fault {
 pub struct Performed {
     /// When, in microseconds on the device's clock (from start).
     pub at_us: u64,
+    /// When, on the wall clock (RFC 3339, UTC, milliseconds).
+    pub timestamp: String,
     /// The execution's id.
     pub execution_id: String,
     /// The proposal's id.
