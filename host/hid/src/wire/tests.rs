@@ -216,3 +216,43 @@ fn line_buffer_bounds_lines_and_recovers() {
         Some(Err(WireError::TooLong { bytes: 9, max: 8 }))
     );
 }
+
+proptest::proptest! {
+    /// Whatever a string holds, serialized it stays one line.
+    #[test]
+    fn any_string_stays_one_line(s in proptest::prelude::any::<String>()) {
+        match encode(&json!({ "text": s })) {
+            Ok(line) => {
+                proptest::prop_assert_eq!(line.iter().filter(|&&b| b == b'\n' || b == b'\r').count(), 1);
+                proptest::prop_assert_eq!(line.last(), Some(&b'\n'));
+                let back: Value = serde_json::from_slice(&line).expect("JSON");
+                proptest::prop_assert_eq!(&back["text"], &json!(s));
+            }
+            Err(WireError::TooLong { .. }) => {}
+            Err(e) => proptest::prop_assert!(false, "{e}"),
+        }
+    }
+
+    /// Every text a proposal accepts makes a line the firmware accepts.
+    #[test]
+    fn accepted_texts_pass_the_firmware(s in "[ -~]{1,1024}") {
+        let proposal = crate::proposal::check(
+            "s",
+            crate::proposal::ProposalRequest {
+                action: Action::TypeText { text: s },
+                rationale: "Property test rationale.".into(),
+            },
+            crate::action::Mode::Execute,
+        )
+        .expect("accepted");
+        let cmd = ActionExecute::new(
+            &ExecutionId::new(),
+            &proposal.id,
+            &proposal.action,
+            &"alice".parse::<OperatorId>().expect("operator"),
+            "2026-01-15T08:30:00.000Z",
+        );
+        let line = execute_line(&cmd).expect("encodes");
+        firmware_check(&one_line(&line)).expect("firmware accepts");
+    }
+}
