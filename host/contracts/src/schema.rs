@@ -27,6 +27,20 @@ pub enum SchemaId {
     TaskCompleted,
     /// `hcp/task_failed.payload.schema.json`.
     TaskFailed,
+    /// `hid/action_proposal.schema.json`: a guest's HID action, as shown to operators (seed 004).
+    HidActionProposal,
+    /// `hid/action_decision.schema.json`: an operator's decision on a proposal.
+    HidActionDecision,
+    /// `hid/action_execute.schema.json`: one line written to the HID executor.
+    HidActionExecute,
+    /// `hid/session_log.schema.json`: one entry of the HID session log.
+    HidSessionLog,
+    /// `hid/device_status.schema.json`: an HID executor's status report.
+    HidDeviceStatus,
+    /// `hid/job_status.schema.json`: seed 004's global job status envelope.
+    JobStatus,
+    /// `hid/job_manifest.schema.json`: seed 004's global job manifest.
+    JobManifest,
 }
 
 macro_rules! schema_files {
@@ -58,6 +72,13 @@ schema_files! {
     TaskRejected => "hcp/task_rejected.payload.schema.json",
     TaskCompleted => "hcp/task_completed.payload.schema.json",
     TaskFailed => "hcp/task_failed.payload.schema.json",
+    HidActionProposal => "hid/action_proposal.schema.json",
+    HidActionDecision => "hid/action_decision.schema.json",
+    HidActionExecute => "hid/action_execute.schema.json",
+    HidSessionLog => "hid/session_log.schema.json",
+    HidDeviceStatus => "hid/device_status.schema.json",
+    JobStatus => "hid/job_status.schema.json",
+    JobManifest => "hid/job_manifest.schema.json",
 }
 
 const BASE: &str = "https://hcp.local/schemas/";

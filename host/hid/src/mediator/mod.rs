@@ -1,0 +1,557 @@
+//! The mediator: modes, proposals, operator decisions, and execution of
+//! approved actions only.
+//!
+//! - **Modes** OBSERVE (the default), SUGGEST and EXECUTE change only by an
+//!   operator ([`Mediator::set_mode`]), each change logged (MODE_CHANGE).
+//! - **Proposals** ([`Mediator::propose`]) are checked
+//!   ([`crate::proposal`]) and logged (PROPOSAL; a refused one as ERROR). In
+//!   OBSERVE a proposal is recorded and at once resolved as not executed; in
+//!   SUGGEST and EXECUTE it waits for a decision.
+//! - **Decisions** ([`Mediator::approve`], [`Mediator::reject`]) need an
+//!   operator id; a rejection a reason; approving a proposal whose text
+//!   looks like a secret, an explicit acknowledgement. Each is logged
+//!   (DECISION) before anything else happens.
+//! - **Execution** happens only inside [`Mediator::approve`]: in EXECUTE
+//!   mode, while armed, once per proposal, in the order approved, never
+//!   sooner than [`MIN_ACTION_DELAY_MS`] after the device answered the
+//!   previous action (so the device's own clock sees at least as much).
+//!   Each is logged (EXECUTION).
+//! - **Arming**: entering EXECUTE opens the port, checks the executor
+//!   (handshake: contract version, kill switch) and sends
+//!   `{"type":"set_mode","mode":"EXECUTE"}`; if any of that fails the mode
+//!   does not change. Any fault afterwards (timeout, error or garbled
+//!   answer, disconnect, kill switch DISABLED) **halts** execution: ERROR is
+//!   logged, the device is sent OBSERVE (best effort), and nothing runs until
+//!   an operator re-arms ([`Mediator::rearm`]). Leaving EXECUTE sends OBSERVE.
+//! - **Guests** see only [`Mediator::propose`] and [`Mediator::wait`], scoped
+//!   to their session.
+
+mod execute;
+
+use crate::action::{Action, HOST_OPERATOR, MIN_ACTION_DELAY_MS, Mode, OperatorId, ProposalId};
+use crate::device::{Device, DeviceConfig, DeviceError, DeviceKind};
+use crate::log::{Event, EventType, LogError, SessionLog};
+use crate::proposal::{self, Proposal, ProposalError, ProposalRequest};
+use crate::wire::DeviceStatus;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Longest operator reason, in characters (the decision schema's bound).
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// How the mediator runs.
+#[derive(Debug, Clone)]
+pub struct MediatorConfig {
+    /// The executor's port; without one, EXECUTE cannot be armed.
+    pub device: Option<DeviceConfig>,
+    /// Most undecided proposals one session may have.
+    pub max_pending_per_session: usize,
+}
+
+impl MediatorConfig {
+    /// The executor at `device`, 16 pending proposals per session.
+    pub fn new(device: Option<DeviceConfig>) -> Self {
+        Self {
+            device,
+            max_pending_per_session: 16,
+        }
+    }
+}
+
+/// Whether approved actions can run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Execution {
+    /// Not in EXECUTE mode.
+    Off,
+    /// In EXECUTE mode and armed: approved actions run.
+    Armed {
+        /// What the handshake found.
+        device: DeviceKind,
+    },
+    /// In EXECUTE mode, stopped by a fault until an operator re-arms.
+    Halted {
+        /// The fault.
+        reason: String,
+    },
+}
+
+/// The mediator's state, for operators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Status {
+    /// The mode.
+    pub mode: Mode,
+    /// Whether actions can run.
+    pub execution: Execution,
+    /// The last status the device reported, if it reports any.
+    pub device_status: Option<DeviceStatus>,
+}
+
+/// How a proposal ended, as its guest sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Approved and executed by the device.
+    Executed {
+        /// The execution's id.
+        execution_id: String,
+    },
+    /// Rejected by an operator (or withdrawn by the host when its session
+    /// ended: operator `host`).
+    Rejected {
+        /// Who rejected.
+        operator_id: String,
+        /// Why.
+        reason: String,
+    },
+    /// Recorded, possibly approved, but not executed because of the mode or
+    /// a halt.
+    NotExecuted {
+        /// The mode at the time.
+        mode: Mode,
+        /// Why, in words.
+        reason: String,
+    },
+    /// Approved and sent, but the device failed (execution halted); whether
+    /// the action happened is unknown.
+    Failed {
+        /// The fault.
+        reason: String,
+    },
+    /// No decision within the wait's timeout; the proposal is still pending.
+    TimedOut,
+}
+
+/// A proposal, for operators.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProposalView {
+    /// The proposal as seed 004's `action_proposal`.
+    pub proposal: Value,
+    /// The guest's session.
+    pub session: String,
+    /// `None` while pending (or executing), else how it ended.
+    pub outcome: Option<Outcome>,
+}
+
+/// Why a mediator call was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum MediatorError {
+    /// The guest's proposal does not fit.
+    #[error("proposal refused: {0}")]
+    Proposal(#[from] ProposalError),
+    /// The session has too many undecided proposals.
+    #[error("session {session} already has {limit} proposals waiting for a decision")]
+    TooManyPending {
+        /// The session.
+        session: String,
+        /// The bound.
+        limit: usize,
+    },
+    /// No such proposal (or not the caller's).
+    #[error("no proposal {0}")]
+    UnknownProposal(String),
+    /// The proposal was decided already.
+    #[error("proposal {0} is not waiting for a decision")]
+    NotPending(String),
+    /// Approving a credential-like text needs an acknowledgement.
+    #[error(
+        "proposal {0} carries credential_warning: approving it needs the operator to acknowledge the credential"
+    )]
+    CredentialNotAcknowledged(String),
+    /// A rejection's reason is empty, too long, or has control characters.
+    #[error("a rejection needs a reason of 1 to 500 characters without control characters")]
+    BadReason,
+    /// No executor is configured.
+    #[error("no HID executor is configured: EXECUTE cannot be armed")]
+    NoDevice,
+    /// Re-arming outside EXECUTE.
+    #[error("re-arming needs EXECUTE mode; the mode is {0}")]
+    NotInExecute(Mode),
+    /// Arming failed: the mode did not change (or execution stays halted).
+    #[error("arming refused: {0}")]
+    ArmRefused(#[source] DeviceError),
+    /// The session log failed: nothing that needed logging happened.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+#[derive(Debug)]
+enum State {
+    Pending,
+    Executing,
+    Done(Outcome),
+}
+
+#[derive(Debug)]
+struct Record {
+    proposal: Proposal,
+    mode: Mode,
+    state: State,
+}
+
+#[derive(Debug)]
+struct Inner {
+    mode: Mode,
+    execution: Execution,
+    records: HashMap<ProposalId, Record>,
+    order: Vec<ProposalId>,
+    device_status: Option<DeviceStatus>,
+}
+
+#[derive(Debug)]
+struct Exec {
+    device: Option<Device>,
+    /// When the device answered the last action.
+    last_action: Option<Instant>,
+}
+
+/// The HID mediator. Share it (`Arc`) between the guest-facing host calls
+/// and the operator's interfaces.
+///
+/// Locks are taken in one order: `exec` (held across device I/O, so
+/// executions run one at a time in approval order), then `inner` (never
+/// held across device I/O), then `log`.
+#[derive(Debug)]
+pub struct Mediator {
+    config: MediatorConfig,
+    exec: Mutex<Exec>,
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    log: Mutex<SessionLog>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Mediator {
+    /// A mediator in OBSERVE mode writing to `log`. When a device is
+    /// configured and reachable, it is told OBSERVE at once (it may still be
+    /// in EXECUTE from an earlier run); an unreachable device is not an
+    /// error here (arming will say).
+    pub fn start(log: SessionLog, config: MediatorConfig) -> Self {
+        let mut exec = Exec {
+            device: None,
+            last_action: None,
+        };
+        if let Some(dc) = &config.device {
+            match Device::open(dc.clone()).and_then(|mut d| d.set_mode(Mode::Observe).map(|_| d)) {
+                Ok(d) => exec.device = Some(d),
+                Err(e) => tracing::warn!(error = %e, "HID executor not told OBSERVE at start"),
+            }
+        }
+        Self {
+            config,
+            exec: Mutex::new(exec),
+            inner: Mutex::new(Inner {
+                mode: Mode::Observe,
+                execution: Execution::Off,
+                records: HashMap::new(),
+                order: Vec::new(),
+                device_status: None,
+            }),
+            changed: Condvar::new(),
+            log: Mutex::new(log),
+        }
+    }
+
+    fn append(&self, event: Event) -> Result<crate::log::LogEntry, LogError> {
+        lock(&self.log).append(event)
+    }
+
+    /// The mode, the execution state and the last device status.
+    pub fn status(&self) -> Status {
+        let inner = lock(&self.inner);
+        Status {
+            mode: inner.mode,
+            execution: inner.execution.clone(),
+            device_status: inner.device_status.clone(),
+        }
+    }
+
+    /// Every proposal this mediator holds, oldest first.
+    pub fn proposals(&self) -> Vec<ProposalView> {
+        let inner = lock(&self.inner);
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.records.get(id))
+            .map(|r| ProposalView {
+                proposal: r.proposal.to_contract(r.mode),
+                session: r.proposal.session.clone(),
+                outcome: match &r.state {
+                    State::Done(o) => Some(o.clone()),
+                    State::Pending | State::Executing => None,
+                },
+            })
+            .collect()
+    }
+
+    /// Reads the session log back and verifies its chain.
+    ///
+    /// # Errors
+    ///
+    /// As [`SessionLog::verify`].
+    pub fn verify_log(&self) -> Result<crate::log::Verified, LogError> {
+        lock(&self.log).verify()
+    }
+
+    /// A guest proposes an action. Returns the proposal's id; the guest then
+    /// [`waits`](Self::wait) for the outcome.
+    ///
+    /// # Errors
+    ///
+    /// [`MediatorError::Proposal`] (also logged as ERROR),
+    /// [`MediatorError::TooManyPending`], [`MediatorError::Log`].
+    pub fn propose(
+        &self,
+        session: &str,
+        request: ProposalRequest,
+    ) -> Result<ProposalId, MediatorError> {
+        let mut inner = lock(&self.inner);
+        let mode = inner.mode;
+        let proposal = match proposal::check(session, request, mode) {
+            Ok(p) => p,
+            Err(e) => {
+                let mut details = Map::new();
+                details.insert("session_id".into(), json!(bounded(session, 256)));
+                details.insert(
+                    "error_message".into(),
+                    json!(bounded(&format!("proposal refused: {e}"), 1000)),
+                );
+                self.append(host_event(EventType::Error, mode, details))?;
+                return Err(e.into());
+            }
+        };
+        let pending = inner
+            .records
+            .values()
+            .filter(|r| r.proposal.session == session && matches!(r.state, State::Pending))
+            .count();
+        if pending >= self.config.max_pending_per_session {
+            return Err(MediatorError::TooManyPending {
+                session: session.to_owned(),
+                limit: self.config.max_pending_per_session,
+            });
+        }
+        let mut event = host_event(EventType::Proposal, mode, proposal_details(&proposal));
+        event.proposal_id = Some(proposal.id.to_string());
+        self.append(event)?;
+        let state = match mode {
+            Mode::Observe => State::Done(Outcome::NotExecuted {
+                mode,
+                reason: "OBSERVE mode: nothing proposed is executed".into(),
+            }),
+            Mode::Suggest | Mode::Execute => State::Pending,
+        };
+        let id = proposal.id.clone();
+        inner.order.push(id.clone());
+        inner.records.insert(
+            id.clone(),
+            Record {
+                proposal,
+                mode,
+                state,
+            },
+        );
+        self.changed.notify_all();
+        Ok(id)
+    }
+
+    /// Waits up to `timeout` for the outcome of `session`'s proposal `id`.
+    /// [`Outcome::TimedOut`] leaves it pending: wait again, or let the
+    /// session end ([`Mediator::close_session`]).
+    ///
+    /// # Errors
+    ///
+    /// [`MediatorError::UnknownProposal`] when `id` is not one of `session`'s.
+    pub fn wait(
+        &self,
+        session: &str,
+        id: &ProposalId,
+        timeout: Duration,
+    ) -> Result<Outcome, MediatorError> {
+        let deadline = Instant::now() + timeout;
+        let mut inner = lock(&self.inner);
+        loop {
+            let Some(record) = inner
+                .records
+                .get(id)
+                .filter(|r| r.proposal.session == session)
+            else {
+                return Err(MediatorError::UnknownProposal(id.to_string()));
+            };
+            if let State::Done(outcome) = &record.state {
+                return Ok(outcome.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(Outcome::TimedOut);
+            }
+            inner = self
+                .changed
+                .wait_timeout(inner, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// An operator rejects a pending proposal, with a reason.
+    ///
+    /// # Errors
+    ///
+    /// [`MediatorError::BadReason`], [`MediatorError::UnknownProposal`],
+    /// [`MediatorError::NotPending`], [`MediatorError::Log`].
+    pub fn reject(
+        &self,
+        operator: &OperatorId,
+        id: &ProposalId,
+        reason: &str,
+    ) -> Result<Outcome, MediatorError> {
+        let chars = reason.chars().count();
+        if chars == 0 || chars > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
+            return Err(MediatorError::BadReason);
+        }
+        let mut inner = lock(&self.inner);
+        let mode = inner.mode;
+        let record = pending(&mut inner, id)?;
+        let mut details = Map::new();
+        details.insert("decision".into(), json!("REJECTED"));
+        details.insert("override_reason".into(), json!(reason));
+        details.insert("session_id".into(), json!(record.proposal.session));
+        self.append(Event {
+            event_type: EventType::Decision,
+            mode,
+            operator_id: operator.to_string(),
+            proposal_id: Some(id.to_string()),
+            execution_id: None,
+            details,
+        })?;
+        let outcome = Outcome::Rejected {
+            operator_id: operator.to_string(),
+            reason: reason.to_owned(),
+        };
+        record.state = State::Done(outcome.clone());
+        self.changed.notify_all();
+        Ok(outcome)
+    }
+
+    /// Ends `session`: its undecided proposals are withdrawn (logged as a
+    /// DECISION REJECTED by `host`) and its records forgotten, so nothing
+    /// it proposed can be approved after it is gone.
+    ///
+    /// # Errors
+    ///
+    /// [`MediatorError::Log`]; proposals not yet logged as withdrawn stay.
+    pub fn close_session(&self, session: &str) -> Result<(), MediatorError> {
+        let mut inner = lock(&self.inner);
+        let mode = inner.mode;
+        let ids: Vec<ProposalId> = inner
+            .order
+            .iter()
+            .filter(|id| {
+                inner
+                    .records
+                    .get(*id)
+                    .is_some_and(|r| r.proposal.session == session)
+            })
+            .cloned()
+            .collect();
+        for id in ids {
+            let Some(record) = inner.records.get_mut(&id) else {
+                continue;
+            };
+            match record.state {
+                State::Executing => continue,
+                State::Pending => {
+                    let mut details = Map::new();
+                    details.insert("decision".into(), json!("REJECTED"));
+                    details.insert(
+                        "override_reason".into(),
+                        json!("the session ended before a decision"),
+                    );
+                    details.insert("session_id".into(), json!(session));
+                    let mut event = host_event(EventType::Decision, mode, details);
+                    event.proposal_id = Some(id.to_string());
+                    self.append(event)?;
+                    record.state = State::Done(Outcome::Rejected {
+                        operator_id: HOST_OPERATOR.into(),
+                        reason: "the session ended before a decision".into(),
+                    });
+                }
+                State::Done(_) => {}
+            }
+            inner.records.remove(&id);
+        }
+        let Inner { order, records, .. } = &mut *inner;
+        order.retain(|id| records.contains_key(id));
+        self.changed.notify_all();
+        Ok(())
+    }
+}
+
+/// The record of a pending proposal.
+fn pending<'a>(inner: &'a mut Inner, id: &ProposalId) -> Result<&'a mut Record, MediatorError> {
+    let record = inner
+        .records
+        .get_mut(id)
+        .ok_or_else(|| MediatorError::UnknownProposal(id.to_string()))?;
+    if !matches!(record.state, State::Pending) {
+        return Err(MediatorError::NotPending(id.to_string()));
+    }
+    Ok(record)
+}
+
+fn host_event(event_type: EventType, mode: Mode, details: Map<String, Value>) -> Event {
+    Event {
+        event_type,
+        mode,
+        operator_id: HOST_OPERATOR.into(),
+        proposal_id: None,
+        execution_id: None,
+        details,
+    }
+}
+
+/// At most `max` characters of `s`.
+fn bounded(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+/// The PROPOSAL entry's details. The text of a credential-like proposal is
+/// never logged: only its length and the payload's hash.
+fn proposal_details(p: &Proposal) -> Map<String, Value> {
+    let summary = match p.action.action() {
+        Action::TypeText { text } if p.credential_warning => {
+            format!(
+                "[{} characters withheld: credential_warning]",
+                text.chars().count()
+            )
+        }
+        Action::TypeText { text } => bounded(text, 200),
+        Action::KeyCombo { keys } => keys.join("+"),
+        Action::MouseMove { x, y } => format!("move by x={x}, y={y}"),
+        Action::MouseClick { button } => format!("{button:?} click").to_lowercase(),
+    };
+    let mut d = Map::new();
+    d.insert("session_id".into(), json!(bounded(&p.session, 256)));
+    d.insert("action_type".into(), json!(p.action.action_type()));
+    d.insert("payload_summary".into(), json!(summary));
+    if let Ok(hash) = hcp_contracts::jcs::sha256(&p.action.payload()) {
+        d.insert("payload_sha256".into(), json!(hex::encode(hash)));
+    }
+    d.insert("credential_warning".into(), json!(p.credential_warning));
+    d.insert("rationale".into(), json!(bounded(&p.rationale, 500)));
+    d
+}
+
+/// The shortest time between actions.
+const MIN_DELAY: Duration = Duration::from_millis(MIN_ACTION_DELAY_MS);
+
+#[cfg(test)]
+mod tests;

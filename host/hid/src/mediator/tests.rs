@@ -1,0 +1,244 @@
+//! The mediator without a device: modes, decisions, waiting, sessions.
+
+use super::*;
+use crate::log::LogEntry;
+
+fn mediator() -> (tempfile::TempDir, Mediator) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = SessionLog::open(&dir.path().join("hcp.db")).expect("log");
+    (dir, Mediator::start(log, MediatorConfig::new(None)))
+}
+
+fn alice() -> OperatorId {
+    "alice".parse().expect("operator")
+}
+
+fn request(text: &str) -> ProposalRequest {
+    ProposalRequest {
+        action: Action::TypeText { text: text.into() },
+        rationale: "The prompt is waiting for this input.".into(),
+    }
+}
+
+fn entries(m: &Mediator) -> Vec<LogEntry> {
+    lock(&m.log).entries().expect("entries")
+}
+
+fn kinds(m: &Mediator) -> Vec<EventType> {
+    entries(m).iter().map(|e| e.event_type).collect()
+}
+
+#[test]
+fn observe_records_and_resolves_at_once() {
+    let (_dir, m) = mediator();
+    assert_eq!(m.status().mode, Mode::Observe);
+    let id = m.propose("s1", request("ls")).expect("recorded");
+    assert_eq!(
+        m.wait("s1", &id, Duration::ZERO).expect("outcome"),
+        Outcome::NotExecuted {
+            mode: Mode::Observe,
+            reason: "OBSERVE mode: nothing proposed is executed".into()
+        }
+    );
+    assert!(matches!(
+        m.approve(&alice(), &id, false),
+        Err(MediatorError::NotPending(_))
+    ));
+    assert_eq!(kinds(&m), [EventType::Proposal]);
+}
+
+#[test]
+fn suggest_shows_and_decides_but_never_executes() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let a = m.propose("s1", request("ls")).expect("a");
+    let b = m.propose("s1", request("pwd")).expect("b");
+    assert_eq!(
+        m.wait("s1", &a, Duration::from_millis(10)).expect("wait"),
+        Outcome::TimedOut
+    );
+    assert_eq!(
+        m.approve(&alice(), &a, false).expect("approve"),
+        Outcome::NotExecuted {
+            mode: Mode::Suggest,
+            reason: "SUGGEST mode: proposals are shown, not executed".into()
+        }
+    );
+    assert_eq!(
+        m.reject(&alice(), &b, "Wrong window has focus.")
+            .expect("reject"),
+        Outcome::Rejected {
+            operator_id: "alice".into(),
+            reason: "Wrong window has focus.".into()
+        }
+    );
+    assert!(matches!(
+        m.reject(&alice(), &b, "again"),
+        Err(MediatorError::NotPending(_))
+    ));
+    assert_eq!(
+        kinds(&m),
+        [
+            EventType::ModeChange,
+            EventType::Proposal,
+            EventType::Proposal,
+            EventType::Decision,
+            EventType::Decision
+        ]
+    );
+    let decision = &entries(&m)[4];
+    assert_eq!(decision.operator_id, "alice");
+    assert_eq!(decision.details["decision"], "REJECTED");
+    assert_eq!(
+        decision.details["override_reason"],
+        "Wrong window has focus."
+    );
+    m.verify_log().expect("chain");
+}
+
+#[test]
+fn execute_without_a_device_is_refused_and_logged() {
+    let (_dir, m) = mediator();
+    let err = m.set_mode(&alice(), Mode::Execute).expect_err("no device");
+    assert_eq!(
+        err.to_string(),
+        "no HID executor is configured: EXECUTE cannot be armed"
+    );
+    assert_eq!(m.status().mode, Mode::Observe);
+    let e = &entries(&m)[0];
+    assert_eq!(e.event_type, EventType::Error);
+    assert_eq!(e.operator_id, "alice");
+    assert!(matches!(
+        m.rearm(&alice()),
+        Err(MediatorError::NotInExecute(Mode::Observe))
+    ));
+}
+
+#[test]
+fn credentials_need_an_acknowledgement_and_are_not_logged() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m
+        .propose("s1", request("password=hunter22"))
+        .expect("recorded");
+    assert_eq!(
+        m.proposals()[0].proposal["credential_warning"],
+        serde_json::json!(true)
+    );
+    let err = m
+        .approve(&alice(), &id, false)
+        .expect_err("not acknowledged");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "proposal {id} carries credential_warning: approving it needs the operator to acknowledge the credential"
+        )
+    );
+    m.approve(&alice(), &id, true).expect("acknowledged");
+    let logged = serde_json::to_string(&entries(&m)).expect("json");
+    assert!(!logged.contains("hunter22"), "{logged}");
+    assert!(logged.contains("[17 characters withheld: credential_warning]"));
+}
+
+#[test]
+fn refused_proposals_are_logged_as_errors() {
+    let (_dir, m) = mediator();
+    let err = m
+        .propose("s1", request(&"a".repeat(1025)))
+        .expect_err("too long");
+    assert_eq!(
+        err.to_string(),
+        "proposal refused: payload.text is 1025 characters long; at most 1024 may be typed in one action"
+    );
+    let e = &entries(&m)[0];
+    assert_eq!(e.event_type, EventType::Error);
+    assert_eq!(e.operator_id, "host");
+    assert_eq!(
+        e.details["error_message"],
+        "proposal refused: payload.text is 1025 characters long; at most 1024 may be typed in one action"
+    );
+    assert!(m.proposals().is_empty());
+}
+
+#[test]
+fn guests_see_only_their_own_proposals() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m.propose("s1", request("ls")).expect("recorded");
+    assert!(matches!(
+        m.wait("s2", &id, Duration::ZERO),
+        Err(MediatorError::UnknownProposal(_))
+    ));
+}
+
+#[test]
+fn pending_proposals_are_bounded_per_session() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    for _ in 0..16 {
+        m.propose("s1", request("ls")).expect("within the bound");
+    }
+    let err = m.propose("s1", request("ls")).expect_err("over");
+    assert_eq!(
+        err.to_string(),
+        "session s1 already has 16 proposals waiting for a decision"
+    );
+    m.propose("s2", request("ls")).expect("another session");
+}
+
+#[test]
+fn closing_a_session_withdraws_its_pending_proposals() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m.propose("s1", request("ls")).expect("recorded");
+    let other = m.propose("s2", request("ls")).expect("recorded");
+    m.close_session("s1").expect("closed");
+    assert!(matches!(
+        m.approve(&alice(), &id, false),
+        Err(MediatorError::UnknownProposal(_))
+    ));
+    assert_eq!(m.proposals().len(), 1);
+    let last = entries(&m).pop().expect("entry");
+    assert_eq!(last.event_type, EventType::Decision);
+    assert_eq!(last.operator_id, "host");
+    assert_eq!(
+        last.details["override_reason"],
+        "the session ended before a decision"
+    );
+    m.approve(&alice(), &other, false)
+        .expect("others untouched");
+}
+
+#[test]
+fn a_waiting_guest_wakes_on_the_decision() {
+    let (_dir, m) = mediator();
+    let m = std::sync::Arc::new(m);
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m.propose("s1", request("ls")).expect("recorded");
+    let waiter = {
+        let (m, id) = (m.clone(), id.clone());
+        std::thread::spawn(move || m.wait("s1", &id, Duration::from_secs(5)))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    m.reject(&alice(), &id, "Not now.").expect("reject");
+    assert_eq!(
+        waiter.join().expect("joined").expect("outcome"),
+        Outcome::Rejected {
+            operator_id: "alice".into(),
+            reason: "Not now.".into()
+        }
+    );
+}
+
+#[test]
+fn rejections_need_a_reason() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m.propose("s1", request("ls")).expect("recorded");
+    for reason in ["", "a\nb", &"r".repeat(501)] {
+        assert!(matches!(
+            m.reject(&alice(), &id, reason),
+            Err(MediatorError::BadReason)
+        ));
+    }
+}
