@@ -53,11 +53,19 @@ pub enum Problem {
         /// The receipt's host.
         found: String,
     },
-    /// `seq` skips ahead.
-    #[error(
-        "seq {found} where {expected} was expected: receipts {expected}..{found} are missing (deleted)"
-    )]
+    /// `seq` skips ahead, and the skipped receipts are nowhere in the segment.
+    #[error("seq {found} where {expected} was expected: {} missing (deleted)", missing(*expected, *found))]
     Missing {
+        /// The expected seq.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// `seq` skips ahead, and the expected receipt comes later.
+    #[error(
+        "seq {found} where {expected} was expected: receipt {expected} comes later (reordered)"
+    )]
+    Reordered {
         /// The expected seq.
         expected: u64,
         /// The seq found.
@@ -125,6 +133,14 @@ pub enum Problem {
     Cycle,
 }
 
+fn missing(expected: u64, found: u64) -> String {
+    if found == expected + 1 {
+        format!("receipt {expected} is")
+    } else {
+        format!("receipts {expected} to {} are", found - 1)
+    }
+}
+
 /// Checks one host's chain segment, `nodes` in the order stored: each
 /// receipt belongs to the host, seqs run on from `start.first_seq` without a
 /// gap, `prev_hash` names the previous receipt, and clocks increase.
@@ -132,6 +148,12 @@ pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
     let mut issues = Vec::new();
     let show = |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
     let mut expected_seq = start.first_seq;
+    // Where each seq appears last, to tell a reordered receipt from a deleted one.
+    let last_at: HashMap<u64, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.receipt.seq, i))
+        .collect();
     for (i, node) in nodes.iter().enumerate() {
         let r = node.receipt;
         let mut push = |problem| issues.push(Issue { node: i, problem });
@@ -142,10 +164,17 @@ pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
             });
         }
         if r.seq > expected_seq {
-            push(Problem::Missing {
-                expected: expected_seq,
-                found: r.seq,
-            });
+            if last_at.get(&expected_seq).is_some_and(|&j| j > i) {
+                push(Problem::Reordered {
+                    expected: expected_seq,
+                    found: r.seq,
+                });
+            } else {
+                push(Problem::Missing {
+                    expected: expected_seq,
+                    found: r.seq,
+                });
+            }
         } else if r.seq < expected_seq {
             push(Problem::OutOfOrder {
                 expected: expected_seq,
