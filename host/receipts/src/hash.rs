@@ -45,15 +45,37 @@ impl Digest {
     ///
     /// Anything but exactly 64 lowercase hex digits.
     pub fn from_hex(text: &str) -> Result<Self, String> {
-        if text.len() != 64 || text.bytes().any(|b| b.is_ascii_uppercase()) {
-            return Err(format!("{text:?} is not 64 lowercase hex digits"));
-        }
+        let bytes = text.as_bytes();
         let mut out = [0u8; 32];
-        hex::decode_to_slice(text, &mut out)
-            .map_err(|e| format!("{text:?} is not 64 lowercase hex digits: {e}"))?;
-        Ok(Self(out))
+        let ok = bytes.len() == 64
+            && out.iter_mut().zip(bytes.chunks_exact(2)).all(|(o, pair)| {
+                let (hi, lo) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
+                *o = (hi << 4) | (lo & 0x0f);
+                (hi | lo) < 0x10
+            });
+        if ok {
+            Ok(Self(out))
+        } else {
+            Err(format!("{text:?} is not 64 lowercase hex digits"))
+        }
     }
 }
+
+/// Value of each lowercase hex digit; 0xff for every other byte.
+const HEX: [u8; 256] = {
+    let mut table = [0xffu8; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -218,7 +218,7 @@ impl PublicKey {
     /// Verifies `signature` over `message` with ed25519-dalek's
     /// `verify_strict`: S must be reduced modulo L, neither the key nor R may
     /// have small order, and R must be the canonical encoding of the
-    /// recomputed point. Before that, the signature is classified so that the
+    /// recomputed point. A refused signature is then classified so that the
     /// refusal says which of these failed.
     ///
     /// # Errors
@@ -229,6 +229,11 @@ impl PublicKey {
         message: &[u8],
         signature: &Signature,
     ) -> Result<(), SignatureFailure> {
+        let sig = ed25519_dalek::Signature::from_bytes(&signature.0);
+        if self.key.verify_strict(message, &sig).is_ok() {
+            return Ok(());
+        }
+        // Refused: say why, most specific reason first.
         let mut r = [0u8; 32];
         let mut s = [0u8; 32];
         r.copy_from_slice(&signature.0[..32]);
@@ -240,14 +245,10 @@ impl PublicKey {
             return Err(SignatureFailure::SmallOrderKey(self.id.clone()));
         }
         match CompressedEdwardsY(r).decompress() {
-            None => return Err(SignatureFailure::InvalidR),
-            Some(point) if point.is_small_order() => return Err(SignatureFailure::SmallOrderR),
-            Some(_) => {}
+            None => Err(SignatureFailure::InvalidR),
+            Some(point) if point.is_small_order() => Err(SignatureFailure::SmallOrderR),
+            Some(_) => Err(SignatureFailure::Mismatch(self.id.clone())),
         }
-        let sig = ed25519_dalek::Signature::from_bytes(&signature.0);
-        self.key
-            .verify_strict(message, &sig)
-            .map_err(|_| SignatureFailure::Mismatch(self.id.clone()))
     }
 }
 

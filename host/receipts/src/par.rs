@@ -7,25 +7,36 @@ const MIN_PARALLEL: usize = 4096;
 
 /// `f(index, item)` for every item, in order, spread over the cores.
 pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
+    map_init(items, || (), |(), i, t| f(i, t))
+}
+
+/// As [`map`], with a state made by `init` for each run of contiguous items
+/// (one per thread), for work that reuses what the previous item computed.
+pub(crate) fn map_init<T: Sync, R: Send, S>(
+    items: &[T],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &T) -> R + Sync,
+) -> Vec<R> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = |c: usize, chunk: usize, part: &[T]| {
+        let mut state = init();
+        part.iter()
+            .enumerate()
+            .map(|(i, t)| f(&mut state, c * chunk + i, t))
+            .collect::<Vec<R>>()
+    };
     if threads < 2 || items.len() < MIN_PARALLEL {
-        return items.iter().enumerate().map(|(i, t)| f(i, t)).collect();
+        return run(0, 0, items);
     }
     let chunk = items.len().div_ceil(threads);
-    let f = &f;
+    let run = &run;
     std::thread::scope(|scope| {
         let handles: Vec<_> = items
             .chunks(chunk)
             .enumerate()
             .map(|(c, part)| {
-                let run = move || {
-                    part.iter()
-                        .enumerate()
-                        .map(|(i, t)| f(c * chunk + i, t))
-                        .collect::<Vec<R>>()
-                };
                 std::thread::Builder::new()
-                    .spawn_scoped(scope, run)
+                    .spawn_scoped(scope, move || run(c, chunk, part))
                     .map_err(|_| (c, part))
             })
             .collect();
@@ -37,9 +48,7 @@ pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &T) -> R + Sy
                     Err(panic) => std::panic::resume_unwind(panic),
                 },
                 // No thread to be had: do that chunk here.
-                Err((c, part)) => {
-                    out.extend(part.iter().enumerate().map(|(i, t)| f(c * chunk + i, t)));
-                }
+                Err((c, part)) => out.extend(run(c, chunk, part)),
             }
         }
         out

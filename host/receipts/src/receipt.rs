@@ -145,10 +145,12 @@ impl Receipt {
     /// Serialization failed (cannot happen for these field types; reported
     /// rather than assumed).
     pub fn canonical_bytes(&self) -> Result<Vec<u8>, ReceiptError> {
-        serde_json::to_vec(self).map_err(|e| ReceiptError::Encode {
+        let mut out = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut out, self).map_err(|e| ReceiptError::Encode {
             receipt_id: self.receipt_id.clone(),
             reason: e.to_string(),
-        })
+        })?;
+        Ok(out)
     }
 
     /// The receipt hash: SHA-256 of [`Receipt::canonical_bytes`].

@@ -2,7 +2,7 @@
 //! canonical form against the reference RFC 8785 implementation.
 
 use hcp_contracts::RiskLevel;
-use hcp_receipts::merkle::{self, Frontier, Tree, leaf_hash};
+use hcp_receipts::merkle::{self, Frontier, InclusionVerifier, Tree, leaf_hash};
 use hcp_receipts::receipt::{RECEIPT_VERSION, Receipt, Verdict};
 use hcp_receipts::{Digest, HostKey};
 use proptest::prelude::*;
@@ -54,6 +54,25 @@ proptest! {
             let other = Tree::from_leaf_hashes((0..new).map(|i| leaf_hash(&(i + 1).to_le_bytes())).collect());
             let other_new = other.root_at(new).expect("root");
             prop_assert!(merkle::verify_consistency(old, new, &old_root, &other_new, &proof).is_err());
+        }
+    }
+
+    #[test]
+    fn the_memoized_verifier_agrees_with_the_one_off_check(size in 1u64..300, tamper in proptest::collection::vec(any::<(u64, usize, u8)>(), 0..8)) {
+        let t = tree(size);
+        let root = t.root_at(size).expect("root");
+        let mut v = InclusionVerifier::new(size, root);
+        for i in 0..size {
+            let mut proof = t.inclusion_proof(i, size).expect("proof");
+            // Now and then a tampered hash at a random height.
+            if let Some(&(_, at, bit)) = tamper.iter().find(|(leaf, _, _)| leaf % size == i) {
+                if !proof.is_empty() {
+                    let at = at % proof.len();
+                    proof[at].0[usize::from(bit) % 32] ^= 1 << (bit % 8);
+                }
+            }
+            let data = i.to_le_bytes();
+            prop_assert_eq!(v.verify(&data, i, &proof), merkle::verify_inclusion(&data, i, size, &proof, &root));
         }
     }
 

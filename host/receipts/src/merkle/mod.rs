@@ -10,9 +10,11 @@
 //! (consistency) step by step; generation ([`Tree`]) follows §2.1.3.1 and
 //! §2.1.4.1.
 
+mod batch;
 mod frontier;
 mod tree;
 
+pub use batch::InclusionVerifier;
 pub use frontier::Frontier;
 pub use tree::Tree;
 

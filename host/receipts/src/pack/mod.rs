@@ -36,6 +36,7 @@ mod read;
 mod write;
 
 pub use proofs::prove;
+pub(crate) use read::read_with;
 pub use read::{ReadLimits, read};
 pub use write::write;
 

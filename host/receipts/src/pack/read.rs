@@ -13,7 +13,6 @@ use crate::keys::PublicKey;
 use crate::receipt::Receipt;
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read as _;
 
 /// Limits on what [`read`] accepts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,28 +47,43 @@ impl Default for ReadLimits {
 ///
 /// The first of these found.
 pub fn read(bytes: &[u8], limits: &ReadLimits) -> Result<Pack, PackError> {
-    let mut files = entries(bytes, limits)?;
-    check_index(&mut files)?;
-    parse(files)
+    read_with(bytes, limits, true)
 }
 
-fn entries(bytes: &[u8], limits: &ReadLimits) -> Result<BTreeMap<String, Vec<u8>>, PackError> {
+/// As [`read`]; with `decision_inputs` false the decision inputs are
+/// checked against the index but not parsed, and the sections' `inputs`
+/// stay empty (verification does not need them; replay does).
+pub(crate) fn read_with(
+    bytes: &[u8],
+    limits: &ReadLimits,
+    decision_inputs: bool,
+) -> Result<Pack, PackError> {
+    let mut files = entries(bytes, limits)?;
+    check_index(&mut files)?;
+    parse(files, decision_inputs)
+}
+
+/// The entries, as slices of `bytes` (entry data is never copied).
+fn entries<'b>(
+    bytes: &'b [u8],
+    limits: &ReadLimits,
+) -> Result<BTreeMap<String, &'b [u8]>, PackError> {
     if !bytes.len().is_multiple_of(512) {
         return Err(PackError::Truncated(format!(
             "{} bytes is not a whole number of 512-byte tar blocks",
             bytes.len()
         )));
     }
-    let mut archive = tar::Archive::new(bytes);
+    let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
     let iter = archive
-        .entries()
+        .entries_with_seek()
         .map_err(|e| PackError::NotTar(e.to_string()))?
         .raw(true);
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     let mut end = 0u64;
     for entry in iter {
-        let mut entry = entry.map_err(|e| PackError::NotTar(e.to_string()))?;
+        let entry = entry.map_err(|e| PackError::NotTar(e.to_string()))?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let kind = entry.header().entry_type();
         let flag = char::from(kind.as_byte());
@@ -108,17 +122,18 @@ fn entries(bytes: &[u8], limits: &ReadLimits) -> Result<BTreeMap<String, Vec<u8>
                 limits.max_entries
             )));
         }
-        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        entry
-            .read_to_end(&mut data)
-            .map_err(|e| PackError::NotTar(format!("{path}: {e}")))?;
-        if data.len() as u64 != size {
-            return Err(PackError::Truncated(format!(
-                "entry {path:?} declares {size} bytes, the archive holds {}",
-                data.len()
-            )));
-        }
-        end = entry.raw_file_position() + size.next_multiple_of(512);
+        let start = entry.raw_file_position();
+        let data = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(start.saturating_add(size)).ok())
+            .and_then(|(from, to)| bytes.get(from..to))
+            .ok_or_else(|| {
+                PackError::Truncated(format!(
+                    "entry {path:?} declares {size} bytes, the archive holds {}",
+                    (bytes.len() as u64).saturating_sub(start)
+                ))
+            })?;
+        end = start + size.next_multiple_of(512);
         if files.contains_key(&path) {
             return Err(PackError::Duplicate { path });
         }
@@ -140,13 +155,13 @@ fn entries(bytes: &[u8], limits: &ReadLimits) -> Result<BTreeMap<String, Vec<u8>
     Ok(files)
 }
 
-fn check_index(files: &mut BTreeMap<String, Vec<u8>>) -> Result<(), PackError> {
+fn check_index(files: &mut BTreeMap<String, &[u8]>) -> Result<(), PackError> {
     let index_bytes = files
         .remove(INDEX_PATH)
         .ok_or_else(|| PackError::MissingEntry {
             path: INDEX_PATH.to_owned(),
         })?;
-    let index: Index = parse_json(INDEX_PATH, &index_bytes)?;
+    let index: Index = parse_json(INDEX_PATH, index_bytes)?;
     let mut listed = HashMap::with_capacity(index.entries.len());
     for e in &index.entries {
         if listed.insert(e.path.as_str(), e).is_some() {
@@ -162,7 +177,7 @@ fn check_index(files: &mut BTreeMap<String, Vec<u8>>) -> Result<(), PackError> {
             });
         }
     }
-    let items: Vec<(&String, &Vec<u8>)> = files.iter().collect();
+    let items: Vec<(&String, &&[u8])> = files.iter().collect();
     let hashed = crate::par::map(&items, |_, (_, bytes)| Digest::of(bytes));
     for ((path, bytes), actual) in items.into_iter().zip(hashed) {
         let Some(e) = listed.get(path.as_str()) else {
@@ -203,9 +218,21 @@ fn parse_lines<T: DeserializeOwned + Send>(
             reason: "does not end with a newline".into(),
         });
     };
-    let lines: Vec<&[u8]> = body.split(|&b| b == b'\n').collect();
+    // UTF-8 is checked once for the whole file; lines are then split with
+    // memchr and parsed without checking again.
+    let body = std::str::from_utf8(body).map_err(|e| PackError::Content {
+        path: path.to_owned(),
+        line: Some(
+            1 + body[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count(),
+        ),
+        reason: format!("not UTF-8: {e}"),
+    })?;
+    let lines: Vec<&str> = body.split('\n').collect();
     let parsed = crate::par::map(&lines, |i, line| {
-        let record: T = serde_json::from_slice(line).map_err(|e| (i, e.to_string()))?;
+        let record: T = serde_json::from_str(line).map_err(|e| (i, e.to_string()))?;
         check(&record).map_err(|e| (i, e))?;
         Ok(record)
     });
@@ -219,13 +246,13 @@ fn parse_lines<T: DeserializeOwned + Send>(
         })
 }
 
-fn parse(mut files: BTreeMap<String, Vec<u8>>) -> Result<Pack, PackError> {
+fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pack, PackError> {
     let manifest_bytes = files
         .remove(MANIFEST_PATH)
         .ok_or_else(|| PackError::MissingEntry {
             path: MANIFEST_PATH.to_owned(),
         })?;
-    let manifest: PackManifest = parse_json(MANIFEST_PATH, &manifest_bytes)?;
+    let manifest: PackManifest = parse_json(MANIFEST_PATH, manifest_bytes)?;
     let bad_manifest = |reason: String| PackError::Content {
         path: MANIFEST_PATH.to_owned(),
         line: None,
@@ -250,7 +277,7 @@ fn parse(mut files: BTreeMap<String, Vec<u8>>) -> Result<Pack, PackError> {
             })
         };
         let receipts: Vec<Receipt> =
-            parse_lines(&paths.receipts, &take(&paths.receipts)?, |r: &Receipt| {
+            parse_lines(&paths.receipts, take(&paths.receipts)?, |r: &Receipt| {
                 r.check().map_err(|e| e.to_string())
             })?;
         if receipts.len() as u64 != host.count {
@@ -266,14 +293,18 @@ fn parse(mut files: BTreeMap<String, Vec<u8>>) -> Result<Pack, PackError> {
         }
         let checkpoints: Vec<Checkpoint> = parse_lines(
             &paths.checkpoints,
-            &take(&paths.checkpoints)?,
+            take(&paths.checkpoints)?,
             |c: &Checkpoint| c.check().map_err(|e| e.to_string()),
         )?;
-        let inclusion = decode_inclusion(&paths.inclusion, &take(&paths.inclusion)?)?;
+        let inclusion = decode_inclusion(&paths.inclusion, take(&paths.inclusion)?)?;
         let consistency: Vec<ConsistencyProof> =
-            parse_lines(&paths.consistency, &take(&paths.consistency)?, |_| Ok(()))?;
-        let inputs: Vec<DecisionInput> =
-            parse_lines(&paths.inputs, &take(&paths.inputs)?, |_| Ok(()))?;
+            parse_lines(&paths.consistency, take(&paths.consistency)?, |_| Ok(()))?;
+        let input_bytes = take(&paths.inputs)?;
+        let inputs: Vec<DecisionInput> = if decision_inputs {
+            parse_lines(&paths.inputs, input_bytes, |_| Ok(()))?
+        } else {
+            Vec::new()
+        };
         pack.hosts.push(HostSection {
             host_id: host.host_id,
             keys: host.keys,
@@ -289,7 +320,7 @@ fn parse(mut files: BTreeMap<String, Vec<u8>>) -> Result<Pack, PackError> {
     }
     for (path, bytes) in files {
         if let Some(name) = path.strip_prefix(KEYS_DIR) {
-            let text = std::str::from_utf8(&bytes).map_err(|e| PackError::Content {
+            let text = std::str::from_utf8(bytes).map_err(|e| PackError::Content {
                 path: path.clone(),
                 line: None,
                 reason: e.to_string(),
@@ -310,11 +341,11 @@ fn parse(mut files: BTreeMap<String, Vec<u8>>) -> Result<Pack, PackError> {
             }
             pack.public_keys.push(key);
         } else if let Some(name) = path.strip_prefix(POLICY_DIR) {
-            pack.policy.insert(name.to_owned(), bytes);
+            pack.policy.insert(name.to_owned(), bytes.to_vec());
         } else if let Some(name) = path.strip_prefix(MANIFESTS_DIR) {
-            pack.manifests.insert(name.to_owned(), bytes);
+            pack.manifests.insert(name.to_owned(), bytes.to_vec());
         } else if let Some(name) = path.strip_prefix(MESSAGES_DIR) {
-            pack.messages.insert(name.to_owned(), bytes);
+            pack.messages.insert(name.to_owned(), bytes.to_vec());
         } else {
             return Err(PackError::BadName {
                 path,

@@ -5,7 +5,7 @@ use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::dag::{self, ChainStart, Node};
 use crate::hash::Digest;
 use crate::keys::{KeyId, PublicKey, SignatureFailure};
-use crate::merkle::{self, Tree};
+use crate::merkle::{InclusionVerifier, Tree};
 use crate::pack::{HostSection, Pack};
 use crate::receipt::Verdict;
 use std::collections::{HashMap, HashSet};
@@ -210,7 +210,8 @@ impl<'a, 'r> Section<'a, 'r> {
         }
         let covered = s.checkpoints.iter().map(|c| c.tree_size).max().unwrap_or(0);
         let this = &*self;
-        let outcomes = crate::par::map(&s.receipts, |_, r| {
+        let verifier = || None::<InclusionVerifier>;
+        let outcomes = crate::par::map_init(&s.receipts, verifier, |verifier, _, r| {
             let mut problems: Vec<(Check, String)> = Vec::new();
             let hash = match r.hash() {
                 Ok(h) => h,
@@ -263,10 +264,18 @@ impl<'a, 'r> Section<'a, 'r> {
                     )),
                     Some(&c) => {
                         let cp = &s.checkpoints[c];
-                        if let Err(e) = merkle::verify_inclusion(&hash.0, r.seq, proof.tree_size, &proof.path, &cp.root_hash) {
+                        // Receipts come in order: keep the current checkpoint's verifier.
+                        let v = match verifier {
+                            Some(v) if v.size() == cp.tree_size => v,
+                            _ => verifier.insert(InclusionVerifier::new(cp.tree_size, cp.root_hash)),
+                        };
+                        if let Err(e) = v.verify(&hash.0, r.seq, &proof.path) {
                             problems.push((
                                 Check::Inclusion,
-                                format!("inclusion proof against checkpoint {c} (size {}) fails: {e}", cp.tree_size),
+                                format!(
+                                    "inclusion proof against checkpoint {c} (size {}) fails: {e}",
+                                    cp.tree_size
+                                ),
                             ));
                         }
                     }

@@ -193,9 +193,11 @@ impl fmt::Display for Report {
     }
 }
 
-/// Verifies a pack's bytes: a pack that cannot be read is one failure.
+/// Verifies a pack's bytes: a pack that cannot be read is one failure. The
+/// decision inputs are checked against the index but not parsed (replay
+/// reads them: [`crate::pack::read`], then [`crate::replay()`]).
 pub fn verify_bytes(bytes: &[u8], limits: &ReadLimits, options: &VerifyOptions) -> Report {
-    match crate::pack::read(bytes, limits) {
+    match crate::pack::read_with(bytes, limits, false) {
         Ok(pack) => verify(&pack, options),
         Err(e) => Report {
             failures: vec![Failure {
