@@ -65,11 +65,11 @@ proptest! {
         for i in 0..size {
             let mut proof = t.inclusion_proof(i, size).expect("proof");
             // Now and then a tampered hash at a random height.
-            if let Some(&(_, at, bit)) = tamper.iter().find(|(leaf, _, _)| leaf % size == i) {
-                if !proof.is_empty() {
-                    let at = at % proof.len();
-                    proof[at].0[usize::from(bit) % 32] ^= 1 << (bit % 8);
-                }
+            if let Some(&(_, at, bit)) = tamper.iter().find(|(leaf, _, _)| leaf % size == i)
+                && !proof.is_empty()
+            {
+                let at = at % proof.len();
+                proof[at].0[usize::from(bit) % 32] ^= 1 << (bit % 8);
             }
             let data = i.to_le_bytes();
             prop_assert_eq!(v.verify(&data, i, &proof), merkle::verify_inclusion(&data, i, size, &proof, &root));
