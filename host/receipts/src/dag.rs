@@ -227,18 +227,20 @@ pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue>
             index.insert(node.hash, i);
         }
     }
-    // Edges parent -> child, for the cycle search.
-    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
-    let mut indegree = vec![0usize; nodes.len()];
+    // Edges parent -> child inside the set. If every one goes from a smaller
+    // clock to a larger one there can be no cycle; only otherwise is the
+    // cycle search run.
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    let mut ordered = true;
     for (i, node) in nodes.iter().enumerate() {
         let r = node.receipt;
         for parent in &r.parents {
             match index.get(parent) {
                 Some(&p) => {
-                    children[p].push(i);
-                    indegree[i] += 1;
+                    edges.push((p, i));
                     let parent_lamport = nodes[p].receipt.lamport;
                     if r.lamport <= parent_lamport {
+                        ordered = false;
                         issues.push(Issue {
                             node: i,
                             problem: Problem::ClockNotAfterParent {
@@ -257,33 +259,47 @@ pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue>
             }
         }
         if let Some(&p) = r.prev_hash.as_ref().and_then(|h| index.get(h)) {
-            children[p].push(i);
-            indegree[i] += 1;
+            edges.push((p, i));
+            // The chain check reports it; here it only means "look for cycles".
+            ordered &= r.lamport > nodes[p].receipt.lamport;
         }
     }
-    // Kahn: whatever is never freed lies on (or behind) a cycle.
-    let mut ready: Vec<usize> = (0..nodes.len()).filter(|&i| indegree[i] == 0).collect();
-    let mut freed = 0;
+    if !ordered {
+        issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
+            node,
+            problem: Problem::Cycle,
+        }));
+    }
+    issues
+}
+
+/// Nodes on (or behind) a cycle: what Kahn's algorithm never frees.
+fn cycles(n: usize, edges: &[(usize, usize)]) -> Vec<usize> {
+    let mut indegree = vec![0usize; n];
+    let mut start = vec![0usize; n + 1];
+    for &(p, c) in edges {
+        indegree[c] += 1;
+        start[p + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut children = vec![0usize; edges.len()];
+    let mut fill = start.clone();
+    for &(p, c) in edges {
+        children[fill[p]] = c;
+        fill[p] += 1;
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
     while let Some(p) = ready.pop() {
-        freed += 1;
-        for &c in &children[p] {
+        for &c in &children[start[p]..start[p + 1]] {
             indegree[c] -= 1;
             if indegree[c] == 0 {
                 ready.push(c);
             }
         }
     }
-    if freed < nodes.len() {
-        issues.extend(
-            (0..nodes.len())
-                .filter(|&i| indegree[i] > 0)
-                .map(|node| Issue {
-                    node,
-                    problem: Problem::Cycle,
-                }),
-        );
-    }
-    issues
+    (0..n).filter(|&i| indegree[i] > 0).collect()
 }
 
 /// The merged order of several hosts' receipts: indices into `nodes` sorted

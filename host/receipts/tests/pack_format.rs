@@ -305,3 +305,51 @@ fn the_writer_refuses_bad_names() {
         )
     );
 }
+
+#[test]
+fn a_host_declared_twice_is_refused() {
+    let mut p = standard_pack();
+    p.hosts.truncate(1);
+    let bytes = write(&p);
+    // Rewrite pack.json with the host listed twice (and fix the index).
+    let mut archive = tar::Archive::new(bytes.as_slice());
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for entry in archive.entries().expect("entries") {
+        let mut entry = entry.expect("entry");
+        let name = String::from_utf8(entry.path_bytes().into_owned()).expect("utf8");
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).expect("read");
+        files.push((name, data));
+    }
+    let manifest_at = files
+        .iter()
+        .position(|(n, _)| n == "pack.json")
+        .expect("pack.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&files[manifest_at].1).expect("json");
+    let host = manifest["hosts"][0].clone();
+    manifest["hosts"].as_array_mut().expect("hosts").push(host);
+    files[manifest_at].1 = serde_json::to_vec(&manifest).expect("json");
+    let index = Index {
+        entries: files
+            .iter()
+            .filter(|(n, _)| n != "index.json")
+            .map(|(n, d)| IndexEntry {
+                path: n.clone(),
+                size: d.len() as u64,
+                sha256: Digest::of(d),
+            })
+            .collect(),
+    };
+    let index_bytes = serde_json::to_vec(&index).expect("json");
+    let mut all: Vec<(&str, tar::EntryType, &[u8])> = files
+        .iter()
+        .filter(|(n, _)| n != "index.json")
+        .map(|(n, d)| (n.as_str(), tar::EntryType::Regular, d.as_slice()))
+        .collect();
+    all.push(("index.json", tar::EntryType::Regular, &index_bytes));
+    assert_eq!(
+        refused(&raw_tar(&all)),
+        "pack.json: host host-a appears twice"
+    );
+}

@@ -464,3 +464,28 @@ fn an_index_hash_mismatch() {
         "{message}"
     );
 }
+
+#[test]
+fn a_receipt_breaking_its_own_rules_is_reported_and_the_rest_checked() {
+    let mut pack = standard_pack();
+    a_receipts(&mut pack)[2].reason_code = "allow".into();
+    // Through the bytes: the reader parses it, verification reports it.
+    let bytes = pack::write(&pack).expect("write");
+    let report = verify_bytes(&bytes, &ReadLimits::default(), &options());
+    has(
+        &report,
+        "[record] receipt host-a:2 (receipts/host-a.jsonl index 2): receipt host-a:2: reason_code \"allow\" must match [A-Z][A-Z0-9_]* (at most 64)",
+    );
+    // Its hash changed, so its inclusion proof and the next link fail too;
+    // nothing else is blamed.
+    assert_eq!(
+        blamed(&report),
+        vec![
+            (Check::Inclusion, 2),
+            (Check::Record, 2),
+            (Check::Chain, 3),
+            (Check::Dag, 3)
+        ],
+        "{report}"
+    );
+}

@@ -213,6 +213,9 @@ impl<'a, 'r> Section<'a, 'r> {
         let verifier = || None::<InclusionVerifier>;
         let outcomes = crate::par::map_init(&s.receipts, verifier, |verifier, _, r| {
             let mut problems: Vec<(Check, String)> = Vec::new();
+            if let Err(e) = r.check() {
+                problems.push((Check::Record, e.to_string()));
+            }
             let hash = match r.hash() {
                 Ok(h) => h,
                 Err(e) => {
@@ -313,8 +316,11 @@ impl<'a, 'r> Section<'a, 'r> {
 
     fn checkpoints(&mut self, hashes: &[Digest]) {
         let s = self.s;
-        let end = s.first_seq + s.receipts.len() as u64;
+        let end = s.first_seq.saturating_add(s.receipts.len() as u64);
         for (c, cp) in s.checkpoints.iter().enumerate() {
+            if let Err(e) = cp.check() {
+                self.on_checkpoint(Check::Record, c, e.to_string());
+            }
             if cp.host_id != s.host_id {
                 self.on_checkpoint(
                     Check::Checkpoint,
@@ -344,20 +350,18 @@ impl<'a, 'r> Section<'a, 'r> {
                 }
                 Some(prev) => self.successor(c, prev, cp),
             }
-            if let Some(head) = cp.head {
-                let seq = cp.tree_size - 1;
-                if let Some(i) = self.position(seq)
-                    && hashes[i] != head
-                {
-                    self.on_checkpoint(
-                        Check::Checkpoint,
-                        c,
-                        format!(
-                            "head is {head}, but receipt seq {seq} hashes to {}",
-                            hashes[i]
-                        ),
-                    );
-                }
+            if let (Some(head), Some(seq)) = (cp.head, cp.tree_size.checked_sub(1))
+                && let Some(i) = self.position(seq)
+                && hashes[i] != head
+            {
+                self.on_checkpoint(
+                    Check::Checkpoint,
+                    c,
+                    format!(
+                        "head is {head}, but receipt seq {seq} hashes to {}",
+                        hashes[i]
+                    ),
+                );
             }
             if cp.tree_size > end && !s.receipts.is_empty() {
                 self.on_checkpoint(

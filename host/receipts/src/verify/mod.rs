@@ -58,6 +58,9 @@ pub enum Check {
     Pack,
     /// A key is missing or not trusted.
     Key,
+    /// A receipt or checkpoint breaks a rule of its format (see
+    /// `Receipt::check`, `Checkpoint::check`).
+    Record,
     /// A receipt's signature.
     Signature,
     /// A host's hash chain.
@@ -80,6 +83,7 @@ impl Check {
         match self {
             Self::Pack => "pack",
             Self::Key => "key",
+            Self::Record => "record",
             Self::Signature => "signature",
             Self::Chain => "chain",
             Self::Dag => "dag",
