@@ -1,0 +1,318 @@
+//! The receipt DAG: per-host hash chains, parent links across hosts, Lamport
+//! order, and the merged order of several hosts' receipts.
+//!
+//! A receipt's edges are its `prev_hash` (the previous receipt of its host's
+//! log) and its `parents`. In a valid DAG every parent is in the set or
+//! declared outside it, every edge goes from a smaller Lamport clock to a
+//! larger one (so there are no cycles), and each host's receipts form an
+//! unbroken chain. The merged order sorts by (lamport, host_id, hash): a
+//! topological order shared by every verifier.
+
+use crate::hash::Digest;
+use crate::receipt::Receipt;
+use std::collections::{HashMap, HashSet};
+
+/// A receipt with its hash.
+#[derive(Debug, Clone, Copy)]
+pub struct Node<'a> {
+    /// The receipt's hash.
+    pub hash: Digest,
+    /// The receipt.
+    pub receipt: &'a Receipt,
+}
+
+/// Where a host's chain segment starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainStart {
+    /// The host.
+    pub host_id: String,
+    /// `seq` of the first receipt.
+    pub first_seq: u64,
+    /// `prev_hash` of the first receipt (null when `first_seq` is 0): the
+    /// receipt before the segment, outside the set.
+    pub prev_hash: Option<Digest>,
+}
+
+/// A problem with one receipt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    /// Index of the receipt in the slice checked.
+    pub node: usize,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+/// What can be wrong in the DAG.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// A receipt of another host in this host's chain.
+    #[error("belongs to host {found}, not {expected}: a receipt from another log")]
+    WrongHost {
+        /// The chain's host.
+        expected: String,
+        /// The receipt's host.
+        found: String,
+    },
+    /// `seq` skips ahead, and the skipped receipts are nowhere in the segment.
+    #[error("seq {found} where {expected} was expected: {} missing (deleted)", missing(*expected, *found))]
+    Missing {
+        /// The expected seq.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// `seq` skips ahead, and the expected receipt comes later.
+    #[error(
+        "seq {found} where {expected} was expected: receipt {expected} comes later (reordered)"
+    )]
+    Reordered {
+        /// The expected seq.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// `seq` goes back or repeats.
+    #[error(
+        "seq {found} where {expected} was expected: receipts out of order, repeated or inserted"
+    )]
+    OutOfOrder {
+        /// The expected seq.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// `prev_hash` does not name the previous receipt.
+    #[error(
+        "prev_hash is {found} but the previous receipt (seq {prev_seq}) hashes to {expected}: the hash chain is broken"
+    )]
+    ChainBroken {
+        /// The previous receipt's seq.
+        prev_seq: u64,
+        /// Its hash.
+        expected: Digest,
+        /// What `prev_hash` says.
+        found: String,
+    },
+    /// The first receipt does not continue where the segment is declared to start.
+    #[error("prev_hash is {found}, but the segment is declared to follow {expected}")]
+    StartMismatch {
+        /// The declared start.
+        expected: String,
+        /// What `prev_hash` says.
+        found: String,
+    },
+    /// The Lamport clock does not increase along the chain.
+    #[error("lamport {lamport} is not above the previous receipt's {prev}")]
+    ClockNotAfterPrev {
+        /// This receipt's clock.
+        lamport: u64,
+        /// The previous receipt's.
+        prev: u64,
+    },
+    /// The same receipt twice.
+    #[error("the same receipt appears again at position {first}")]
+    Duplicate {
+        /// Where it appears first.
+        first: usize,
+    },
+    /// A parent that is neither in the set nor declared outside it.
+    #[error("parent {0} is neither in the pack nor declared outside it")]
+    MissingParent(Digest),
+    /// A parent with a clock not below the child's.
+    #[error("lamport {lamport} is not above parent {parent}'s {parent_lamport}")]
+    ClockNotAfterParent {
+        /// The parent.
+        parent: Digest,
+        /// The parent's clock.
+        parent_lamport: u64,
+        /// This receipt's clock.
+        lamport: u64,
+    },
+    /// A receipt on a cycle of links.
+    #[error("is on a cycle of parent links")]
+    Cycle,
+}
+
+fn missing(expected: u64, found: u64) -> String {
+    if found == expected + 1 {
+        format!("receipt {expected} is")
+    } else {
+        format!("receipts {expected} to {} are", found - 1)
+    }
+}
+
+/// Checks one host's chain segment, `nodes` in the order stored: each
+/// receipt belongs to the host, seqs run on from `start.first_seq` without a
+/// gap, `prev_hash` names the previous receipt, and clocks increase.
+pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let show = |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
+    let mut expected_seq = start.first_seq;
+    // Where each seq appears last, to tell a reordered receipt from a deleted one.
+    let last_at: HashMap<u64, usize> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.receipt.seq, i))
+        .collect();
+    for (i, node) in nodes.iter().enumerate() {
+        let r = node.receipt;
+        let mut push = |problem| issues.push(Issue { node: i, problem });
+        if r.host_id != start.host_id {
+            push(Problem::WrongHost {
+                expected: start.host_id.clone(),
+                found: r.host_id.clone(),
+            });
+        }
+        if r.seq > expected_seq {
+            if last_at.get(&expected_seq).is_some_and(|&j| j > i) {
+                push(Problem::Reordered {
+                    expected: expected_seq,
+                    found: r.seq,
+                });
+            } else {
+                push(Problem::Missing {
+                    expected: expected_seq,
+                    found: r.seq,
+                });
+            }
+        } else if r.seq < expected_seq {
+            push(Problem::OutOfOrder {
+                expected: expected_seq,
+                found: r.seq,
+            });
+        }
+        match i.checked_sub(1).map(|p| nodes[p]) {
+            None => {
+                if r.prev_hash != start.prev_hash {
+                    push(Problem::StartMismatch {
+                        expected: show(start.prev_hash),
+                        found: show(r.prev_hash),
+                    });
+                }
+            }
+            Some(prev) => {
+                if r.prev_hash != Some(prev.hash) {
+                    push(Problem::ChainBroken {
+                        prev_seq: prev.receipt.seq,
+                        expected: prev.hash,
+                        found: show(r.prev_hash),
+                    });
+                }
+                if r.lamport <= prev.receipt.lamport {
+                    push(Problem::ClockNotAfterPrev {
+                        lamport: r.lamport,
+                        prev: prev.receipt.lamport,
+                    });
+                }
+            }
+        }
+        expected_seq = r.seq.max(expected_seq) + 1;
+    }
+    issues
+}
+
+/// Checks the links of all `nodes` (every host): no receipt twice, every
+/// parent in `nodes` or in `external`, every parent's clock below its
+/// child's, and no cycle through `parents` and `prev_hash` links.
+pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len());
+    for (i, node) in nodes.iter().enumerate() {
+        if let Some(&first) = index.get(&node.hash) {
+            issues.push(Issue {
+                node: i,
+                problem: Problem::Duplicate { first },
+            });
+        } else {
+            index.insert(node.hash, i);
+        }
+    }
+    // Edges parent -> child inside the set. If every one goes from a smaller
+    // clock to a larger one there can be no cycle; only otherwise is the
+    // cycle search run.
+    let mut edges: Vec<(usize, usize)> = Vec::new();
+    let mut ordered = true;
+    for (i, node) in nodes.iter().enumerate() {
+        let r = node.receipt;
+        for parent in &r.parents {
+            match index.get(parent) {
+                Some(&p) => {
+                    edges.push((p, i));
+                    let parent_lamport = nodes[p].receipt.lamport;
+                    if r.lamport <= parent_lamport {
+                        ordered = false;
+                        issues.push(Issue {
+                            node: i,
+                            problem: Problem::ClockNotAfterParent {
+                                parent: *parent,
+                                parent_lamport,
+                                lamport: r.lamport,
+                            },
+                        });
+                    }
+                }
+                None if external.contains(parent) => {}
+                None => issues.push(Issue {
+                    node: i,
+                    problem: Problem::MissingParent(*parent),
+                }),
+            }
+        }
+        if let Some(&p) = r.prev_hash.as_ref().and_then(|h| index.get(h)) {
+            edges.push((p, i));
+            // The chain check reports it; here it only means "look for cycles".
+            ordered &= r.lamport > nodes[p].receipt.lamport;
+        }
+    }
+    if !ordered {
+        issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
+            node,
+            problem: Problem::Cycle,
+        }));
+    }
+    issues
+}
+
+/// Nodes on (or behind) a cycle: what Kahn's algorithm never frees.
+fn cycles(n: usize, edges: &[(usize, usize)]) -> Vec<usize> {
+    let mut indegree = vec![0usize; n];
+    let mut start = vec![0usize; n + 1];
+    for &(p, c) in edges {
+        indegree[c] += 1;
+        start[p + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut children = vec![0usize; edges.len()];
+    let mut fill = start.clone();
+    for &(p, c) in edges {
+        children[fill[p]] = c;
+        fill[p] += 1;
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&i| indegree[i] == 0).collect();
+    while let Some(p) = ready.pop() {
+        for &c in &children[start[p]..start[p + 1]] {
+            indegree[c] -= 1;
+            if indegree[c] == 0 {
+                ready.push(c);
+            }
+        }
+    }
+    (0..n).filter(|&i| indegree[i] > 0).collect()
+}
+
+/// The merged order of several hosts' receipts: indices into `nodes` sorted
+/// by (lamport, host_id, hash).
+pub fn merge_order(nodes: &[Node<'_>]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..nodes.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&nodes[a], &nodes[b]);
+        (x.receipt.lamport, &x.receipt.host_id, x.hash).cmp(&(
+            y.receipt.lamport,
+            &y.receipt.host_id,
+            y.hash,
+        ))
+    });
+    order
+}

@@ -1,0 +1,56 @@
+//! Checks of the identifiers that appear in receipts and in pack file names.
+
+/// Largest integer a receipt or checkpoint may carry (2^53 − 1): RFC 8785
+/// writes numbers as IEEE 754 doubles, so larger integers have no exact
+/// canonical form.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// Checks a host id: 1 to 64 characters from `[A-Za-z0-9._-]`, not `.` or
+/// `..`. Host ids name files inside evidence packs.
+///
+/// # Errors
+///
+/// What is wrong with `id`.
+pub fn check_host_id(id: &str) -> Result<(), String> {
+    let ok = !id.is_empty()
+        && id.len() <= 64
+        && id != "."
+        && id != ".."
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "host id {id:?} must be 1 to 64 characters from [A-Za-z0-9._-], not . or .."
+        ))
+    }
+}
+
+/// Checks a free-form identifier (session, task, capability, call): 1 to 256
+/// printable characters, no control characters.
+///
+/// # Errors
+///
+/// What is wrong with `value`.
+pub fn check_text(field: &str, value: &str) -> Result<(), String> {
+    if value.is_empty() || value.len() > 256 || value.chars().any(char::is_control) {
+        Err(format!(
+            "{field} {value:?} must be 1 to 256 characters without control characters"
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks an RFC 3339 timestamp.
+///
+/// # Errors
+///
+/// A timestamp that does not parse as RFC 3339.
+pub fn check_timestamp(value: &str) -> Result<(), String> {
+    time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339)
+        .map(|_| ())
+        .map_err(|e| format!("timestamp {value:?} is not RFC 3339: {e}"))
+}

@@ -1,0 +1,456 @@
+//! A host's append-only receipt log as a pure state machine.
+//!
+//! [`HostLog::append`] turns a [`Draft`] (what the PEP decided) into a
+//! [`Receipt`]: it assigns `seq`, `receipt_id`, `prev_hash` and the Lamport
+//! clock, signs the receipt when the [`SigningPolicy`] says so (DENY, or
+//! risk R4 and above, by default), adds it to the Merkle tree, and emits a
+//! signed [`Checkpoint`] every `checkpoint_every` receipts. Low-risk ALLOWs
+//! stay unsigned: checkpoints cover them.
+//!
+//! Storage is the caller's. After each append the caller stores the receipt
+//! (and checkpoint, if any) and may store [`HostLog::state`] (serde) in the
+//! same transaction; after a restart, [`HostLog::resume`] takes that state
+//! back, or [`HostLog::recover`] rebuilds it from the stored receipts and
+//! checkpoints. If a store fails, drop the `HostLog` and resume from what was
+//! stored: the log's state has already moved on.
+
+use crate::checkpoint::{Checkpoint, CheckpointDraft, CheckpointError};
+use crate::hash::Digest;
+use crate::ids::{self, MAX_SAFE_INTEGER};
+use crate::keys::{HostKey, PublicKey};
+use crate::merkle::{Frontier, leaf_hash};
+use crate::receipt::{Parent, RECEIPT_VERSION, Receipt, ReceiptError, Verdict};
+use hcp_contracts::RiskLevel;
+use serde::{Deserialize, Serialize};
+
+/// Which receipts are signed one by one, and how often checkpoints are made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SigningPolicy {
+    /// Receipts at this risk level or above are signed.
+    pub sign_from_risk: RiskLevel,
+    /// DENY receipts are signed.
+    pub sign_denies: bool,
+    /// A checkpoint is emitted after this many receipts since the last one.
+    pub checkpoint_every: Option<u64>,
+}
+
+impl Default for SigningPolicy {
+    /// R4 and above signed, every DENY signed, a checkpoint every 1024 receipts.
+    fn default() -> Self {
+        Self {
+            sign_from_risk: RiskLevel::R4,
+            sign_denies: true,
+            checkpoint_every: Some(1024),
+        }
+    }
+}
+
+impl SigningPolicy {
+    /// Whether a receipt with this verdict and risk is signed one by one.
+    pub fn must_sign(&self, verdict: Verdict, risk: RiskLevel) -> bool {
+        risk >= self.sign_from_risk || (self.sign_denies && verdict == Verdict::Deny)
+    }
+}
+
+/// What the caller knows of a verdict; the log fills in the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Draft {
+    /// The session, if any.
+    pub session_id: Option<String>,
+    /// The task, if any.
+    pub task_id: Option<String>,
+    /// `name@version`.
+    pub capability: String,
+    /// The call decided (`fs.open`, `gate.admission`, ...).
+    pub call: String,
+    /// `sha256:` of the canonical arguments ([`Digest::of_canonical`]).
+    pub args_hash: Digest,
+    /// `sha256:` of the canonical decision input.
+    pub input_hash: Digest,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Its reason code.
+    pub reason_code: String,
+    /// The call's risk level.
+    pub risk: RiskLevel,
+    /// Hash of the policy in force.
+    pub policy_hash: Digest,
+    /// The session's previous receipt and the receipts that caused this one
+    /// (local or of other hosts); the new clock is above all of theirs.
+    pub parents: Vec<Parent>,
+    /// RFC 3339 time of the verdict.
+    pub timestamp: String,
+}
+
+/// The last checkpoint as the log remembers it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointMark {
+    /// Its hash.
+    pub hash: Digest,
+    /// Its size.
+    pub tree_size: u64,
+}
+
+/// Everything the log needs to go on after a restart. Serializable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogState {
+    /// The host.
+    pub host_id: String,
+    /// The Lamport clock: the last receipt's, or a larger one received.
+    pub lamport: u64,
+    /// Hash of the last receipt.
+    pub head: Option<Digest>,
+    /// The Merkle tree's compact state; its size is the next `seq`.
+    pub tree: Frontier,
+    /// The last checkpoint.
+    pub last_checkpoint: Option<CheckpointMark>,
+}
+
+/// Errors of the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogError {
+    /// The draft breaks a rule of receipts.
+    #[error("log {host_id}: refusing a draft: {source}")]
+    Draft {
+        /// The host.
+        host_id: String,
+        /// The rule broken.
+        source: ReceiptError,
+    },
+    /// The draft's timestamp is not RFC 3339, or a field is malformed.
+    #[error("log {host_id}: refusing a draft: {reason}")]
+    Field {
+        /// The host.
+        host_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A checkpoint could not be made.
+    #[error("log {host_id}: {source}")]
+    Checkpoint {
+        /// The host.
+        host_id: String,
+        /// What failed.
+        source: Box<CheckpointError>,
+    },
+    /// The saved state or the stored receipts do not make a valid log.
+    #[error("log {host_id}: cannot recover: {reason}")]
+    Recovery {
+        /// The host.
+        host_id: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The Lamport clock would pass 2^53 − 1.
+    #[error("log {host_id}: Lamport clock exhausted")]
+    ClockExhausted {
+        /// The host.
+        host_id: String,
+    },
+}
+
+/// A receipt just appended, with its hash and the checkpoint it triggered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    /// The receipt to store.
+    pub receipt: Receipt,
+    /// Its hash (store it: it is the next receipt's `prev_hash`, and a parent).
+    pub hash: Digest,
+    /// A checkpoint to store, when one was due.
+    pub checkpoint: Option<Checkpoint>,
+}
+
+/// A host's log: its state, its key, its signing policy.
+#[derive(Debug)]
+pub struct HostLog {
+    state: LogState,
+    key: HostKey,
+    policy: SigningPolicy,
+}
+
+impl HostLog {
+    /// An empty log.
+    ///
+    /// # Errors
+    ///
+    /// An invalid host id.
+    pub fn new(host_id: &str, key: HostKey, policy: SigningPolicy) -> Result<Self, LogError> {
+        let state = LogState {
+            host_id: host_id.to_owned(),
+            lamport: 0,
+            head: None,
+            tree: Frontier::default(),
+            last_checkpoint: None,
+        };
+        Self::resume(state, key, policy)
+    }
+
+    /// A log that goes on from a saved state.
+    ///
+    /// # Errors
+    ///
+    /// An inconsistent state (host id, tree, head).
+    pub fn resume(state: LogState, key: HostKey, policy: SigningPolicy) -> Result<Self, LogError> {
+        let bad = |reason: String| LogError::Recovery {
+            host_id: state.host_id.clone(),
+            reason,
+        };
+        ids::check_host_id(&state.host_id).map_err(bad)?;
+        if !state.tree.is_well_formed() {
+            return Err(bad(format!(
+                "the tree state holds {} nodes for size {}",
+                state.tree.nodes.len(),
+                state.tree.size
+            )));
+        }
+        if (state.tree.size == 0) != state.head.is_none() {
+            return Err(bad("head must be null exactly when the log is empty".into()));
+        }
+        if state
+            .last_checkpoint
+            .is_some_and(|c| c.tree_size > state.tree.size)
+        {
+            return Err(bad("the last checkpoint is beyond the log".into()));
+        }
+        Ok(Self { state, key, policy })
+    }
+
+    /// Rebuilds the state from the stored log: `receipts` must be the whole
+    /// log in `seq` order from 0, `checkpoints` the host's checkpoints in
+    /// order. Checks the hash chain, the Lamport order, each receipt's rules,
+    /// the checkpoint chain and that each checkpoint's root is the tree's.
+    /// Signatures are not checked here (that is [`crate::verify`]'s job).
+    ///
+    /// # Errors
+    ///
+    /// The first receipt or checkpoint that does not fit.
+    pub fn recover(
+        host_id: &str,
+        key: HostKey,
+        policy: SigningPolicy,
+        receipts: &[Receipt],
+        checkpoints: &[Checkpoint],
+    ) -> Result<Self, LogError> {
+        let mut log = Self::new(host_id, key, policy)?;
+        let bad = |reason: String| LogError::Recovery {
+            host_id: host_id.to_owned(),
+            reason,
+        };
+        let mut pending = checkpoints.iter().peekable();
+        let mut check_checkpoints = |log: &mut Self| -> Result<(), LogError> {
+            while let Some(cp) = pending.next_if(|cp| cp.tree_size == log.state.tree.size) {
+                let hash = cp.hash().map_err(|e| bad(e.to_string()))?;
+                if cp.host_id != host_id || cp.root_hash != log.state.tree.root() {
+                    return Err(bad(format!(
+                        "checkpoint at size {} does not match the receipts",
+                        cp.tree_size
+                    )));
+                }
+                if cp.prev_checkpoint != log.state.last_checkpoint.map(|m| m.hash) {
+                    return Err(bad(format!(
+                        "checkpoint at size {} does not link to the previous one",
+                        cp.tree_size
+                    )));
+                }
+                log.state.last_checkpoint = Some(CheckpointMark {
+                    hash,
+                    tree_size: cp.tree_size,
+                });
+            }
+            Ok(())
+        };
+        check_checkpoints(&mut log)?;
+        for r in receipts {
+            r.check().map_err(|e| bad(e.to_string()))?;
+            let s = &log.state;
+            if r.host_id != host_id || r.seq != s.tree.size {
+                return Err(bad(format!(
+                    "expected receipt {host_id}:{}, found {}",
+                    s.tree.size, r.receipt_id
+                )));
+            }
+            if r.prev_hash != s.head {
+                return Err(bad(format!("{}: prev_hash breaks the chain", r.receipt_id)));
+            }
+            if s.head.is_some() && r.lamport <= s.lamport {
+                return Err(bad(format!(
+                    "{}: Lamport clock does not increase",
+                    r.receipt_id
+                )));
+            }
+            let hash = r.hash().map_err(|e| bad(e.to_string()))?;
+            log.state.lamport = r.lamport;
+            log.state.head = Some(hash);
+            log.state.tree.push(leaf_hash(&hash.0));
+            check_checkpoints(&mut log)?;
+        }
+        if let Some(cp) = pending.next() {
+            return Err(bad(format!(
+                "checkpoint at size {} is out of order or beyond the {} receipts",
+                cp.tree_size,
+                receipts.len()
+            )));
+        }
+        Ok(log)
+    }
+
+    /// The state to save.
+    pub fn state(&self) -> &LogState {
+        &self.state
+    }
+
+    /// Receipts in the log so far (the next `seq`).
+    pub fn size(&self) -> u64 {
+        self.state.tree.size
+    }
+
+    /// The Merkle root of the log so far.
+    pub fn root(&self) -> Digest {
+        self.state.tree.root()
+    }
+
+    /// The host's public key.
+    pub fn public_key(&self) -> &PublicKey {
+        self.key.public()
+    }
+
+    /// The signing policy.
+    pub fn policy(&self) -> &SigningPolicy {
+        &self.policy
+    }
+
+    /// Merges a Lamport clock seen on another host (a message, a remote
+    /// receipt): the next receipt's clock is above it.
+    ///
+    /// # Errors
+    ///
+    /// A clock above 2^53 − 1.
+    pub fn receive(&mut self, remote_lamport: u64) -> Result<(), LogError> {
+        if remote_lamport >= MAX_SAFE_INTEGER {
+            return Err(LogError::ClockExhausted {
+                host_id: self.state.host_id.clone(),
+            });
+        }
+        self.state.lamport = self.state.lamport.max(remote_lamport);
+        Ok(())
+    }
+
+    /// Appends a receipt for `draft`; see the module doc. The state changes
+    /// only when this returns `Ok`.
+    ///
+    /// # Errors
+    ///
+    /// The draft breaks a rule of receipts, the clock is exhausted, or the
+    /// due checkpoint cannot be made.
+    pub fn append(&mut self, draft: Draft) -> Result<Appended, LogError> {
+        let host_id = self.state.host_id.clone();
+        ids::check_timestamp(&draft.timestamp).map_err(|reason| LogError::Field {
+            host_id: host_id.clone(),
+            reason,
+        })?;
+        let clock = draft
+            .parents
+            .iter()
+            .map(|p| p.lamport)
+            .fold(self.state.lamport, u64::max);
+        if clock >= MAX_SAFE_INTEGER {
+            return Err(LogError::ClockExhausted { host_id });
+        }
+        let seq = self.state.tree.size;
+        let mut receipt = Receipt {
+            args_hash: draft.args_hash,
+            call: draft.call,
+            capability: draft.capability,
+            host_id: host_id.clone(),
+            input_hash: draft.input_hash,
+            key_id: None,
+            lamport: clock + 1,
+            parents: draft.parents.iter().map(|p| p.hash).collect(),
+            policy_hash: draft.policy_hash,
+            prev_hash: self.state.head,
+            reason_code: draft.reason_code,
+            receipt_id: format!("{host_id}:{seq}"),
+            risk: draft.risk,
+            seq,
+            session_id: draft.session_id,
+            signature: None,
+            task_id: draft.task_id,
+            timestamp: draft.timestamp,
+            verdict: draft.verdict,
+            version: RECEIPT_VERSION,
+        };
+        let draft_error = |source| LogError::Draft {
+            host_id: host_id.clone(),
+            source,
+        };
+        receipt.check().map_err(draft_error)?;
+        if self.policy.must_sign(receipt.verdict, receipt.risk) {
+            receipt.sign(&self.key).map_err(draft_error)?;
+        }
+        let hash = receipt.hash().map_err(draft_error)?;
+
+        let mut next = self.state.clone();
+        next.lamport = receipt.lamport;
+        next.head = Some(hash);
+        next.tree.push(leaf_hash(&hash.0));
+        let since = next.tree.size - next.last_checkpoint.map_or(0, |c| c.tree_size);
+        let checkpoint = match self.policy.checkpoint_every {
+            Some(every) if since >= every.max(1) => Some(Self::make_checkpoint(
+                &mut next,
+                &self.key,
+                &receipt.timestamp,
+            )?),
+            _ => None,
+        };
+        self.state = next;
+        Ok(Appended {
+            receipt,
+            hash,
+            checkpoint,
+        })
+    }
+
+    /// Emits a signed checkpoint of the whole log now (e.g. before an export).
+    ///
+    /// # Errors
+    ///
+    /// An invalid timestamp.
+    pub fn checkpoint(&mut self, timestamp: &str) -> Result<Checkpoint, LogError> {
+        let mut next = self.state.clone();
+        let cp = Self::make_checkpoint(&mut next, &self.key, timestamp)?;
+        self.state = next;
+        Ok(cp)
+    }
+
+    fn make_checkpoint(
+        state: &mut LogState,
+        key: &HostKey,
+        timestamp: &str,
+    ) -> Result<Checkpoint, LogError> {
+        let error = |source| LogError::Checkpoint {
+            host_id: state.host_id.clone(),
+            source: Box::new(source),
+        };
+        let cp = Checkpoint::sign(
+            CheckpointDraft {
+                host_id: state.host_id.clone(),
+                tree_size: state.tree.size,
+                root_hash: state.tree.root(),
+                head: state.head,
+                prev_checkpoint: state.last_checkpoint.map(|c| c.hash),
+                timestamp: timestamp.to_owned(),
+            },
+            key,
+        )
+        .map_err(error)?;
+        let hash = cp.hash().map_err(error)?;
+        state.last_checkpoint = Some(CheckpointMark {
+            hash,
+            tree_size: cp.tree_size,
+        });
+        Ok(cp)
+    }
+}

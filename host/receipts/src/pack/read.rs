@@ -1,0 +1,364 @@
+//! Reading a pack, refusing anything hostile.
+
+use super::proofs::decode_inclusion;
+use super::{
+    ConsistencyProof, DecisionInput, HostPaths, HostSection, INDEX_PATH, Index, KEYS_DIR,
+    MANIFEST_PATH, MANIFESTS_DIR, MESSAGES_DIR, PACK_FORMAT, POLICY_DIR, Pack, PackError,
+    PackManifest, check_path,
+};
+use crate::checkpoint::Checkpoint;
+use crate::hash::Digest;
+use crate::ids;
+use crate::keys::PublicKey;
+use crate::receipt::Receipt;
+use serde::de::DeserializeOwned;
+use std::collections::{BTreeMap, HashMap};
+
+/// Limits on what [`read`] accepts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// Largest entry, in bytes.
+    pub max_entry_bytes: u64,
+    /// Largest sum of entry sizes.
+    pub max_total_bytes: u64,
+    /// Most entries.
+    pub max_entries: usize,
+}
+
+impl Default for ReadLimits {
+    /// 4 GiB per entry, 16 GiB in all, 100 000 entries: room for packs of
+    /// several million receipts. Lower them for packs from strangers.
+    fn default() -> Self {
+        Self {
+            max_entry_bytes: 4 << 30,
+            max_total_bytes: 16 << 30,
+            max_entries: 100_000,
+        }
+    }
+}
+
+/// Reads a pack. Refuses non-tar or truncated input, links and other
+/// non-regular entries, PAX and GNU extension headers, absolute paths and
+/// `..`, names outside the layout, entries over the limits, duplicate names,
+/// entries the index does not list (or lists with another size or hash),
+/// index lines without an entry, and malformed records.
+///
+/// # Errors
+///
+/// The first of these found.
+pub fn read(bytes: &[u8], limits: &ReadLimits) -> Result<Pack, PackError> {
+    read_with(bytes, limits, true)
+}
+
+/// As [`read`]; with `decision_inputs` false the decision inputs are
+/// checked against the index but not parsed, and the sections' `inputs`
+/// stay empty (verification does not need them; replay does).
+pub(crate) fn read_with(
+    bytes: &[u8],
+    limits: &ReadLimits,
+    decision_inputs: bool,
+) -> Result<Pack, PackError> {
+    let mut files = entries(bytes, limits)?;
+    check_index(&mut files)?;
+    parse(files, decision_inputs)
+}
+
+/// The entries, as slices of `bytes` (entry data is never copied).
+fn entries<'b>(
+    bytes: &'b [u8],
+    limits: &ReadLimits,
+) -> Result<BTreeMap<String, &'b [u8]>, PackError> {
+    if !bytes.len().is_multiple_of(512) {
+        return Err(PackError::Truncated(format!(
+            "{} bytes is not a whole number of 512-byte tar blocks",
+            bytes.len()
+        )));
+    }
+    let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
+    let iter = archive
+        .entries_with_seek()
+        .map_err(|e| PackError::NotTar(e.to_string()))?
+        .raw(true);
+    let mut files = BTreeMap::new();
+    let mut total = 0u64;
+    let mut end = 0u64;
+    for entry in iter {
+        let entry = entry.map_err(|e| PackError::NotTar(e.to_string()))?;
+        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        let flag = char::from(kind.as_byte());
+        if kind.is_symlink() || kind.is_hard_link() {
+            return Err(PackError::Link { path });
+        }
+        if kind.is_pax_global_extensions()
+            || kind.is_pax_local_extensions()
+            || kind.is_gnu_longname()
+            || kind.is_gnu_longlink()
+        {
+            return Err(PackError::Extension { path, kind: flag });
+        }
+        if !kind.is_file() {
+            return Err(PackError::NotRegular { path, kind: flag });
+        }
+        check_path(&path)?;
+        let size = entry.size();
+        if size > limits.max_entry_bytes {
+            return Err(PackError::TooLarge {
+                path,
+                size,
+                limit: limits.max_entry_bytes,
+            });
+        }
+        total = total.saturating_add(size);
+        if total > limits.max_total_bytes {
+            return Err(PackError::Limit(format!(
+                "entries hold more than {} bytes",
+                limits.max_total_bytes
+            )));
+        }
+        if files.len() >= limits.max_entries {
+            return Err(PackError::Limit(format!(
+                "more than {} entries",
+                limits.max_entries
+            )));
+        }
+        let start = entry.raw_file_position();
+        let data = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(start.saturating_add(size)).ok())
+            .and_then(|(from, to)| bytes.get(from..to))
+            .ok_or_else(|| {
+                PackError::Truncated(format!(
+                    "entry {path:?} declares {size} bytes, the archive holds {}",
+                    (bytes.len() as u64).saturating_sub(start)
+                ))
+            })?;
+        end = start + size.next_multiple_of(512);
+        if files.contains_key(&path) {
+            return Err(PackError::Duplicate { path });
+        }
+        files.insert(path, data);
+    }
+    let tail = bytes
+        .get(usize::try_from(end).unwrap_or(usize::MAX)..)
+        .unwrap_or_default();
+    if tail.len() < 1024 {
+        return Err(PackError::Truncated(
+            "the archive ends without its end-of-archive marker (two zero blocks)".into(),
+        ));
+    }
+    if tail.iter().any(|&b| b != 0) {
+        return Err(PackError::NotTar(
+            "data after the end-of-archive marker".into(),
+        ));
+    }
+    Ok(files)
+}
+
+fn check_index(files: &mut BTreeMap<String, &[u8]>) -> Result<(), PackError> {
+    let index_bytes = files
+        .remove(INDEX_PATH)
+        .ok_or_else(|| PackError::MissingEntry {
+            path: INDEX_PATH.to_owned(),
+        })?;
+    let index: Index = parse_json(INDEX_PATH, index_bytes)?;
+    let mut listed = HashMap::with_capacity(index.entries.len());
+    for e in &index.entries {
+        if listed.insert(e.path.as_str(), e).is_some() {
+            return Err(PackError::Content {
+                path: INDEX_PATH.to_owned(),
+                line: None,
+                reason: format!("{:?} is listed twice", e.path),
+            });
+        }
+        if !files.contains_key(&e.path) {
+            return Err(PackError::MissingEntry {
+                path: e.path.clone(),
+            });
+        }
+    }
+    let items: Vec<(&String, &&[u8])> = files.iter().collect();
+    let hashed = crate::par::map(&items, |_, (_, bytes)| Digest::of(bytes));
+    for ((path, bytes), actual) in items.into_iter().zip(hashed) {
+        let Some(e) = listed.get(path.as_str()) else {
+            return Err(PackError::NotInIndex { path: path.clone() });
+        };
+        if e.size != bytes.len() as u64 || e.sha256 != actual {
+            return Err(PackError::IndexMismatch {
+                path: path.clone(),
+                expected: format!("{} bytes, {}", e.size, e.sha256),
+                actual: format!("{} bytes, {actual}", bytes.len()),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn parse_json<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, PackError> {
+    serde_json::from_slice(bytes).map_err(|e| PackError::Content {
+        path: path.to_owned(),
+        line: None,
+        reason: e.to_string(),
+    })
+}
+
+/// Parses a JSON lines file in parallel; `check` runs on each record.
+fn parse_lines<T: DeserializeOwned + Send>(
+    path: &str,
+    bytes: &[u8],
+    check: impl Fn(&T) -> Result<(), String> + Sync,
+) -> Result<Vec<T>, PackError> {
+    if bytes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(body) = bytes.strip_suffix(b"\n") else {
+        return Err(PackError::Content {
+            path: path.to_owned(),
+            line: None,
+            reason: "does not end with a newline".into(),
+        });
+    };
+    // UTF-8 is checked once for the whole file; lines are then split with
+    // memchr and parsed without checking again.
+    let body = std::str::from_utf8(body).map_err(|e| PackError::Content {
+        path: path.to_owned(),
+        line: Some(
+            1 + body[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count(),
+        ),
+        reason: format!("not UTF-8: {e}"),
+    })?;
+    let lines: Vec<&str> = body.split('\n').collect();
+    let parsed = crate::par::map(&lines, |i, line| {
+        let record: T = serde_json::from_str(line).map_err(|e| (i, e.to_string()))?;
+        check(&record).map_err(|e| (i, e))?;
+        Ok(record)
+    });
+    parsed
+        .into_iter()
+        .collect::<Result<Vec<T>, (usize, String)>>()
+        .map_err(|(i, reason)| PackError::Content {
+            path: path.to_owned(),
+            line: Some(i + 1),
+            reason,
+        })
+}
+
+fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pack, PackError> {
+    let manifest_bytes = files
+        .remove(MANIFEST_PATH)
+        .ok_or_else(|| PackError::MissingEntry {
+            path: MANIFEST_PATH.to_owned(),
+        })?;
+    let manifest: PackManifest = parse_json(MANIFEST_PATH, manifest_bytes)?;
+    let bad_manifest = |reason: String| PackError::Content {
+        path: MANIFEST_PATH.to_owned(),
+        line: None,
+        reason,
+    };
+    if manifest.format != PACK_FORMAT {
+        return Err(bad_manifest(format!(
+            "format {:?} is not {PACK_FORMAT:?}",
+            manifest.format
+        )));
+    }
+    let mut pack = Pack {
+        external_parents: manifest.external_parents,
+        ..Pack::default()
+    };
+    let mut seen = std::collections::HashSet::new();
+    for host in manifest.hosts {
+        ids::check_host_id(&host.host_id).map_err(bad_manifest)?;
+        if !seen.insert(host.host_id.clone()) {
+            return Err(bad_manifest(format!("host {} appears twice", host.host_id)));
+        }
+        let paths = HostPaths::of(&host.host_id);
+        let mut take = |path: &str| {
+            files.remove(path).ok_or_else(|| PackError::MissingEntry {
+                path: path.to_owned(),
+            })
+        };
+        // Each record's own rules are checked by verification, which goes on
+        // past a bad record; here only the JSON form is.
+        let receipts: Vec<Receipt> = parse_lines(
+            &paths.receipts,
+            take(&paths.receipts)?,
+            |_: &Receipt| Ok(()),
+        )?;
+        if receipts.len() as u64 != host.count {
+            return Err(PackError::Content {
+                path: paths.receipts.clone(),
+                line: None,
+                reason: format!(
+                    "holds {} receipts, pack.json declares {}",
+                    receipts.len(),
+                    host.count
+                ),
+            });
+        }
+        let checkpoints: Vec<Checkpoint> = parse_lines(
+            &paths.checkpoints,
+            take(&paths.checkpoints)?,
+            |_: &Checkpoint| Ok(()),
+        )?;
+        let inclusion = decode_inclusion(&paths.inclusion, take(&paths.inclusion)?)?;
+        let consistency: Vec<ConsistencyProof> =
+            parse_lines(&paths.consistency, take(&paths.consistency)?, |_| Ok(()))?;
+        let input_bytes = take(&paths.inputs)?;
+        let inputs: Vec<DecisionInput> = if decision_inputs {
+            parse_lines(&paths.inputs, input_bytes, |_| Ok(()))?
+        } else {
+            Vec::new()
+        };
+        pack.hosts.push(HostSection {
+            host_id: host.host_id,
+            keys: host.keys,
+            first_seq: host.first_seq,
+            prev_hash: host.prev_hash,
+            prev_checkpoint: host.prev_checkpoint,
+            receipts,
+            checkpoints,
+            inclusion,
+            consistency,
+            inputs,
+        });
+    }
+    for (path, bytes) in files {
+        if let Some(name) = path.strip_prefix(KEYS_DIR) {
+            let text = std::str::from_utf8(bytes).map_err(|e| PackError::Content {
+                path: path.clone(),
+                line: None,
+                reason: e.to_string(),
+            })?;
+            let key: PublicKey = text
+                .trim_end()
+                .parse()
+                .map_err(|reason| PackError::Content {
+                    path: path.clone(),
+                    line: None,
+                    reason,
+                })?;
+            if name != format!("{}.pub", key.key_id()) {
+                return Err(PackError::BadName {
+                    path: path.clone(),
+                    reason: format!("holds key {}, so it must be keys/{0}.pub", key.key_id()),
+                });
+            }
+            pack.public_keys.push(key);
+        } else if let Some(name) = path.strip_prefix(POLICY_DIR) {
+            pack.policy.insert(name.to_owned(), bytes.to_vec());
+        } else if let Some(name) = path.strip_prefix(MANIFESTS_DIR) {
+            pack.manifests.insert(name.to_owned(), bytes.to_vec());
+        } else if let Some(name) = path.strip_prefix(MESSAGES_DIR) {
+            pack.messages.insert(name.to_owned(), bytes.to_vec());
+        } else {
+            return Err(PackError::BadName {
+                path,
+                reason: "not part of the pack layout (or of a host pack.json declares)".into(),
+            });
+        }
+    }
+    Ok(pack)
+}

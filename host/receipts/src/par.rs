@@ -1,0 +1,70 @@
+//! A parallel map over a slice with scoped threads (one per available core),
+//! for the per-receipt work of reading and verifying large packs. No global
+//! pool, no state kept between calls.
+
+/// Below this many items, work stays on the calling thread.
+const MIN_PARALLEL: usize = 4096;
+
+/// `f(index, item)` for every item, in order, spread over the cores.
+pub(crate) fn map<T: Sync, R: Send>(items: &[T], f: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
+    map_init(items, || (), |(), i, t| f(i, t))
+}
+
+/// As [`map`], with a state made by `init` for each run of contiguous items
+/// (one per thread), for work that reuses what the previous item computed.
+pub(crate) fn map_init<T: Sync, R: Send, S>(
+    items: &[T],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, usize, &T) -> R + Sync,
+) -> Vec<R> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let run = |c: usize, chunk: usize, part: &[T]| {
+        let mut state = init();
+        part.iter()
+            .enumerate()
+            .map(|(i, t)| f(&mut state, c * chunk + i, t))
+            .collect::<Vec<R>>()
+    };
+    if threads < 2 || items.len() < MIN_PARALLEL {
+        return run(0, 0, items);
+    }
+    let chunk = items.len().div_ceil(threads);
+    let run = &run;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .enumerate()
+            .map(|(c, part)| {
+                std::thread::Builder::new()
+                    .spawn_scoped(scope, move || run(c, chunk, part))
+                    .map_err(|_| (c, part))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(items.len());
+        for handle in handles {
+            match handle {
+                Ok(h) => match h.join() {
+                    Ok(part) => out.extend(part),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                // No thread to be had: do that chunk here.
+                Err((c, part)) => out.extend(run(c, chunk, part)),
+            }
+        }
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keeps_order() {
+        let items: Vec<usize> = (0..10_000).collect();
+        let out = super::map(&items, |i, x| (i, x * 2));
+        assert!(
+            out.iter()
+                .enumerate()
+                .all(|(i, &(j, y))| i == j && y == i * 2)
+        );
+    }
+}

@@ -1,0 +1,422 @@
+//! The receipt: one record for every verdict, ALLOW and DENY.
+//!
+//! # Canonical form, hash and signature
+//!
+//! A receipt's **canonical form** is the RFC 8785 (JCS) serialization of its
+//! JSON object with every field present (absent optionals are `null`); the
+//! struct's fields are declared in RFC 8785 key order, so serde_json's
+//! compact output *is* that form (a test checks it against
+//! `hcp_contracts::jcs` on random receipts). Integers are at most 2^53 − 1.
+//!
+//! - **Receipt hash** = SHA-256 of the canonical form *including* `key_id` and
+//!   `signature`. It is what `prev_hash`, `parents` and Merkle leaves refer to,
+//!   so the chain also covers the previous receipt's signature.
+//! - **Signature** = Ed25519 over `"hcp-receipt/1\n"` followed by the
+//!   canonical form with `signature` set to `null` (`key_id` set, so it is
+//!   signed). Unsigned receipts have `key_id` and `signature` both `null`.
+
+use crate::hash::Digest;
+use crate::ids::{self, MAX_SAFE_INTEGER};
+use crate::keys::{HostKey, KeyId, PublicKey, Signature, SignatureFailure};
+use crate::reason;
+use hcp_contracts::RiskLevel;
+use serde::{Deserialize, Serialize};
+
+/// Format version of receipts written by this crate.
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// Domain separation prefix of receipt signatures.
+pub const RECEIPT_DOMAIN: &[u8] = b"hcp-receipt/1\n";
+
+/// Most parents one receipt may name.
+pub const MAX_PARENTS: usize = 64;
+
+/// A verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The call was admitted.
+    #[serde(rename = "ALLOW")]
+    Allow,
+    /// The call was refused.
+    #[serde(rename = "DENY")]
+    Deny,
+}
+
+impl Verdict {
+    /// `ALLOW` or `DENY`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "ALLOW",
+            Self::Deny => "DENY",
+        }
+    }
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One receipt. Fields are declared in RFC 8785 key order (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// `sha256:` of the RFC 8785 canonical arguments of the call.
+    pub args_hash: Digest,
+    /// What was decided: `fs.open`, `net.connect`, `hcp.artifacts.create`,
+    /// `gate.admission`, `hid.execute`, ...
+    pub call: String,
+    /// The capability, `name@version`.
+    pub capability: String,
+    /// The host whose log holds the receipt.
+    pub host_id: String,
+    /// `sha256:` of the canonical decision input (what replay feeds the decider).
+    pub input_hash: Digest,
+    /// The signing key's id; `null` when unsigned.
+    pub key_id: Option<KeyId>,
+    /// Lamport clock: greater than every parent's and the previous receipt's.
+    pub lamport: u64,
+    /// Receipts this one follows from: the session's previous receipt and the
+    /// receipts that caused it (e.g. the approval that admitted the task).
+    pub parents: Vec<Digest>,
+    /// Hash of the policy the verdict was decided under.
+    pub policy_hash: Digest,
+    /// Hash of the previous receipt of this host's log; `null` for the first.
+    pub prev_hash: Option<Digest>,
+    /// Stable reason code (`ALLOW` for allows; see [`crate::reason`]).
+    pub reason_code: String,
+    /// `<host_id>:<seq>`.
+    pub receipt_id: String,
+    /// Risk level of the call.
+    pub risk: RiskLevel,
+    /// Position in the host's log, from 0; also the Merkle leaf index.
+    pub seq: u64,
+    /// The session, `null` before one exists (admission).
+    pub session_id: Option<String>,
+    /// Ed25519 signature (see the module doc); `null` when unsigned.
+    pub signature: Option<Signature>,
+    /// The task, when there is one.
+    pub task_id: Option<String>,
+    /// RFC 3339 time of the verdict.
+    pub timestamp: String,
+    /// ALLOW or DENY.
+    pub verdict: Verdict,
+    /// [`RECEIPT_VERSION`].
+    pub version: u32,
+}
+
+/// Errors of receipts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiptError {
+    /// A field breaks a rule of the format.
+    #[error("receipt {receipt_id}: {reason}")]
+    Invalid {
+        /// The receipt's id as written.
+        receipt_id: String,
+        /// The rule it breaks.
+        reason: String,
+    },
+    /// The receipt could not be serialized.
+    #[error("receipt {receipt_id}: encoding canonical JSON: {reason}")]
+    Encode {
+        /// The receipt's id as written.
+        receipt_id: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A parent reference as the log needs it: the hash to record, and its
+/// Lamport clock so the child's clock is greater.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Parent {
+    /// The parent receipt's hash.
+    pub hash: Digest,
+    /// The parent receipt's Lamport clock.
+    pub lamport: u64,
+}
+
+impl Receipt {
+    /// The canonical form (RFC 8785) with every field as it is.
+    ///
+    /// # Errors
+    ///
+    /// Serialization failed (cannot happen for these field types; reported
+    /// rather than assumed).
+    pub fn canonical_bytes(&self) -> Result<Vec<u8>, ReceiptError> {
+        let mut out = Vec::with_capacity(1024);
+        serde_json::to_writer(&mut out, self).map_err(|e| ReceiptError::Encode {
+            receipt_id: self.receipt_id.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(out)
+    }
+
+    /// The receipt hash: SHA-256 of [`Receipt::canonical_bytes`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::canonical_bytes`].
+    pub fn hash(&self) -> Result<Digest, ReceiptError> {
+        Ok(Digest::of(&self.canonical_bytes()?))
+    }
+
+    /// What the signature covers: [`RECEIPT_DOMAIN`] then the canonical form
+    /// with `signature` null.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::canonical_bytes`].
+    pub fn signing_bytes(&self) -> Result<Vec<u8>, ReceiptError> {
+        let mut body = self.clone();
+        body.signature = None;
+        let mut out = RECEIPT_DOMAIN.to_vec();
+        out.extend(body.canonical_bytes()?);
+        Ok(out)
+    }
+
+    /// Signs the receipt with `key`, setting `key_id` and `signature`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::canonical_bytes`].
+    pub fn sign(&mut self, key: &HostKey) -> Result<(), ReceiptError> {
+        self.key_id = Some(key.key_id().clone());
+        self.signature = None;
+        self.signature = Some(key.sign(&self.signing_bytes()?));
+        Ok(())
+    }
+
+    /// Whether the receipt carries a signature.
+    pub fn is_signed(&self) -> bool {
+        self.signature.is_some()
+    }
+
+    /// Verifies the signature with `key` (strictly; see
+    /// [`PublicKey::verify_strict`]).
+    ///
+    /// # Errors
+    ///
+    /// Why the signature is refused; [`SignatureFailure::Missing`] when unsigned.
+    pub fn verify_signature(&self, key: &PublicKey) -> Result<(), SignatureFailure> {
+        let signature = self.signature.as_ref().ok_or(SignatureFailure::Missing)?;
+        let bytes = self
+            .signing_bytes()
+            .map_err(|_| SignatureFailure::Mismatch(key.key_id().clone()))?;
+        key.verify_strict(&bytes, signature)
+    }
+
+    /// This receipt as a parent of another.
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::hash`].
+    pub fn as_parent(&self) -> Result<Parent, ReceiptError> {
+        Ok(Parent {
+            hash: self.hash()?,
+            lamport: self.lamport,
+        })
+    }
+
+    /// Checks the rules of the format that one receipt can break alone:
+    /// version, identifiers, `receipt_id` = `<host_id>:<seq>`, integers
+    /// within 2^53 − 1, reason code form, ALLOW ⇔ reason `ALLOW`, `key_id` and
+    /// `signature` both set or both null, no duplicate parents, and the
+    /// first receipt (seq 0) without `prev_hash`, any other with one.
+    /// The timestamp is checked by the log when the receipt is made, not here.
+    ///
+    /// # Errors
+    ///
+    /// The first rule broken.
+    pub fn check(&self) -> Result<(), ReceiptError> {
+        self.check_rules().map_err(|reason| ReceiptError::Invalid {
+            receipt_id: self.receipt_id.clone(),
+            reason,
+        })
+    }
+
+    fn check_rules(&self) -> Result<(), String> {
+        if self.version != RECEIPT_VERSION {
+            return Err(format!(
+                "version {} is not supported (expected {RECEIPT_VERSION})",
+                self.version
+            ));
+        }
+        ids::check_host_id(&self.host_id)?;
+        for (field, value) in [("seq", self.seq), ("lamport", self.lamport)] {
+            if value > MAX_SAFE_INTEGER {
+                return Err(format!("{field} {value} is above 2^53 - 1"));
+            }
+        }
+        let expected_id = format!("{}:{}", self.host_id, self.seq);
+        if self.receipt_id != expected_id {
+            return Err(format!(
+                "receipt_id must be {expected_id:?} (host_id:seq), not {:?}",
+                self.receipt_id
+            ));
+        }
+        ids::check_text("call", &self.call)?;
+        ids::check_text("capability", &self.capability)?;
+        if !self.capability.contains('@') {
+            return Err(format!(
+                "capability {:?} must be name@version",
+                self.capability
+            ));
+        }
+        for (field, value) in [("session_id", &self.session_id), ("task_id", &self.task_id)] {
+            if let Some(value) = value {
+                ids::check_text(field, value)?;
+            }
+        }
+        if !reason::is_well_formed(&self.reason_code) {
+            return Err(format!(
+                "reason_code {:?} must match [A-Z][A-Z0-9_]* (at most 64)",
+                self.reason_code
+            ));
+        }
+        match (self.verdict, self.reason_code == reason::ALLOW) {
+            (Verdict::Allow, false) => {
+                return Err(format!(
+                    "an ALLOW carries reason_code ALLOW, not {}",
+                    self.reason_code
+                ));
+            }
+            (Verdict::Deny, true) => return Err("a DENY cannot carry reason_code ALLOW".into()),
+            _ => {}
+        }
+        if self.key_id.is_some() != self.signature.is_some() {
+            return Err("key_id and signature must be both set or both null".into());
+        }
+        if self.parents.len() > MAX_PARENTS {
+            return Err(format!("more than {MAX_PARENTS} parents"));
+        }
+        let mut seen = std::collections::HashSet::with_capacity(self.parents.len());
+        if let Some(dup) = self.parents.iter().find(|p| !seen.insert(**p)) {
+            return Err(format!("parent {dup} is named twice"));
+        }
+        match (self.seq, self.prev_hash) {
+            (0, Some(_)) => Err("the first receipt of a log (seq 0) has no prev_hash".into()),
+            (1.., None) => Err(format!("seq {} needs a prev_hash", self.seq)),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Receipt {
+        Receipt {
+            args_hash: Digest::of(b"args"),
+            call: "fs.open".into(),
+            capability: "document-analysis@1.0.0".into(),
+            host_id: "host-a".into(),
+            input_hash: Digest::of(b"input"),
+            key_id: None,
+            lamport: 7,
+            parents: vec![Digest::of(b"p")],
+            policy_hash: Digest::of(b"policy"),
+            prev_hash: Some(Digest::of(b"prev")),
+            reason_code: "ALLOW".into(),
+            receipt_id: "host-a:3".into(),
+            risk: RiskLevel::R1,
+            seq: 3,
+            session_id: Some("s-1".into()),
+            signature: None,
+            task_id: None,
+            timestamp: "2026-01-02T03:04:05.678Z".into(),
+            verdict: Verdict::Allow,
+            version: RECEIPT_VERSION,
+        }
+    }
+
+    #[test]
+    fn canonical_form_is_rfc_8785() {
+        let mut r = sample();
+        let jcs = hcp_contracts::jcs::canonical_bytes(&r).expect("jcs");
+        assert_eq!(r.canonical_bytes().expect("bytes"), jcs);
+        r.sign(&HostKey::from_seed(&[3; 32])).expect("sign");
+        let jcs = hcp_contracts::jcs::canonical_bytes(&r).expect("jcs");
+        assert_eq!(r.canonical_bytes().expect("bytes"), jcs);
+        let text = String::from_utf8(jcs).expect("utf8");
+        assert!(text.starts_with(r#"{"args_hash":"sha256:"#), "{text}");
+        assert!(
+            text.ends_with(r#","verdict":"ALLOW","version":1}"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn signature_covers_everything_but_itself() {
+        let key = HostKey::from_seed(&[3; 32]);
+        let mut r = sample();
+        r.sign(&key).expect("sign");
+        assert_eq!(r.verify_signature(key.public()), Ok(()));
+        let mut changed = r.clone();
+        changed.lamport += 1;
+        assert!(changed.verify_signature(key.public()).is_err());
+        let unsigned_hash = sample().hash().expect("hash");
+        assert_ne!(
+            r.hash().expect("hash"),
+            unsigned_hash,
+            "hash covers the signature"
+        );
+    }
+
+    #[test]
+    fn rules() {
+        type Mutation = fn(&mut Receipt);
+        let cases: Vec<(Mutation, &str)> = vec![
+            (|r| r.version = 2, "version 2 is not supported (expected 1)"),
+            (
+                |r| r.receipt_id = "x".into(),
+                "receipt_id must be \"host-a:3\" (host_id:seq), not \"x\"",
+            ),
+            (
+                |r| r.lamport = 1 << 53,
+                "lamport 9007199254740992 is above 2^53 - 1",
+            ),
+            (
+                |r| r.reason_code = "DENY_ARGS_INVALID".into(),
+                "an ALLOW carries reason_code ALLOW, not DENY_ARGS_INVALID",
+            ),
+            (
+                |r| r.verdict = Verdict::Deny,
+                "a DENY cannot carry reason_code ALLOW",
+            ),
+            (|r| r.prev_hash = None, "seq 3 needs a prev_hash"),
+            (
+                |r| r.parents.push(r.parents[0]),
+                "parent sha256:148de9c5a7a44d19e56cd9ae1a554bf67847afb0c58f6e12fa29ac7ddfca9940 is named twice",
+            ),
+            (
+                |r| r.capability = "nover".into(),
+                "capability \"nover\" must be name@version",
+            ),
+            (
+                |r| r.host_id = "../x".into(),
+                "host id \"../x\" must be 1 to 64 characters from [A-Za-z0-9._-], not . or ..",
+            ),
+        ];
+        assert_eq!(sample().check(), Ok(()));
+        for (mutate, message) in cases {
+            let mut r = sample();
+            mutate(&mut r);
+            let err = r.check().expect_err(message);
+            assert_eq!(
+                err.to_string(),
+                format!("receipt {}: {message}", r.receipt_id)
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let mut value = serde_json::to_value(sample()).expect("value");
+        value["extra"] = serde_json::json!(1);
+        let err = serde_json::from_value::<Receipt>(value).expect_err("unknown");
+        assert!(err.to_string().contains("unknown field `extra`"), "{err}");
+    }
+}

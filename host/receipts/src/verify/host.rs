@@ -1,0 +1,471 @@
+//! The checks of one host section, and the DAG across sections.
+
+use super::{Check, CheckpointRef, Failure, ReceiptRef, Report, VerifyOptions};
+use crate::checkpoint::{self, Checkpoint, CheckpointError};
+use crate::dag::{self, ChainStart, Node};
+use crate::hash::Digest;
+use crate::keys::{KeyId, PublicKey, SignatureFailure};
+use crate::merkle::{InclusionVerifier, Tree};
+use crate::pack::{HostSection, Pack};
+use crate::receipt::Verdict;
+use std::collections::{HashMap, HashSet};
+
+type Keys<'a> = HashMap<&'a KeyId, &'a PublicKey>;
+
+pub(super) fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
+    let mut report = Report {
+        hosts: pack.hosts.len(),
+        ..Report::default()
+    };
+    let keys: Keys<'_> = pack.public_keys.iter().map(|k| (k.key_id(), k)).collect();
+    if let Some(trusted) = &options.trusted_keys {
+        for key in &pack.public_keys {
+            if !trusted.contains(key) {
+                report.failures.push(failure(
+                    Check::Key,
+                    None,
+                    None,
+                    format!(
+                        "key {} ({key}) is not one of the trusted keys",
+                        key.key_id()
+                    ),
+                ));
+            }
+        }
+    }
+    let hashes: Vec<Vec<Digest>> = pack
+        .hosts
+        .iter()
+        .map(|section| Section::new(section, &keys, options, &mut report).run())
+        .collect();
+
+    let mut nodes = Vec::new();
+    let mut origin = Vec::new();
+    for (s, section) in pack.hosts.iter().enumerate() {
+        for (i, receipt) in section.receipts.iter().enumerate() {
+            nodes.push(Node {
+                hash: hashes[s][i],
+                receipt,
+            });
+            origin.push((s, i));
+        }
+    }
+    let external: HashSet<Digest> = pack.external_parents.iter().copied().collect();
+    for issue in dag::check_graph(&nodes, &external) {
+        let (s, i) = origin[issue.node];
+        let section = &pack.hosts[s];
+        report.failures.push(failure(
+            Check::Dag,
+            Some(receipt_ref(section, i)),
+            None,
+            issue.problem.to_string(),
+        ));
+    }
+    report
+}
+
+fn failure(
+    check: Check,
+    receipt: Option<ReceiptRef>,
+    checkpoint: Option<CheckpointRef>,
+    message: String,
+) -> Failure {
+    Failure {
+        check,
+        receipt,
+        checkpoint,
+        message,
+    }
+}
+
+fn receipt_ref(section: &HostSection, index: usize) -> ReceiptRef {
+    ReceiptRef {
+        receipt_id: section.receipts[index].receipt_id.clone(),
+        host_id: section.host_id.clone(),
+        index,
+    }
+}
+
+struct Section<'a, 'r> {
+    s: &'a HostSection,
+    all_keys: &'a Keys<'a>,
+    host_keys: Keys<'a>,
+    options: &'a VerifyOptions,
+    report: &'r mut Report,
+}
+
+impl<'a, 'r> Section<'a, 'r> {
+    fn new(
+        s: &'a HostSection,
+        all_keys: &'a Keys<'a>,
+        options: &'a VerifyOptions,
+        report: &'r mut Report,
+    ) -> Self {
+        let mut host_keys = HashMap::new();
+        for id in &s.keys {
+            match all_keys.get(id) {
+                Some(key) => {
+                    host_keys.insert(id, *key);
+                }
+                None => report.failures.push(failure(
+                    Check::Key,
+                    None,
+                    None,
+                    format!(
+                        "host {} names key {id}, which the pack does not hold",
+                        s.host_id
+                    ),
+                )),
+            }
+        }
+        Self {
+            s,
+            all_keys,
+            host_keys,
+            options,
+            report,
+        }
+    }
+
+    fn key(&self, id: &KeyId) -> Result<&'a PublicKey, SignatureFailure> {
+        match (self.host_keys.get(id), self.all_keys.contains_key(id)) {
+            (Some(key), _) => Ok(*key),
+            (None, true) => Err(SignatureFailure::ForeignKey {
+                key: id.clone(),
+                host: self.s.host_id.clone(),
+            }),
+            (None, false) => Err(SignatureFailure::UnknownKey(id.clone())),
+        }
+    }
+
+    fn on_receipt(&mut self, check: Check, index: usize, message: String) {
+        let r = receipt_ref(self.s, index);
+        self.report
+            .failures
+            .push(failure(check, Some(r), None, message));
+    }
+
+    fn on_checkpoint(&mut self, check: Check, index: usize, message: String) {
+        let c = CheckpointRef {
+            host_id: self.s.host_id.clone(),
+            index,
+            tree_size: self.s.checkpoints[index].tree_size,
+        };
+        self.report
+            .failures
+            .push(failure(check, None, Some(c), message));
+    }
+
+    fn on_host(&mut self, check: Check, message: String) {
+        let message = format!("host {}: {message}", self.s.host_id);
+        self.report
+            .failures
+            .push(failure(check, None, None, message));
+    }
+
+    /// Runs every check of the section; returns the receipts' hashes.
+    fn run(mut self) -> Vec<Digest> {
+        let s = self.s;
+        self.report.receipts += s.receipts.len();
+        self.report.signed_receipts += s.receipts.iter().filter(|r| r.is_signed()).count();
+        self.report.checkpoints += s.checkpoints.len();
+        let hashes = self.receipts();
+        let nodes: Vec<Node<'_>> = s
+            .receipts
+            .iter()
+            .zip(&hashes)
+            .map(|(receipt, hash)| Node {
+                hash: *hash,
+                receipt,
+            })
+            .collect();
+        let start = ChainStart {
+            host_id: s.host_id.clone(),
+            first_seq: s.first_seq,
+            prev_hash: s.prev_hash,
+        };
+        for issue in dag::check_chain(&start, &nodes) {
+            self.on_receipt(Check::Chain, issue.node, issue.problem.to_string());
+        }
+        self.checkpoints(&hashes);
+        self.known_checkpoints(&hashes);
+        hashes
+    }
+
+    /// Hash, signature and inclusion proof of every receipt, in parallel.
+    fn receipts(&mut self) -> Vec<Digest> {
+        let s = self.s;
+        let mut proof_of: HashMap<u64, usize> = HashMap::with_capacity(s.inclusion.len());
+        for (p, proof) in s.inclusion.iter().enumerate() {
+            if proof_of.insert(proof.seq, p).is_some() {
+                self.on_host(
+                    Check::Inclusion,
+                    format!("two inclusion proofs for seq {}", proof.seq),
+                );
+            }
+        }
+        let mut checkpoint_of: HashMap<u64, usize> = HashMap::new();
+        for (c, cp) in s.checkpoints.iter().enumerate() {
+            checkpoint_of.entry(cp.tree_size).or_insert(c);
+        }
+        let covered = s.checkpoints.iter().map(|c| c.tree_size).max().unwrap_or(0);
+        let this = &*self;
+        let verifier = || None::<InclusionVerifier>;
+        let outcomes = crate::par::map_init(&s.receipts, verifier, |verifier, _, r| {
+            let mut problems: Vec<(Check, String)> = Vec::new();
+            if let Err(e) = r.check() {
+                problems.push((Check::Record, e.to_string()));
+            }
+            let hash = match r.hash() {
+                Ok(h) => h,
+                Err(e) => {
+                    problems.push((Check::Chain, e.to_string()));
+                    Digest::default()
+                }
+            };
+            match &r.key_id {
+                Some(id) if r.is_signed() => {
+                    if let Err(e) = this.key(id).and_then(|k| r.verify_signature(k)) {
+                        problems.push((Check::Signature, e.to_string()));
+                    }
+                }
+                _ => {
+                    if let Some(policy) = &this.options.signing
+                        && policy.must_sign(r.verdict, r.risk)
+                    {
+                        let what = if r.verdict == Verdict::Deny {
+                            "a DENY"
+                        } else {
+                            "a receipt"
+                        };
+                        problems.push((
+                                Check::Signature,
+                                format!("{what} at risk {} is unsigned; the signing policy signs every receipt at {} or above{}",
+                                    r.risk, policy.sign_from_risk,
+                                    if policy.sign_denies { " and every DENY" } else { "" }),
+                            ));
+                    }
+                }
+            }
+            match proof_of.get(&r.seq).map(|&p| &s.inclusion[p]) {
+                None if covered > r.seq => problems.push((
+                    Check::Inclusion,
+                    format!("no inclusion proof, though a checkpoint of size {covered} covers seq {}", r.seq),
+                )),
+                None => problems.push((
+                    Check::Coverage,
+                    if s.checkpoints.is_empty() {
+                        "not covered by any checkpoint: the pack has no checkpoint of this host".to_owned()
+                    } else {
+                        format!("not covered by any checkpoint in the pack (the largest covers {covered} receipts)")
+                    },
+                )),
+                Some(proof) => match checkpoint_of.get(&proof.tree_size) {
+                    None => problems.push((
+                        Check::Inclusion,
+                        format!("inclusion proof names tree size {}, which no checkpoint of this host in the pack has", proof.tree_size),
+                    )),
+                    Some(&c) => {
+                        let cp = &s.checkpoints[c];
+                        // Receipts come in order: keep the current checkpoint's verifier.
+                        let v = match verifier {
+                            Some(v) if v.size() == cp.tree_size => v,
+                            _ => verifier.insert(InclusionVerifier::new(cp.tree_size, cp.root_hash)),
+                        };
+                        if let Err(e) = v.verify(&hash.0, r.seq, &proof.path) {
+                            problems.push((
+                                Check::Inclusion,
+                                format!(
+                                    "inclusion proof against checkpoint {c} (size {}) fails: {e}",
+                                    cp.tree_size
+                                ),
+                            ));
+                        }
+                    }
+                },
+            }
+            (hash, problems)
+        });
+        let mut hashes = Vec::with_capacity(outcomes.len());
+        for (i, (hash, problems)) in outcomes.into_iter().enumerate() {
+            hashes.push(hash);
+            for (check, message) in problems {
+                self.on_receipt(check, i, message);
+            }
+        }
+        let seqs: HashSet<u64> = s.receipts.iter().map(|r| r.seq).collect();
+        for proof in &s.inclusion {
+            if !seqs.contains(&proof.seq) {
+                self.on_host(
+                    Check::Inclusion,
+                    format!(
+                        "inclusion proof for seq {}, which the pack does not hold",
+                        proof.seq
+                    ),
+                );
+            }
+        }
+        hashes
+    }
+
+    /// Index of receipt `seq` in the section, if it is there where expected.
+    fn position(&self, seq: u64) -> Option<usize> {
+        let i = usize::try_from(seq.checked_sub(self.s.first_seq)?).ok()?;
+        (self.s.receipts.get(i)?.seq == seq).then_some(i)
+    }
+
+    fn checkpoints(&mut self, hashes: &[Digest]) {
+        let s = self.s;
+        let end = s.first_seq.saturating_add(s.receipts.len() as u64);
+        for (c, cp) in s.checkpoints.iter().enumerate() {
+            if let Err(e) = cp.check() {
+                self.on_checkpoint(Check::Record, c, e.to_string());
+            }
+            if cp.host_id != s.host_id {
+                self.on_checkpoint(
+                    Check::Checkpoint,
+                    c,
+                    format!("belongs to host {}", cp.host_id),
+                );
+            }
+            if let Err(e) = self.key(&cp.key_id).and_then(|k| cp.verify_signature(k)) {
+                self.on_checkpoint(Check::Checkpoint, c, format!("signature: {e}"));
+            }
+            match c.checked_sub(1).map(|p| &s.checkpoints[p]) {
+                None => {
+                    if cp.prev_checkpoint != s.prev_checkpoint {
+                        let show = |d: Option<Digest>| {
+                            d.map_or_else(|| "null".to_owned(), |d| d.to_string())
+                        };
+                        self.on_checkpoint(
+                            Check::Checkpoint,
+                            c,
+                            format!(
+                                "prev_checkpoint is {}, but the section is declared to follow {}",
+                                show(cp.prev_checkpoint),
+                                show(s.prev_checkpoint)
+                            ),
+                        );
+                    }
+                }
+                Some(prev) => self.successor(c, prev, cp),
+            }
+            if let (Some(head), Some(seq)) = (cp.head, cp.tree_size.checked_sub(1))
+                && let Some(i) = self.position(seq)
+                && hashes[i] != head
+            {
+                self.on_checkpoint(
+                    Check::Checkpoint,
+                    c,
+                    format!(
+                        "head is {head}, but receipt seq {seq} hashes to {}",
+                        hashes[i]
+                    ),
+                );
+            }
+            if cp.tree_size > end && !s.receipts.is_empty() {
+                self.on_checkpoint(
+                    Check::Checkpoint,
+                    c,
+                    format!(
+                        "covers receipts up to seq {}, but the pack's receipts of {} end at seq {}: the chain is truncated",
+                        cp.tree_size - 1,
+                        s.host_id,
+                        end.saturating_sub(1)
+                    ),
+                );
+            }
+        }
+    }
+
+    fn successor(&mut self, c: usize, prev: &Checkpoint, cp: &Checkpoint) {
+        let proof = self
+            .s
+            .consistency
+            .iter()
+            .find(|p| p.from == prev.tree_size && p.to == cp.tree_size);
+        let result = match proof {
+            None if cp.tree_size > prev.tree_size => {
+                match checkpoint::verify_successor(prev, cp, &[]) {
+                    Err(e @ CheckpointError::NotLinked { .. }) => Err(e.to_string()),
+                    _ => Err(format!(
+                        "no consistency proof from size {} to size {}",
+                        prev.tree_size, cp.tree_size
+                    )),
+                }
+            }
+            None => checkpoint::verify_successor(prev, cp, &[]).map_err(|e| e.to_string()),
+            Some(p) => checkpoint::verify_successor(prev, cp, &p.path).map_err(|e| e.to_string()),
+        };
+        if let Err(message) = result {
+            self.on_checkpoint(Check::Consistency, c, message);
+        }
+    }
+
+    /// The pack must not roll back or fork away from checkpoints known before.
+    fn known_checkpoints(&mut self, hashes: &[Digest]) {
+        let s = self.s;
+        let known: Vec<&Checkpoint> = self
+            .options
+            .known_checkpoints
+            .iter()
+            .filter(|k| k.host_id == s.host_id)
+            .collect();
+        let Some(latest) = s.checkpoints.iter().max_by_key(|c| c.tree_size) else {
+            if let Some(k) = known.first() {
+                self.on_host(
+                    Check::Consistency,
+                    format!(
+                        "the pack has no checkpoint, but one of size {} is known",
+                        k.tree_size
+                    ),
+                );
+            }
+            return;
+        };
+        for k in known {
+            if k.tree_size > latest.tree_size {
+                let e = checkpoint::verify_extension(k, latest, &[]).err();
+                self.on_host(
+                    Check::Consistency,
+                    e.map_or_else(|| "rollback".to_owned(), |e| e.to_string()),
+                );
+                continue;
+            }
+            if let Some(same) = s.checkpoints.iter().find(|c| c.tree_size == k.tree_size) {
+                if same.root_hash != k.root_hash {
+                    self.on_host(
+                        Check::Consistency,
+                        format!(
+                            "fork: the pack's checkpoint at size {} has root {}, the known one {}",
+                            k.tree_size, same.root_hash, k.root_hash
+                        ),
+                    );
+                }
+                continue;
+            }
+            // Recompute the known tree from the receipts, when the pack holds them all.
+            if s.first_seq == 0 && (s.receipts.len() as u64) >= k.tree_size {
+                let n = usize::try_from(k.tree_size).unwrap_or(usize::MAX);
+                let tree = Tree::from_data(hashes[..n].iter().map(|h| h.0.as_slice()));
+                if tree.root_at(k.tree_size).ok() != Some(k.root_hash) {
+                    self.on_host(
+                        Check::Consistency,
+                        format!(
+                            "fork: the pack's first {} receipts do not have the known checkpoint's root {}",
+                            k.tree_size, k.root_hash
+                        ),
+                    );
+                }
+                continue;
+            }
+            self.on_host(
+                Check::Consistency,
+                format!(
+                    "the known checkpoint of size {} cannot be related to the pack: no checkpoint of that size and not all of its receipts",
+                    k.tree_size
+                ),
+            );
+        }
+    }
+}
