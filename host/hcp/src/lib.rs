@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod hostkey;
 pub mod lifecycle;
 pub mod store;
 pub mod token;

@@ -88,7 +88,7 @@ impl std::fmt::Debug for TokenKeys {
 }
 
 impl TokenKeys {
-    /// Keys from an Ed25519 seed (the host key) for tokens issued as `issuer`.
+    /// Keys from an Ed25519 seed for tokens issued as `issuer`.
     pub fn from_seed(seed: &[u8; 32], issuer: &str) -> Self {
         let signing = ed25519_dalek::SigningKey::from_bytes(seed);
         let mut der = PKCS8_ED25519_PREFIX.to_vec();
@@ -98,6 +98,22 @@ impl TokenKeys {
             encoding: EncodingKey::from_ed_der(&der),
             decoding: DecodingKey::from_ed_der(signing.verifying_key().as_bytes()),
         }
+    }
+
+    /// Keys of the host key, for tokens issued as `issuer`.
+    ///
+    /// # Errors
+    ///
+    /// The key cannot be encoded (not expected).
+    pub fn from_host_key(key: &hcp_receipts::HostKey, issuer: &str) -> Result<Self, TokenError> {
+        let der = key
+            .pkcs8_der()
+            .map_err(|e| TokenError::Invalid(format!("host key: {e}")))?;
+        Ok(Self {
+            issuer: issuer.to_owned(),
+            encoding: EncodingKey::from_ed_der(&der),
+            decoding: DecodingKey::from_ed_der(&key.public().to_bytes()),
+        })
     }
 
     /// Signs `claims` as this host: `iss` is always this host's issuer and

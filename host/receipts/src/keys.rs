@@ -375,6 +375,23 @@ impl HostKey {
         Signature(self.signing.sign(message).to_bytes())
     }
 
+    /// The private key as PKCS#8 DER (RFC 8410), for signers that take that
+    /// form (the session-token signer). Secret: never log or store it.
+    ///
+    /// # Errors
+    ///
+    /// Encoding failed (not expected for a valid key).
+    pub fn pkcs8_der(&self) -> Result<Vec<u8>, KeyError> {
+        use ed25519_dalek::pkcs8::EncodePrivateKey as _;
+        self.signing
+            .to_pkcs8_der()
+            .map(|doc| doc.as_bytes().to_vec())
+            .map_err(|e| KeyError::Malformed {
+                path: std::path::PathBuf::new(),
+                reason: format!("encoding PKCS#8: {e}"),
+            })
+    }
+
     /// Writes the private key to a new file with mode 0600 (PKCS#8 PEM).
     ///
     /// # Errors

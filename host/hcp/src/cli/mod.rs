@@ -8,6 +8,7 @@
     reason = "the command line's answers go to stdout"
 )]
 
+mod keys;
 mod manifest;
 mod run;
 mod surface;
@@ -52,6 +53,9 @@ pub enum Command {
     /// Work with capability manifests.
     #[command(subcommand)]
     Manifest(manifest::ManifestCommand),
+    /// The host key and publisher keys.
+    #[command(subcommand)]
+    Keys(keys::KeysCommand),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -77,6 +81,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => run::run(&paths, args),
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
+        Command::Keys(cmd) => keys::run(&paths, cmd),
     });
     match result {
         Ok(code) => code,

@@ -37,9 +37,10 @@ impl Installed {
     }
 }
 
-fn row(
-    r: &rusqlite::Row<'_>,
-) -> rusqlite::Result<(String, String, String, String, Option<String>, i64, String)> {
+/// name, version, dir, digest, publisher, unsigned, installed_at.
+type Row = (String, String, String, String, Option<String>, i64, String);
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     Ok((
         r.get(0)?,
         r.get(1)?,
@@ -52,15 +53,7 @@ fn row(
 }
 
 fn installed(
-    (name, version, dir, digest, publisher, unsigned, installed_at): (
-        String,
-        String,
-        String,
-        String,
-        Option<String>,
-        i64,
-        String,
-    ),
+    (name, version, dir, digest, publisher, unsigned, installed_at): Row,
 ) -> Result<Installed> {
     Ok(Installed {
         version: semver::Version::parse(&version)

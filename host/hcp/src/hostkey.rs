@@ -1,0 +1,129 @@
+//! The host's identity: its Ed25519 key (receipts, checkpoints, session
+//! tokens, install receipts) and the host id derived from it.
+//!
+//! # Ambient authority
+//!
+//! Reads and creates `keys/host.key` under the data directory (mode 0600).
+//! The private key is never printed.
+
+use anyhow::{Context as _, Result};
+use hcp_receipts::HostKey;
+use std::path::{Path, PathBuf};
+
+/// The host key and the host id it implies.
+#[derive(Debug)]
+pub struct HostIdentity {
+    /// The key.
+    pub key: HostKey,
+    /// `host-<key id>`: names this host in receipts and tokens.
+    pub host_id: String,
+}
+
+impl HostIdentity {
+    fn of(key: HostKey) -> Self {
+        let host_id = format!("host-{}", key.key_id());
+        Self { key, host_id }
+    }
+}
+
+/// Where the host key lives.
+pub fn key_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("keys").join("host.key")
+}
+
+/// Creates the host key; refuses to replace one.
+///
+/// # Errors
+///
+/// A key exists already, or it cannot be written.
+pub fn init(data_dir: &Path) -> Result<HostIdentity> {
+    let path = key_path(data_dir);
+    if path.exists() {
+        anyhow::bail!(
+            "{} exists already: a host keeps its key (receipts it signed verify against it)",
+            path.display()
+        );
+    }
+    create_private_dir(path.parent().unwrap_or(data_dir))?;
+    let key = HostKey::generate()?;
+    key.save(&path)?;
+    Ok(HostIdentity::of(key))
+}
+
+/// Loads the host key.
+///
+/// # Errors
+///
+/// No key (run `hcp keys init`), or it cannot be read.
+pub fn load(data_dir: &Path) -> Result<HostIdentity> {
+    let path = key_path(data_dir);
+    if !path.exists() {
+        anyhow::bail!(
+            "no host key at {} (create it with `hcp keys init`)",
+            path.display()
+        );
+    }
+    Ok(HostIdentity::of(
+        HostKey::load(&path).with_context(|| format!("host key {}", path.display()))?,
+    ))
+}
+
+/// Loads the host key, creating it on first use.
+///
+/// # Errors
+///
+/// It cannot be read or created.
+pub fn load_or_init(data_dir: &Path) -> Result<HostIdentity> {
+    if key_path(data_dir).exists() {
+        load(data_dir)
+    } else {
+        init(data_dir)
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .with_context(|| format!("{}", dir.display()))
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_once_load_many() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = init(dir.path()).expect("init");
+        assert!(a.host_id.starts_with("host-") && a.host_id.len() == 21);
+        assert!(init(dir.path()).is_err());
+        let b = load(dir.path()).expect("load");
+        assert_eq!(a.host_id, b.host_id);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(key_path(dir.path()))
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let empty = tempfile::tempdir().expect("tempdir");
+        let err = load(empty.path()).expect_err("no key");
+        assert!(
+            err.to_string()
+                .ends_with("(create it with `hcp keys init`)"),
+            "{err}"
+        );
+    }
+}
