@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod evidence;
+
 struct Hcp {
     data: tempfile::TempDir,
 }
@@ -362,13 +364,14 @@ fn bad_invocations_exit_2_with_a_clear_error() {
 fn a_run_past_max_duration_fails_with_timeout() {
     let hcp = Hcp::new();
     let tmp = tempfile::tempdir().expect("tempdir");
-    // The probe imports files and sockets, so its manifest grants a little.
+    // The probe imports files, sockets and instruments, so its manifest grants a little.
     let probe = ManifestBuilder::new("probe", hcp_tests::PROBE)
         .set(
             "/grants/filesystem",
             json!([{"path": tmp.path(), "access": "read-only"}]),
         )
         .set("/grants/network", json!([{"host": "localhost", "port": 9}]))
+        .set("/grants/instruments", json!(["cvd-rig"]))
         .write(tmp.path());
     let mut submit = seed_submit();
     submit["payload"]["capability"] = json!("probe");

@@ -3,13 +3,14 @@
 //! `safety_violation`, partial outputs, partial artifact, last checkpoint);
 //! and a resubmission from that checkpoint that completes.
 
-use hcp_contracts::manifest::Manifest;
+use hcp_contracts::manifest::{Manifest, SafetyEnvelope};
 use hcp_contracts::message::ErrorCode;
 use hcp_contracts::{DataClass, LoadOptions, RiskLevel};
 use hcp_sandbox::{
     MemoryStore, PreparedCapability, ResumeFrom, RunResult, Sandbox, SandboxConfig, TaskRequest,
     TaskRun,
 };
+use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::{REPO_ROOT, cache_dir};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -28,11 +29,38 @@ fn prepared() -> PreparedCapability {
     sandbox.prepare(Arc::new(manifest)).expect("prepare")
 }
 
-fn request(session: &str, inputs: Value, resume: Option<ResumeFrom>) -> TaskRequest {
+fn request(
+    cap: &PreparedCapability,
+    session: &str,
+    inputs: Value,
+    resume: Option<ResumeFrom>,
+) -> TaskRequest {
+    request_under(cap, session, inputs, resume, |_| {})
+}
+
+/// A request whose envelope `tighten` changes (as an operator's policy would).
+fn request_under(
+    cap: &PreparedCapability,
+    session: &str,
+    inputs: Value,
+    resume: Option<ResumeFrom>,
+    tighten: impl FnOnce(&mut SafetyEnvelope),
+) -> TaskRequest {
     let path = format!("{REPO_ROOT}/plugins/cvd-material-synthesis/manifest.json");
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+    let mut envelope: SafetyEnvelope =
+        serde_json::from_value(manifest["safety_envelope"].clone()).expect("envelope");
+    tighten(&mut envelope);
+    let deadline = Duration::from_secs(60);
     TaskRequest {
+        governor: cap.standalone_governor(
+            &format!("task-{session}"),
+            session,
+            deadline,
+            &envelope,
+            Arc::new(NoReceipts),
+        ),
         task_id: format!("task-{session}"),
         session_id: session.to_owned(),
         caller_id: "harness-alpha-001".into(),
@@ -43,8 +71,8 @@ fn request(session: &str, inputs: Value, resume: Option<ResumeFrom>) -> TaskRequ
         resume,
         risk_level: RiskLevel::R4,
         data_classification: DataClass::T2,
-        deadline: Duration::from_secs(60),
-        envelope: serde_json::from_value(manifest["safety_envelope"].clone()).expect("envelope"),
+        deadline,
+        envelope,
     }
 }
 
@@ -69,7 +97,7 @@ async fn the_seeds_cvd_task_grows_a_monolayer_with_both_artifacts() {
     let store = Arc::new(MemoryStore::new());
     let run = cap
         .run(
-            request("session-a", seed_inputs(750.0), None),
+            request(&cap, "session-a", seed_inputs(750.0), None),
             store.clone(),
         )
         .await;
@@ -99,7 +127,7 @@ async fn a_breach_mid_run_shuts_the_rig_and_a_resubmission_resumes() {
     let mut inputs = seed_inputs(1200.0);
     inputs["temperature_range"]["min"] = json!(900);
     let run = cap
-        .run(request("session-b", inputs, None), store.clone())
+        .run(request(&cap, "session-b", inputs, None), store.clone())
         .await;
     let RunResult::Failed(f) = &run.result else {
         panic!("completed: {:?}", run.result);
@@ -145,7 +173,7 @@ async fn a_breach_mid_run_shuts_the_rig_and_a_resubmission_resumes() {
     };
     let run = cap
         .run(
-            request("session-c", seed_inputs(750.0), Some(resume)),
+            request(&cap, "session-c", seed_inputs(750.0), Some(resume)),
             store.clone(),
         )
         .await;
@@ -166,12 +194,12 @@ async fn a_caller_cannot_loosen_the_envelope_and_policy_can_tighten_it() {
     let cap = prepared();
     let store = Arc::new(MemoryStore::new());
     // An operator tightened the furnace to 720 °C: growing at 725 fails.
-    let mut req = request("session-d", seed_inputs(750.0), None);
-    req.envelope
-        .parameters
-        .get_mut("temperature")
-        .expect("temperature")
-        .max = Some(720.0);
+    let req = request_under(&cap, "session-d", seed_inputs(750.0), None, |e| {
+        e.parameters
+            .get_mut("temperature")
+            .expect("temperature")
+            .max = Some(720.0);
+    });
     let run = cap.run(req, store).await;
     let RunResult::Failed(f) = &run.result else {
         panic!("completed under a tightened envelope");

@@ -8,6 +8,7 @@ use hcp_sandbox::{
     MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig,
     TaskRequest, TaskRun, TaskStore,
 };
+use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
@@ -26,7 +27,7 @@ static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
 
 /// The probe with a bit of every grant: a read-only directory at `/data`, a
 /// read-write one at `/out`, one granted listener (by address), one granted
-/// HTTP server (by name), and `PATH`.
+/// HTTP server (by name), `PATH`, and the simulated CVD rig.
 struct Probe {
     tmp: tempfile::TempDir,
     prepared: PreparedCapability,
@@ -66,6 +67,7 @@ impl Probe {
                 ]),
             )
             .set("/grants/env", json!(["PATH"]))
+            .set("/grants/instruments", json!(["cvd-rig"]))
             .set("/limits/memory_bytes", json!(16 << 20))
             .set("/limits/log_bytes", json!(4096))
             .load(tmp.path());
@@ -98,6 +100,13 @@ impl Probe {
             data_classification: DataClass::T1,
             deadline,
             envelope: Default::default(),
+            governor: self.prepared.standalone_governor(
+                "task-1",
+                "session-1",
+                deadline,
+                &Default::default(),
+                Arc::new(NoReceipts),
+            ),
         };
         self.prepared.run(request, self.store.clone()).await
     }

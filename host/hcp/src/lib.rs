@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod evidence;
 pub mod hostkey;
 pub mod lifecycle;
 pub mod store;

@@ -5,7 +5,7 @@
 //! instrument, and from then on the session's commands are refused.
 
 use crate::envelope::{Guard, Violation, Warning};
-use crate::{CommandError, Instrument};
+use crate::{CommandError, Instrument, Plan};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -129,32 +129,14 @@ impl Session {
         let plan = inst
             .plan(action, args)
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
-        let mut warnings: Vec<Warning> = Vec::new();
-        let mut verdict = Ok(());
-        for a in &plan.actions {
-            if let Err(v) = self.guard.check_action(a) {
-                verdict = Err(v);
-                break;
-            }
-        }
-        if verdict.is_ok() {
-            for s in &plan.settings {
-                match self.guard.check(&s.parameter, s.value, &s.unit) {
-                    Ok(Some(w)) => warnings.push(w),
-                    Ok(None) => {}
-                    Err(v) => {
-                        verdict = Err(v);
-                        break;
-                    }
-                }
-            }
-        }
-        if let Err(v) = verdict {
-            if !v.is_breach() {
-                return Err(Refusal::Invalid(v.to_string()));
-            }
-            return Err(self.emergency(instrument, v, true));
-        }
+        let warnings = match self.check_plan(&plan) {
+            Ok(warnings) => warnings,
+            Err(v) if !v.is_breach() => return Err(Refusal::Invalid(v.to_string())),
+            Err(v) => return Err(self.emergency(instrument, v, true)),
+        };
+        let Some(inst) = self.instruments.get_mut(instrument) else {
+            return Err(Refusal::NotGranted(instrument.to_owned()));
+        };
         let result = inst.execute(action, args).map_err(|e| match e {
             CommandError::Invalid(m) => Refusal::Invalid(m),
         })?;
@@ -175,6 +157,50 @@ impl Session {
         }
         self.record_warnings(state_warnings);
         Ok(result)
+    }
+
+    /// What `action` with `args` would do on `instrument`: its plan, with
+    /// nothing run (for the policy enforcement point to decide on).
+    ///
+    /// # Errors
+    ///
+    /// The instrument is not granted, or the command is malformed.
+    pub fn plan(&self, instrument: &str, action: &str, args: &Value) -> Result<Plan, Refusal> {
+        let inst = self
+            .instruments
+            .get(instrument)
+            .ok_or_else(|| Refusal::NotGranted(instrument.to_owned()))?;
+        inst.plan(action, args)
+            .map_err(|e| Refusal::Invalid(e.to_string()))
+    }
+
+    /// A command refused before the guard saw it (by the policy enforcement
+    /// point, for the envelope): when the guard finds the same breach in its
+    /// plan, the emergency procedure runs and the instruments shut down, as
+    /// [`Session::command`] would have done. `None` when the guard finds no
+    /// breach in the plan.
+    pub fn refuse(&mut self, instrument: &str, plan: &Plan) -> Option<Refusal> {
+        if self.breach.is_some() {
+            return None;
+        }
+        match self.check_plan(plan) {
+            Err(v) if v.is_breach() => Some(self.emergency(instrument, v, true)),
+            _ => None,
+        }
+    }
+
+    /// The guard's verdict on a plan: its actions, then its settings.
+    fn check_plan(&self, plan: &Plan) -> Result<Vec<Warning>, Violation> {
+        for a in &plan.actions {
+            self.guard.check_action(a)?;
+        }
+        let mut warnings = Vec::new();
+        for s in &plan.settings {
+            if let Some(w) = self.guard.check(&s.parameter, s.value, &s.unit)? {
+                warnings.push(w);
+            }
+        }
+        Ok(warnings)
     }
 
     /// The reading of `instrument`, with no side effect.

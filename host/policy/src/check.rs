@@ -1,7 +1,9 @@
 //! Semantic checks of each policy file, beyond its JSON Schema, and across
 //! files. Every problem carries the JSON pointer of the value at fault.
 
-use crate::files::{BudgetsFile, CallersFile, Comparison, ContextFile, EnvelopesFile, RiskFile};
+use crate::files::{
+    BudgetsFile, CallersFile, Comparison, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
+};
 use hcp_contracts::Problem;
 use hcp_contracts::problem::pointer_token as tok;
 use serde_json::Value;
@@ -222,4 +224,20 @@ mod tests {
             assert!(!is_pointer(bad), "{bad}");
         }
     }
+}
+
+pub(crate) fn dispatch(file: &DispatchFile) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for (name, o) in &file.capabilities {
+        let mut seen = BTreeSet::new();
+        for (i, op) in o.denied_calls.iter().enumerate() {
+            if !seen.insert(*op) {
+                problems.push(Problem::new(
+                    format!("/capabilities/{}/denied_calls/{i}", tok(name.as_str())),
+                    format!("{op} is listed twice"),
+                ));
+            }
+        }
+    }
+    problems
 }

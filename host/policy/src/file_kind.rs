@@ -21,6 +21,8 @@ pub enum PolicyFile {
     Envelopes,
     /// `authz.cedar`.
     Authz,
+    /// `dispatch.json`.
+    Dispatch,
 }
 
 type Compiled = Result<jsonschema::Validator, String>;
@@ -30,6 +32,7 @@ static RISK: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Risk));
 static CONTEXT: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Context));
 static BUDGETS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Budgets));
 static ENVELOPES: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Envelopes));
+static DISPATCH: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Dispatch));
 
 fn compile(file: PolicyFile) -> Compiled {
     let text = file
@@ -41,13 +44,14 @@ fn compile(file: PolicyFile) -> Compiled {
 
 impl PolicyFile {
     /// Every file, in the order they are loaded and hashed.
-    pub const ALL: [PolicyFile; 6] = [
+    pub const ALL: [PolicyFile; 7] = [
         Self::Callers,
         Self::Risk,
         Self::Context,
         Self::Budgets,
         Self::Envelopes,
         Self::Authz,
+        Self::Dispatch,
     ];
 
     /// The file's name in the policy directory.
@@ -59,6 +63,7 @@ impl PolicyFile {
             Self::Budgets => "budgets.json",
             Self::Envelopes => "envelopes.json",
             Self::Authz => "authz.cedar",
+            Self::Dispatch => "dispatch.json",
         }
     }
 
@@ -83,6 +88,7 @@ impl PolicyFile {
             Self::Envelopes => Some(include_str!(
                 "../../../schemas/policy/envelopes.schema.json"
             )),
+            Self::Dispatch => Some(include_str!("../../../schemas/policy/dispatch.schema.json")),
             Self::Authz => None,
         }
     }
@@ -94,6 +100,7 @@ impl PolicyFile {
             Self::Context => Some(&CONTEXT),
             Self::Budgets => Some(&BUDGETS),
             Self::Envelopes => Some(&ENVELOPES),
+            Self::Dispatch => Some(&DISPATCH),
             Self::Authz => None,
         }
     }

@@ -4,15 +4,19 @@
 //!
 //! The policy lives in a directory of operator-editable files (the shipped
 //! set is the repository's `policies/`): `callers.json`, `risk.json`,
-//! `context.json`, `budgets.json`, `envelopes.json` and `authz.cedar`. Each
-//! JSON file has a JSON Schema in `schemas/policy/`; `authz.cedar` is checked
-//! against `schemas/policy/authz.cedarschema`. [`PolicySet::load`] checks
+//! `context.json`, `budgets.json`, `envelopes.json`, `authz.cedar` and
+//! `dispatch.json`. Each JSON file has a JSON Schema in `schemas/policy/`;
+//! `authz.cedar` is checked against `schemas/policy/authz.cedarschema`. [`PolicySet::load`] checks
 //! them all and reports every problem with its file and JSON pointer;
 //! [`PolicySet::policy_hash`] identifies the set in receipts.
 //!
 //! The gate's decisions ([`PolicySet::admit`] and its steps, in seed 000's
 //! order) return an [`Admission`] or a [`Rejection`] that carries exactly
 //! the fields of `task_rejected`.
+//!
+//! [`pep`] is the other decision point: the per-call decision of the
+//! policy enforcement point, compiled per session from the admission, and
+//! its replay.
 //!
 //! # What this crate must never do
 //!
@@ -37,6 +41,7 @@ pub mod files;
 pub mod gate;
 pub mod ids;
 mod load;
+pub mod pep;
 pub mod policy_set;
 pub mod units;
 

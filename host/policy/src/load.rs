@@ -3,13 +3,13 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the six policy files of the directory it is
+//! [`PolicySet::load`] reads the seven policy files of the directory it is
 //! given, and nothing else.
 
 use crate::authz::Authz;
 use crate::check;
 use crate::file_kind::PolicyFile;
-use crate::files::{BudgetsFile, CallersFile, ContextFile, EnvelopesFile, RiskFile};
+use crate::files::{BudgetsFile, CallersFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile};
 use crate::policy_set::{Caller, PolicySet};
 use hcp_contracts::Problem;
 use serde::de::DeserializeOwned;
@@ -57,7 +57,8 @@ fn list(problems: &[FileProblem]) -> String {
 impl PolicySet {
     /// Reads and checks the policy files in `dir` (`callers.json`,
     /// `risk.json`, `context.json`, `budgets.json`, `envelopes.json`,
-    /// `authz.cedar`; every one is required, other files are ignored).
+    /// `authz.cedar`, `dispatch.json`; every one is required, other files
+    /// are ignored).
     ///
     /// # Errors
     ///
@@ -145,6 +146,11 @@ impl PolicySet {
             text(PolicyFile::Envelopes),
             check::envelopes,
         );
+        let dispatch: Option<DispatchFile> = loader.json(
+            PolicyFile::Dispatch,
+            text(PolicyFile::Dispatch),
+            check::dispatch,
+        );
         let authz = match text(PolicyFile::Authz) {
             None => {
                 loader.missing(PolicyFile::Authz);
@@ -164,7 +170,7 @@ impl PolicySet {
             }
         }
         let hash = loader.hash(&sources);
-        match (callers, risk, context, budgets, envelopes, authz, hash) {
+        match (callers, risk, context, budgets, envelopes, authz, dispatch, hash) {
             (
                 Some(callers),
                 Some(risk),
@@ -172,6 +178,7 @@ impl PolicySet {
                 Some(budgets),
                 Some(envelopes),
                 Some(authz),
+                Some(dispatch),
                 Some(hash),
             ) if loader.problems.is_empty() => {
                 let callers = callers
@@ -197,6 +204,7 @@ impl PolicySet {
                     budgets,
                     envelopes,
                     authz,
+                    dispatch,
                     hash,
                     sources,
                 })
@@ -303,6 +311,7 @@ impl PolicyFile {
             Self::Context => drop(loader.json::<ContextFile>(self, text, check::context)),
             Self::Budgets => drop(loader.json::<BudgetsFile>(self, text, |_| Vec::new())),
             Self::Envelopes => drop(loader.json::<EnvelopesFile>(self, text, check::envelopes)),
+            Self::Dispatch => drop(loader.json::<DispatchFile>(self, text, check::dispatch)),
             Self::Authz => {}
         }
         if loader.problems.is_empty() {

@@ -3,12 +3,14 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the six policy files of the directory it is
+//! [`PolicySet::load`] reads the seven policy files of the directory it is
 //! given, and nothing else. Everything after loading is pure.
 
 use crate::authz::Authz;
 use crate::credential::CredentialHash;
-use crate::files::{BudgetsFile, CallerKind, CapabilityRisk, ContextFile, EnvelopesFile, RiskFile};
+use crate::files::{
+    BudgetsFile, CallerKind, CapabilityRisk, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
+};
 use crate::ids::{CallerId, CapabilityName};
 use hcp_contracts::manifest::SafetyEnvelope;
 use hcp_contracts::{DataClass, RiskLevel};
@@ -53,6 +55,7 @@ pub struct PolicySet {
     pub(crate) budgets: BudgetsFile,
     pub(crate) envelopes: EnvelopesFile,
     pub(crate) authz: Authz,
+    pub(crate) dispatch: DispatchFile,
     pub(crate) hash: String,
     pub(crate) sources: BTreeMap<String, String>,
 }
@@ -117,5 +120,21 @@ impl PolicySet {
     /// The Cedar policies.
     pub fn authz(&self) -> &Authz {
         &self.authz
+    }
+
+    /// `dispatch.json`: the PEP's threat scan and the calls turned off.
+    pub fn dispatch_rules(&self) -> &DispatchFile {
+        &self.dispatch
+    }
+
+    /// The budgets of a task of `declaration` from `caller` (the smaller of
+    /// the capability's and the caller's value, or the default), as the gate
+    /// computes them; for hosts that run tasks without the gate.
+    pub fn budgets_for(
+        &self,
+        caller: &str,
+        declaration: &hcp_contracts::manifest::Declaration,
+    ) -> crate::Budgets {
+        crate::budget::budgets(&self.budgets, caller, declaration)
     }
 }

@@ -31,6 +31,12 @@ pub struct SandboxConfig {
     /// Off: every task calls `Linker::instantiate`, the plain embedding the
     /// instantiation benchmark compares against.
     pub pre_instantiate: bool,
+    /// Pass every host call through the task's policy enforcement point
+    /// (`TaskRequest::governor`), with the governed filesystem view linked
+    /// in place of the stock one. Off only for the benchmark that measures
+    /// enforcement's cost: the grants still bound what the guest reaches,
+    /// but no call is decided, budgeted or recorded.
+    pub enforcement: bool,
 }
 
 impl Default for SandboxConfig {
@@ -43,6 +49,7 @@ impl Default for SandboxConfig {
             epoch_tick: Duration::from_millis(10),
             max_wasm_stack: 512 << 10,
             pre_instantiate: true,
+            enforcement: true,
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The `hcp:capability` host interfaces: `log`, `artifacts`, `checkpoints`.
 //!
-//! Each call is checked (argument bounds, budgets) before anything is stored;
-//! a refusal reaches the guest as a `host-error` value, never as a trap. The
-//! outer `wasmtime::Result` is reserved for host faults.
+//! Each call passes the PEP ([`crate::pep`]: argument schema, budgets,
+//! threat scan) before anything is stored; a denial reaches the guest as
+//! `host-error::denied(reason-code)`, never as a trap. The outer
+//! `wasmtime::Result` is reserved for host faults.
 
-use crate::bindings::hcp::capability::types::{Denial, HostError, ReasonCode};
+use crate::bindings::hcp::capability::types::{Denial as WitDenial, HostError, ReasonCode};
 use crate::bindings::hcp::capability::{artifacts, checkpoints, log as wit_log, types};
+use crate::pep::{Call, Denial, Op, Pep, Signals};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
 use crate::tasklog::{LogLevel, LogSource, TaskLog};
 use hcp_contracts::manifest::Limits;
@@ -27,6 +29,8 @@ pub(crate) struct HcpCtx {
     pub(crate) risk_events: Vec<String>,
     /// The granted instruments behind the session's envelope guard.
     pub(crate) instruments: hcp_instruments::session::Session,
+    /// The task's policy enforcement point.
+    pub(crate) pep: Pep,
 }
 
 pub(crate) struct HcpData;
@@ -36,11 +40,62 @@ impl HasData for HcpData {
 }
 
 impl HcpCtx {
-    pub(crate) fn deny(&mut self, reason: ReasonCode, message: String) -> HostError {
-        self.log.host_note(&format!("denied: {message}"));
-        self.risk_events
-            .push(format!("denied:{}", reason_name(reason)));
-        HostError::Denied(Denial { reason, message })
+    /// Notes a PEP denial in the task log and the risk events.
+    pub(crate) fn note_denial(&mut self, denial: &Denial) {
+        self.log.host_note(&format!(
+            "denied ({}): {}",
+            denial.reason,
+            crate::tasklog::escape_controls(&denial.message)
+        ));
+        self.risk_events.push(format!("denied:{}", denial.reason));
+    }
+
+    /// Notes threat signals the PEP recorded (and let through).
+    pub(crate) fn note_signals(&mut self, op: Op, signals: Signals) {
+        if signals.is_empty() {
+            return;
+        }
+        self.log.host_note(&format!(
+            "threat scan recorded {} in the arguments of {op}",
+            signals.names()
+        ));
+        for d in signals.detectors() {
+            self.risk_events.push(format!("threat:{}", d.name()));
+        }
+    }
+
+    /// Asks the PEP about an hcp call: `Err` is the guest's `host-error`.
+    pub(crate) fn govern(&mut self, call: &Call<'_>) -> Result<(), HostError> {
+        match self.pep.check(call) {
+            Ok(signals) => {
+                self.note_signals(call.op, signals);
+                Ok(())
+            }
+            Err(denial) => {
+                self.note_denial(&denial);
+                Err(HostError::Denied(WitDenial {
+                    reason: wit_reason(denial.reason),
+                    message: denial.message,
+                }))
+            }
+        }
+    }
+}
+
+/// The WIT reason code of a receipt's reason code (fail closed for codes
+/// the WIT does not know).
+pub(crate) fn wit_reason(code: &str) -> ReasonCode {
+    use hcp_receipts::reason;
+    match code {
+        reason::DENY_TOOL_NOT_FOUND => ReasonCode::ToolNotFound,
+        reason::DENY_ARGS_INVALID => ReasonCode::ArgsInvalid,
+        reason::BUDGET_EXCEEDED => ReasonCode::BudgetExceeded,
+        reason::DELEGATION_INVALID => ReasonCode::SessionInvalid,
+        reason::DENY_ENVELOPE_HARD_LIMIT => ReasonCode::EnvelopeHardLimit,
+        reason::DENY_PROHIBITED_ACTION => ReasonCode::ProhibitedAction,
+        reason::THREAT_SIGNAL_DETECTED => ReasonCode::ThreatSignalDetected,
+        reason::DENY_IDENTITY_UNAUTHORIZED => ReasonCode::IdentityUnauthorized,
+        _ => ReasonCode::FailClosedError,
     }
 }
 
@@ -69,37 +124,20 @@ impl wit_log::Host for HcpCtx {
         fields: Vec<wit_log::Field>,
     ) -> wasmtime::Result<()> {
         self.host_calls += 1;
-        let level = match level {
-            wit_log::Level::Trace => LogLevel::Trace,
-            wit_log::Level::Debug => LogLevel::Debug,
-            wit_log::Level::Info => LogLevel::Info,
-            wit_log::Level::Warn => LogLevel::Warn,
-            wit_log::Level::Error => LogLevel::Error,
+        let (level, name) = match level {
+            wit_log::Level::Trace => (LogLevel::Trace, "trace"),
+            wit_log::Level::Debug => (LogLevel::Debug, "debug"),
+            wit_log::Level::Info => (LogLevel::Info, "info"),
+            wit_log::Level::Warn => (LogLevel::Warn, "warn"),
+            wit_log::Level::Error => (LogLevel::Error, "error"),
         };
         let fields: Vec<(String, String)> = fields.into_iter().map(|f| (f.key, f.value)).collect();
-        self.log.push(LogSource::Log, level, &message, &fields);
+        // `write` returns nothing: a denied line is dropped (and noted).
+        if self.govern(&Call::log(name, &message, &fields)).is_ok() {
+            self.log.push(LogSource::Log, level, &message, &fields);
+        }
         Ok(())
     }
-}
-
-/// `[A-Za-z0-9._-]{1,max}`, not starting with `.`.
-fn is_safe_name(name: &str, max: usize) -> bool {
-    !name.is_empty()
-        && name.len() <= max
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-}
-
-/// `type/subtype` of RFC 6838 token characters, at most 127 bytes.
-fn is_media_type(s: &str) -> bool {
-    let token = |t: &str| {
-        !t.is_empty()
-            && t.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$&^_.+-".contains(&b))
-    };
-    s.len() <= 127 && s.split_once('/').is_some_and(|(a, b)| token(a) && token(b))
 }
 
 impl artifacts::Host for HcpCtx {
@@ -110,38 +148,15 @@ impl artifacts::Host for HcpCtx {
         content: Vec<u8>,
     ) -> wasmtime::Result<Result<String, HostError>> {
         self.host_calls += 1;
-        if !is_safe_name(&name, 128) {
-            return Ok(Err(HostError::InvalidArgument(format!(
-                "artifact name {:?} must be 1-128 characters from [A-Za-z0-9._-], not starting with '.'",
-                crate::tasklog::escape_controls(&name)
-            ))));
-        }
-        if !is_media_type(&mime_type) {
-            return Ok(Err(HostError::InvalidArgument(format!(
-                "{:?} is not a type/subtype media type",
-                crate::tasklog::escape_controls(&mime_type)
-            ))));
+        if let Err(e) = self.govern(&Call::artifact(&name, &mime_type, content.len() as u64)) {
+            return Ok(Err(e));
         }
         if self.artifacts.iter().any(|a| a.name == name) {
             return Ok(Err(HostError::InvalidArgument(format!(
                 "artifact {name} already exists in this task"
             ))));
         }
-        if self.artifacts.len() as u64 >= self.limits.artifacts {
-            let msg = format!(
-                "artifact {name}: the task may create {} artifacts (limits.artifacts)",
-                self.limits.artifacts
-            );
-            return Ok(Err(self.deny(ReasonCode::BudgetExceeded, msg)));
-        }
         let size = content.len() as u64;
-        if self.artifact_bytes + size > self.limits.artifact_bytes {
-            let msg = format!(
-                "artifact {name} ({size} bytes): the task's artifacts may hold {} bytes, {} are used (limits.artifact_bytes)",
-                self.limits.artifact_bytes, self.artifact_bytes
-            );
-            return Ok(Err(self.deny(ReasonCode::BudgetExceeded, msg)));
-        }
         match self
             .store
             .put_artifact(&self.meta, &name, &mime_type, &content)
@@ -166,26 +181,8 @@ impl checkpoints::Host for HcpCtx {
         state: Vec<u8>,
     ) -> wasmtime::Result<Result<String, HostError>> {
         self.host_calls += 1;
-        if !is_safe_name(&label, 64) {
-            return Ok(Err(HostError::InvalidArgument(format!(
-                "checkpoint label {:?} must be 1-64 characters from [A-Za-z0-9._-], not starting with '.'",
-                crate::tasklog::escape_controls(&label)
-            ))));
-        }
-        if self.checkpoints.len() as u64 >= self.limits.checkpoints {
-            let msg = format!(
-                "checkpoint {label}: the task may save {} checkpoints (limits.checkpoints)",
-                self.limits.checkpoints
-            );
-            return Ok(Err(self.deny(ReasonCode::BudgetExceeded, msg)));
-        }
-        if state.len() as u64 > self.limits.checkpoint_bytes {
-            let msg = format!(
-                "checkpoint {label}: {} bytes is over limits.checkpoint_bytes ({})",
-                state.len(),
-                self.limits.checkpoint_bytes
-            );
-            return Ok(Err(self.deny(ReasonCode::BudgetExceeded, msg)));
+        if let Err(e) = self.govern(&Call::checkpoint_save(&label, state.len() as u64)) {
+            return Ok(Err(e));
         }
         let id = format!("ckpt-{:03}", self.checkpoints.len() + 1);
         match self.store.save_checkpoint(&self.meta, &id, &label, &state) {
@@ -201,6 +198,9 @@ impl checkpoints::Host for HcpCtx {
 
     async fn load(&mut self, id: String) -> wasmtime::Result<Result<Vec<u8>, HostError>> {
         self.host_calls += 1;
+        if let Err(e) = self.govern(&Call::checkpoint_load(&id)) {
+            return Ok(Err(e));
+        }
         let session = if self.checkpoints.contains(&id) {
             self.meta.session_id.clone()
         } else if let Some(resume) = self.meta.resume.as_ref().filter(|r| r.checkpoint == id) {
@@ -219,27 +219,6 @@ impl checkpoints::Host for HcpCtx {
             Err(e) => Ok(Err(HostError::Unavailable(format!(
                 "checkpoint {id} could not be loaded: {e}"
             )))),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_and_media_types() {
-        for ok in ["raman_raw.json", "growth-log.csv", "a"] {
-            assert!(is_safe_name(ok, 128), "{ok}");
-        }
-        for bad in ["", ".hidden", "../x", "a/b", "a b", "é", &"x".repeat(129)] {
-            assert!(!is_safe_name(bad, 128), "{bad}");
-        }
-        for ok in ["application/json", "text/csv", "application/vnd.api+json"] {
-            assert!(is_media_type(ok), "{ok}");
-        }
-        for bad in ["json", "text/", "/csv", "text/csv; charset=utf-8", "a/b/c"] {
-            assert!(!is_media_type(bad), "{bad}");
         }
     }
 }

@@ -9,6 +9,9 @@
 //!   compared with what its grants allow ([`audit`]); one import outside them
 //!   refuses the component, naming it. The linker itself holds only the
 //!   granted interfaces.
+//! - **Dispatch enforcement.** Every host call passes the task's policy
+//!   enforcement point ([`pep`]) before dispatch; a denial reaches the guest
+//!   as an error value, every verdict goes to the receipt pipeline.
 //! - **Limits.** Memory, tables and instances through a resource limiter; an
 //!   epoch deadline plus a wall-clock timeout from the task's deadline; a
 //!   bounded wasm stack; bounded output and log.
@@ -22,10 +25,12 @@
 pub mod audit;
 mod bindings;
 mod engine;
+mod fs;
 mod hcp_units;
 mod instrument_unit;
 mod limits;
 mod net;
+pub mod pep;
 mod prepare;
 pub mod store;
 mod task;
@@ -138,6 +143,51 @@ impl PreparedCapability {
         &self.report
     }
 
+    /// A governor for a task of this capability run without a gate (tests,
+    /// benchmarks, tools): the manifest's grants and limits, `envelope` (the
+    /// task's), the manifest's risk floor, no budget beyond the manifest's
+    /// limits, the default dispatch settings ([`pep::DEFAULT_SCAN`]),
+    /// verdicts to `sink`.
+    ///
+    /// Facts that do not compile (never for a loaded manifest) give a
+    /// governor that denies every call.
+    pub fn standalone_governor(
+        &self,
+        task_id: &str,
+        session_id: &str,
+        deadline: Duration,
+        envelope: &hcp_contracts::manifest::SafetyEnvelope,
+        sink: Arc<dyn pep::VerdictSink>,
+    ) -> Arc<dyn pep::Governor> {
+        let facts = pep::Standalone {
+            task_id,
+            session_id,
+            caller: "standalone",
+            risk_level: self
+                .manifest
+                .doc
+                .capability
+                .safety
+                .risk_floor
+                .unwrap_or(hcp_contracts::RiskLevel::R1),
+            data_classification: hcp_contracts::DataClass::T1,
+            envelope,
+            expires_at_ms: pep::now_ms()
+                .saturating_add(u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX))
+                .saturating_add(WALL_CLOCK_GRACE.as_millis() as u64 + 1000),
+            budgets: pep::BudgetCaps {
+                artifacts: pep::UNLIMITED,
+                bytes: pep::UNLIMITED,
+                host_calls: pep::UNLIMITED,
+            },
+        }
+        .facts(&self.manifest);
+        match pep::PolicyGovernor::standalone(facts, sink) {
+            Ok(governor) => Arc::new(governor),
+            Err(e) => Arc::new(pep::DenyAll(e.to_string())),
+        }
+    }
+
     /// Runs one task in a fresh instance, waiting for a slot when
     /// `concurrent_limit` tasks are running. Never panics on guest behaviour:
     /// every end, including traps and timeouts, is a [`TaskRun`].
@@ -151,6 +201,12 @@ impl PreparedCapability {
         let manifest = &self.manifest;
         let log = TaskLog::new(manifest.limits.log_bytes);
         let net = Arc::new(net::NetPolicy::new(&manifest.grants.network, &log));
+        let pep = pep::Pep::new(
+            self.engine
+                .config
+                .enforcement
+                .then(|| request.governor.clone()),
+        );
         let meta = Arc::new(TaskMeta {
             task_id: request.task_id.clone(),
             session_id: request.session_id.clone(),
@@ -167,7 +223,7 @@ impl PreparedCapability {
             risk_events: Vec::new(),
             duration: started.elapsed(),
         };
-        let state = match task::state(manifest, &request, meta, store, log.clone(), net) {
+        let state = match task::state(manifest, &request, meta, store, log.clone(), net, pep) {
             Ok(s) => s,
             Err(e) => return failed(RunFailure::new(ErrorCode::ResourceUnavailable, e), &log),
         };

@@ -17,6 +17,7 @@
 //! This module opens outbound TCP connections and performs DNS lookups on the
 //! guest's behalf, only for granted destinations.
 
+use crate::pep::{Call, Op, Pep};
 use crate::tasklog::TaskLog;
 use hcp_contracts::manifest::{NetGrant, NetHost};
 use std::collections::{BTreeMap, BTreeSet};
@@ -124,18 +125,25 @@ impl NetPolicy {
 
     /// Whether a TCP connect to `addr` is granted.
     pub(crate) async fn may_connect(&self, addr: SocketAddr) -> bool {
+        self.grant_of(addr).await.is_some()
+    }
+
+    /// The grant that admits a TCP connect to `addr`: `Some(None)` for an
+    /// address literal, `Some(Some(name))` for a granted name whose pinned
+    /// addresses hold it, `None` when nothing grants it.
+    pub(crate) async fn grant_of(&self, addr: SocketAddr) -> Option<Option<&str>> {
         let addr = canonical(addr);
         if self.addrs.contains(&addr) {
-            return true;
+            return Some(None);
         }
         for (name, grant) in &self.names {
             if grant.ports.contains(&addr.port())
                 && self.pinned(name, grant).await.contains(&addr.ip())
             {
-                return true;
+                return Some(Some(name));
             }
         }
-        false
+        None
     }
 
     /// Whether `name` is a granted name (any port).
@@ -216,10 +224,13 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (s[0] == 0x0064 && s[1] == 0xff9b)) // NAT64 can reach private v4
 }
 
-/// The `socket_addr_check` hook: TCP connects to granted addresses only.
+/// The `socket_addr_check` hook: every bind, connect, listen, accept and
+/// UDP use passes the PEP (with the grant the host's resolution found for a
+/// connect); with enforcement off, TCP connects to granted addresses only.
 pub(crate) fn socket_check(
     policy: Arc<NetPolicy>,
     log: TaskLog,
+    pep: Pep,
 ) -> impl Fn(
     SocketAddr,
     wasmtime_wasi::sockets::SocketAddrUse,
@@ -231,7 +242,30 @@ pub(crate) fn socket_check(
     move |addr, use_| {
         let policy = policy.clone();
         let log = log.clone();
+        let pep = pep.clone();
         Box::pin(async move {
+            if pep.is_on() {
+                let op = match use_ {
+                    SocketAddrUse::TcpConnect => Op::NetConnect,
+                    SocketAddrUse::TcpBind => Op::NetBind,
+                    SocketAddrUse::TcpListen => Op::NetListen,
+                    SocketAddrUse::TcpAccept => Op::NetAccept,
+                    _ => Op::NetUdp,
+                };
+                let call = if op == Op::NetConnect {
+                    let via = policy.grant_of(addr).await.flatten();
+                    Call::connect(addr.to_string(), via)
+                } else {
+                    Call::bare(op, addr.to_string())
+                };
+                return match pep.check(&call) {
+                    Ok(_) => true,
+                    Err(d) => {
+                        log.host_note(&format!("denied ({}): {}", d.reason, d.message));
+                        false
+                    }
+                };
+            }
             let allowed = match use_ {
                 SocketAddrUse::TcpConnect => policy.may_connect(addr).await,
                 // The implicit bind of a client connect: any local address,
@@ -259,6 +293,7 @@ pub(crate) mod lookup {
     //! `wasi:sockets/ip-name-lookup` restricted to granted names.
 
     use super::NetPolicy;
+    use crate::pep::{Call, Op, Pep};
     use crate::tasklog::TaskLog;
     use wasmtime::component::{HasData, Resource};
     use wasmtime_wasi::p2::SocketError;
@@ -273,6 +308,7 @@ pub(crate) mod lookup {
         pub(crate) inner: WasiSocketsCtxView<'a>,
         pub(crate) policy: &'a NetPolicy,
         pub(crate) log: &'a TaskLog,
+        pub(crate) pep: &'a Pep,
     }
 
     pub(crate) struct GovernedLookupData;
@@ -287,7 +323,16 @@ pub(crate) mod lookup {
             network: Resource<Network>,
             name: String,
         ) -> Result<Resource<ResolveAddressStream>, SocketError> {
-            if !self.policy.may_lookup(&name) {
+            if self.pep.is_on() {
+                if let Err(d) = self.pep.check(&Call::bare(Op::NetLookup, name.as_str())) {
+                    self.log.host_note(&format!(
+                        "denied ({}): {}",
+                        d.reason,
+                        crate::tasklog::escape_controls(&d.message)
+                    ));
+                    return Err(ErrorCode::AccessDenied.into());
+                }
+            } else if !self.policy.may_lookup(&name) {
                 self.log.host_note(&format!(
                     "denied: name lookup of {:?} (not a host in grants.network)",
                     crate::tasklog::escape_controls(&name)
@@ -342,6 +387,7 @@ pub(crate) mod http {
     //! `wasi:http` outgoing requests to granted destinations only.
 
     use super::NetPolicy;
+    use crate::pep::{Call, Pep};
     use crate::tasklog::TaskLog;
     use http_body_util::BodyExt;
     use std::net::SocketAddr;
@@ -355,6 +401,7 @@ pub(crate) mod http {
     pub(crate) struct GovernedHttp {
         pub(crate) policy: Arc<NetPolicy>,
         pub(crate) log: TaskLog,
+        pub(crate) pep: Pep,
     }
 
     type IoFuture = Box<dyn Future<Output = Result<(), Error>> + Send>;
@@ -375,7 +422,21 @@ pub(crate) mod http {
             let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
             let policy = self.policy.clone();
             let log = self.log.clone();
+            let decided = self.pep.check(&Call::http(
+                format!("{host}:{port}"),
+                request.method().as_str(),
+                if tls { "https" } else { "http" },
+                uri.path_and_query().map_or("/", |p| p.as_str()),
+            ));
             Box::new(async move {
+                if let Err(d) = decided {
+                    log.host_note(&format!(
+                        "denied ({}): {}",
+                        d.reason,
+                        crate::tasklog::escape_controls(&d.message)
+                    ));
+                    return Err(Error::HttpRequestDenied);
+                }
                 let Some(targets) = policy.http_targets(&host, port).await else {
                     log.host_note(&format!(
                         "denied: {} {}://{}:{} (not in grants.network)",

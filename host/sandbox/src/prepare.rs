@@ -105,6 +105,7 @@ pub(crate) fn linker(
     engine: &SharedEngine,
     grants: &Grants,
 ) -> wasmtime::Result<Linker<TaskState>> {
+    use crate::fs::{GovernedFs, GovernedFsData};
     use crate::bindings::hcp::capability as hcp;
     use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
 
@@ -141,7 +142,21 @@ pub(crate) fn linker(
 
     // Holds only the grants.env variables (none by default) and no args.
     cli::environment::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    if !grants.filesystem.is_empty() {
+    if !grants.filesystem.is_empty() && engine.config.enforcement {
+        // Every path a call resolves passes the PEP (see `fs`).
+        fn governed(s: &mut TaskState) -> GovernedFs<'_> {
+            GovernedFs {
+                inner: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
+                    ctx: s.wasi.filesystem(),
+                    table: &mut s.table,
+                },
+                paths: &mut s.fs_paths,
+                hcp: &mut s.hcp,
+            }
+        }
+        filesystem::types::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
+        filesystem::preopens::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
+    } else if !grants.filesystem.is_empty() {
         filesystem::types::add_to_linker::<TaskState, WasiFilesystem>(
             &mut l,
             TaskState::filesystem,
@@ -183,6 +198,7 @@ pub(crate) fn linker(
             GovernedLookup {
                 policy: &s.net,
                 log: &s.hcp.log,
+                pep: &s.hcp.pep,
                 inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
                     ctx: s.wasi.sockets(),
                     table: &mut s.table,

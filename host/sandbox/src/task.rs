@@ -2,7 +2,9 @@
 //! deadline, and how its end (return value or trap) is reported.
 
 use crate::bindings::hcp::capability::types as wit;
+use crate::fs::FsPaths;
 use crate::hcp_units::HcpCtx;
+use crate::pep::{Governor, Pep};
 use crate::limits::TaskLimiter;
 use crate::net::{NetPolicy, http::GovernedHttp, socket_check};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
@@ -26,6 +28,8 @@ pub(crate) struct TaskState {
     pub(crate) net: Arc<NetPolicy>,
     pub(crate) limiter: TaskLimiter,
     pub(crate) hcp: HcpCtx,
+    /// Guest paths of open descriptors, for the governed filesystem.
+    pub(crate) fs_paths: FsPaths,
 }
 
 impl WasiView for TaskState {
@@ -75,6 +79,10 @@ pub struct TaskRequest {
     /// The session's effective safety envelope: the manifest's, tightened by
     /// the operator's policy. Every instrument command is checked against it.
     pub envelope: hcp_contracts::manifest::SafetyEnvelope,
+    /// The session's policy enforcement point: every host call of the task
+    /// passes it before dispatch (see [`crate::pep`]). Hosts use a
+    /// [`crate::pep::PolicyGovernor`] whose sink records receipts.
+    pub governor: Arc<dyn Governor>,
 }
 
 /// How a task ended.
@@ -154,6 +162,7 @@ pub(crate) fn wasi_ctx(
     manifest: &Manifest,
     log: &TaskLog,
     net: &Arc<NetPolicy>,
+    pep: &Pep,
 ) -> Result<WasiCtx, String> {
     let grants = &manifest.grants;
     let mut b = WasiCtxBuilder::new();
@@ -180,7 +189,7 @@ pub(crate) fn wasi_ctx(
     b.allow_tcp(has_net)
         .allow_udp(false)
         .allow_ip_name_lookup(grants.grants_names())
-        .socket_addr_check(socket_check(net.clone(), log.clone()));
+        .socket_addr_check(socket_check(net.clone(), log.clone(), pep.clone()));
     Ok(b.build())
 }
 
@@ -192,8 +201,9 @@ pub(crate) fn state(
     store: Arc<dyn TaskStore>,
     log: TaskLog,
     net: Arc<NetPolicy>,
+    pep: Pep,
 ) -> Result<TaskState, String> {
-    let wasi = wasi_ctx(manifest, &log, &net)?;
+    let wasi = wasi_ctx(manifest, &log, &net, &pep)?;
     let instruments = instruments(manifest, request)?;
     Ok(TaskState {
         wasi,
@@ -202,6 +212,7 @@ pub(crate) fn state(
         http_hooks: GovernedHttp {
             policy: net.clone(),
             log: log.clone(),
+            pep: pep.clone(),
         },
         net,
         limiter: TaskLimiter::new(&manifest.limits),
@@ -216,7 +227,9 @@ pub(crate) fn state(
             host_calls: 0,
             risk_events: Vec::new(),
             instruments,
+            pep,
         },
+        fs_paths: FsPaths::default(),
     })
 }
 

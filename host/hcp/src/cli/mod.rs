@@ -8,8 +8,10 @@
     reason = "the command line's answers go to stdout"
 )]
 
+mod evidence;
 mod keys;
 mod manifest;
+mod replay;
 mod run;
 mod surface;
 
@@ -56,6 +58,11 @@ pub enum Command {
     /// The host key and publisher keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Evidence packs of receipts: export, verify offline.
+    #[command(subcommand)]
+    Evidence(evidence::EvidenceCommand),
+    /// Re-derive every verdict of an evidence pack from its recorded policy.
+    Replay(replay::ReplayArgs),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -82,6 +89,8 @@ pub fn main() -> ExitCode {
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Keys(cmd) => keys::run(&paths, cmd),
+        Command::Evidence(cmd) => evidence::run(&paths, cmd),
+        Command::Replay(args) => replay::run(&args),
     });
     match result {
         Ok(code) => code,

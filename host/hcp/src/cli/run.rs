@@ -1,8 +1,13 @@
 //! `hcp run`: one task, straight from a `task_submit` file to its answer.
 
 use super::{Outcome, Paths, load_manifest, print_json, runtime, sandbox};
+use crate::evidence::Recorder;
 use crate::lifecycle;
 use crate::store::Store;
+use crate::hostkey;
+use hcp_policy::PolicySet;
+use hcp_receipts::SigningPolicy;
+use hcp_sandbox::pep::{PolicyGovernor, Standalone};
 use anyhow::Context as _;
 use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::{DataClass, RiskLevel, problem};
@@ -22,6 +27,9 @@ The task_submit is validated (envelope, payload, inputs against input_schema), t
 runs with exactly its granted surface, its outputs are validated against output_schema and \
 expected_output, and the answer (task_completed or task_failed, or task_rejected for bad input) \
 is printed on stdout as JSON. The task log goes to stderr.\n\n\
+Every host call passes the policy enforcement point under the policy set (`--policies`: its \
+dispatch settings, and the budgets of the task's caller and capability); every verdict becomes \
+a receipt in the data directory, durable before the answer is printed (see `hcp evidence`).\n\n\
 Exit status: 0 task_completed, 1 task_failed or task_rejected, 2 a file could not be read or \
 parsed."
 )]
@@ -35,6 +43,9 @@ pub struct RunArgs {
     /// Do not print the task log on stderr.
     #[arg(long, short)]
     quiet: bool,
+    /// The operator's policy set (budgets, dispatch settings).
+    #[arg(long, value_name = "DIR", env = "HCP_POLICY_DIR", default_value = "policies")]
+    policies: PathBuf,
 }
 
 fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -137,11 +148,41 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             ),
         );
     }
+    let policy = PolicySet::load(&args.policies)?;
     let store = Arc::new(Store::open(&paths.data_dir)?);
+    let identity = hostkey::load_or_init(&paths.data_dir)?;
+    let recorder = Recorder::open(store.clone(), identity, SigningPolicy::default())?;
     let sandbox = sandbox(paths)?;
     let session_id = format!("session-{}", uuid::Uuid::new_v4());
+    let task_id = format!("task-{}", uuid::Uuid::now_v7());
+    let deadline = lifecycle::deadline(&manifest, &submit);
+    let risk_level = safety.risk_floor.unwrap_or(RiskLevel::R1);
+    let data_classification = submit
+        .submit
+        .constraints
+        .as_ref()
+        .and_then(|c| c.data_classification)
+        .unwrap_or(DataClass::T1);
+    let facts = Standalone {
+        task_id: &task_id,
+        session_id: &session_id,
+        caller: &submit.submit.caller_id,
+        risk_level,
+        data_classification,
+        envelope: &manifest.doc.safety_envelope,
+        expires_at_ms: hcp_sandbox::pep::now_ms()
+            .saturating_add(u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX))
+            .saturating_add(SESSION_GRACE_MS),
+        budgets: policy
+            .budgets_for(&submit.submit.caller_id, &manifest.doc.capability)
+            .into(),
+    }
+    .facts(&manifest);
+    recorder.record_message(&task_id, "task_submit.json", &serde_json::to_vec_pretty(&message)?)?;
+    let opened = recorder.open_session(&policy, facts, &manifest_bytes(&manifest)?, Vec::new())?;
+    let governor = Arc::new(PolicyGovernor::new(opened.scope, recorder.sink()));
     let request = TaskRequest {
-        task_id: format!("task-{}", uuid::Uuid::now_v7()),
+        task_id: task_id.clone(),
         session_id: session_id.clone(),
         caller_id: submit.submit.caller_id.clone(),
         intent: submit.submit.intent.clone(),
@@ -149,15 +190,11 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
         constraints: serde_json::to_value(submit.submit.constraints.clone().unwrap_or_default())?,
         context: submit.submit.context.clone(),
         resume: None,
-        risk_level: safety.risk_floor.unwrap_or(RiskLevel::R1),
-        data_classification: submit
-            .submit
-            .constraints
-            .as_ref()
-            .and_then(|c| c.data_classification)
-            .unwrap_or(DataClass::T1),
-        deadline: lifecycle::deadline(&manifest, &submit),
+        risk_level,
+        data_classification,
+        deadline,
         envelope: manifest.doc.safety_envelope.clone(),
+        governor,
     };
     let rt = runtime()?;
     let run = rt.block_on(async {
@@ -172,6 +209,15 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
         print_log(&run.log.entries);
     }
     let answer = lifecycle::answer(&manifest, &submit, &session_id, &run)?;
+    recorder.record_message(
+        &task_id,
+        &format!("{}.json", answer.kind.as_str()),
+        &serde_json::to_vec_pretty(&answer)?,
+    )?;
+    // Receipts are durable before the task is answered.
+    recorder.close_session(&session_id);
+    recorder.close()?;
+    eprintln!("receipts: task {task_id}, session {session_id}");
     print_json(&answer)?;
     let completed = answer.kind == MessageType::TaskCompleted;
     Ok(if completed {
@@ -179,6 +225,19 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The session outlives the task's deadline by this much: the wall-clock
+/// timeout's grace, so that calls the deadline has not stopped yet are
+/// still decided under a valid session.
+const SESSION_GRACE_MS: u64 = 1_000;
+
+/// The manifest as written (its file), for evidence packs.
+fn manifest_bytes(manifest: &hcp_contracts::Manifest) -> anyhow::Result<Vec<u8>> {
+    match &manifest.source {
+        Some(path) => std::fs::read(path).with_context(|| format!("{}", path.display())),
+        None => Ok(serde_json::to_vec_pretty(&manifest.doc)?),
+    }
 }
 
 fn print_log(entries: &[LogEntry]) {

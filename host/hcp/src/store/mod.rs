@@ -103,6 +103,8 @@ const MIGRATIONS: &[&str] = &[
         at TEXT NOT NULL
     ) STRICT;
 ",
+    // Receipts (append-only; see `crate::evidence`).
+    crate::evidence::MIGRATION,
 ];
 
 /// The data directory and its database.

@@ -5,11 +5,13 @@
 pub mod budgets;
 pub mod callers;
 pub mod context;
+pub mod dispatch;
 pub mod envelopes;
 pub mod risk;
 
 pub use budgets::{BudgetLimits, BudgetOverride, BudgetsFile};
 pub use callers::{CallerDoc, CallerKind, CallersFile};
 pub use context::{BusyAction, ContextFile, LocalTime, ResourceRule, UnattendedRule, Weekday};
+pub use dispatch::{DispatchFile, DispatchOverride, ThreatScan, ThreatScanOverride};
 pub use envelopes::EnvelopesFile;
 pub use risk::{CapabilityRisk, Comparison, EscalationRule, RiskFile};

@@ -4,13 +4,22 @@ use hcp_contracts::{DataClass, RiskLevel};
 use hcp_sandbox::{
     MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest, TaskStore,
 };
+use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::ManifestBuilder;
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) fn request(inputs: Value) -> TaskRequest {
+pub(crate) fn request(cap: &PreparedCapability, inputs: Value) -> TaskRequest {
+    let deadline = Duration::from_secs(60);
     TaskRequest {
+        governor: cap.standalone_governor(
+            "task-bench",
+            "session-bench",
+            deadline,
+            &Default::default(),
+            Arc::new(NoReceipts),
+        ),
         task_id: "task-bench".into(),
         session_id: "session-bench".into(),
         caller_id: "bench".into(),
@@ -21,7 +30,7 @@ pub(crate) fn request(inputs: Value) -> TaskRequest {
         resume: None,
         risk_level: RiskLevel::R1,
         data_classification: DataClass::T1,
-        deadline: Duration::from_secs(60),
+        deadline,
         envelope: Default::default(),
     }
 }
@@ -42,7 +51,7 @@ pub(crate) fn prepare(
 }
 
 pub(crate) async fn run_ok(cap: &PreparedCapability, store: &Arc<dyn TaskStore>, inputs: Value) {
-    let run = cap.run(request(inputs), store.clone()).await;
+    let run = cap.run(request(cap, inputs), store.clone()).await;
     assert!(
         matches!(run.result, RunResult::Completed { .. }),
         "{:?}",
@@ -74,13 +83,15 @@ pub(crate) fn pairs() -> Pairs {
     let dir = tempfile::tempdir().expect("tempdir");
     let trivial = ManifestBuilder::new("trivial", hcp_tests::TRIVIAL)
         .set("/capability/constraints/concurrent_limit", json!(64));
-    // The probe imports files and sockets: grant a directory and one name.
+    // The probe imports files, sockets and instruments: grant a directory, one
+    // name and the rig.
     let probe = ManifestBuilder::new("probe", hcp_tests::PROBE)
         .set(
             "/grants/filesystem",
             json!([{"path": dir.path(), "access": "read-only"}]),
         )
-        .set("/grants/network", json!([{"host": "localhost", "port": 9}]));
+        .set("/grants/network", json!([{"host": "localhost", "port": 9}]))
+        .set("/grants/instruments", json!(["cvd-rig"]));
     Pairs {
         pooled: prepare(SandboxConfig::default(), &trivial, dir.path()),
         plain: prepare(

@@ -2,7 +2,7 @@
 //! hostile capability would try, and reports what happened. Tests pair it with
 //! manifests granting more or less and assert the host's answer.
 
-use hcp_guest::{Failure, Task, artifacts, checkpoints, log};
+use hcp_guest::{Failure, Task, artifacts, checkpoints, instrument, log};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::hint::black_box;
@@ -76,6 +76,37 @@ enum Action {
     },
     LoadCheckpoint {
         id: String,
+    },
+    /// Makes one log call with `message`.
+    Log {
+        message: String,
+    },
+    /// Sends `command` with `arguments` to `instrument`.
+    Instrument {
+        instrument: String,
+        command: String,
+        arguments: Value,
+    },
+    /// Reads `instrument`.
+    InstrumentRead {
+        instrument: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    Rename {
+        from: String,
+        to: String,
+    },
+    Remove {
+        path: String,
+    },
+    Stat {
+        path: String,
+    },
+    /// Runs each action in turn; returns their reports in order.
+    Each {
+        actions: Vec<Value>,
     },
     /// Returns `outputs` as given.
     Output {
@@ -226,6 +257,38 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             Ok(state) => json!({"ok": true, "value": state}),
             Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
         },
+        Action::Log { message } => {
+            log::info(&message);
+            json!({"ok": true, "value": null})
+        }
+        Action::Instrument {
+            instrument: name,
+            command,
+            arguments,
+        } => match instrument::command(&name, &command, &arguments) {
+            Ok(reading) => json!({"ok": true, "value": reading}),
+            Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+        },
+        Action::InstrumentRead { instrument: name } => match instrument::read(&name) {
+            Ok(reading) => json!({"ok": true, "value": reading}),
+            Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+        },
+        Action::Mkdir { path } => report(std::fs::create_dir(&path).map(|()| Value::Null)),
+        Action::Rename { from, to } => report(std::fs::rename(&from, &to).map(|()| Value::Null)),
+        Action::Remove { path } => report(std::fs::remove_file(&path).map(|()| Value::Null)),
+        Action::Stat { path } => {
+            report(std::fs::metadata(&path).map(|m| Value::from(m.len())))
+        }
+        Action::Each { actions } => {
+            let mut reports = Vec::new();
+            for a in actions {
+                match serde_json::from_value::<Action>(a) {
+                    Ok(action) => reports.push(probe(task, action)?),
+                    Err(e) => reports.push(json!({"ok": false, "error": e.to_string()})),
+                }
+            }
+            json!({"ok": true, "value": reports})
+        }
         Action::Output { outputs } => return Ok(outputs),
         Action::Fail {
             code,

@@ -1,0 +1,183 @@
+//! `hcp evidence`: export evidence packs from the data directory, and
+//! verify them offline.
+
+use super::{Outcome, Paths};
+use crate::evidence::{self, Selection};
+use crate::store::Store;
+use anyhow::Context as _;
+use hcp_contracts::RiskLevel;
+use hcp_receipts::checkpoint::Checkpoint;
+use hcp_receipts::pack::{self, Pack, ReadLimits};
+use hcp_receipts::{PublicKey, SigningPolicy, VerifyOptions};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr as _;
+
+/// Evidence subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum EvidenceCommand {
+    /// Write an evidence pack (a deterministic tar: the same state always
+    /// gives the same bytes) of a task's, a session's, or every receipt:
+    /// receipts, checkpoints, inclusion and consistency proofs, decision
+    /// inputs, the host's public key, the policy snapshot, manifests and
+    /// WIT, the task messages.
+    Export(ExportArgs),
+    /// Verify an evidence pack offline (no database, no network): every
+    /// signature (strictly), the hash chain, checkpoints and their
+    /// consistency, every inclusion proof, the DAG. Every failure is printed
+    /// with the receipt or checkpoint it concerns; exit 1 on any.
+    Verify(VerifyArgs),
+}
+
+/// Arguments of `hcp evidence export`.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["task", "session", "all"])))]
+pub struct ExportArgs {
+    /// The receipts of this task.
+    #[arg(long, value_name = "ID")]
+    task: Option<String>,
+    /// The receipts of this session.
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Every receipt.
+    #[arg(long)]
+    all: bool,
+    /// Where to write the pack.
+    #[arg(short, long, value_name = "PATH")]
+    out: PathBuf,
+}
+
+/// Arguments of `hcp evidence verify`.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The pack.
+    pack: PathBuf,
+    /// A key the pack's signatures must be made with: `ed25519:<hex>`, or a
+    /// file holding it (as `hcp keys show` prints it, or a pack's
+    /// `keys/<id>.pub`). Repeatable. Without one, the pack's own keys are
+    /// the trusted ones: that proves integrity, not origin.
+    #[arg(long = "trust-key", value_name = "KEY|PATH")]
+    trust_keys: Vec<String>,
+    /// An earlier (or later) pack of the same host: the pack verified must
+    /// not roll back or fork away from its checkpoints.
+    #[arg(long = "known-checkpoints", value_name = "PACK")]
+    known: Vec<PathBuf>,
+    /// Receipts at this risk level or above must be signed one by one (and
+    /// every DENY is); the host signs from R4.
+    #[arg(long, value_name = "LEVEL", default_value = "R4")]
+    sign_from_risk: String,
+}
+
+pub(super) fn run(paths: &Paths, cmd: EvidenceCommand) -> Outcome {
+    match cmd {
+        EvidenceCommand::Export(args) => export(paths, &args),
+        EvidenceCommand::Verify(args) => verify(&args),
+    }
+}
+
+fn export(paths: &Paths, args: &ExportArgs) -> Outcome {
+    if !paths.data_dir.join("hcp.db").exists() {
+        anyhow::bail!("{}: no host data here", paths.data_dir.display());
+    }
+    let store = Store::open(&paths.data_dir)?;
+    let selection = match (&args.task, &args.session) {
+        (Some(t), _) => Selection::Task(t.clone()),
+        (_, Some(s)) => Selection::Session(s.clone()),
+        _ => Selection::All,
+    };
+    let pack = evidence::export(&store, &selection)?;
+    let bytes = pack::write(&pack)?;
+    write_atomically(&args.out, &bytes)?;
+    let section = &pack.hosts[0];
+    eprintln!(
+        "wrote {}: {} receipts ({} signed), {} checkpoints, {} bytes",
+        args.out.display(),
+        section.receipts.len(),
+        section.receipts.iter().filter(|r| r.is_signed()).count(),
+        section.checkpoints.len(),
+        bytes.len()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f =
+        std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))?;
+    if let Some(dir) = dir
+        && let Ok(d) = std::fs::File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Reads a pack; the decision inputs too (replay needs them).
+pub(super) fn read_pack(path: &Path) -> anyhow::Result<Result<Pack, pack::PackError>> {
+    let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+    Ok(pack::read(&bytes, &ReadLimits::default()))
+}
+
+fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
+    if let Ok(key) = PublicKey::from_str(text.trim()) {
+        return Ok(key);
+    }
+    let content =
+        std::fs::read_to_string(text).with_context(|| format!("--trust-key {text}"))?;
+    // A `hcp keys show` listing, or a bare key.
+    let line = content
+        .lines()
+        .find_map(|l| l.strip_prefix("public").map(str::trim))
+        .unwrap_or(content.trim());
+    PublicKey::from_str(line).map_err(|e| anyhow::anyhow!("--trust-key {text}: {e}"))
+}
+
+fn verify(args: &VerifyArgs) -> Outcome {
+    let sign_from_risk = RiskLevel::from_str(&args.sign_from_risk)
+        .map_err(|e| anyhow::anyhow!("--sign-from-risk: {e}"))?;
+    let trusted: Vec<PublicKey> = args
+        .trust_keys
+        .iter()
+        .map(|k| trust_key(k))
+        .collect::<anyhow::Result<_>>()?;
+    let mut known_checkpoints: Vec<Checkpoint> = Vec::new();
+    for path in &args.known {
+        match read_pack(path)? {
+            Ok(p) => known_checkpoints.extend(p.hosts.into_iter().flat_map(|h| h.checkpoints)),
+            Err(e) => anyhow::bail!("--known-checkpoints {}: {e}", path.display()),
+        }
+    }
+    let pack = match read_pack(&args.pack)? {
+        Ok(p) => p,
+        Err(e) => {
+            println!("FAILED: {}", args.pack.display());
+            println!("[pack] {e}");
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let options = VerifyOptions {
+        signing: Some(SigningPolicy {
+            sign_from_risk,
+            sign_denies: true,
+            checkpoint_every: None,
+        }),
+        trusted_keys: Some(if trusted.is_empty() {
+            pack.public_keys.clone()
+        } else {
+            trusted
+        }),
+        known_checkpoints,
+    };
+    let report = hcp_receipts::verify(&pack, &options);
+    print!("{report}");
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -1,0 +1,279 @@
+//! Evidence packs from the store: the receipts of a task, a session, or the
+//! whole log, with everything needed to verify and replay them offline.
+//!
+//! A host section must be a contiguous stretch of the log that ends at a
+//! checkpoint, so a pack of one task holds every receipt from the task's
+//! first one up to the checkpoint that covers its last one (other tasks'
+//! receipts in between included; their parents outside the stretch are
+//! declared external). Only stored data is read: the same state always
+//! gives the same bytes.
+
+use super::WIT_FILES;
+use crate::store::Store;
+use anyhow::{Context as _, Result};
+use hcp_policy::pep::scope_file;
+use hcp_receipts::checkpoint::Checkpoint;
+use hcp_receipts::merkle::Tree;
+use hcp_receipts::pack::{self, DecisionInput, HostSection, Pack};
+use hcp_receipts::{Digest, LogState, PublicKey, Receipt};
+use rusqlite::{OptionalExtension, params};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::str::FromStr as _;
+
+/// What to export.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// Every receipt covered by a checkpoint.
+    All,
+    /// The receipts of a task's sessions.
+    Task(String),
+    /// The receipts of a session.
+    Session(String),
+}
+
+/// A pack path component: `[A-Za-z0-9._-]`, anything else as `_`.
+fn component(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Builds the evidence pack of `selection` from `store`.
+///
+/// # Errors
+///
+/// Nothing to export (no receipt log, no receipt of the task or session,
+/// receipts not yet covered by a checkpoint), or stored data that does not
+/// read back.
+pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
+    let db = store.db();
+    let (host_id, public_key, state): (String, String, String) = db
+        .query_row(
+            "SELECT host_id, public_key, state FROM receipt_log WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?
+        .context("no receipts in this data directory")?;
+    let state: LogState = serde_json::from_str(&state).context("stored log state")?;
+    let public_key = PublicKey::from_str(&public_key).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
+
+    let (first, last) = match selection {
+        Selection::All => {
+            if covered == 0 {
+                anyhow::bail!("no receipt is covered by a checkpoint yet");
+            }
+            (0, covered - 1)
+        }
+        Selection::Task(id) | Selection::Session(id) => {
+            let column = if matches!(selection, Selection::Task(_)) {
+                "task_id"
+            } else {
+                "session_id"
+            };
+            let range: (Option<i64>, Option<i64>) = db.query_row(
+                &format!(
+                    "SELECT MIN(first_seq), MAX(last_seq) FROM receipt_sessions WHERE {column} = ?1"
+                ),
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let (Some(a), Some(b)) = range else {
+                anyhow::bail!("no receipts of {} {id}", column.trim_end_matches("_id"));
+            };
+            (u64::try_from(a)?, u64::try_from(b)?)
+        }
+    };
+    let checkpoints: Vec<Checkpoint> = {
+        let mut stmt = db.prepare(
+            "SELECT body FROM receipt_checkpoints WHERE tree_size > ?1 ORDER BY tree_size",
+        )?;
+        let rows = stmt.query_map(params![first as i64], |r| r.get::<_, Vec<u8>>(0))?;
+        let mut out = Vec::new();
+        for body in rows {
+            let cp: Checkpoint = serde_json::from_slice(&body?).context("stored checkpoint")?;
+            let done = cp.tree_size > last;
+            out.push(cp);
+            if done {
+                break;
+            }
+        }
+        out
+    };
+    let end = match checkpoints.last() {
+        Some(cp) if cp.tree_size > last => cp.tree_size,
+        _ => anyhow::bail!(
+            "receipts up to seq {last} are not covered by a checkpoint yet (the host seals them when it flushes)"
+        ),
+    };
+
+    // Every leaf from 0 to the last checkpoint, for the proofs.
+    let mut hashes: Vec<Digest> = Vec::with_capacity(usize::try_from(end)?);
+    let mut receipts = Vec::new();
+    let mut inputs = Vec::new();
+    {
+        let mut stmt = db.prepare(
+            "SELECT seq, hash, body, input FROM receipts WHERE seq < ?1 ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![end as i64])?;
+        while let Some(row) = rows.next()? {
+            let seq = u64::try_from(row.get::<_, i64>(0)?)?;
+            let hash: Vec<u8> = row.get(1)?;
+            let hash: [u8; 32] = hash
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("receipt {seq}: stored hash is not 32 bytes"))?;
+            if seq != hashes.len() as u64 {
+                anyhow::bail!("the stored log has a gap before seq {seq}");
+            }
+            hashes.push(Digest(hash));
+            if seq >= first {
+                let body: Vec<u8> = row.get(2)?;
+                let input: Vec<u8> = row.get(3)?;
+                let receipt: Receipt = serde_json::from_slice(&body)
+                    .with_context(|| format!("stored receipt {seq}"))?;
+                receipts.push(receipt);
+                inputs.push(DecisionInput {
+                    input: serde_json::from_slice(&input)
+                        .with_context(|| format!("stored decision input {seq}"))?,
+                    seq,
+                });
+            }
+        }
+    }
+    if hashes.len() as u64 != end {
+        anyhow::bail!("the stored log ends before its checkpoint of size {end}");
+    }
+    let in_pack: HashSet<Digest> = hashes[usize::try_from(first)?..].iter().copied().collect();
+    let external: BTreeSet<Digest> = receipts
+        .iter()
+        .flat_map(|r| r.parents.iter().copied())
+        .filter(|p| !in_pack.contains(p))
+        .collect();
+
+    let mut section = HostSection::new(
+        &host_id,
+        vec![public_key.key_id().clone()],
+        receipts,
+        checkpoints,
+        inputs,
+    );
+    let tree = Tree::from_data(hashes.iter().map(|h| h.0.as_slice()));
+    pack::prove(&mut section, &tree)?;
+
+    // The policy the newest receipt was decided under.
+    let mut policy = BTreeMap::new();
+    if let Some(hash) = section.receipts.last().map(|r| r.policy_hash.to_string()) {
+        let sources: Option<String> = db
+            .query_row(
+                "SELECT sources FROM policy_snapshots WHERE policy_hash = ?1",
+                params![hash],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(sources) = sources {
+            let files: BTreeMap<String, String> =
+                serde_json::from_str(&sources).context("stored policy snapshot")?;
+            policy = files
+                .into_iter()
+                .map(|(name, text)| (component(&name), text.into_bytes()))
+                .collect();
+        }
+    }
+
+    // Manifests, WIT, and the facts of every session in the stretch.
+    let mut manifests: BTreeMap<String, Vec<u8>> = WIT_FILES
+        .iter()
+        .map(|(name, text)| (format!("wit/{name}"), text.as_bytes().to_vec()))
+        .collect();
+    let capabilities: BTreeSet<&str> = section
+        .receipts
+        .iter()
+        .map(|r| r.capability.as_str())
+        .collect();
+    for capability in capabilities {
+        let manifest: Option<Vec<u8>> = db
+            .query_row(
+                "SELECT manifest FROM capability_manifests WHERE capability = ?1",
+                params![capability],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(bytes) = manifest {
+            manifests.insert(
+                format!("capabilities/{}/manifest.json", component(capability)),
+                bytes,
+            );
+        }
+    }
+    let mut selected_tasks = BTreeSet::new();
+    {
+        let mut stmt = db.prepare(
+            "SELECT session_id, task_id, facts_hash, facts FROM receipt_sessions
+             WHERE first_seq < ?2 AND last_seq >= ?1 ORDER BY session_id",
+        )?;
+        let mut rows = stmt.query(params![first as i64, end as i64])?;
+        while let Some(row) = rows.next()? {
+            let session: String = row.get(0)?;
+            let task: String = row.get(1)?;
+            let hash = Digest::from_str(&row.get::<_, String>(2)?)
+                .map_err(|e| anyhow::anyhow!("stored facts hash: {e}"))?;
+            manifests.insert(scope_file(&hash), row.get(3)?);
+            let selected = match selection {
+                Selection::All => true,
+                Selection::Task(id) => &task == id,
+                Selection::Session(id) => &session == id,
+            };
+            if selected {
+                selected_tasks.insert(task);
+            }
+        }
+    }
+
+    // The messages of the selected tasks.
+    let mut messages = BTreeMap::new();
+    for task in &selected_tasks {
+        let mut stmt =
+            db.prepare("SELECT name, body FROM task_messages WHERE task_id = ?1 ORDER BY name")?;
+        let rows = stmt.query_map(params![task], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, Vec<u8>>(1)?))
+        })?;
+        for row in rows {
+            let (name, body) = row?;
+            messages.insert(format!("{}/{}", component(task), component(&name)), body);
+        }
+        let stored: Option<(String, Option<String>, Option<String>)> = db
+            .query_row(
+                "SELECT submit, answer, result FROM tasks WHERE task_id = ?1",
+                params![task],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        if let Some((submit, answer, result)) = stored {
+            for (name, body) in [
+                ("submit.json", Some(submit)),
+                ("answer.json", answer),
+                ("result.json", result),
+            ] {
+                if let Some(body) = body {
+                    messages.insert(format!("{}/{name}", component(task)), body.into_bytes());
+                }
+            }
+        }
+    }
+
+    Ok(Pack {
+        hosts: vec![section],
+        external_parents: external.into_iter().collect(),
+        public_keys: vec![public_key],
+        policy,
+        manifests,
+        messages,
+    })
+}

@@ -1,0 +1,107 @@
+//! Receipts of every verdict, durable in the data directory, and evidence
+//! packs of them.
+//!
+//! # The pipeline
+//!
+//! The PEP decides on the task's own thread (`hcp_sandbox::pep`) and hands
+//! each verdict to the [`Recorder`]'s channel without waiting. One writer
+//! thread per data directory takes verdicts in batches (group commit): for
+//! each, the canonical arguments and decision input are hashed, the host's
+//! [`hcp_receipts::HostLog`] turns it into a receipt (chained, Lamport
+//! clock, signed when it is a DENY or at R4 and above, Merkle leaf,
+//! checkpoints every 1024), and the batch is stored in one SQLite
+//! transaction with the log's state. [`Recorder::flush`] is the barrier:
+//! when it returns, every verdict handed over before it is durable and
+//! covered by a signed checkpoint. The task engine calls it before it
+//! answers a task.
+//!
+//! # What the gate calls
+//!
+//! - [`Recorder::append`]: appends one of its own receipts (admission,
+//!   rejection, approval), durable when it returns, and gives its
+//!   [`Parent`].
+//! - [`Recorder::open_session`] with those parents as causes: compiles the
+//!   session's decision scope, records the `session.open` receipt (its
+//!   facts in full, the policy snapshot, the manifest), and returns the
+//!   scope for the task's `PolicyGovernor` (with [`Recorder::sink`]).
+//! - [`Recorder::record_message`]: the task's messages, for evidence packs.
+//! - [`Recorder::flush`] before answering; [`Recorder::close_session`] when
+//!   the session ends.
+//!
+//! # Storage
+//!
+//! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, session, task,
+//! canonical receipt, canonical decision input), `receipt_checkpoints`,
+//! `receipt_log` (the log's state, the host's public key),
+//! `receipt_sessions` (each session's facts and its range of receipts),
+//! `policy_snapshots`, `capability_manifests`, `task_messages`. Rows are
+//! only ever inserted (and a session's range extended). A lock file,
+//! `receipts.lock`, keeps a second process from writing the same log.
+
+mod export;
+mod recorder;
+
+pub use export::{Selection, export};
+pub use recorder::{Entry, Recorder, SessionOpened};
+
+pub use hcp_receipts::Parent;
+
+/// The schema of the receipt tables (a migration of `crate::store`).
+pub const MIGRATION: &str = r"
+    CREATE TABLE receipt_log (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        host_id TEXT NOT NULL,
+        public_key TEXT NOT NULL,
+        state TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE receipts (
+        seq INTEGER PRIMARY KEY,
+        hash BLOB NOT NULL,
+        session_id TEXT,
+        task_id TEXT,
+        body BLOB NOT NULL,
+        input BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE receipt_checkpoints (
+        tree_size INTEGER PRIMARY KEY,
+        body BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE receipt_sessions (
+        session_id TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        capability TEXT NOT NULL,
+        facts_hash TEXT NOT NULL,
+        facts BLOB NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX receipt_sessions_task ON receipt_sessions (task_id);
+    CREATE TABLE policy_snapshots (
+        policy_hash TEXT PRIMARY KEY,
+        sources TEXT NOT NULL
+    ) STRICT;
+    CREATE TABLE capability_manifests (
+        capability TEXT PRIMARY KEY,
+        manifest BLOB NOT NULL
+    ) STRICT;
+    CREATE TABLE task_messages (
+        task_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        body BLOB NOT NULL,
+        PRIMARY KEY (task_id, name)
+    ) STRICT;
+";
+
+/// The WIT package, as evidence packs carry it (`manifests/wit/`).
+pub const WIT_FILES: &[(&str, &str)] = &[
+    ("artifacts.wit", include_str!("../../../../wit/artifacts.wit")),
+    (
+        "checkpoints.wit",
+        include_str!("../../../../wit/checkpoints.wit"),
+    ),
+    ("hid.wit", include_str!("../../../../wit/hid.wit")),
+    ("instrument.wit", include_str!("../../../../wit/instrument.wit")),
+    ("log.wit", include_str!("../../../../wit/log.wit")),
+    ("types.wit", include_str!("../../../../wit/types.wit")),
+    ("world.wit", include_str!("../../../../wit/world.wit")),
+];

@@ -1,0 +1,520 @@
+//! What the PEP decides on: one host call, described by its operation, its
+//! target and its canonical arguments.
+//!
+//! A [`Call`] borrows from the host call it describes (no copy on the hot
+//! path); [`Call::into_owned`] makes the copy that goes into a receipt's
+//! decision input. Its JSON form is canonical (RFC 8785): every struct
+//! declares its fields in key order, so serde_json's compact output is the
+//! JCS form (a test checks it against `hcp_contracts::jcs` on random calls),
+//! except for instrument plans, whose floats [`Call::canonical_bytes`] hands
+//! to the JCS serializer.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
+
+/// Text borrowed from the host call, or owned once recorded.
+pub type Text<'a> = Cow<'a, str>;
+
+macro_rules! ops {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $interface:literal;)*) => {
+        /// A kind of host call: `interface.operation`. The names are stable:
+        /// receipts record them as `call`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Op {
+            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        impl Op {
+            /// Every operation.
+            pub const ALL: &[Op] = &[$(Op::$variant,)*];
+
+            /// The stable name, e.g. `fs.open`.
+            pub fn name(self) -> &'static str {
+                match self { $(Op::$variant => $name,)* }
+            }
+
+            /// The WIT interface the call belongs to.
+            pub fn interface(self) -> &'static str {
+                match self { $(Op::$variant => $interface,)* }
+            }
+
+            /// The operation named `name`.
+            pub fn from_name(name: &str) -> Option<Op> {
+                match name { $($name => Some(Op::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+ops! {
+    /// `log.write`: a structured log line.
+    LogWrite = "log.write", "hcp:capability/log";
+    /// `artifacts.create`.
+    ArtifactCreate = "artifacts.create", "hcp:capability/artifacts";
+    /// `checkpoints.save`.
+    CheckpointSave = "checkpoints.save", "hcp:capability/checkpoints";
+    /// `checkpoints.load`.
+    CheckpointLoad = "checkpoints.load", "hcp:capability/checkpoints";
+    /// `instrument.command`: a command to an instrument.
+    InstrumentCommand = "instrument.command", "hcp:capability/instrument";
+    /// `instrument.read`: a reading, no side effect.
+    InstrumentRead = "instrument.read", "hcp:capability/instrument";
+    /// `descriptor.open-at`.
+    FsOpen = "fs.open", "wasi:filesystem/types";
+    /// `descriptor.stat-at`.
+    FsStat = "fs.stat", "wasi:filesystem/types";
+    /// `descriptor.metadata-hash-at`.
+    FsMetadataHash = "fs.metadata_hash", "wasi:filesystem/types";
+    /// `descriptor.readlink-at`.
+    FsReadlink = "fs.readlink", "wasi:filesystem/types";
+    /// `descriptor.create-directory-at`.
+    FsMkdir = "fs.mkdir", "wasi:filesystem/types";
+    /// `descriptor.remove-directory-at`.
+    FsRmdir = "fs.rmdir", "wasi:filesystem/types";
+    /// `descriptor.unlink-file-at`.
+    FsUnlink = "fs.unlink", "wasi:filesystem/types";
+    /// `descriptor.rename-at`.
+    FsRename = "fs.rename", "wasi:filesystem/types";
+    /// `descriptor.link-at`.
+    FsLink = "fs.link", "wasi:filesystem/types";
+    /// `descriptor.symlink-at`.
+    FsSymlink = "fs.symlink", "wasi:filesystem/types";
+    /// `descriptor.set-times-at`.
+    FsSetTimes = "fs.set_times", "wasi:filesystem/types";
+    /// A TCP connect.
+    NetConnect = "net.connect", "wasi:sockets/tcp";
+    /// A TCP bind (only the implicit bind of a client connect is admissible).
+    NetBind = "net.bind", "wasi:sockets/tcp";
+    /// A TCP listen: never admissible.
+    NetListen = "net.listen", "wasi:sockets/tcp";
+    /// A TCP accept: never admissible.
+    NetAccept = "net.accept", "wasi:sockets/tcp";
+    /// Any UDP use: never admissible.
+    NetUdp = "net.udp", "wasi:sockets/udp";
+    /// A name lookup.
+    NetLookup = "net.lookup", "wasi:sockets/ip-name-lookup";
+    /// An outgoing HTTP request.
+    HttpRequest = "http.request", "wasi:http/outgoing-handler";
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One host call, before dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call<'a> {
+    /// The arguments, canonical for the operation.
+    pub args: Args<'a>,
+    /// The operation.
+    pub op: Op,
+    /// What the call reaches: a guest path, `ip:port`, a host name,
+    /// `host:port`, an instrument; empty when nothing (log, artifacts,
+    /// checkpoints).
+    pub target: Text<'a>,
+}
+
+/// The arguments of a call; which variant goes with which [`Op`] is fixed
+/// (the constructors of [`Call`] build them), and a mismatch fails closed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Args<'a> {
+    /// `log.write`.
+    Log(LogArgs<'a>),
+    /// `artifacts.create`.
+    Artifact(ArtifactArgs<'a>),
+    /// `checkpoints.save`.
+    CheckpointSave(CheckpointSaveArgs<'a>),
+    /// `checkpoints.load`.
+    CheckpointLoad(CheckpointLoadArgs<'a>),
+    /// `instrument.command`.
+    Instrument(InstrumentArgs<'a>),
+    /// `fs.*`.
+    Fs(FsArgs<'a>),
+    /// `net.connect`.
+    Connect(ConnectArgs<'a>),
+    /// `http.request`.
+    Http(HttpArgs<'a>),
+    /// Calls whose target says it all (`instrument.read`, `net.lookup`,
+    /// `net.bind`, ...).
+    Empty(Empty),
+}
+
+/// No arguments: `{}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+/// `log.write`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogArgs<'a> {
+    /// Structured fields, `[key, value]`.
+    pub fields: Cow<'a, [(String, String)]>,
+    /// `trace` … `error`.
+    pub level: Text<'a>,
+    /// The message.
+    pub message: Text<'a>,
+}
+
+/// `artifacts.create`: the content itself is not recorded, only its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactArgs<'a> {
+    /// Content size.
+    pub bytes: u64,
+    /// Media type.
+    pub mime_type: Text<'a>,
+    /// Name within the task.
+    pub name: Text<'a>,
+}
+
+/// `checkpoints.save`: the state itself is not recorded, only its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSaveArgs<'a> {
+    /// State size.
+    pub bytes: u64,
+    /// The label.
+    pub label: Text<'a>,
+}
+
+/// `checkpoints.load`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointLoadArgs<'a> {
+    /// The checkpoint id.
+    pub id: Text<'a>,
+}
+
+/// `instrument.command`, with what the host worked out before deciding:
+/// the instrument's plan (values it would set, actions it would perform),
+/// or why there is none, and whether an earlier breach shut the session's
+/// instruments down.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstrumentArgs<'a> {
+    /// The action.
+    pub action: Text<'a>,
+    /// The arguments as the guest sent them (JSON text).
+    pub arguments: Text<'a>,
+    /// The breach that shut the instruments down, if one did.
+    pub breach: Option<Text<'a>>,
+    /// The instrument's plan for the command.
+    pub plan: Option<PlanArgs>,
+    /// Why there is no plan (malformed arguments, unknown action).
+    pub plan_error: Option<Text<'a>>,
+}
+
+/// An instrument's plan.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanArgs {
+    /// Named actions (checked against prohibited actions).
+    pub actions: Vec<String>,
+    /// Values it would set (checked against hard limits).
+    pub settings: Vec<SettingArgs>,
+}
+
+/// One value a command would set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingArgs {
+    /// Envelope parameter.
+    pub parameter: String,
+    /// Unit of `value`.
+    pub unit: String,
+    /// The value.
+    pub value: f64,
+}
+
+/// Read or write access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsAccess {
+    /// Reads, stats, lists.
+    Read,
+    /// Creates, writes, truncates, renames, removes.
+    Write,
+}
+
+/// `fs.*`: the target is the guest path the call resolves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsArgs<'a> {
+    /// What the call does to the target.
+    pub access: FsAccess,
+    /// The second path: the destination of `fs.rename` and `fs.link`
+    /// (checked like the target), the contents of a `fs.symlink` (recorded,
+    /// not resolved: following a link out of a grant fails in the sandbox).
+    pub to: Option<Text<'a>>,
+}
+
+/// `net.connect`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectArgs<'a> {
+    /// The granted name whose pinned addresses hold the target, if any
+    /// (the host resolved it; the decision takes the resolution as a fact).
+    pub via: Option<Text<'a>>,
+}
+
+/// `http.request`: the target is `host:port`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpArgs<'a> {
+    /// Request method.
+    pub method: Text<'a>,
+    /// Path and query.
+    pub path: Text<'a>,
+    /// `http` or `https`.
+    pub scheme: Text<'a>,
+}
+
+fn t(s: &str) -> Text<'_> {
+    Cow::Borrowed(s)
+}
+
+impl<'a> Call<'a> {
+    /// `log.write`.
+    pub fn log(level: &'a str, message: &'a str, fields: &'a [(String, String)]) -> Self {
+        Self {
+            op: Op::LogWrite,
+            target: Text::Borrowed(""),
+            args: Args::Log(LogArgs {
+                fields: Cow::Borrowed(fields),
+                level: t(level),
+                message: t(message),
+            }),
+        }
+    }
+
+    /// `artifacts.create`.
+    pub fn artifact(name: &'a str, mime_type: &'a str, bytes: u64) -> Self {
+        Self {
+            op: Op::ArtifactCreate,
+            target: Text::Borrowed(""),
+            args: Args::Artifact(ArtifactArgs {
+                bytes,
+                mime_type: t(mime_type),
+                name: t(name),
+            }),
+        }
+    }
+
+    /// `checkpoints.save`.
+    pub fn checkpoint_save(label: &'a str, bytes: u64) -> Self {
+        Self {
+            op: Op::CheckpointSave,
+            target: Text::Borrowed(""),
+            args: Args::CheckpointSave(CheckpointSaveArgs {
+                bytes,
+                label: t(label),
+            }),
+        }
+    }
+
+    /// `checkpoints.load`.
+    pub fn checkpoint_load(id: &'a str) -> Self {
+        Self {
+            op: Op::CheckpointLoad,
+            target: Text::Borrowed(""),
+            args: Args::CheckpointLoad(CheckpointLoadArgs { id: t(id) }),
+        }
+    }
+
+    /// `instrument.command`.
+    pub fn instrument_command(instrument: &'a str, args: InstrumentArgs<'a>) -> Self {
+        Self {
+            op: Op::InstrumentCommand,
+            target: t(instrument),
+            args: Args::Instrument(args),
+        }
+    }
+
+    /// A call whose target says it all: `instrument.read`, `net.lookup`,
+    /// `net.bind`, `net.listen`, `net.accept`, `net.udp`.
+    pub fn bare(op: Op, target: impl Into<Text<'a>>) -> Self {
+        Self {
+            op,
+            target: target.into(),
+            args: Args::Empty(Empty {}),
+        }
+    }
+
+    /// `fs.*` on the resolved guest path `target`.
+    pub fn fs(op: Op, target: String, access: FsAccess, to: Option<String>) -> Self {
+        Self {
+            op,
+            target: Text::Owned(target),
+            args: Args::Fs(FsArgs {
+                access,
+                to: to.map(Text::Owned),
+            }),
+        }
+    }
+
+    /// `net.connect` to `ip:port`, `via` the granted name it was pinned for.
+    pub fn connect(target: String, via: Option<&'a str>) -> Self {
+        Self {
+            op: Op::NetConnect,
+            target: Text::Owned(target),
+            args: Args::Connect(ConnectArgs { via: via.map(t) }),
+        }
+    }
+
+    /// `http.request` to `host:port`.
+    pub fn http(target: String, method: &'a str, scheme: &'a str, path: &'a str) -> Self {
+        Self {
+            op: Op::HttpRequest,
+            target: Text::Owned(target),
+            args: Args::Http(HttpArgs {
+                method: t(method),
+                path: t(path),
+                scheme: t(scheme),
+            }),
+        }
+    }
+
+    /// Bytes the call moves through the host, for the `bytes` budget:
+    /// log text, artifact and checkpoint content, instrument arguments, the
+    /// request path.
+    pub fn bytes(&self) -> u64 {
+        match &self.args {
+            Args::Log(a) => {
+                let fields: usize = a.fields.iter().map(|(k, v)| k.len() + v.len()).sum();
+                (a.message.len() + fields) as u64
+            }
+            Args::Artifact(a) => a.bytes,
+            Args::CheckpointSave(a) => a.bytes,
+            Args::Instrument(a) => a.arguments.len() as u64,
+            Args::Http(a) => a.path.len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// The same call, owning its text.
+    pub fn into_owned(self) -> Call<'static> {
+        fn o(t: Text<'_>) -> Text<'static> {
+            Cow::Owned(t.into_owned())
+        }
+        let args = match self.args {
+            Args::Log(a) => Args::Log(LogArgs {
+                fields: Cow::Owned(a.fields.into_owned()),
+                level: o(a.level),
+                message: o(a.message),
+            }),
+            Args::Artifact(a) => Args::Artifact(ArtifactArgs {
+                bytes: a.bytes,
+                mime_type: o(a.mime_type),
+                name: o(a.name),
+            }),
+            Args::CheckpointSave(a) => Args::CheckpointSave(CheckpointSaveArgs {
+                bytes: a.bytes,
+                label: o(a.label),
+            }),
+            Args::CheckpointLoad(a) => Args::CheckpointLoad(CheckpointLoadArgs { id: o(a.id) }),
+            Args::Instrument(a) => Args::Instrument(InstrumentArgs {
+                action: o(a.action),
+                arguments: o(a.arguments),
+                breach: a.breach.map(o),
+                plan: a.plan,
+                plan_error: a.plan_error.map(o),
+            }),
+            Args::Fs(a) => Args::Fs(FsArgs {
+                access: a.access,
+                to: a.to.map(o),
+            }),
+            Args::Connect(a) => Args::Connect(ConnectArgs { via: a.via.map(o) }),
+            Args::Http(a) => Args::Http(HttpArgs {
+                method: o(a.method),
+                path: o(a.path),
+                scheme: o(a.scheme),
+            }),
+            Args::Empty(e) => Args::Empty(e),
+        };
+        Call {
+            args,
+            op: self.op,
+            target: o(self.target),
+        }
+    }
+
+    /// The call's RFC 8785 form; its SHA-256 is a receipt's `args_hash`.
+    ///
+    /// # Errors
+    ///
+    /// A non-finite number in an instrument plan.
+    pub fn canonical_bytes(&self) -> Result<Vec<u8>, String> {
+        if matches!(self.args, Args::Instrument(_)) {
+            return hcp_contracts::jcs::canonical_bytes(self);
+        }
+        // Strings and integers only, fields in key order: serde_json's
+        // compact form is the canonical one.
+        serde_json::to_vec(self).map_err(|e| e.to_string())
+    }
+
+    /// Reads a call back from its JSON form (a decision input).
+    ///
+    /// # Errors
+    ///
+    /// Not a call: unknown operation, or arguments that do not fit it.
+    pub fn from_value(value: &Value) -> Result<Call<'static>, String> {
+        let object = value.as_object().ok_or("a call is a JSON object")?;
+        if let Some(key) = object
+            .keys()
+            .find(|k| !matches!(k.as_str(), "args" | "op" | "target"))
+        {
+            return Err(format!("unknown field {key:?} in a call"));
+        }
+        let name = object
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or("a call names its op")?;
+        let op = Op::from_name(name).ok_or_else(|| format!("unknown op {name:?}"))?;
+        let target = object
+            .get("target")
+            .and_then(Value::as_str)
+            .ok_or("a call names its target")?
+            .to_owned();
+        let raw = object.get("args").cloned().unwrap_or(Value::Null);
+        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, String> {
+            serde_json::from_value(raw).map_err(|e| format!("arguments of {op}: {e}"))
+        }
+        let args = match op {
+            Op::LogWrite => Args::Log(de(op, raw)?),
+            Op::ArtifactCreate => Args::Artifact(de(op, raw)?),
+            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
+            Op::CheckpointLoad => Args::CheckpointLoad(de(op, raw)?),
+            Op::InstrumentCommand => Args::Instrument(de(op, raw)?),
+            Op::FsOpen
+            | Op::FsStat
+            | Op::FsMetadataHash
+            | Op::FsReadlink
+            | Op::FsMkdir
+            | Op::FsRmdir
+            | Op::FsUnlink
+            | Op::FsRename
+            | Op::FsLink
+            | Op::FsSymlink
+            | Op::FsSetTimes => Args::Fs(de(op, raw)?),
+            Op::NetConnect => Args::Connect(de(op, raw)?),
+            Op::HttpRequest => Args::Http(de(op, raw)?),
+            Op::InstrumentRead
+            | Op::NetBind
+            | Op::NetListen
+            | Op::NetAccept
+            | Op::NetUdp
+            | Op::NetLookup => Args::Empty(de(op, raw)?),
+        };
+        Ok(Call {
+            args,
+            op,
+            target: Cow::Owned(target),
+        })
+    }
+}

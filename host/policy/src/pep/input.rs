@@ -1,0 +1,117 @@
+//! Decision inputs: what a receipt's `input_hash` covers, and what replay
+//! feeds the decision again.
+//!
+//! Two kinds, both RFC 8785 canonical JSON:
+//!
+//! ```text
+//! {"at_ms":<ms>,"facts":{…SessionFacts…},"kind":"session.open"}
+//! {"at_ms":<ms>,"call":{…Call…},"counters":{…Counters…},"kind":"host_call","scope":"sha256:<facts hash>"}
+//! ```
+//!
+//! A session's first receipt (`session.open`) records its facts in full;
+//! every host call names them by hash, so a call's input stays small.
+
+use super::call::Call;
+use super::decide::{Counters, Decision};
+use super::scope::{Scope, ScopeError, SessionFacts};
+use crate::PolicySet;
+use hcp_receipts::{Digest, Verdict, reason};
+use serde::Serialize;
+use std::io::Write as _;
+
+/// `kind` of a session's first decision input.
+pub const KIND_SESSION_OPEN: &str = "session.open";
+/// `kind` of a host call's decision input.
+pub const KIND_HOST_CALL: &str = "host_call";
+/// The receipt `call` of a session's first receipt.
+pub const CALL_SESSION_OPEN: &str = "session.open";
+
+#[derive(Serialize)]
+struct OpenInput<'a> {
+    at_ms: u64,
+    facts: &'a SessionFacts,
+    kind: &'static str,
+}
+
+/// The decision input of a session's opening.
+///
+/// # Errors
+///
+/// Facts without a canonical form (a non-finite number in the envelope).
+pub fn open_input(facts: &SessionFacts, at_ms: u64) -> Result<Vec<u8>, String> {
+    hcp_contracts::jcs::canonical_bytes(&OpenInput {
+        at_ms,
+        facts,
+        kind: KIND_SESSION_OPEN,
+    })
+}
+
+/// The decision of a session's opening: ALLOW when its facts compile under
+/// the policy and it has not expired yet.
+pub fn decide_open(scope: &Result<Scope, ScopeError>, facts: &SessionFacts, at_ms: u64) -> Decision {
+    match scope {
+        Err(e) => Decision {
+            verdict: Verdict::Deny,
+            reason: reason::FAIL_CLOSED_ERROR,
+            message: e.to_string(),
+            signals: super::Signals::NONE,
+        },
+        Ok(_) if at_ms >= facts.expires_at_ms => Decision {
+            verdict: Verdict::Deny,
+            reason: reason::DELEGATION_INVALID,
+            message: format!("session {} has expired", facts.session_id),
+            signals: super::Signals::NONE,
+        },
+        Ok(_) => Decision {
+            verdict: Verdict::Allow,
+            reason: reason::ALLOW,
+            message: String::new(),
+            signals: super::Signals::NONE,
+        },
+    }
+}
+
+/// Opens a session: compiles its scope under `policy` and decides.
+pub fn open(
+    policy: &PolicySet,
+    facts: SessionFacts,
+    at_ms: u64,
+) -> (Result<Scope, ScopeError>, Decision) {
+    let scope = Scope::compile(policy, facts.clone());
+    let decision = decide_open(&scope, &facts, at_ms);
+    (scope, decision)
+}
+
+/// The decision input of a host call, from the call's canonical bytes
+/// ([`Call::canonical_bytes`]). Written directly: every part is already
+/// canonical and the keys are in order.
+pub fn call_input(at_ms: u64, call_bytes: &[u8], counters: &Counters, scope: &Digest) -> Vec<u8> {
+    let mut out = Vec::with_capacity(call_bytes.len() + 256);
+    let _ = write!(out, "{{\"at_ms\":{at_ms},\"call\":");
+    out.extend_from_slice(call_bytes);
+    out.extend_from_slice(b",\"counters\":");
+    // Integers and a bool, fields in key order: canonical.
+    let _ = serde_json::to_writer(&mut out, counters);
+    let _ = write!(
+        out,
+        ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
+    );
+    out
+}
+
+/// The canonical bytes of `call` and its decision input, as the host
+/// records them.
+///
+/// # Errors
+///
+/// As [`Call::canonical_bytes`].
+pub fn call_record(
+    at_ms: u64,
+    call: &Call<'_>,
+    counters: &Counters,
+    scope: &Digest,
+) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let bytes = call.canonical_bytes()?;
+    let input = call_input(at_ms, &bytes, counters, scope);
+    Ok((bytes, input))
+}

@@ -1,0 +1,75 @@
+//! The decision of the policy enforcement point (layer B of seed 003): is
+//! this host call, with these arguments, now, under this session and this
+//! policy, admissible?
+//!
+//! - A session's [`SessionFacts`] (grants, budgets and envelope from its
+//!   admission, expiry) are compiled once, with the policy's
+//!   `dispatch.json` settings, into a [`Scope`].
+//! - Each host call is described as a [`Call`] (operation, target,
+//!   canonical arguments) and decided by [`decide`] against the scope and
+//!   the session's [`Counters`]: lookups and bounds checks, no I/O, no
+//!   clock (the caller passes the time). Deny by default; every denial has
+//!   a stable reason code of `hcp_receipts::reason`.
+//! - [`input`] builds the decision inputs receipts record, and
+//!   [`PepDecider`] re-derives every recorded verdict from them for replay.
+//!
+//! Reason codes, and the WIT `reason-code` the guest sees:
+//!
+//! | code | WIT | when |
+//! |---|---|---|
+//! | `DELEGATION_INVALID` | `session-invalid` | the session expired or was revoked |
+//! | `DENY_TOOL_NOT_FOUND` | `tool-not-found` | outside the granted surface, or turned off by `dispatch.json` |
+//! | `DENY_ARGS_INVALID` | `args-invalid` | arguments off the operation's schema |
+//! | `BUDGET_EXCEEDED` | `budget-exceeded` | host calls, bytes, artifacts, checkpoints used up |
+//! | `DENY_PROHIBITED_ACTION` | `prohibited-action` | an instrument command performs a prohibited action |
+//! | `DENY_ENVELOPE_HARD_LIMIT` | `envelope-hard-limit` | an instrument command crosses a hard limit, or instruments are shut down |
+//! | `THREAT_SIGNAL_DETECTED` | `threat-signal-detected` | a detector set to `deny` fired |
+//! | `FAIL_CLOSED_ERROR` | `fail-closed-error` | the decision could not be made (malformed call, scope that does not compile) |
+
+mod call;
+mod decide;
+pub mod input;
+mod replay;
+mod scope;
+pub mod threat;
+
+pub use call::{
+    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty,
+    FsAccess, FsArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
+};
+pub use decide::{Counters, Decision, decide};
+pub use replay::{PepDecider, SCOPES_DIR, scope_file};
+pub use scope::{
+    BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,
+};
+pub use threat::{Detector, ScanMode, Signals};
+
+use crate::gate::Admission;
+use hcp_contracts::manifest::Manifest;
+
+impl SessionFacts {
+    /// The facts of a task the gate admitted: the admission's caller, risk,
+    /// data classification, envelope and budgets; the manifest's grants and
+    /// limits.
+    pub fn admitted(
+        admission: &Admission,
+        manifest: &Manifest,
+        session_id: &str,
+        task_id: &str,
+        expires_at_ms: u64,
+    ) -> Self {
+        Self {
+            budgets: admission.budgets.into(),
+            caller: admission.caller.as_str().to_owned(),
+            capability: manifest.id(),
+            data_classification: admission.data_classification,
+            envelope: admission.envelope.envelope.clone(),
+            expires_at_ms,
+            limits: (&manifest.limits).into(),
+            risk_level: admission.risk_level,
+            session_id: session_id.to_owned(),
+            surface: Surface::of(&manifest.grants),
+            task_id: task_id.to_owned(),
+        }
+    }
+}

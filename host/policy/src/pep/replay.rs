@@ -1,0 +1,160 @@
+//! The PEP's [`Decider`] for `hcp_receipts::replay`: re-derives the verdict
+//! of every `session.open` and `host_call` receipt from the pack's policy
+//! snapshot and the recorded decision input.
+//!
+//! A call's input names its session's facts by hash; the decider finds them
+//! in the pack, either in the decision input of the session's
+//! `session.open` receipt or in `manifests/scopes/<hex>.json` (written by
+//! exports whose receipts start after a session opened). Facts are trusted
+//! only when they hash to the name the (hash-covered) input gives.
+
+use super::call::Call;
+use super::decide::{Counters, decide};
+use super::input::{KIND_HOST_CALL, KIND_SESSION_OPEN, decide_open};
+use super::scope::{Scope, SessionFacts};
+use crate::PolicySet;
+use hcp_receipts::pack::Pack;
+use hcp_receipts::replay::{Decider, Decision, PolicySnapshot};
+use hcp_receipts::Digest;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::str::FromStr as _;
+
+/// Where an exported pack keeps session facts (under `manifests/`).
+pub const SCOPES_DIR: &str = "scopes/";
+
+/// The pack path (under `manifests/`) of facts with this hash.
+pub fn scope_file(hash: &Digest) -> String {
+    format!("{SCOPES_DIR}{}.json", hash.to_hex())
+}
+
+/// Replays PEP decisions from a pack. See the module doc.
+#[derive(Debug)]
+pub struct PepDecider {
+    policy: Result<PolicySet, String>,
+    facts: HashMap<Digest, SessionFacts>,
+    scopes: RefCell<HashMap<Digest, Rc<Scope>>>,
+}
+
+impl PepDecider {
+    /// A decider for `pack`: its policy snapshot loaded as a policy set, its
+    /// session facts indexed by hash.
+    pub fn new(pack: &Pack) -> Self {
+        let mut facts = HashMap::new();
+        let mut add = |value: &Value| {
+            if let Ok(f) = serde_json::from_value::<SessionFacts>(value.clone())
+                && let Ok(hash) = Digest::of_canonical(&f)
+            {
+                facts.insert(hash, f);
+            }
+        };
+        for section in &pack.hosts {
+            for input in &section.inputs {
+                if input.input.get("kind").and_then(Value::as_str) == Some(KIND_SESSION_OPEN)
+                    && let Some(f) = input.input.get("facts")
+                {
+                    add(f);
+                }
+            }
+        }
+        for (name, bytes) in &pack.manifests {
+            if name.starts_with(SCOPES_DIR)
+                && let Ok(value) = serde_json::from_slice::<Value>(bytes)
+            {
+                add(&value);
+            }
+        }
+        Self {
+            policy: load(&pack.policy),
+            facts,
+            scopes: RefCell::default(),
+        }
+    }
+
+    fn policy(&self) -> Result<&PolicySet, String> {
+        self.policy
+            .as_ref()
+            .map_err(|e| format!("the pack's policy snapshot does not load: {e}"))
+    }
+
+    fn scope(&self, hash: Digest) -> Result<Rc<Scope>, String> {
+        if let Some(scope) = self.scopes.borrow().get(&hash) {
+            return Ok(scope.clone());
+        }
+        let facts = self
+            .facts
+            .get(&hash)
+            .ok_or_else(|| format!("the session facts {hash} are not in the pack"))?;
+        let scope = Rc::new(
+            Scope::compile(self.policy()?, facts.clone()).map_err(|e| e.to_string())?,
+        );
+        self.scopes.borrow_mut().insert(hash, scope.clone());
+        Ok(scope)
+    }
+}
+
+fn load(files: &BTreeMap<String, Vec<u8>>) -> Result<PolicySet, String> {
+    let mut sources = BTreeMap::new();
+    for (name, bytes) in files {
+        let text = String::from_utf8(bytes.clone())
+            .map_err(|_| format!("policy/{name} is not UTF-8"))?;
+        sources.insert(name.clone(), text);
+    }
+    PolicySet::from_sources("the pack's policy/", sources).map_err(|e| e.to_string())
+}
+
+fn field<'a>(input: &'a Value, name: &str) -> Result<&'a Value, String> {
+    input
+        .get(name)
+        .ok_or_else(|| format!("the decision input has no {name:?}"))
+}
+
+fn at_ms(input: &Value) -> Result<u64, String> {
+    field(input, "at_ms")?
+        .as_u64()
+        .ok_or_else(|| "at_ms is not a whole number".to_owned())
+}
+
+impl Decider for PepDecider {
+    fn decide(&self, _policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
+        let kind = field(input, "kind")?.as_str().unwrap_or_default();
+        let decision = match kind {
+            KIND_SESSION_OPEN => {
+                let facts: SessionFacts = serde_json::from_value(field(input, "facts")?.clone())
+                    .map_err(|e| format!("session facts: {e}"))?;
+                let scope = Scope::compile(self.policy()?, facts.clone());
+                decide_open(&scope, &facts, at_ms(input)?)
+            }
+            KIND_HOST_CALL => {
+                let hash = field(input, "scope")?
+                    .as_str()
+                    .and_then(|s| Digest::from_str(s).ok())
+                    .ok_or("scope is not a sha256: digest")?;
+                let scope = self.scope(hash)?;
+                let counters: Counters =
+                    serde_json::from_value(field(input, "counters")?.clone())
+                        .map_err(|e| format!("counters: {e}"))?;
+                let call = Call::from_value(field(input, "call")?)?;
+                decide(&scope, &counters, &call, at_ms(input)?)
+            }
+            other => {
+                return Err(format!(
+                    "no PEP decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN} and {KIND_HOST_CALL})"
+                ));
+            }
+        };
+        Ok(Decision {
+            verdict: decision.verdict,
+            reason_code: decision.reason.to_owned(),
+        })
+    }
+
+    fn policy_hash(&self, _policy: &PolicySnapshot<'_>) -> Option<Digest> {
+        self.policy
+            .as_ref()
+            .ok()
+            .and_then(|p| Digest::from_str(p.policy_hash()).ok())
+    }
+}

@@ -1,0 +1,396 @@
+//! `wasi:filesystem` behind the PEP: a view that implements the p2 host
+//! traits, asks the PEP before every operation that resolves a path
+//! (`open-at` and the other `*-at` functions), and delegates everything to
+//! wasmtime-wasi's stock view. Linked in place of the stock interface, so
+//! no path is resolved unasked.
+//!
+//! The PEP decides on the guest path a call resolves: the guest path of
+//! the descriptor it starts from (a preopen's, or the path it was opened
+//! at, tracked here) joined with the call's relative path, `.` and `..`
+//! resolved lexically. cap-std still confines every operation to its
+//! granted directory (symbolic links included); the PEP's decision comes
+//! first.
+
+use crate::hcp_units::HcpCtx;
+use crate::pep::{Call, FsAccess, Op};
+use std::collections::HashMap;
+use std::sync::Arc;
+use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
+use wasmtime_wasi::p2::FsResult;
+use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    Descriptor, DescriptorFlags, ErrorCode, HostDescriptor, HostDirectoryEntryStream, OpenFlags,
+    PathFlags,
+};
+use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream};
+
+/// The guest path of every open directory or file descriptor, by resource.
+#[derive(Debug, Default)]
+pub(crate) struct FsPaths {
+    paths: HashMap<u32, Arc<str>>,
+}
+
+/// The guest path `path` resolves to from `base`, lexically.
+pub(crate) fn resolve(base: &str, path: &str) -> String {
+    let mut parts: Vec<&str> = if path.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|c| !c.is_empty()).collect()
+    };
+    for c in path.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// The governed view of one call.
+pub(crate) struct GovernedFs<'a> {
+    pub(crate) inner: WasiFilesystemCtxView<'a>,
+    pub(crate) paths: &'a mut FsPaths,
+    pub(crate) hcp: &'a mut HcpCtx,
+}
+
+pub(crate) struct GovernedFsData;
+
+impl HasData for GovernedFsData {
+    type Data<'a> = GovernedFs<'a>;
+}
+
+impl GovernedFs<'_> {
+    fn path_of(&self, fd: &Resource<Descriptor>, path: &str) -> String {
+        match self.paths.paths.get(&fd.rep()) {
+            Some(base) => resolve(base, path),
+            // Not a descriptor this view handed out: no guest path, no grant.
+            None => format!("?/{path}"),
+        }
+    }
+
+    /// Asks the PEP; a denial becomes `access` for the guest.
+    fn govern(
+        &mut self,
+        op: Op,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        access: FsAccess,
+        to: Option<String>,
+    ) -> FsResult<()> {
+        let target = self.path_of(fd, path);
+        let call = Call::fs(op, target, access, to);
+        match self.hcp.pep.check(&call) {
+            Ok(signals) => {
+                self.hcp.note_signals(op, signals);
+                Ok(())
+            }
+            Err(denial) => {
+                self.hcp.note_denial(&denial);
+                Err(ErrorCode::Access.into())
+            }
+        }
+    }
+}
+
+impl preopens::Host for GovernedFs<'_> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        let dirs = preopens::Host::get_directories(&mut self.inner)?;
+        for (fd, path) in &dirs {
+            self.paths
+                .paths
+                .insert(fd.rep(), Arc::from(resolve("/", path)));
+        }
+        Ok(dirs)
+    }
+}
+
+impl types::Host for GovernedFs<'_> {
+    fn convert_error_code(&mut self, err: wasmtime_wasi::p2::FsError) -> wasmtime::Result<ErrorCode> {
+        types::Host::convert_error_code(&mut self.inner, err)
+    }
+
+    fn filesystem_error_code(
+        &mut self,
+        err: Resource<wasmtime::Error>,
+    ) -> wasmtime::Result<Option<ErrorCode>> {
+        types::Host::filesystem_error_code(&mut self.inner, err)
+    }
+}
+
+impl HostDirectoryEntryStream for GovernedFs<'_> {
+    async fn read_directory_entry(
+        &mut self,
+        stream: Resource<types::DirectoryEntryStream>,
+    ) -> FsResult<Option<types::DirectoryEntry>> {
+        self.inner.read_directory_entry(stream).await
+    }
+
+    fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        HostDirectoryEntryStream::drop(&mut self.inner, stream)
+    }
+}
+
+fn writes(oflags: OpenFlags, flags: DescriptorFlags) -> bool {
+    oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::EXCLUSIVE)
+        || flags.intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY)
+}
+
+impl HostDescriptor for GovernedFs<'_> {
+    async fn open_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: PathFlags,
+        path: String,
+        oflags: OpenFlags,
+        flags: DescriptorFlags,
+    ) -> FsResult<Resource<Descriptor>> {
+        let access = if writes(oflags, flags) {
+            FsAccess::Write
+        } else {
+            FsAccess::Read
+        };
+        self.govern(Op::FsOpen, &fd, &path, access, None)?;
+        let target = self.path_of(&fd, &path);
+        let opened = self
+            .inner
+            .open_at(fd, path_flags, path, oflags, flags)
+            .await?;
+        self.paths.paths.insert(opened.rep(), Arc::from(target));
+        Ok(opened)
+    }
+
+    async fn stat_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: PathFlags,
+        path: String,
+    ) -> FsResult<types::DescriptorStat> {
+        self.govern(Op::FsStat, &fd, &path, FsAccess::Read, None)?;
+        self.inner.stat_at(fd, path_flags, path).await
+    }
+
+    async fn metadata_hash_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: PathFlags,
+        path: String,
+    ) -> FsResult<types::MetadataHashValue> {
+        self.govern(Op::FsMetadataHash, &fd, &path, FsAccess::Read, None)?;
+        self.inner.metadata_hash_at(fd, path_flags, path).await
+    }
+
+    async fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        self.govern(Op::FsReadlink, &fd, &path, FsAccess::Read, None)?;
+        self.inner.readlink_at(fd, path).await
+    }
+
+    async fn create_directory_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        self.govern(Op::FsMkdir, &fd, &path, FsAccess::Write, None)?;
+        self.inner.create_directory_at(fd, path).await
+    }
+
+    async fn remove_directory_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path: String,
+    ) -> FsResult<()> {
+        self.govern(Op::FsRmdir, &fd, &path, FsAccess::Write, None)?;
+        self.inner.remove_directory_at(fd, path).await
+    }
+
+    async fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        self.govern(Op::FsUnlink, &fd, &path, FsAccess::Write, None)?;
+        self.inner.unlink_file_at(fd, path).await
+    }
+
+    async fn set_times_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: PathFlags,
+        path: String,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.govern(Op::FsSetTimes, &fd, &path, FsAccess::Write, None)?;
+        self.inner
+            .set_times_at(fd, path_flags, path, atim, mtim)
+            .await
+    }
+
+    async fn rename_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let to = self.path_of(&new_fd, &new_path);
+        self.govern(Op::FsRename, &fd, &old_path, FsAccess::Write, Some(to))?;
+        self.inner.rename_at(fd, old_path, new_fd, new_path).await
+    }
+
+    async fn link_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path_flags: PathFlags,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        let to = self.path_of(&new_fd, &new_path);
+        self.govern(Op::FsLink, &fd, &old_path, FsAccess::Write, Some(to))?;
+        self.inner
+            .link_at(fd, old_path_flags, old_path, new_fd, new_path)
+            .await
+    }
+
+    async fn symlink_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        src_path: String,
+        dest_path: String,
+    ) -> FsResult<()> {
+        self.govern(
+            Op::FsSymlink,
+            &fd,
+            &dest_path,
+            FsAccess::Write,
+            Some(src_path.clone()),
+        )?;
+        self.inner.symlink_at(fd, src_path, dest_path).await
+    }
+
+    fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        self.paths.paths.remove(&fd.rep());
+        HostDescriptor::drop(&mut self.inner, fd)
+    }
+
+    // Operations on an open descriptor resolve no path: delegated as they are.
+
+    async fn advise(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+        len: types::Filesize,
+        advice: types::Advice,
+    ) -> FsResult<()> {
+        self.inner.advise(fd, offset, len, advice).await
+    }
+
+    async fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.inner.sync_data(fd).await
+    }
+
+    async fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<DescriptorFlags> {
+        self.inner.get_flags(fd).await
+    }
+
+    async fn get_type(&mut self, fd: Resource<Descriptor>) -> FsResult<types::DescriptorType> {
+        self.inner.get_type(fd).await
+    }
+
+    async fn set_size(&mut self, fd: Resource<Descriptor>, size: types::Filesize) -> FsResult<()> {
+        self.inner.set_size(fd, size).await
+    }
+
+    async fn set_times(
+        &mut self,
+        fd: Resource<Descriptor>,
+        atim: types::NewTimestamp,
+        mtim: types::NewTimestamp,
+    ) -> FsResult<()> {
+        self.inner.set_times(fd, atim, mtim).await
+    }
+
+    async fn read(
+        &mut self,
+        fd: Resource<Descriptor>,
+        len: types::Filesize,
+        offset: types::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        self.inner.read(fd, len, offset).await
+    }
+
+    async fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        buf: Vec<u8>,
+        offset: types::Filesize,
+    ) -> FsResult<types::Filesize> {
+        self.inner.write(fd, buf, offset).await
+    }
+
+    async fn read_directory(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<types::DirectoryEntryStream>> {
+        self.inner.read_directory(fd).await
+    }
+
+    async fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        self.inner.sync(fd).await
+    }
+
+    async fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<types::DescriptorStat> {
+        self.inner.stat(fd).await
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynInputStream>> {
+        self.inner.read_via_stream(fd, offset)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: types::Filesize,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        self.inner.write_via_stream(fd, offset)
+    }
+
+    fn append_via_stream(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<DynOutputStream>> {
+        self.inner.append_via_stream(fd)
+    }
+
+    async fn is_same_object(
+        &mut self,
+        a: Resource<Descriptor>,
+        b: Resource<Descriptor>,
+    ) -> wasmtime::Result<bool> {
+        self.inner.is_same_object(a, b).await
+    }
+
+    async fn metadata_hash(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<types::MetadataHashValue> {
+        self.inner.metadata_hash(fd).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn paths_resolve_lexically() {
+        assert_eq!(resolve("/data", "hello.txt"), "/data/hello.txt");
+        assert_eq!(resolve("/data", "./a/../b"), "/data/b");
+        assert_eq!(resolve("/data", "../secret.txt"), "/secret.txt");
+        assert_eq!(resolve("/data", "../../../etc/passwd"), "/etc/passwd");
+        assert_eq!(resolve("/data", "/etc/passwd"), "/etc/passwd");
+        assert_eq!(resolve("/", "data"), "/data");
+        assert_eq!(resolve("/data", ""), "/data");
+    }
+}
