@@ -7,5 +7,6 @@
 pub mod cli;
 pub mod hostkey;
 pub mod lifecycle;
+pub mod seal;
 pub mod store;
 pub mod token;
