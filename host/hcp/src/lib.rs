@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod engine;
 pub mod hostkey;
 pub mod lifecycle;
 pub mod seal;

@@ -12,6 +12,7 @@ mod keys;
 mod manifest;
 mod run;
 mod surface;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -30,6 +31,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "HCP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
+    /// The operator's policy directory (callers, risk, context, budgets,
+    /// envelopes, Cedar authorization).
+    #[arg(long, global = true, env = "HCP_POLICIES", default_value = "policies")]
+    pub policies: PathBuf,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -40,6 +46,7 @@ pub struct Cli {
 pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
     pub(crate) cache_dir: PathBuf,
+    pub(crate) policies_dir: PathBuf,
 }
 
 /// Subcommands.
@@ -56,6 +63,17 @@ pub enum Command {
     /// The host key and publisher keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Submit a task_submit through the admission gate (and run it).
+    Submit(tasks::SubmitArgs),
+    /// Tasks on this host.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// Tasks waiting for an operator's decision.
+    #[command(subcommand)]
+    Approvals(tasks::ApprovalsCommand),
+    /// Artifacts by their hcp:// URI.
+    #[command(subcommand)]
+    Artifacts(tasks::ArtifactsCommand),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -75,6 +93,7 @@ pub fn main() -> ExitCode {
         Ok(Paths {
             data_dir,
             cache_dir,
+            policies_dir: std::path::absolute(&cli.policies)?,
         })
     };
     let result = paths().and_then(|paths| match cli.command {
@@ -82,6 +101,10 @@ pub fn main() -> ExitCode {
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Keys(cmd) => keys::run(&paths, cmd),
+        Command::Submit(args) => tasks::submit(&paths, args),
+        Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
+        Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
+        Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
     });
     match result {
         Ok(code) => code,

@@ -109,6 +109,10 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE artifacts ADD COLUMN data_class TEXT NOT NULL DEFAULT 'T1';
     ALTER TABLE artifacts ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
 ",
+    // What the gate decided for a task: the session runs under exactly this.
+    r"
+    ALTER TABLE tasks ADD COLUMN admission TEXT;
+",
 ];
 
 /// The data directory and its database.
