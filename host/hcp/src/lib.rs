@@ -9,5 +9,6 @@ pub mod engine;
 pub mod hostkey;
 pub mod lifecycle;
 pub mod seal;
+pub mod serve;
 pub mod store;
 pub mod token;

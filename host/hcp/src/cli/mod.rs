@@ -11,6 +11,7 @@
 mod keys;
 mod manifest;
 mod run;
+mod serve;
 mod surface;
 mod tasks;
 
@@ -63,6 +64,8 @@ pub enum Command {
     /// The host key and publisher keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Serve the HTTP API and the operator's page.
+    Serve(serve::ServeArgs),
     /// Submit a task_submit through the admission gate (and run it).
     Submit(tasks::SubmitArgs),
     /// Tasks on this host.
@@ -101,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Keys(cmd) => keys::run(&paths, cmd),
+        Command::Serve(args) => serve::run(&paths, args),
         Command::Submit(args) => tasks::submit(&paths, args),
         Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),

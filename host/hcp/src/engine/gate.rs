@@ -67,7 +67,7 @@ fn rejected(reason_code: RejectReason, reason_message: String) -> Result<Value> 
 }
 
 /// A `job_status` (seed 004's global contract) for a task that waits.
-pub(crate) fn job_status(task: &TaskRecord, message: &str) -> Value {
+pub fn job_status(task: &TaskRecord, message: &str) -> Value {
     let status = match task.state {
         TaskState::Received | TaskState::PendingApproval | TaskState::Queued => "queued",
         TaskState::Running => "running",
@@ -146,13 +146,14 @@ impl Host {
             };
             return refuse(RejectReason::Unauthorized, who);
         };
+        let _serialized = self.submit_lock(caller.id.as_str(), &envelope.message_id);
         let task = match self.store.submit(
             caller.id.as_str(),
             &envelope.message_id,
             &submit.capability,
             message,
         )? {
-            Submitted::Duplicate(task) => return self.duplicate(task),
+            Submitted::Duplicate(task) => return self.duplicate(task, caller),
             Submitted::New(task) => task,
         };
         let checked = match submit.check() {
@@ -171,8 +172,26 @@ impl Host {
         self.admit(&task, caller, &checked)
     }
 
-    /// The answer to a message submitted before.
-    fn duplicate(&self, task: TaskRecord) -> Result<Submission> {
+    /// The answer to a message submitted before. A task the gate never
+    /// answered (the host stopped mid-gate) goes through the gate now.
+    fn duplicate(&self, task: TaskRecord, caller: &hcp_policy::Caller) -> Result<Submission> {
+        if task.state == TaskState::Received && task.answer.is_none() {
+            let submit: TaskSubmit = serde_json::from_value(task.submit["payload"].clone())?;
+            let checked = match submit.check() {
+                Ok(c) => c,
+                Err(p) => {
+                    return self.reject_task(
+                        &task,
+                        refusal(
+                            RejectReason::InvalidInput,
+                            format!("the task_submit is invalid:\n{}", problem::list(&p)),
+                            None,
+                        ),
+                    );
+                }
+            };
+            return self.admit(&task, caller, &checked);
+        }
         let answer = match (&task.state, &task.answer) {
             (TaskState::PendingApproval, _) => {
                 job_status(&task, "waiting for an operator's approval")

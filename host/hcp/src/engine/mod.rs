@@ -9,7 +9,7 @@
 mod gate;
 mod runner;
 
-pub use gate::{Auth, Submission};
+pub use gate::{Auth, Submission, job_status};
 
 use crate::hostkey::{self, HostIdentity};
 use crate::store::{Installed, Store};
@@ -67,7 +67,14 @@ pub struct Host {
     identity: HostIdentity,
     tokens: TokenKeys,
     prepared: Mutex<HashMap<String, PreparedCapability>>,
+    /// Submissions of the same `(caller_id, message_id)` go through the gate
+    /// one at a time, so a duplicate that arrives with the original gets the
+    /// original's answer.
+    submit_locks: Vec<Mutex<()>>,
 }
+
+/// Stripes of [`Host::submit_locks`].
+const SUBMIT_STRIPES: usize = 64;
 
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -106,6 +113,7 @@ impl Host {
             identity,
             tokens,
             prepared: Mutex::new(HashMap::new()),
+            submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
         })
     }
 
@@ -166,6 +174,15 @@ impl Host {
             .context("preparing the capability")??;
         self.lock_prepared().insert(key, prepared.clone());
         Ok(prepared)
+    }
+
+    /// The lock of one `(caller_id, message_id)`.
+    fn submit_lock(&self, caller: &str, message_id: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (caller, message_id).hash(&mut h);
+        let i = usize::try_from(h.finish() % SUBMIT_STRIPES as u64).unwrap_or(0);
+        self.submit_locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedCapability>> {

@@ -42,7 +42,12 @@ impl TaskState {
         }
     }
 
-    fn parse(s: &str) -> Result<Self> {
+    /// The state of a stored name.
+    ///
+    /// # Errors
+    ///
+    /// An unknown name.
+    pub fn parse_name(s: &str) -> Result<Self> {
         Ok(match s {
             "received" => Self::Received,
             "pending_approval" => Self::PendingApproval,
@@ -168,7 +173,7 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         capability: req(capability, "capability")?,
         version,
         session_id,
-        state: TaskState::parse(&req(state, "state")?)?,
+        state: TaskState::parse_name(&req(state, "state")?)?,
         risk,
         data_class,
         submit: serde_json::from_str(&req(submit, "submission")?).context("stored submission")?,
