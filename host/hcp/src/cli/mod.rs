@@ -13,7 +13,9 @@ mod keys;
 mod manifest;
 mod replay;
 mod run;
+mod serve;
 mod surface;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -32,6 +34,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "HCP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
+    /// The operator's policy directory (callers, risk, context, budgets,
+    /// envelopes, Cedar authorization).
+    #[arg(long, global = true, env = "HCP_POLICIES", default_value = "policies")]
+    pub policies: PathBuf,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -42,6 +49,7 @@ pub struct Cli {
 pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
     pub(crate) cache_dir: PathBuf,
+    pub(crate) policies_dir: PathBuf,
 }
 
 /// Subcommands.
@@ -63,6 +71,19 @@ pub enum Command {
     Evidence(evidence::EvidenceCommand),
     /// Re-derive every verdict of an evidence pack from its recorded policy.
     Replay(replay::ReplayArgs),
+    /// Serve the HTTP API and the operator's page.
+    Serve(serve::ServeArgs),
+    /// Submit a task_submit through the admission gate (and run it).
+    Submit(tasks::SubmitArgs),
+    /// Tasks on this host.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// Tasks waiting for an operator's decision.
+    #[command(subcommand)]
+    Approvals(tasks::ApprovalsCommand),
+    /// Artifacts by their hcp:// URI.
+    #[command(subcommand)]
+    Artifacts(tasks::ArtifactsCommand),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -82,6 +103,7 @@ pub fn main() -> ExitCode {
         Ok(Paths {
             data_dir,
             cache_dir,
+            policies_dir: std::path::absolute(&cli.policies)?,
         })
     };
     let result = paths().and_then(|paths| match cli.command {
@@ -91,6 +113,11 @@ pub fn main() -> ExitCode {
         Command::Keys(cmd) => keys::run(&paths, cmd),
         Command::Evidence(cmd) => evidence::run(&paths, cmd),
         Command::Replay(args) => replay::run(&args),
+        Command::Serve(args) => serve::run(&paths, args),
+        Command::Submit(args) => tasks::submit(&paths, args),
+        Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
+        Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
+        Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
     });
     match result {
         Ok(code) => code,
