@@ -25,7 +25,14 @@ fn ids(out: &std::process::Output) -> (String, String) {
 
 fn run_demo(hcp: &Hcp) -> (String, String) {
     let input = format!("{REPO_ROOT}/plugins/document-analysis/examples/task_submit.json");
-    let out = hcp.run(&["run", "-q", "--manifest", &doc_manifest(), "--input", &input]);
+    let out = hcp.run(&[
+        "run",
+        "-q",
+        "--manifest",
+        &doc_manifest(),
+        "--input",
+        &input,
+    ]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     ids(&out)
 }
@@ -107,7 +114,10 @@ fn demo_runs_leave_receipts_that_verify_replay_and_export_deterministically() {
     let section = &p.hosts[0];
     let calls: Vec<&str> = section.receipts.iter().map(|r| r.call.as_str()).collect();
     assert_eq!(calls.iter().filter(|c| **c == "session.open").count(), 2);
-    assert!(calls.contains(&"fs.open") && calls.contains(&"log.write"), "{calls:?}");
+    assert!(
+        calls.contains(&"fs.open") && calls.contains(&"log.write"),
+        "{calls:?}"
+    );
     assert!(section.receipts.iter().all(|r| r.verdict == Verdict::Allow));
     assert_eq!(p.public_keys.len(), 1);
     for file in [
@@ -126,14 +136,24 @@ fn demo_runs_leave_receipts_that_verify_replay_and_export_deterministically() {
             .contains_key("capabilities/document-analysis_1.0.0/manifest.json")
     );
     assert!(p.manifests.contains_key("wit/types.wit"));
-    assert!(p.messages.contains_key(&format!("{task1}/task_submit.json")));
-    assert!(p.messages.contains_key(&format!("{task1}/task_completed.json")));
+    assert!(
+        p.messages
+            .contains_key(&format!("{task1}/task_submit.json"))
+    );
+    assert!(
+        p.messages
+            .contains_key(&format!("{task1}/task_completed.json"))
+    );
 
     // The pack is the host's: pinned to the key `hcp keys show` prints.
     let keys = hcp.run(&["keys", "show"]);
     let key_file = tmp.path().join("host.pub");
     std::fs::write(&key_file, stdout(&keys)).expect("write");
-    let (c, out) = verify(&hcp, &all, &["--trust-key", key_file.to_str().expect("utf8")]);
+    let (c, out) = verify(
+        &hcp,
+        &all,
+        &["--trust-key", key_file.to_str().expect("utf8")],
+    );
     assert_eq!(c, 0, "{out}");
     let other = Hcp::new();
     let other_key = other.run(&["keys", "init"]);
@@ -157,7 +177,11 @@ fn demo_runs_leave_receipts_that_verify_replay_and_export_deterministically() {
             .iter()
             .any(|r| r.task_id.as_deref() == Some(task1.as_str()))
     );
-    assert!(t.messages.keys().all(|k| k.starts_with(&task1)), "{:?}", t.messages.keys());
+    assert!(
+        t.messages.keys().all(|k| k.starts_with(&task1)),
+        "{:?}",
+        t.messages.keys()
+    );
     assert_eq!(verify(&hcp, &one, &[]).0, 0);
     assert_eq!(replay(&hcp, &one).0, 0);
     let s = tmp.path().join("session.tar");
@@ -247,16 +271,26 @@ fn every_host_call_kind_shows_up_in_receipts_allowed_and_denied() {
     ]);
     // The envelope breach ends the task with safety_violation.
     assert_eq!(code(&o), 1, "{}", stderr(&o));
-    assert!(stdout(&o).contains("\"safety_violation\""), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("\"safety_violation\""),
+        "{}",
+        stdout(&o)
+    );
     let (task, _) = ids(&o);
 
     let path = tmp.path().join("probe.tar");
     let p = read(&export(&hcp, &["--task", &task], &path));
     let mut seen: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for r in &p.hosts[0].receipts {
-        *seen.entry((r.call.as_str(), r.reason_code.as_str())).or_default() += 1;
+        *seen
+            .entry((r.call.as_str(), r.reason_code.as_str()))
+            .or_default() += 1;
         // Every DENY is signed one by one.
-        assert!(r.verdict == Verdict::Allow || r.is_signed(), "{}", r.receipt_id);
+        assert!(
+            r.verdict == Verdict::Allow || r.is_signed(),
+            "{}",
+            r.receipt_id
+        );
     }
     for (call, code) in [
         ("log.write", reason::ALLOW),
@@ -280,7 +314,10 @@ fn every_host_call_kind_shows_up_in_receipts_allowed_and_denied() {
         ("instrument.command", reason::ALLOW),
         ("instrument.command", reason::DENY_ENVELOPE_HARD_LIMIT),
     ] {
-        assert!(seen.contains_key(&(call, code)), "no {call} {code} in {seen:?}");
+        assert!(
+            seen.contains_key(&(call, code)),
+            "no {call} {code} in {seen:?}"
+        );
     }
     let (c, out) = verify(&hcp, &path, &[]);
     assert_eq!(c, 0, "{out}");
@@ -357,7 +394,10 @@ fn tampering_fails_verification_with_its_own_message() {
     let mut pack = p.pack.clone();
     receipts(&mut pack)[1] = flip_args_hash(&pack.hosts[0].receipts[1]);
     let out = p.check("flip.tar", &pack);
-    has(&out, &format!("[inclusion] {}: inclusion proof against checkpoint", at(1)));
+    has(
+        &out,
+        &format!("[inclusion] {}: inclusion proof against checkpoint", at(1)),
+    );
     has(&out, &format!("[chain] {}: prev_hash is ", at(2)));
 
     // Reordered.
@@ -419,7 +459,11 @@ fn tampering_fails_verification_with_its_own_message() {
     let newer = p.tmp.path().join("newer.tar");
     export(&p.hcp, &["--all"], &newer);
     let old = p.tmp.path().join("pack.tar");
-    let (c, out) = verify(&p.hcp, &old, &["--known-checkpoints", newer.to_str().expect("utf8")]);
+    let (c, out) = verify(
+        &p.hcp,
+        &old,
+        &["--known-checkpoints", newer.to_str().expect("utf8")],
+    );
     assert_eq!(c, 1, "{out}");
     has(&out, &format!("[consistency] host {host}: rollback: "));
     // ... and within one pack: the last checkpoint removed.
@@ -427,7 +471,10 @@ fn tampering_fails_verification_with_its_own_message() {
     pack.hosts[0].checkpoints.pop();
     let last = pack.hosts[0].receipts.len() - 1;
     let out = p.check("rollback.tar", &pack);
-    has(&out, &format!("[coverage] {}: not covered by any checkpoint", at(last)));
+    has(
+        &out,
+        &format!("[coverage] {}: not covered by any checkpoint", at(last)),
+    );
 }
 
 #[test]
@@ -462,6 +509,14 @@ fn an_edited_policy_snapshot_changes_replayed_verdicts() {
             "{out}"
         );
     }
-    assert!(out.contains("but the pack's policy snapshot is sha256:"), "{out}");
-    assert!(out.lines().last().is_some_and(|l| l.starts_with("DIFFERS: ")), "{out}");
+    assert!(
+        out.contains("but the pack's policy snapshot is sha256:"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .last()
+            .is_some_and(|l| l.starts_with("DIFFERS: ")),
+        "{out}"
+    );
 }

@@ -6,11 +6,11 @@
 use hcp_contracts::manifest::{Manifest, SafetyEnvelope};
 use hcp_contracts::message::ErrorCode;
 use hcp_contracts::{DataClass, LoadOptions, RiskLevel};
+use hcp_sandbox::pep::NoReceipts;
 use hcp_sandbox::{
     MemoryStore, PreparedCapability, ResumeFrom, RunResult, Sandbox, SandboxConfig, TaskRequest,
     TaskRun,
 };
-use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::{REPO_ROOT, cache_dir};
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -4,11 +4,11 @@
 
 use hcp_contracts::message::ErrorCode;
 use hcp_contracts::{DataClass, RiskLevel};
+use hcp_sandbox::pep::NoReceipts;
 use hcp_sandbox::{
     MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig,
     TaskRequest, TaskRun, TaskStore,
 };
-use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
 use serde_json::{Value, json};
 use std::net::SocketAddr;

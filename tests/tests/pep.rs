@@ -92,9 +92,13 @@ async fn run(w: &World, sink: Arc<dyn VerdictSink>, actions: Value) -> TaskRun {
         risk_level: RiskLevel::R1,
         data_classification: DataClass::T1,
         deadline,
-        governor: w
-            .prepared
-            .standalone_governor("task-pep", "session-pep", deadline, &envelope, sink),
+        governor: w.prepared.standalone_governor(
+            "task-pep",
+            "session-pep",
+            deadline,
+            &envelope,
+            sink,
+        ),
         envelope,
     };
     w.prepared.run(request, Arc::new(MemoryStore::new())).await
@@ -165,9 +169,17 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         "{}",
         r[2]
     );
-    assert!(r[4]["error"].as_str().is_some_and(|e| e.contains("ArgsInvalid")));
+    assert!(
+        r[4]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ArgsInvalid"))
+    );
     assert_eq!(r[5], json!({"ok": true, "value": {"t": 1}}));
-    assert!(r[6]["error"].as_str().is_some_and(|e| e.contains("ArgsInvalid")));
+    assert!(
+        r[6]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ArgsInvalid"))
+    );
     assert_eq!(r[7], json!({"ok": true, "value": "hi"}));
     for i in [8, 9, 11, 14, 16] {
         assert_eq!(
@@ -183,7 +195,11 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         r[18]["error"],
         format!("{ungranted_url}: ErrorCode::HttpRequestDenied")
     );
-    assert!(r[22]["error"].as_str().is_some_and(|e| e.contains("ToolNotFound")));
+    assert!(
+        r[22]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("ToolNotFound"))
+    );
     assert_eq!(r[23]["ok"], true, "{}", r[23]);
     assert!(
         r[24]["error"]
@@ -226,7 +242,10 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         [reason::ALLOW, reason::DENY_ARGS_INVALID]
     );
     let open = verdicts(&decided, Op::FsOpen);
-    assert!(open.contains(&(Allow, reason::ALLOW, "/data/hello.txt".into())), "{open:?}");
+    assert!(
+        open.contains(&(Allow, reason::ALLOW, "/data/hello.txt".into())),
+        "{open:?}"
+    );
     assert!(open.contains(&(Deny, reason::DENY_TOOL_NOT_FOUND, "/secret.txt".into())));
     assert!(open.contains(&(Deny, reason::DENY_TOOL_NOT_FOUND, "/data/new.txt".into())));
     assert_eq!(
@@ -294,8 +313,14 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         assert_eq!(d.counters.host_calls, i as u64, "{:?}", d.call);
     }
     // The risk events name every denial.
-    assert!(run.risk_events.contains(&"denied:BUDGET_EXCEEDED".to_owned()));
-    assert!(run.risk_events.contains(&"breach:over_temperature".to_owned()));
+    assert!(
+        run.risk_events
+            .contains(&"denied:BUDGET_EXCEEDED".to_owned())
+    );
+    assert!(
+        run.risk_events
+            .contains(&"breach:over_temperature".to_owned())
+    );
     drop(w.tmp);
 }
 

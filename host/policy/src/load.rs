@@ -170,7 +170,9 @@ impl PolicySet {
             }
         }
         let hash = loader.hash(&sources);
-        match (callers, risk, context, budgets, envelopes, authz, dispatch, hash) {
+        match (
+            callers, risk, context, budgets, envelopes, authz, dispatch, hash,
+        ) {
             (
                 Some(callers),
                 Some(risk),

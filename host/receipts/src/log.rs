@@ -194,28 +194,27 @@ impl HostLog {
     ///
     /// An inconsistent state (host id, tree, head).
     pub fn resume(state: LogState, key: HostKey, policy: SigningPolicy) -> Result<Self, LogError> {
-        let bad = |reason: String| LogError::Recovery {
-            host_id: state.host_id.clone(),
-            reason,
-        };
-        ids::check_host_id(&state.host_id).map_err(bad)?;
-        if !state.tree.is_well_formed() {
-            return Err(bad(format!(
-                "the tree state holds {} nodes for size {}",
-                state.tree.nodes.len(),
-                state.tree.size
-            )));
-        }
-        if (state.tree.size == 0) != state.head.is_none() {
-            return Err(bad("head must be null exactly when the log is empty".into()));
-        }
-        if state
-            .last_checkpoint
-            .is_some_and(|c| c.tree_size > state.tree.size)
-        {
-            return Err(bad("the last checkpoint is beyond the log".into()));
-        }
+        check_state(&state)?;
         Ok(Self { state, key, policy })
+    }
+
+    /// Goes on from `state` instead of its own, with the same key: for
+    /// hosts where several processes append to one stored log, each taking
+    /// the stored state under the store's write lock before appending.
+    ///
+    /// # Errors
+    ///
+    /// An inconsistent state, or one of another host; the log is unchanged.
+    pub fn resync(&mut self, state: LogState) -> Result<(), LogError> {
+        check_state(&state)?;
+        if state.host_id != self.state.host_id {
+            return Err(LogError::Recovery {
+                host_id: self.state.host_id.clone(),
+                reason: format!("the stored state is the log of {}", state.host_id),
+            });
+        }
+        self.state = state;
+        Ok(())
     }
 
     /// Rebuilds the state from the stored log: `receipts` must be the whole
@@ -453,4 +452,30 @@ impl HostLog {
         });
         Ok(cp)
     }
+}
+
+/// The checks of a saved state (host id, tree, head, last checkpoint).
+fn check_state(state: &LogState) -> Result<(), LogError> {
+    let bad = |reason: String| LogError::Recovery {
+        host_id: state.host_id.clone(),
+        reason,
+    };
+    ids::check_host_id(&state.host_id).map_err(bad)?;
+    if !state.tree.is_well_formed() {
+        return Err(bad(format!(
+            "the tree state holds {} nodes for size {}",
+            state.tree.nodes.len(),
+            state.tree.size
+        )));
+    }
+    if (state.tree.size == 0) != state.head.is_none() {
+        return Err(bad("head must be null exactly when the log is empty".into()));
+    }
+    if state
+        .last_checkpoint
+        .is_some_and(|c| c.tree_size > state.tree.size)
+    {
+        return Err(bad("the last checkpoint is beyond the log".into()));
+    }
+    Ok(())
 }

@@ -22,8 +22,21 @@ pub const DENY_IDENTITY_UNAUTHORIZED: &str = "DENY_IDENTITY_UNAUTHORIZED";
 /// The decision itself failed; the call is denied (fail closed).
 pub const FAIL_CLOSED_ERROR: &str = "FAIL_CLOSED_ERROR";
 
+/// The gate: the policy forbids the task (access list, data
+/// classification, a Cedar `forbid`), or the operator may not decide it.
+pub const DENY_FORBIDDEN: &str = "DENY_FORBIDDEN";
+/// The gate: the assessed risk is above the capability's ceiling or the
+/// caller's limit.
+pub const DENY_RISK_TOO_HIGH: &str = "DENY_RISK_TOO_HIGH";
+/// The gate: the equipment the task needs is not available.
+pub const DENY_RESOURCE_UNAVAILABLE: &str = "DENY_RESOURCE_UNAVAILABLE";
+/// An operator rejected the task.
+pub const DENY_APPROVAL_REJECTED: &str = "DENY_APPROVAL_REJECTED";
+/// Nobody decided before the approval expired.
+pub const DENY_APPROVAL_EXPIRED: &str = "DENY_APPROVAL_EXPIRED";
+
 /// Every code above.
-pub const KNOWN: [&str; 10] = [
+pub const KNOWN: [&str; 15] = [
     ALLOW,
     DENY_TOOL_NOT_FOUND,
     DENY_ARGS_INVALID,
@@ -34,6 +47,11 @@ pub const KNOWN: [&str; 10] = [
     THREAT_SIGNAL_DETECTED,
     DENY_IDENTITY_UNAUTHORIZED,
     FAIL_CLOSED_ERROR,
+    DENY_FORBIDDEN,
+    DENY_RISK_TOO_HIGH,
+    DENY_RESOURCE_UNAVAILABLE,
+    DENY_APPROVAL_REJECTED,
+    DENY_APPROVAL_EXPIRED,
 ];
 
 /// Whether `code` has the form of a reason code.

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::p2::FsResult;
-use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     Descriptor, DescriptorFlags, ErrorCode, HostDescriptor, HostDirectoryEntryStream, OpenFlags,
     PathFlags,
 };
+use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
 use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream};
 
 /// The guest path of every open directory or file descriptor, by resource.
@@ -109,7 +109,10 @@ impl preopens::Host for GovernedFs<'_> {
 }
 
 impl types::Host for GovernedFs<'_> {
-    fn convert_error_code(&mut self, err: wasmtime_wasi::p2::FsError) -> wasmtime::Result<ErrorCode> {
+    fn convert_error_code(
+        &mut self,
+        err: wasmtime_wasi::p2::FsError,
+    ) -> wasmtime::Result<ErrorCode> {
         types::Host::convert_error_code(&mut self.inner, err)
     }
 
@@ -359,7 +362,10 @@ impl HostDescriptor for GovernedFs<'_> {
         self.inner.write_via_stream(fd, offset)
     }
 
-    fn append_via_stream(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<DynOutputStream>> {
+    fn append_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+    ) -> FsResult<Resource<DynOutputStream>> {
         self.inner.append_via_stream(fd)
     }
 

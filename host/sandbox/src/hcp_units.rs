@@ -10,7 +10,6 @@ use crate::bindings::hcp::capability::{artifacts, checkpoints, log as wit_log, t
 use crate::pep::{Call, Denial, Op, Pep, Signals};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
 use crate::tasklog::{LogLevel, LogSource, TaskLog};
-use hcp_contracts::manifest::Limits;
 use std::sync::Arc;
 use wasmtime::component::HasData;
 
@@ -19,7 +18,6 @@ pub(crate) struct HcpCtx {
     pub(crate) meta: Arc<TaskMeta>,
     pub(crate) log: TaskLog,
     pub(crate) store: Arc<dyn TaskStore>,
-    pub(crate) limits: Limits,
     pub(crate) artifacts: Vec<StoredArtifact>,
     pub(crate) artifact_bytes: u64,
     pub(crate) checkpoints: Vec<String>,

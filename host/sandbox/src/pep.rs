@@ -327,12 +327,8 @@ impl PolicyGovernor {
         facts: SessionFacts,
         sink: Arc<dyn VerdictSink>,
     ) -> Result<Self, hcp_policy::pep::ScopeError> {
-        let scope = Scope::with_settings(
-            facts,
-            DEFAULT_SCAN,
-            &[],
-            Digest::of(b"hcp-sandbox:default"),
-        )?;
+        let scope =
+            Scope::with_settings(facts, DEFAULT_SCAN, &[], Digest::of(b"hcp-sandbox:default"))?;
         Ok(Self::new(Arc::new(scope), sink))
     }
 }

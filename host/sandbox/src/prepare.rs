@@ -105,8 +105,8 @@ pub(crate) fn linker(
     engine: &SharedEngine,
     grants: &Grants,
 ) -> wasmtime::Result<Linker<TaskState>> {
-    use crate::fs::{GovernedFs, GovernedFsData};
     use crate::bindings::hcp::capability as hcp;
+    use crate::fs::{GovernedFs, GovernedFsData};
     use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
 
     let mut l = Linker::<TaskState>::new(&engine.engine);

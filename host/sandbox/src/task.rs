@@ -4,9 +4,9 @@
 use crate::bindings::hcp::capability::types as wit;
 use crate::fs::FsPaths;
 use crate::hcp_units::HcpCtx;
-use crate::pep::{Governor, Pep};
 use crate::limits::TaskLimiter;
 use crate::net::{NetPolicy, http::GovernedHttp, socket_check};
+use crate::pep::{Governor, Pep};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
 use crate::tasklog::{LogSummary, TaskLog};
 use hcp_contracts::manifest::{Access, Manifest};
@@ -220,7 +220,6 @@ pub(crate) fn state(
             meta,
             log,
             store,
-            limits: manifest.limits,
             artifacts: Vec::new(),
             artifact_bytes: 0,
             checkpoints: Vec::new(),

@@ -104,8 +104,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f =
-        std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, path).with_context(|| format!("{}", path.display()))?;
@@ -127,8 +126,7 @@ fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
     if let Ok(key) = PublicKey::from_str(text.trim()) {
         return Ok(key);
     }
-    let content =
-        std::fs::read_to_string(text).with_context(|| format!("--trust-key {text}"))?;
+    let content = std::fs::read_to_string(text).with_context(|| format!("--trust-key {text}"))?;
     // A `hcp keys show` listing, or a bare key.
     let line = content
         .lines()

@@ -2,16 +2,16 @@
 
 use super::{Outcome, Paths, load_manifest, print_json, runtime, sandbox};
 use crate::evidence::Recorder;
+use crate::hostkey;
 use crate::lifecycle;
 use crate::store::Store;
-use crate::hostkey;
-use hcp_policy::PolicySet;
-use hcp_receipts::SigningPolicy;
-use hcp_sandbox::pep::{PolicyGovernor, Standalone};
 use anyhow::Context as _;
 use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::{DataClass, RiskLevel, problem};
+use hcp_policy::PolicySet;
+use hcp_receipts::SigningPolicy;
 use hcp_sandbox::TaskRequest;
+use hcp_sandbox::pep::{PolicyGovernor, Standalone};
 use hcp_sandbox::tasklog::{LogEntry, LogSource};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -44,7 +44,12 @@ pub struct RunArgs {
     #[arg(long, short)]
     quiet: bool,
     /// The operator's policy set (budgets, dispatch settings).
-    #[arg(long, value_name = "DIR", env = "HCP_POLICY_DIR", default_value = "policies")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        env = "HCP_POLICY_DIR",
+        default_value = "policies"
+    )]
     policies: PathBuf,
 }
 
@@ -178,7 +183,11 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             .into(),
     }
     .facts(&manifest);
-    recorder.record_message(&task_id, "task_submit.json", &serde_json::to_vec_pretty(&message)?)?;
+    recorder.record_message(
+        &task_id,
+        "task_submit.json",
+        &serde_json::to_vec_pretty(&message)?,
+    )?;
     let opened = recorder.open_session(&policy, facts, &manifest_bytes(&manifest)?, Vec::new())?;
     let governor = Arc::new(PolicyGovernor::new(opened.scope, recorder.sink()));
     let request = TaskRequest {

@@ -10,6 +10,7 @@
 //! when required → a session token and `task_accepted`.
 
 use super::Host;
+use super::receipts::GateFacts;
 use crate::store::{Submitted, TaskRecord, TaskState, TaskUpdate};
 use crate::token::{self, SessionClaims};
 use anyhow::{Context as _, Result};
@@ -158,18 +159,54 @@ impl Host {
         };
         let checked = match submit.check() {
             Ok(c) => c,
-            Err(p) => {
-                return self.reject_task(
-                    &task,
-                    refusal(
-                        RejectReason::InvalidInput,
-                        format!("the task_submit is invalid:\n{}", problem::list(&p)),
-                        None,
-                    ),
-                );
-            }
+            Err(p) => return self.refuse_invalid(&task, caller, &p),
         };
         self.admit(&task, caller, &checked)
+    }
+
+    /// Refuses a task whose `task_submit` does not check, with its receipt.
+    fn refuse_invalid(
+        &self,
+        task: &TaskRecord,
+        caller: &hcp_policy::Caller,
+        problems: &[hcp_contracts::Problem],
+    ) -> Result<Submission> {
+        let facts = GateFacts {
+            at: self.gate_now(),
+            caller: caller.id.as_str(),
+            busy: Vec::new(),
+            manifest: None,
+        };
+        self.refuse_at_gate(
+            task,
+            &facts,
+            refusal(
+                RejectReason::InvalidInput,
+                format!("the task_submit is invalid:\n{}", problem::list(problems)),
+                None,
+            ),
+            true,
+        )
+    }
+
+    /// The gate's clock.
+    fn gate_now(&self) -> time::OffsetDateTime {
+        self.config
+            .gate_clock
+            .unwrap_or_else(time::OffsetDateTime::now_utc)
+    }
+
+    /// Records the gate's refusal (the policy's, or the host's own check's
+    /// when `host_check`) and answers `task_rejected`.
+    fn refuse_at_gate(
+        &self,
+        task: &TaskRecord,
+        facts: &GateFacts<'_>,
+        payload: TaskRejected,
+        host_check: bool,
+    ) -> Result<Submission> {
+        self.record_admission(task, facts, Err((&payload, host_check)))?;
+        self.reject_task(task, payload)
     }
 
     /// The answer to a message submitted before. A task the gate never
@@ -179,16 +216,7 @@ impl Host {
             let submit: TaskSubmit = serde_json::from_value(task.submit["payload"].clone())?;
             let checked = match submit.check() {
                 Ok(c) => c,
-                Err(p) => {
-                    return self.reject_task(
-                        &task,
-                        refusal(
-                            RejectReason::InvalidInput,
-                            format!("the task_submit is invalid:\n{}", problem::list(&p)),
-                            None,
-                        ),
-                    );
-                }
+                Err(p) => return self.refuse_invalid(&task, caller, &p),
             };
             return self.admit(&task, caller, &checked);
         }
@@ -241,7 +269,15 @@ impl Host {
         checked: &CheckedSubmit,
     ) -> Result<Submission> {
         let submit = &checked.submit;
-        let refuse = |code, text: String| self.reject_task(task, refusal(code, text, None));
+        let mut facts = GateFacts {
+            at: self.gate_now(),
+            caller: caller.id.as_str(),
+            busy: Vec::new(),
+            manifest: None,
+        };
+        let refuse = |facts: &GateFacts<'_>, code, text: String| {
+            self.refuse_at_gate(task, facts, refusal(code, text, None), true)
+        };
         let Some(installed) = self
             .store
             .select(&submit.capability, &checked.version_req)?
@@ -259,6 +295,7 @@ impl Host {
                 format!("installed: {}", versions.join(", "))
             };
             return refuse(
+                &facts,
                 RejectReason::CapabilityNotFound,
                 format!(
                     "no installed {} matches {} ({have})",
@@ -267,8 +304,10 @@ impl Host {
             );
         };
         let manifest = self.manifest(&installed)?;
+        facts.manifest = Some(&manifest);
         if let Err(p) = crate::lifecycle::check_inputs(&manifest, &submit.inputs) {
             return refuse(
+                &facts,
                 RejectReason::InvalidInput,
                 format!(
                     "inputs do not match the input_schema of {}:\n{}",
@@ -283,26 +322,27 @@ impl Host {
                 busy.push(resource.clone());
             }
         }
+        facts.busy.clone_from(&busy);
         let equipment = EquipmentState::busy(busy);
         let request = AdmissionRequest {
             submit,
             credential: "",
             manifest: &manifest.doc,
-            now: self
-                .config
-                .gate_clock
-                .unwrap_or_else(time::OffsetDateTime::now_utc),
+            now: facts.at,
             equipment: &equipment,
         };
         let admission = match self.policy.admit_authenticated(caller, &request) {
             Ok(a) => a,
-            Err(rejection) => return self.reject_task(task, rejection.payload()),
+            Err(rejection) => {
+                return self.refuse_at_gate(task, &facts, rejection.payload(), false);
+            }
         };
         if let Some(resume) = &submit.resume
             && let Some(problem) = self.resume_problem(task, resume)?
         {
-            return refuse(RejectReason::InvalidInput, problem);
+            return refuse(&facts, RejectReason::InvalidInput, problem);
         }
+        self.record_admission(task, &facts, Ok(admission.risk_level))?;
         let admission_json = serde_json::to_value(&admission)?;
         let update = TaskUpdate {
             version: Some(installed.version.to_string()),
@@ -507,10 +547,22 @@ impl Host {
             Auth::Bearer(credential) => self.policy.authenticate(operator_id, credential).ok(),
         }
         .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
-        self.policy
+        if let Err(r) = self
+            .policy
             .authorize_approval_by(op, &admission, &manifest.doc.capability)
-            .map_err(|r| anyhow::anyhow!("{}", r.reason_message))?;
+        {
+            self.record_approval(
+                &task,
+                &manifest,
+                &admission,
+                operator_id,
+                approved,
+                Some(r.reason_code),
+            )?;
+            anyhow::bail!("{}", r.reason_message);
+        }
         self.store.decide(task_id, approved, operator_id, reason)?;
+        self.record_approval(&task, &manifest, &admission, operator_id, approved, None)?;
         if !approved {
             return self.reject_task(
                 &task,
@@ -548,6 +600,7 @@ impl Host {
             };
             // RFC 3339 UTC with fixed precision compares as text.
             if approval.decision.is_none() && approval.expires_at <= now {
+                self.record_expiry(&task, &now, &approval.expires_at)?;
                 let risk = task.risk.as_deref().and_then(|r| r.parse().ok());
                 self.reject_task(
                     &task,

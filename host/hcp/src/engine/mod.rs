@@ -3,15 +3,26 @@
 //!
 //! [`Host`] owns what a task needs: the store, the operator's policies, the
 //! sandbox, the host identity and session-token keys, and the prepared
-//! (compiled, audited, pre-instantiated) capabilities. The command line and
-//! the HTTP API both drive it.
+//! (compiled, audited, pre-instantiated) capabilities, and the receipt
+//! pipeline ([`crate::evidence::Recorder`]). The command line and the HTTP
+//! API both drive it.
+//!
+//! Every decision on a task is a receipt, durable and covered by a
+//! checkpoint before the host answers: the gate's admission or refusal, an
+//! operator's decision, an approval's expiry, the session's opening (its
+//! decision scope compiled from the admission, the grants and the policy)
+//! and every host call the task makes, each decided by the PEP
+//! (`hcp_sandbox::pep::PolicyGovernor`) before dispatch. The admission and
+//! approval receipts are the DAG parents of the session's first receipts.
 
 mod gate;
+mod receipts;
 mod runner;
 
 pub use gate::{Auth, Submission, job_status};
 
-use crate::hostkey::{self, HostIdentity};
+use crate::evidence::Recorder;
+use crate::hostkey;
 use crate::store::{Installed, Store};
 use crate::token::TokenKeys;
 use anyhow::{Context as _, Result};
@@ -64,8 +75,12 @@ pub struct Host {
     /// The operator's policies.
     pub policy: Arc<PolicySet>,
     sandbox: Sandbox,
-    identity: HostIdentity,
+    host_id: String,
     tokens: TokenKeys,
+    /// Receipts of every decision.
+    pub(crate) recorder: Recorder,
+    /// The policy files as JSON, stored with receipts as the policy snapshot.
+    policy_sources: String,
     prepared: Mutex<HashMap<String, PreparedCapability>>,
     /// Submissions of the same `(caller_id, message_id)` go through the gate
     /// one at a time, so a duplicate that arrives with the original gets the
@@ -79,7 +94,7 @@ const SUBMIT_STRIPES: usize = 64;
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("host_id", &self.identity.host_id)
+            .field("host_id", &self.host_id)
             .field("paths", &self.paths)
             .finish_non_exhaustive()
     }
@@ -100,6 +115,13 @@ impl Host {
         );
         let identity = hostkey::load_or_init(&paths.data_dir)?;
         let tokens = TokenKeys::from_host_key(&identity.key, &identity.host_id)?;
+        let host_id = identity.host_id.clone();
+        let policy_sources = serde_json::to_string(policy.sources())?;
+        let recorder = Recorder::open(
+            store.clone(),
+            identity,
+            hcp_receipts::SigningPolicy::default(),
+        )?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: Some(paths.cache_dir.clone()),
             ..SandboxConfig::default()
@@ -110,8 +132,10 @@ impl Host {
             store,
             policy,
             sandbox,
-            identity,
+            host_id,
             tokens,
+            recorder,
+            policy_sources,
             prepared: Mutex::new(HashMap::new()),
             submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
         })
@@ -119,7 +143,7 @@ impl Host {
 
     /// This host's id.
     pub fn host_id(&self) -> &str {
-        &self.identity.host_id
+        &self.host_id
     }
 
     /// The session-token keys.
@@ -182,7 +206,9 @@ impl Host {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (caller, message_id).hash(&mut h);
         let i = usize::try_from(h.finish() % SUBMIT_STRIPES as u64).unwrap_or(0);
-        self.submit_locks[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.submit_locks[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedCapability>> {

@@ -1,6 +1,8 @@
 //! Running admitted tasks: equipment held for the session, the session
-//! token checked, the prepared capability run under the admitted risk,
-//! classification and envelope, and the L4 answer recorded.
+//! token checked, the session's decision scope compiled and its opening
+//! recorded, the prepared capability run under the admitted risk,
+//! classification and envelope with every host call passing the PEP, the
+//! receipts made durable, and the L4 answer recorded.
 
 use super::Host;
 use crate::store::{TaskRecord, TaskState, TaskUpdate};
@@ -10,6 +12,8 @@ use hcp_contracts::message::{
 };
 use hcp_contracts::problem;
 use hcp_policy::Admission;
+use hcp_policy::pep::SessionFacts;
+use hcp_sandbox::pep::PolicyGovernor;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
 use serde_json::Value;
 use std::sync::Arc;
@@ -134,15 +138,44 @@ impl Host {
         let claims = match self.tokens().verify(token, Some(session)) {
             Ok(c) => c,
             Err(e) => {
+                let error = e.to_string();
+                self.record_token_refusal(task, manifest, admission, session, &error)?;
                 return failure(
                     session,
                     ErrorCode::Timeout,
-                    &format!("the session ended before the task could run: {e}"),
+                    &format!("the session ended before the task could run: {error}"),
                 );
             }
         };
         let remaining = Duration::from_secs(claims.exp.saturating_sub(crate::token::now()));
         let deadline = crate::lifecycle::deadline(manifest, &checked).min(remaining);
+        // The session's decision scope, compiled once from the admission,
+        // the grants and the policy; its opening is a receipt whose parents
+        // are the admission and approval receipts.
+        let facts = SessionFacts::admitted(
+            admission,
+            manifest,
+            session,
+            &task.task_id,
+            claims.exp.saturating_mul(1000),
+        );
+        let causes = self.recorder.task_causes(&task.task_id)?;
+        let opened = match self.recorder.open_session(
+            &self.policy,
+            facts,
+            &super::receipts::manifest_bytes(manifest)?,
+            causes,
+        ) {
+            Ok(o) => o,
+            Err(e) => {
+                return failure(
+                    session,
+                    ErrorCode::InternalError,
+                    &format!("the session could not start: {e:#}"),
+                );
+            }
+        };
+        let governor = Arc::new(PolicyGovernor::new(opened.scope, self.recorder.sink()));
         let request = TaskRequest {
             task_id: task.task_id.clone(),
             session_id: session.to_owned(),
@@ -159,11 +192,27 @@ impl Host {
             data_classification: admission.data_classification,
             deadline,
             envelope: admission.envelope.envelope.clone(),
+            governor,
         };
-        let prepared = self.prepared(installed).await?;
-        let store: Arc<dyn TaskStore> = self.store.clone();
-        let run = prepared.run(request, store).await;
-        let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
+        let prepared = self.prepared(installed).await;
+        let run = match prepared {
+            Ok(prepared) => {
+                let store: Arc<dyn TaskStore> = self.store.clone();
+                Ok(prepared.run(request, store).await)
+            }
+            Err(e) => Err(e),
+        };
+        // Receipts are durable, and covered by a checkpoint, before the
+        // task is answered; a task whose receipts cannot be stored fails.
+        self.recorder.close_session(session);
+        if let Err(e) = self.recorder.flush() {
+            return failure(
+                session,
+                ErrorCode::InternalError,
+                &format!("the task's receipts could not be stored: {e:#}"),
+            );
+        }
+        let answer = crate::lifecycle::answer(manifest, &checked, session, &run?)?;
         Ok(serde_json::to_value(answer)?)
     }
 

@@ -119,9 +119,8 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let mut receipts = Vec::new();
     let mut inputs = Vec::new();
     {
-        let mut stmt = db.prepare(
-            "SELECT seq, hash, body, input FROM receipts WHERE seq < ?1 ORDER BY seq",
-        )?;
+        let mut stmt =
+            db.prepare("SELECT seq, hash, body, input FROM receipts WHERE seq < ?1 ORDER BY seq")?;
         let mut rows = stmt.query(params![end as i64])?;
         while let Some(row) = rows.next()? {
             let seq = u64::try_from(row.get::<_, i64>(0)?)?;

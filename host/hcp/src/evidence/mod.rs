@@ -31,15 +31,17 @@
 //! # Storage
 //!
 //! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, session, task,
-//! canonical receipt, canonical decision input), `receipt_checkpoints`,
+//! call, canonical receipt, canonical decision input), `receipt_checkpoints`,
 //! `receipt_log` (the log's state, the host's public key),
 //! `receipt_sessions` (each session's facts and its range of receipts),
 //! `policy_snapshots`, `capability_manifests`, `task_messages`. Rows are
-//! only ever inserted (and a session's range extended). A lock file,
-//! `receipts.lock`, keeps a second process from writing the same log.
+//! only ever inserted (and a session's range extended). Several processes
+//! (`hcp serve`, the command line) may append to the same log: each batch
+//! is written under SQLite's write lock from the stored log state.
 
 mod export;
 mod recorder;
+mod writer;
 
 pub use export::{Selection, export};
 pub use recorder::{Entry, Recorder, SessionOpened};
@@ -59,9 +61,12 @@ pub const MIGRATION: &str = r"
         hash BLOB NOT NULL,
         session_id TEXT,
         task_id TEXT,
+        call TEXT NOT NULL,
         body BLOB NOT NULL,
         input BLOB NOT NULL
     ) STRICT;
+    CREATE INDEX receipts_task ON receipts (task_id, seq);
+    CREATE INDEX receipts_session ON receipts (session_id, seq);
     CREATE TABLE receipt_checkpoints (
         tree_size INTEGER PRIMARY KEY,
         body BLOB NOT NULL
@@ -94,13 +99,19 @@ pub const MIGRATION: &str = r"
 
 /// The WIT package, as evidence packs carry it (`manifests/wit/`).
 pub const WIT_FILES: &[(&str, &str)] = &[
-    ("artifacts.wit", include_str!("../../../../wit/artifacts.wit")),
+    (
+        "artifacts.wit",
+        include_str!("../../../../wit/artifacts.wit"),
+    ),
     (
         "checkpoints.wit",
         include_str!("../../../../wit/checkpoints.wit"),
     ),
     ("hid.wit", include_str!("../../../../wit/hid.wit")),
-    ("instrument.wit", include_str!("../../../../wit/instrument.wit")),
+    (
+        "instrument.wit",
+        include_str!("../../../../wit/instrument.wit"),
+    ),
     ("log.wit", include_str!("../../../../wit/log.wit")),
     ("types.wit", include_str!("../../../../wit/types.wit")),
     ("world.wit", include_str!("../../../../wit/world.wit")),

@@ -1,28 +1,26 @@
-//! The receipt writer: one thread, one channel, group commit.
+//! The receipt pipeline's handle: the channel to the writer thread
+//! ([`super::writer`]), and what the gate and the task engine call.
 
+use super::writer::Writer;
 use crate::hostkey::HostIdentity;
 use crate::store::Store;
 use anyhow::{Context as _, Result};
 use hcp_contracts::RiskLevel;
 use hcp_policy::PolicySet;
 use hcp_policy::pep::{self, Decision, Scope, SessionFacts};
-use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent, SigningPolicy, Verdict};
+use hcp_receipts::{Digest, HostLog, LogState, Parent, SigningPolicy, Verdict};
 use hcp_sandbox::pep::{DecidedCall, VerdictSink, now_ms};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::fs::File;
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Verdicts waiting for the writer before the PEP's `record` blocks.
 const CHANNEL: usize = 1 << 16;
-/// Most messages stored in one transaction.
-const BATCH: usize = 8192;
 
 /// A receipt the gate appends (admission, rejection, approval, ...).
 #[derive(Debug, Clone)]
@@ -49,6 +47,12 @@ pub struct Entry {
     pub policy_hash: Digest,
     /// Receipts it follows from.
     pub parents: Vec<Parent>,
+    /// The capability's manifest as written, for evidence packs (when the
+    /// decision concerns one).
+    pub manifest: Option<Vec<u8>>,
+    /// The policy files (`PolicySet::sources` as JSON), stored as the
+    /// snapshot of `policy_hash` for evidence packs.
+    pub policy_sources: Option<String>,
 }
 
 /// A session the recorder opened.
@@ -61,19 +65,20 @@ pub struct SessionOpened {
 }
 
 /// The session's opening, for the writer.
-struct Open {
-    facts: SessionFacts,
-    facts_bytes: Vec<u8>,
-    input: Vec<u8>,
-    at_ms: u64,
-    decision: Decision,
-    policy_hash: Digest,
-    policy_sources: String,
-    manifest: Vec<u8>,
-    causes: Vec<Parent>,
+pub(super) struct Open {
+    pub(super) facts: SessionFacts,
+    pub(super) facts_bytes: Vec<u8>,
+    pub(super) input: Vec<u8>,
+    pub(super) at_ms: u64,
+    pub(super) decision: Decision,
+    pub(super) policy_hash: Digest,
+    pub(super) policy_sources: String,
+    pub(super) manifest: Vec<u8>,
+    pub(super) causes: Vec<Parent>,
 }
 
-enum Msg {
+/// What the writer thread is asked to do.
+pub(super) enum Msg {
     Call(Box<DecidedCall>),
     Append(Box<Entry>, Sender<Result<Parent, String>>),
     Open(Box<Open>, Sender<Result<Parent, String>>),
@@ -82,26 +87,42 @@ enum Msg {
     Stop,
 }
 
+impl Msg {
+    /// Answers the message with `why` without doing it.
+    pub(super) fn refuse(self, why: &str) {
+        let why = why.to_owned();
+        match self {
+            Msg::Append(_, reply) | Msg::Open(_, reply) => {
+                let _ = reply.send(Err(why));
+            }
+            Msg::Flush(reply) => {
+                let _ = reply.send(Err(why));
+            }
+            Msg::Call(_) | Msg::Close(_) | Msg::Stop => {}
+        }
+    }
+}
+
 /// Set once the writer cannot store receipts; from then on every PEP
 /// decision fails closed.
 #[derive(Debug, Default)]
-struct Failure {
+pub(super) struct Failure {
     set: AtomicBool,
     why: Mutex<Option<String>>,
 }
 
 impl Failure {
-    fn set(&self, why: String) {
+    pub(super) fn set(&self, why: String) {
         let mut slot = self.why.lock().unwrap_or_else(|e| e.into_inner());
         slot.get_or_insert(why);
         self.set.store(true, Ordering::Release);
     }
 
-    fn is_set(&self) -> bool {
+    pub(super) fn is_set(&self) -> bool {
         self.set.load(Ordering::Acquire)
     }
 
-    fn why(&self) -> String {
+    pub(super) fn why(&self) -> String {
         self.why
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -136,7 +157,6 @@ pub struct Recorder {
     thread: Option<JoinHandle<()>>,
     store: Arc<Store>,
     host_id: String,
-    _lock: File,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -156,97 +176,64 @@ fn open_db(dir: &Path) -> Result<Connection> {
     Ok(db)
 }
 
-/// RFC 3339 (UTC, milliseconds) of a Unix time in milliseconds.
-pub(crate) fn rfc3339(at_ms: u64) -> String {
-    let nanos = i128::from(at_ms) * 1_000_000;
-    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
-}
-
 impl Recorder {
     /// Opens the receipt log of `store`'s data directory for `identity`,
     /// and starts the writer. A log left with receipts after its last
-    /// checkpoint (a crash) is sealed with a checkpoint first.
+    /// checkpoint (a process that stopped) is sealed with a checkpoint
+    /// first. Other processes may write the same log at the same time
+    /// (see [`super::writer`]).
     ///
     /// # Errors
     ///
-    /// Another process writes receipts in this data directory; the stored
-    /// log belongs to another host key or is inconsistent; the database
-    /// fails.
+    /// The stored log belongs to another host key or is inconsistent; the
+    /// database fails.
     pub fn open(store: Arc<Store>, identity: HostIdentity, signing: SigningPolicy) -> Result<Self> {
         let dir = store.dir().to_path_buf();
-        let lock_path = dir.join("receipts.lock");
-        let lock = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .with_context(|| format!("{}", lock_path.display()))?;
-        lock.try_lock().map_err(|_| {
-            anyhow::anyhow!(
-                "{}: another host process is writing receipts in this data directory",
-                dir.display()
-            )
-        })?;
         let db = open_db(&dir)?;
         let HostIdentity { key, host_id } = identity;
-        let stored: Option<(String, String)> = db
+        let empty = LogState {
+            host_id: host_id.clone(),
+            lamport: 0,
+            head: None,
+            tree: hcp_receipts::merkle::Frontier::default(),
+            last_checkpoint: None,
+        };
+        db.execute(
+            "INSERT OR IGNORE INTO receipt_log (id, host_id, public_key, state) VALUES (1, ?1, ?2, ?3)",
+            params![
+                host_id,
+                key.public().to_string(),
+                serde_json::to_string(&empty)?
+            ],
+        )?;
+        let (stored_host, saved): (String, String) = db.query_row(
+            "SELECT host_id, state FROM receipt_log WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if stored_host != host_id {
+            anyhow::bail!(
+                "{}: the receipts here were written by {stored_host}, but this host is {host_id} (its key changed)",
+                dir.display()
+            );
+        }
+        let state: LogState = serde_json::from_str(&saved).context("stored receipt log state")?;
+        let head: Option<Vec<u8>> = db
             .query_row(
-                "SELECT host_id, state FROM receipt_log WHERE id = 1",
+                "SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1",
                 [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
+                |r| r.get(0),
             )
             .optional()?;
-        let log = match stored {
-            None => {
-                let log = HostLog::new(&host_id, key, signing)?;
-                db.execute(
-                    "INSERT INTO receipt_log (id, host_id, public_key, state) VALUES (1, ?1, ?2, ?3)",
-                    params![
-                        host_id,
-                        log.public_key().to_string(),
-                        serde_json::to_string(log.state())?
-                    ],
-                )?;
-                log
-            }
-            Some((stored_host, state)) => {
-                if stored_host != host_id {
-                    anyhow::bail!(
-                        "{}: the receipts here were written by {stored_host}, but this host is {host_id} (its key changed)",
-                        dir.display()
-                    );
-                }
-                let state: LogState =
-                    serde_json::from_str(&state).context("stored receipt log state")?;
-                let head: Option<Vec<u8>> = db
-                    .query_row(
-                        "SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1",
-                        [],
-                        |r| r.get(0),
-                    )
-                    .optional()?;
-                if head.as_deref() != state.head.as_ref().map(|d| &d.0[..]) {
-                    anyhow::bail!(
-                        "{}: the receipt log's state does not end at its last stored receipt",
-                        dir.display()
-                    );
-                }
-                HostLog::resume(state, key, signing)?
-            }
-        };
+        if head.as_deref() != state.head.as_ref().map(|d| &d.0[..]) {
+            anyhow::bail!(
+                "{}: the receipt log's state does not end at its last stored receipt",
+                dir.display()
+            );
+        }
+        let log = HostLog::resume(state, key, signing)?;
         let failure = Arc::new(Failure::default());
-        let mut writer = Writer {
-            db,
-            log,
-            sessions: HashMap::new(),
-            stamp: (u64::MAX, String::new()),
-        };
+        let mut writer = Writer::new(db, log, saved);
         writer.seal_on_open()?;
         let (tx, rx) = sync_channel(CHANNEL);
         let thread = std::thread::Builder::new()
@@ -261,7 +248,6 @@ impl Recorder {
             thread: Some(thread),
             store,
             host_id,
-            _lock: lock,
         })
     }
 
@@ -298,6 +284,72 @@ impl Recorder {
     /// The receipt breaks a rule of receipts, or cannot be stored.
     pub fn append(&self, entry: Entry) -> Result<Parent> {
         self.ask(|tx| Msg::Append(Box::new(entry), tx))
+    }
+
+    /// [`Recorder::append`], and a checkpoint over every receipt so far in
+    /// the same transaction: for decisions the host answers right away.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::append`].
+    pub fn append_sealed(&self, entry: Entry) -> Result<Parent> {
+        if self.failure.is_set() {
+            anyhow::bail!("receipts: {}", self.failure.why());
+        }
+        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
+        let (append_tx, append_rx) = channel();
+        let (flush_tx, flush_rx) = channel();
+        // Both queued before either is awaited: the writer takes them in
+        // one batch.
+        self.tx
+            .send(Msg::Append(Box::new(entry), append_tx))
+            .map_err(|_| stopped())?;
+        self.tx.send(Msg::Flush(flush_tx)).map_err(|_| stopped())?;
+        let parent = append_rx
+            .recv()
+            .map_err(|_| stopped())?
+            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+        flush_rx
+            .recv()
+            .map_err(|_| stopped())?
+            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+        Ok(parent)
+    }
+
+    /// The receipts that admitted a task (its ALLOW admission and
+    /// approval), as parents for the receipts that follow from them.
+    ///
+    /// # Errors
+    ///
+    /// The database fails, or a stored receipt does not read back.
+    pub fn task_causes(&self, task_id: &str) -> Result<Vec<Parent>> {
+        let db = self.store.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT seq, hash, body FROM receipts WHERE task_id = ?1 AND call IN (?2, ?3) ORDER BY seq",
+        )?;
+        let mut rows = stmt.query(params![
+            task_id,
+            pep::gate::CALL_ADMISSION,
+            pep::gate::CALL_APPROVAL
+        ])?;
+        let mut causes = Vec::new();
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let hash: Vec<u8> = row.get(1)?;
+            let body: Vec<u8> = row.get(2)?;
+            let receipt: hcp_receipts::Receipt =
+                serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
+            let hash: [u8; 32] = hash
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("receipt {seq}: stored hash is not 32 bytes"))?;
+            if receipt.verdict == Verdict::Allow {
+                causes.push(Parent {
+                    hash: Digest(hash),
+                    lamport: receipt.lamport,
+                });
+            }
+        }
+        Ok(causes)
     }
 
     /// Opens a session: compiles its scope under `policy`, records the
@@ -339,7 +391,11 @@ impl Recorder {
                 scope: Arc::new(scope),
                 parent,
             }),
-            _ => anyhow::bail!("session refused ({}): {}", decision.reason, decision.message),
+            _ => anyhow::bail!(
+                "session refused ({}): {}",
+                decision.reason,
+                decision.message
+            ),
         }
     }
 
@@ -395,356 +451,5 @@ impl Recorder {
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The last receipt of a session, and its stored range.
-struct Chain {
-    last: Parent,
-    last_seq: u64,
-    dirty: bool,
-}
-
-struct Writer {
-    db: Connection,
-    log: HostLog,
-    sessions: HashMap<String, Chain>,
-    /// The last timestamp formatted: calls come many to a millisecond.
-    stamp: (u64, String),
-}
-
-type Reply = Box<dyn FnOnce(Result<(), String>)>;
-
-impl Writer {
-    fn run(mut self, rx: &Receiver<Msg>, failure: &Failure) {
-        loop {
-            let Ok(first) = rx.recv() else { return };
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
-            let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
-            if failure.is_set() {
-                let why = failure.why();
-                for m in batch {
-                    refuse(m, &why);
-                }
-            } else {
-                let mut replies: Vec<Reply> = Vec::new();
-                if let Err(e) = self.batch(batch, &mut replies) {
-                    failure.set(format!("{e:#}"));
-                    let why = failure.why();
-                    for reply in replies {
-                        reply(Err(why.clone()));
-                    }
-                } else {
-                    for reply in replies {
-                        reply(Ok(()));
-                    }
-                }
-            }
-            if stop {
-                return;
-            }
-        }
-    }
-
-    fn timestamp(&mut self, at_ms: u64) -> String {
-        if self.stamp.0 != at_ms {
-            self.stamp = (at_ms, rfc3339(at_ms));
-        }
-        self.stamp.1.clone()
-    }
-
-    /// Stores one batch in one transaction; `replies` are answered after.
-    fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<()> {
-        let tx = self.db.unchecked_transaction()?;
-        let mut flush = false;
-        for m in batch {
-            match m {
-                Msg::Call(d) => self.call(&tx, &d)?,
-                Msg::Append(entry, reply) => {
-                    // A draft the log refuses refuses only its own receipt.
-                    let parent = match self.append(&tx, &entry)? {
-                        Ok(p) => Ok(p),
-                        Err(refused) => Err(refused.to_string()),
-                    };
-                    replies.push(Box::new(move |r: Result<(), String>| {
-                        let _ = reply.send(r.and(parent));
-                    }));
-                }
-                Msg::Open(open, reply) => {
-                    let parent = self.open(&tx, &open)?;
-                    replies.push(Box::new(move |r: Result<(), String>| {
-                        let _ = reply.send(r.map(|()| parent));
-                    }));
-                }
-                Msg::Close(session) => {
-                    self.save_session(&tx, &session)?;
-                    self.sessions.remove(&session);
-                }
-                Msg::Flush(reply) => {
-                    flush = true;
-                    replies.push(Box::new(move |r| {
-                        let _ = reply.send(r);
-                    }));
-                }
-                Msg::Stop => flush = true,
-            }
-        }
-        let dirty: Vec<String> = self
-            .sessions
-            .iter()
-            .filter(|(_, c)| c.dirty)
-            .map(|(s, _)| s.clone())
-            .collect();
-        for session in dirty {
-            self.save_session(&tx, &session)?;
-        }
-        if flush {
-            self.seal(&tx)?;
-        }
-        tx.execute(
-            "UPDATE receipt_log SET state = ?1 WHERE id = 1",
-            params![serde_json::to_string(self.log.state())?],
-        )?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    fn save_session(&mut self, tx: &Connection, session: &str) -> Result<()> {
-        if let Some(chain) = self.sessions.get_mut(session)
-            && chain.dirty
-        {
-            tx.prepare_cached("UPDATE receipt_sessions SET last_seq = ?2 WHERE session_id = ?1")?
-                .execute(params![session, chain.last_seq as i64])?;
-            chain.dirty = false;
-        }
-        Ok(())
-    }
-
-    /// Appends a draft and stores the receipt (and checkpoint). The inner
-    /// error is the log refusing the draft (nothing changed); the outer one
-    /// a failure to store after the log moved on.
-    fn try_store(
-        &mut self,
-        tx: &Connection,
-        draft: Draft,
-        input: &[u8],
-    ) -> Result<Result<(Parent, u64), hcp_receipts::log::LogError>> {
-        let appended = match self.log.append(draft) {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(e)),
-        };
-        let r = &appended.receipt;
-        let body = r.canonical_bytes()?;
-        tx.prepare_cached(
-            "INSERT INTO receipts (seq, hash, session_id, task_id, body, input) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?
-        .execute(params![
-            r.seq as i64,
-            &appended.hash.0[..],
-            r.session_id,
-            r.task_id,
-            body,
-            input
-        ])?;
-        if let Some(cp) = &appended.checkpoint {
-            insert_checkpoint(tx, cp)?;
-        }
-        Ok(Ok((
-            Parent {
-                hash: appended.hash,
-                lamport: r.lamport,
-            },
-            r.seq,
-        )))
-    }
-
-    /// [`Writer::try_store`] where a refused draft is a host fault.
-    fn store(&mut self, tx: &Connection, draft: Draft, input: &[u8]) -> Result<(Parent, u64)> {
-        Ok(self.try_store(tx, draft, input)??)
-    }
-
-    fn call(&mut self, tx: &Connection, d: &DecidedCall) -> Result<()> {
-        let facts = d.scope.facts();
-        let scope_hash = d.scope.facts_hash();
-        let (call_bytes, input) =
-            pep::input::call_record(d.at_ms, &d.call, &d.counters, &scope_hash)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
-        let chain = self.sessions.get(&facts.session_id);
-        let draft = Draft {
-            session_id: Some(facts.session_id.clone()),
-            task_id: Some(facts.task_id.clone()),
-            capability: facts.capability.clone(),
-            call: d.call.op.name().to_owned(),
-            args_hash: Digest::of(&call_bytes),
-            input_hash: Digest::of(&input),
-            verdict: d.verdict,
-            reason_code: d.reason.to_owned(),
-            risk: d.risk,
-            policy_hash: d.scope.policy_hash(),
-            parents: chain.map(|c| vec![c.last]).unwrap_or_default(),
-            timestamp: self.timestamp(d.at_ms),
-        };
-        let known = chain.is_some();
-        let (parent, seq) = self.store(tx, draft, &input)?;
-        if !known {
-            // A governor whose session was not opened here: keep its facts
-            // so packs can replay it.
-            let facts_bytes = hcp_contracts::jcs::canonical_bytes(facts)
-                .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
-            insert_session(tx, facts, &scope_hash, &facts_bytes, seq)?;
-        }
-        self.sessions.insert(
-            facts.session_id.clone(),
-            Chain {
-                last: parent,
-                last_seq: seq,
-                dirty: known,
-            },
-        );
-        Ok(())
-    }
-
-    fn append(
-        &mut self,
-        tx: &Connection,
-        e: &Entry,
-    ) -> Result<Result<Parent, hcp_receipts::log::LogError>> {
-        let field = |m: String| hcp_receipts::log::LogError::Field {
-            host_id: self.log.state().host_id.clone(),
-            reason: m,
-        };
-        let args_hash = match Digest::of_canonical(&e.args) {
-            Ok(h) => h,
-            Err(m) => return Ok(Err(field(format!("args: {m}")))),
-        };
-        let input = match hcp_contracts::jcs::canonical_bytes(&e.input) {
-            Ok(i) => i,
-            Err(m) => return Ok(Err(field(format!("input: {m}")))),
-        };
-        let at_ms = now_ms();
-        let draft = Draft {
-            session_id: e.session_id.clone(),
-            task_id: e.task_id.clone(),
-            capability: e.capability.clone(),
-            call: e.call.clone(),
-            args_hash,
-            input_hash: Digest::of(&input),
-            verdict: e.verdict,
-            reason_code: e.reason_code.clone(),
-            risk: e.risk,
-            policy_hash: e.policy_hash,
-            parents: e.parents.clone(),
-            timestamp: self.timestamp(at_ms),
-        };
-        Ok(self.try_store(tx, draft, &input)?.map(|(p, _)| p))
-    }
-
-    fn open(&mut self, tx: &Connection, o: &Open) -> Result<Parent> {
-        let facts_hash = Digest::of(&o.facts_bytes);
-        let draft = Draft {
-            session_id: Some(o.facts.session_id.clone()),
-            task_id: Some(o.facts.task_id.clone()),
-            capability: o.facts.capability.clone(),
-            call: pep::input::CALL_SESSION_OPEN.to_owned(),
-            args_hash: facts_hash,
-            input_hash: Digest::of(&o.input),
-            verdict: o.decision.verdict,
-            reason_code: o.decision.reason.to_owned(),
-            risk: o.facts.risk_level,
-            policy_hash: o.policy_hash,
-            parents: o.causes.clone(),
-            timestamp: self.timestamp(o.at_ms),
-        };
-        let (parent, seq) = self.store(tx, draft, &o.input)?;
-        insert_session(tx, &o.facts, &facts_hash, &o.facts_bytes, seq)?;
-        tx.prepare_cached(
-            "INSERT OR IGNORE INTO policy_snapshots (policy_hash, sources) VALUES (?1, ?2)",
-        )?
-        .execute(params![o.policy_hash.to_string(), o.policy_sources])?;
-        tx.prepare_cached(
-            "INSERT OR REPLACE INTO capability_manifests (capability, manifest) VALUES (?1, ?2)",
-        )?
-        .execute(params![o.facts.capability, o.manifest])?;
-        self.sessions.insert(
-            o.facts.session_id.clone(),
-            Chain {
-                last: parent,
-                last_seq: seq,
-                dirty: false,
-            },
-        );
-        Ok(parent)
-    }
-
-    /// A checkpoint over every receipt not yet covered by one.
-    fn seal(&mut self, tx: &Connection) -> Result<()> {
-        let covered = self.log.state().last_checkpoint.map_or(0, |c| c.tree_size);
-        if self.log.size() > covered {
-            let at = rfc3339(now_ms());
-            let cp = self.log.checkpoint(&at)?;
-            insert_checkpoint(tx, &cp)?;
-        }
-        Ok(())
-    }
-
-    fn seal_on_open(&mut self) -> Result<()> {
-        let tx = self.db.unchecked_transaction()?;
-        let covered = self.log.state().last_checkpoint.map_or(0, |c| c.tree_size);
-        if self.log.size() > covered {
-            self.seal(&tx)?;
-            tx.execute(
-                "UPDATE receipt_log SET state = ?1 WHERE id = 1",
-                params![serde_json::to_string(self.log.state())?],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
-    }
-}
-
-fn insert_checkpoint(tx: &Connection, cp: &hcp_receipts::Checkpoint) -> Result<()> {
-    tx.prepare_cached("INSERT INTO receipt_checkpoints (tree_size, body) VALUES (?1, ?2)")?
-        .execute(params![cp.tree_size as i64, cp.canonical_bytes()?])?;
-    Ok(())
-}
-
-fn insert_session(
-    tx: &Connection,
-    facts: &SessionFacts,
-    hash: &Digest,
-    bytes: &[u8],
-    seq: u64,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO receipt_sessions (session_id, task_id, capability, facts_hash, facts, first_seq, last_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-    )?
-    .execute(params![
-        facts.session_id,
-        facts.task_id,
-        facts.capability,
-        hash.to_string(),
-        bytes,
-        seq as i64
-    ])?;
-    Ok(())
-}
-
-fn refuse(m: Msg, why: &str) {
-    let why = why.to_owned();
-    match m {
-        Msg::Append(_, reply) | Msg::Open(_, reply) => {
-            let _ = reply.send(Err(why));
-        }
-        Msg::Flush(reply) => {
-            let _ = reply.send(Err(why));
-        }
-        Msg::Call(_) | Msg::Close(_) | Msg::Stop => {}
     }
 }

@@ -293,9 +293,9 @@ fn fs_path(scope: &Scope, op: Op, path: &str, write: bool) -> Result<(), Decisio
         None => not_found(format!(
             "{op} {path:?}: not inside a directory of grants.filesystem"
         )),
-        Some(Access::ReadOnly) if write => not_found(format!(
-            "{op} {path:?}: the directory is granted read-only"
-        )),
+        Some(Access::ReadOnly) if write => {
+            not_found(format!("{op} {path:?}: the directory is granted read-only"))
+        }
         Some(_) => Ok(()),
     }
 }

@@ -48,7 +48,11 @@ pub fn open_input(facts: &SessionFacts, at_ms: u64) -> Result<Vec<u8>, String> {
 
 /// The decision of a session's opening: ALLOW when its facts compile under
 /// the policy and it has not expired yet.
-pub fn decide_open(scope: &Result<Scope, ScopeError>, facts: &SessionFacts, at_ms: u64) -> Decision {
+pub fn decide_open(
+    scope: &Result<Scope, ScopeError>,
+    facts: &SessionFacts,
+    at_ms: u64,
+) -> Decision {
     match scope {
         Err(e) => Decision {
             verdict: Verdict::Deny,

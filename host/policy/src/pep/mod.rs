@@ -28,14 +28,15 @@
 
 mod call;
 mod decide;
+pub mod gate;
 pub mod input;
 mod replay;
 mod scope;
 pub mod threat;
 
 pub use call::{
-    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty,
-    FsAccess, FsArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
+    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
+    FsArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
 };
 pub use decide::{Counters, Decision, decide};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};

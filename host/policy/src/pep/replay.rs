@@ -1,6 +1,7 @@
-//! The PEP's [`Decider`] for `hcp_receipts::replay`: re-derives the verdict
-//! of every `session.open` and `host_call` receipt from the pack's policy
-//! snapshot and the recorded decision input.
+//! The host's [`Decider`] for `hcp_receipts::replay`: re-derives the
+//! verdict of every `session.open` and `host_call` receipt, and of the
+//! gate's receipts ([`super::gate`]), from the pack's policy snapshot and
+//! the recorded decision input.
 //!
 //! A call's input names its session's facts by hash; the decider finds them
 //! in the pack, either in the decision input of the session's
@@ -13,9 +14,9 @@ use super::decide::{Counters, decide};
 use super::input::{KIND_HOST_CALL, KIND_SESSION_OPEN, decide_open};
 use super::scope::{Scope, SessionFacts};
 use crate::PolicySet;
+use hcp_receipts::Digest;
 use hcp_receipts::pack::Pack;
 use hcp_receipts::replay::{Decider, Decision, PolicySnapshot};
-use hcp_receipts::Digest;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -87,9 +88,8 @@ impl PepDecider {
             .facts
             .get(&hash)
             .ok_or_else(|| format!("the session facts {hash} are not in the pack"))?;
-        let scope = Rc::new(
-            Scope::compile(self.policy()?, facts.clone()).map_err(|e| e.to_string())?,
-        );
+        let scope =
+            Rc::new(Scope::compile(self.policy()?, facts.clone()).map_err(|e| e.to_string())?);
         self.scopes.borrow_mut().insert(hash, scope.clone());
         Ok(scope)
     }
@@ -98,8 +98,8 @@ impl PepDecider {
 fn load(files: &BTreeMap<String, Vec<u8>>) -> Result<PolicySet, String> {
     let mut sources = BTreeMap::new();
     for (name, bytes) in files {
-        let text = String::from_utf8(bytes.clone())
-            .map_err(|_| format!("policy/{name} is not UTF-8"))?;
+        let text =
+            String::from_utf8(bytes.clone()).map_err(|_| format!("policy/{name} is not UTF-8"))?;
         sources.insert(name.clone(), text);
     }
     PolicySet::from_sources("the pack's policy/", sources).map_err(|e| e.to_string())
@@ -120,6 +120,13 @@ fn at_ms(input: &Value) -> Result<u64, String> {
 impl Decider for PepDecider {
     fn decide(&self, _policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
         let kind = field(input, "kind")?.as_str().unwrap_or_default();
+        if let Some(decision) = super::gate::decide(self.policy()?, kind, input) {
+            let decision = decision?;
+            return Ok(Decision {
+                verdict: decision.verdict,
+                reason_code: decision.reason.to_owned(),
+            });
+        }
         let decision = match kind {
             KIND_SESSION_OPEN => {
                 let facts: SessionFacts = serde_json::from_value(field(input, "facts")?.clone())
@@ -133,15 +140,14 @@ impl Decider for PepDecider {
                     .and_then(|s| Digest::from_str(s).ok())
                     .ok_or("scope is not a sha256: digest")?;
                 let scope = self.scope(hash)?;
-                let counters: Counters =
-                    serde_json::from_value(field(input, "counters")?.clone())
-                        .map_err(|e| format!("counters: {e}"))?;
+                let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
+                    .map_err(|e| format!("counters: {e}"))?;
                 let call = Call::from_value(field(input, "call")?)?;
                 decide(&scope, &counters, &call, at_ms(input)?)
             }
             other => {
                 return Err(format!(
-                    "no PEP decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN} and {KIND_HOST_CALL})"
+                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL} and the gate's)"
                 ));
             }
         };

@@ -205,11 +205,10 @@ impl Scope {
             .split_once('@')
             .map_or(facts.capability.as_str(), |(n, _)| n);
         let (scan, denied) = policy.dispatch_rules().settings(name);
-        let policy_hash =
-            Digest::from_str(policy.policy_hash()).map_err(|reason| ScopeError {
-                session_id: facts.session_id.clone(),
-                reason: format!("policy hash: {reason}"),
-            })?;
+        let policy_hash = Digest::from_str(policy.policy_hash()).map_err(|reason| ScopeError {
+            session_id: facts.session_id.clone(),
+            reason: format!("policy hash: {reason}"),
+        })?;
         Self::with_settings(facts, scan, &denied, policy_hash)
     }
 

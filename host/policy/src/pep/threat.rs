@@ -140,9 +140,8 @@ pub fn has_terminal_escape(s: &str) -> bool {
     {
         return false;
     }
-    s.chars().any(|c| {
-        matches!(c, '\u{1b}' | '\u{08}' | '\u{7f}') || ('\u{80}'..='\u{9f}').contains(&c)
-    })
+    s.chars()
+        .any(|c| matches!(c, '\u{1b}' | '\u{08}' | '\u{7f}') || ('\u{80}'..='\u{9f}').contains(&c))
 }
 
 /// Whether `s` holds a phrase of [`PROMPT_INJECTION_PHRASES`]. Fails closed:
@@ -263,7 +262,15 @@ mod tests {
 
     #[test]
     fn shell_metacharacters() {
-        for bad in ["a; rm -rf /", "x | nc", "$(id)", "${HOME}", "`id`", "a && b", "a\nb"] {
+        for bad in [
+            "a; rm -rf /",
+            "x | nc",
+            "$(id)",
+            "${HOME}",
+            "`id`",
+            "a && b",
+            "a\nb",
+        ] {
             assert!(has_shell_metacharacters(bad), "{bad:?}");
         }
         for ok in ["set_temperature", "700", "ramp-rate_2", "a.b,c"] {

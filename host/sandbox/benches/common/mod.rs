@@ -1,10 +1,10 @@
 //! Setup shared by the sandbox benchmarks.
 
 use hcp_contracts::{DataClass, RiskLevel};
+use hcp_sandbox::pep::NoReceipts;
 use hcp_sandbox::{
     MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest, TaskStore,
 };
-use hcp_sandbox::pep::NoReceipts;
 use hcp_tests::ManifestBuilder;
 use serde_json::{Value, json};
 use std::sync::Arc;

@@ -1,0 +1,215 @@
+//! The gate's and the runner's receipts: every decision the engine makes on
+//! a task (admission, an operator's decision, an approval's expiry, a
+//! session refused) becomes a receipt before the answer goes out, and the
+//! receipts that admitted a task are the DAG parents of its session's
+//! receipts. The decision inputs are those of `hcp_policy::pep::gate`, so
+//! `hcp replay` re-derives them.
+
+use super::Host;
+use crate::evidence::Entry;
+use crate::store::TaskRecord;
+use anyhow::Result;
+use hcp_contracts::RiskLevel;
+use hcp_contracts::manifest::Manifest;
+use hcp_contracts::message::{RejectReason, TaskRejected};
+use hcp_policy::Admission;
+use hcp_policy::pep::gate::{
+    self, AdmissionInput, ApprovalInput, CALL_ADMISSION, CALL_APPROVAL, CALL_EXPIRY,
+    CALL_SESSION_TOKEN, ExpiryInput, HostCheck, TokenInput,
+};
+use hcp_receipts::{Digest, Parent, Verdict, reason};
+use std::str::FromStr as _;
+
+/// What the gate decided on, for the admission receipt.
+pub(crate) struct GateFacts<'a> {
+    /// The gate's clock.
+    pub(crate) at: time::OffsetDateTime,
+    /// The authenticated caller.
+    pub(crate) caller: &'a str,
+    /// Resources held by other sessions.
+    pub(crate) busy: Vec<String>,
+    /// The capability selected, once one was.
+    pub(crate) manifest: Option<&'a Manifest>,
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// The manifest as installed (its file), or its document.
+pub(crate) fn manifest_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
+    match &manifest.source {
+        Some(path) => Ok(std::fs::read(path)?),
+        None => Ok(serde_json::to_vec_pretty(&manifest.doc)?),
+    }
+}
+
+impl Host {
+    fn policy_digest(&self) -> Result<Digest> {
+        Digest::from_str(self.policy.policy_hash()).map_err(anyhow::Error::msg)
+    }
+
+    /// Records the gate's decision on `task`: ALLOW at `risk`, or the
+    /// refusal `rejected` (by the policy, or by the host's own check when
+    /// `host_check`). Durable, and covered by a checkpoint, on return.
+    pub(crate) fn record_admission(
+        &self,
+        task: &TaskRecord,
+        facts: &GateFacts<'_>,
+        outcome: Result<RiskLevel, (&TaskRejected, bool)>,
+    ) -> Result<Parent> {
+        let host_check = match outcome {
+            Err((r, true)) => Some(HostCheck {
+                message: r.reason_message.clone(),
+                reason_code: r.reason_code,
+            }),
+            _ => None,
+        };
+        let (verdict, code, risk) = match outcome {
+            Ok(risk) => (Verdict::Allow, reason::ALLOW, risk),
+            Err((r, _)) => (
+                Verdict::Deny,
+                gate::gate_reason(r.reason_code),
+                r.assessed_risk_level.unwrap_or(RiskLevel::R1),
+            ),
+        };
+        let input = AdmissionInput {
+            at: rfc3339(facts.at),
+            caller: facts.caller.to_owned(),
+            equipment_busy: facts.busy.clone(),
+            host_check,
+            kind: CALL_ADMISSION.to_owned(),
+            manifest: facts.manifest.map(|m| m.doc.clone()),
+            submit: task.submit["payload"].clone(),
+        };
+        let capability = match facts.manifest {
+            Some(m) => m.id(),
+            None => task.capability.clone(),
+        };
+        let manifest = facts.manifest.map(manifest_bytes).transpose()?;
+        self.recorder.append_sealed(Entry {
+            session_id: None,
+            task_id: Some(task.task_id.clone()),
+            capability,
+            call: CALL_ADMISSION.to_owned(),
+            args: task.submit["payload"].clone(),
+            input: serde_json::to_value(&input)?,
+            verdict,
+            reason_code: code.to_owned(),
+            risk,
+            policy_hash: self.policy_digest()?,
+            parents: Vec::new(),
+            manifest,
+            policy_sources: Some(self.policy_sources.clone()),
+        })
+    }
+
+    /// Records an operator's decision (or a refusal of the operator).
+    pub(crate) fn record_approval(
+        &self,
+        task: &TaskRecord,
+        manifest: &Manifest,
+        admission: &Admission,
+        operator: &str,
+        approved: bool,
+        refused: Option<RejectReason>,
+    ) -> Result<Parent> {
+        let input = ApprovalInput {
+            admission: admission.clone(),
+            approved,
+            at: hcp_contracts::message::now_rfc3339(),
+            declaration: manifest.doc.capability.clone(),
+            kind: CALL_APPROVAL.to_owned(),
+            operator: operator.to_owned(),
+        };
+        let (verdict, code) = match (refused, approved) {
+            (Some(r), _) => (Verdict::Deny, gate::gate_reason(r)),
+            (None, true) => (Verdict::Allow, reason::ALLOW),
+            (None, false) => (Verdict::Deny, reason::DENY_APPROVAL_REJECTED),
+        };
+        self.recorder.append_sealed(Entry {
+            session_id: None,
+            task_id: Some(task.task_id.clone()),
+            capability: manifest.id(),
+            call: CALL_APPROVAL.to_owned(),
+            args: serde_json::json!({"approved": approved, "operator": operator}),
+            input: serde_json::to_value(&input)?,
+            verdict,
+            reason_code: code.to_owned(),
+            risk: admission.risk_level,
+            policy_hash: self.policy_digest()?,
+            parents: self.recorder.task_causes(&task.task_id)?,
+            manifest: None,
+            policy_sources: Some(self.policy_sources.clone()),
+        })
+    }
+
+    /// Records that nobody decided before the approval expired.
+    pub(crate) fn record_expiry(
+        &self,
+        task: &TaskRecord,
+        at: &str,
+        expires_at: &str,
+    ) -> Result<Parent> {
+        let input = ExpiryInput {
+            at: at.to_owned(),
+            expires_at: expires_at.to_owned(),
+            kind: CALL_EXPIRY.to_owned(),
+        };
+        let capability = match &task.version {
+            Some(v) => format!("{}@{v}", task.capability),
+            None => task.capability.clone(),
+        };
+        self.recorder.append_sealed(Entry {
+            session_id: None,
+            task_id: Some(task.task_id.clone()),
+            capability,
+            call: CALL_EXPIRY.to_owned(),
+            args: serde_json::json!({"expires_at": expires_at}),
+            input: serde_json::to_value(&input)?,
+            verdict: Verdict::Deny,
+            reason_code: reason::DENY_APPROVAL_EXPIRED.to_owned(),
+            risk: task
+                .risk
+                .as_deref()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(RiskLevel::R1),
+            policy_hash: self.policy_digest()?,
+            parents: self.recorder.task_causes(&task.task_id)?,
+            manifest: None,
+            policy_sources: Some(self.policy_sources.clone()),
+        })
+    }
+
+    /// Records a session refused because its token no longer verifies.
+    pub(crate) fn record_token_refusal(
+        &self,
+        task: &TaskRecord,
+        manifest: &Manifest,
+        admission: &Admission,
+        session: &str,
+        error: &str,
+    ) -> Result<Parent> {
+        let input = TokenInput {
+            error: error.to_owned(),
+            kind: CALL_SESSION_TOKEN.to_owned(),
+            session_id: session.to_owned(),
+        };
+        self.recorder.append_sealed(Entry {
+            session_id: Some(session.to_owned()),
+            task_id: Some(task.task_id.clone()),
+            capability: manifest.id(),
+            call: CALL_SESSION_TOKEN.to_owned(),
+            args: serde_json::json!({"session_id": session}),
+            input: serde_json::to_value(&input)?,
+            verdict: Verdict::Deny,
+            reason_code: reason::DELEGATION_INVALID.to_owned(),
+            risk: admission.risk_level,
+            policy_hash: self.policy_digest()?,
+            parents: self.recorder.task_causes(&task.task_id)?,
+            manifest: None,
+            policy_sources: Some(self.policy_sources.clone()),
+        })
+    }
+}

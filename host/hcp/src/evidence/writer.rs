@@ -1,0 +1,459 @@
+//! The receipt writer thread: takes verdicts in batches and stores each
+//! batch in one SQLite transaction (group commit).
+//!
+//! Several processes may write the same data directory's log (`hcp serve`
+//! and the command line). Each batch runs in an `IMMEDIATE` transaction,
+//! which holds SQLite's write lock, and starts by reading the stored log
+//! state: when another process moved the log on since this writer last
+//! stored it, the writer goes on from the stored state
+//! ([`HostLog::resync`]). A session's receipts are written by the one
+//! process that runs it, so its chain stays in memory.
+
+use super::recorder::{Entry, Msg, Open};
+use anyhow::Result;
+use hcp_policy::pep::{self, SessionFacts};
+use hcp_receipts::log::LogError;
+use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent};
+use hcp_sandbox::pep::{DecidedCall, now_ms};
+use rusqlite::{Connection, Transaction, TransactionBehavior, params};
+use std::collections::HashMap;
+use std::sync::mpsc::Receiver;
+
+/// Most messages stored in one transaction.
+const BATCH: usize = 8192;
+
+/// The last receipt of a session, and its stored range.
+struct Chain {
+    last: Parent,
+    last_seq: u64,
+    dirty: bool,
+    /// Receipts that caused the session (its admission, an approval): the
+    /// parents of its first host call's receipt, with `last`.
+    causes: Vec<Parent>,
+}
+
+/// Answers a message once its batch is committed (or failed).
+pub(super) type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// The writer's connection and state.
+pub(super) struct Writer {
+    pub(super) db: Connection,
+    pub(super) core: Core,
+}
+
+/// Everything but the connection, so a transaction on it can be held while
+/// the state changes.
+pub(super) struct Core {
+    pub(super) log: HostLog,
+    /// The log state as this writer last stored it (its JSON).
+    pub(super) saved: String,
+    sessions: HashMap<String, Chain>,
+    /// The last timestamp formatted: calls come many to a millisecond.
+    stamp: (u64, String),
+}
+
+/// RFC 3339 (UTC, milliseconds) of a Unix time in milliseconds.
+pub(crate) fn rfc3339(at_ms: u64) -> String {
+    let nanos = i128::from(at_ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
+}
+
+fn begin(db: &Connection) -> Result<Transaction<'_>> {
+    Ok(Transaction::new_unchecked(
+        db,
+        TransactionBehavior::Immediate,
+    )?)
+}
+
+impl Writer {
+    pub(super) fn new(db: Connection, log: HostLog, saved: String) -> Self {
+        Self {
+            db,
+            core: Core {
+                log,
+                saved,
+                sessions: HashMap::new(),
+                stamp: (u64::MAX, String::new()),
+            },
+        }
+    }
+
+    pub(super) fn run(mut self, rx: &Receiver<Msg>, failure: &super::recorder::Failure) {
+        loop {
+            let Ok(first) = rx.recv() else { return };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
+            if failure.is_set() {
+                let why = failure.why();
+                for m in batch {
+                    m.refuse(&why);
+                }
+            } else {
+                let mut replies: Vec<Reply> = Vec::new();
+                let result = self.batch(batch, &mut replies);
+                if let Err(e) = result {
+                    // The log may have moved on in memory: take the stored
+                    // state again before anything else is written.
+                    self.core.saved.clear();
+                    failure.set(format!("{e:#}"));
+                    let why = failure.why();
+                    for reply in replies {
+                        reply(Err(why.clone()));
+                    }
+                } else {
+                    for reply in replies {
+                        reply(Ok(()));
+                    }
+                }
+            }
+            if stop {
+                return;
+            }
+        }
+    }
+
+    /// Stores one batch in one transaction; `replies` are answered after.
+    fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<()> {
+        let tx = begin(&self.db)?;
+        let core = &mut self.core;
+        core.sync(&tx)?;
+        let mut flush = false;
+        for m in batch {
+            match m {
+                Msg::Call(d) => core.call(&tx, &d)?,
+                Msg::Append(entry, reply) => {
+                    // A draft the log refuses refuses only its own receipt.
+                    let parent = core.append(&tx, &entry)?.map_err(|e| e.to_string());
+                    replies.push(Box::new(move |r: Result<(), String>| {
+                        let _ = reply.send(r.and(parent));
+                    }));
+                }
+                Msg::Open(open, reply) => {
+                    let parent = core.open(&tx, &open)?;
+                    replies.push(Box::new(move |r: Result<(), String>| {
+                        let _ = reply.send(r.map(|()| parent));
+                    }));
+                }
+                Msg::Close(session) => {
+                    core.save_session(&tx, &session)?;
+                    core.sessions.remove(&session);
+                }
+                Msg::Flush(reply) => {
+                    flush = true;
+                    replies.push(Box::new(move |r| {
+                        let _ = reply.send(r);
+                    }));
+                }
+                Msg::Stop => flush = true,
+            }
+        }
+        let dirty: Vec<String> = core
+            .sessions
+            .iter()
+            .filter(|(_, c)| c.dirty)
+            .map(|(s, _)| s.clone())
+            .collect();
+        for session in dirty {
+            core.save_session(&tx, &session)?;
+        }
+        if flush {
+            core.seal(&tx)?;
+        }
+        let state = core.store_state(&tx)?;
+        tx.commit()?;
+        core.saved = state;
+        Ok(())
+    }
+
+    /// Seals receipts a stopped process left without a checkpoint.
+    pub(super) fn seal_on_open(&mut self) -> Result<()> {
+        let tx = begin(&self.db)?;
+        let core = &mut self.core;
+        core.sync(&tx)?;
+        if core.uncovered() {
+            core.seal(&tx)?;
+            let state = core.store_state(&tx)?;
+            tx.commit()?;
+            core.saved = state;
+        }
+        Ok(())
+    }
+}
+
+impl Core {
+    /// Goes on from the stored state if another process moved the log on.
+    fn sync(&mut self, tx: &Connection) -> Result<()> {
+        let stored: String =
+            tx.query_row("SELECT state FROM receipt_log WHERE id = 1", [], |r| {
+                r.get(0)
+            })?;
+        if stored != self.saved {
+            let state: LogState = serde_json::from_str(&stored)?;
+            self.log.resync(state)?;
+            self.saved = stored;
+        }
+        Ok(())
+    }
+
+    fn store_state(&self, tx: &Connection) -> Result<String> {
+        let state = serde_json::to_string(self.log.state())?;
+        tx.prepare_cached("UPDATE receipt_log SET state = ?1 WHERE id = 1")?
+            .execute(params![state])?;
+        Ok(state)
+    }
+
+    fn uncovered(&self) -> bool {
+        let covered = self.log.state().last_checkpoint.map_or(0, |c| c.tree_size);
+        self.log.size() > covered
+    }
+
+    fn timestamp(&mut self, at_ms: u64) -> String {
+        if self.stamp.0 != at_ms {
+            self.stamp = (at_ms, rfc3339(at_ms));
+        }
+        self.stamp.1.clone()
+    }
+
+    fn save_session(&mut self, tx: &Connection, session: &str) -> Result<()> {
+        if let Some(chain) = self.sessions.get_mut(session)
+            && chain.dirty
+        {
+            tx.prepare_cached("UPDATE receipt_sessions SET last_seq = ?2 WHERE session_id = ?1")?
+                .execute(params![session, chain.last_seq as i64])?;
+            chain.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Appends a draft and stores the receipt (and checkpoint). The inner
+    /// error is the log refusing the draft (nothing changed); the outer one
+    /// a failure to store after the log moved on.
+    fn try_store(
+        &mut self,
+        tx: &Connection,
+        draft: Draft,
+        input: &[u8],
+    ) -> Result<Result<(Parent, u64), LogError>> {
+        let appended = match self.log.append(draft) {
+            Ok(a) => a,
+            Err(e) => return Ok(Err(e)),
+        };
+        let r = &appended.receipt;
+        let body = r.canonical_bytes()?;
+        tx.prepare_cached(
+            "INSERT INTO receipts (seq, hash, session_id, task_id, call, body, input)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )?
+        .execute(params![
+            r.seq as i64,
+            &appended.hash.0[..],
+            r.session_id,
+            r.task_id,
+            r.call,
+            body,
+            input
+        ])?;
+        if let Some(cp) = &appended.checkpoint {
+            insert_checkpoint(tx, cp)?;
+        }
+        Ok(Ok((
+            Parent {
+                hash: appended.hash,
+                lamport: r.lamport,
+            },
+            r.seq,
+        )))
+    }
+
+    /// [`Core::try_store`] where a refused draft is a host fault.
+    fn store(&mut self, tx: &Connection, draft: Draft, input: &[u8]) -> Result<(Parent, u64)> {
+        Ok(self.try_store(tx, draft, input)??)
+    }
+
+    fn call(&mut self, tx: &Connection, d: &DecidedCall) -> Result<()> {
+        let facts = d.scope.facts();
+        let scope_hash = d.scope.facts_hash();
+        let (call_bytes, input) =
+            pep::input::call_record(d.at_ms, &d.call, &d.counters, &scope_hash)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
+        let timestamp = self.timestamp(d.at_ms);
+        let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
+            Some(chain) => {
+                let mut parents = vec![chain.last];
+                parents.append(&mut chain.causes);
+                (parents, true)
+            }
+            None => (Vec::new(), false),
+        };
+        let draft = Draft {
+            session_id: Some(facts.session_id.clone()),
+            task_id: Some(facts.task_id.clone()),
+            capability: facts.capability.clone(),
+            call: d.call.op.name().to_owned(),
+            args_hash: Digest::of(&call_bytes),
+            input_hash: Digest::of(&input),
+            verdict: d.verdict,
+            reason_code: d.reason.to_owned(),
+            risk: d.risk,
+            policy_hash: d.scope.policy_hash(),
+            parents,
+            timestamp,
+        };
+        let (parent, seq) = self.store(tx, draft, &input)?;
+        if !known {
+            // A governor whose session was not opened here: keep its facts
+            // so packs can replay it.
+            let facts_bytes = hcp_contracts::jcs::canonical_bytes(facts)
+                .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
+            insert_session(tx, facts, &scope_hash, &facts_bytes, seq)?;
+        }
+        self.sessions.insert(
+            facts.session_id.clone(),
+            Chain {
+                last: parent,
+                last_seq: seq,
+                dirty: known,
+                causes: Vec::new(),
+            },
+        );
+        Ok(())
+    }
+
+    fn append(&mut self, tx: &Connection, e: &Entry) -> Result<Result<Parent, LogError>> {
+        let field = |m: String| LogError::Field {
+            host_id: self.log.state().host_id.clone(),
+            reason: m,
+        };
+        let args_hash = match Digest::of_canonical(&e.args) {
+            Ok(h) => h,
+            Err(m) => return Ok(Err(field(format!("args: {m}")))),
+        };
+        let input = match hcp_contracts::jcs::canonical_bytes(&e.input) {
+            Ok(i) => i,
+            Err(m) => return Ok(Err(field(format!("input: {m}")))),
+        };
+        let timestamp = self.timestamp(now_ms());
+        let draft = Draft {
+            session_id: e.session_id.clone(),
+            task_id: e.task_id.clone(),
+            capability: e.capability.clone(),
+            call: e.call.clone(),
+            args_hash,
+            input_hash: Digest::of(&input),
+            verdict: e.verdict,
+            reason_code: e.reason_code.clone(),
+            risk: e.risk,
+            policy_hash: e.policy_hash,
+            parents: e.parents.clone(),
+            timestamp,
+        };
+        let stored = self.try_store(tx, draft, &input)?;
+        if stored.is_ok() {
+            if let Some(manifest) = &e.manifest {
+                insert_manifest(tx, &e.capability, manifest)?;
+            }
+            if let Some(sources) = &e.policy_sources {
+                insert_policy(tx, &e.policy_hash, sources)?;
+            }
+        }
+        Ok(stored.map(|(p, _)| p))
+    }
+
+    fn open(&mut self, tx: &Connection, o: &Open) -> Result<Parent> {
+        let facts_hash = Digest::of(&o.facts_bytes);
+        let draft = Draft {
+            session_id: Some(o.facts.session_id.clone()),
+            task_id: Some(o.facts.task_id.clone()),
+            capability: o.facts.capability.clone(),
+            call: pep::input::CALL_SESSION_OPEN.to_owned(),
+            args_hash: facts_hash,
+            input_hash: Digest::of(&o.input),
+            verdict: o.decision.verdict,
+            reason_code: o.decision.reason.to_owned(),
+            risk: o.facts.risk_level,
+            policy_hash: o.policy_hash,
+            parents: o.causes.clone(),
+            timestamp: self.timestamp(o.at_ms),
+        };
+        let (parent, seq) = self.store(tx, draft, &o.input)?;
+        insert_session(tx, &o.facts, &facts_hash, &o.facts_bytes, seq)?;
+        insert_policy(tx, &o.policy_hash, &o.policy_sources)?;
+        insert_manifest(tx, &o.facts.capability, &o.manifest)?;
+        self.sessions.insert(
+            o.facts.session_id.clone(),
+            Chain {
+                last: parent,
+                last_seq: seq,
+                dirty: false,
+                causes: o.causes.clone(),
+            },
+        );
+        Ok(parent)
+    }
+
+    /// A checkpoint over every receipt not yet covered by one.
+    fn seal(&mut self, tx: &Connection) -> Result<()> {
+        if self.uncovered() {
+            let at = rfc3339(now_ms());
+            let cp = self.log.checkpoint(&at)?;
+            insert_checkpoint(tx, &cp)?;
+        }
+        Ok(())
+    }
+}
+
+fn insert_checkpoint(tx: &Connection, cp: &hcp_receipts::Checkpoint) -> Result<()> {
+    tx.prepare_cached("INSERT INTO receipt_checkpoints (tree_size, body) VALUES (?1, ?2)")?
+        .execute(params![cp.tree_size as i64, cp.canonical_bytes()?])?;
+    Ok(())
+}
+
+fn insert_policy(tx: &Connection, hash: &Digest, sources: &str) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO policy_snapshots (policy_hash, sources) VALUES (?1, ?2)",
+    )?
+    .execute(params![hash.to_string(), sources])?;
+    Ok(())
+}
+
+fn insert_manifest(tx: &Connection, capability: &str, manifest: &[u8]) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO capability_manifests (capability, manifest) VALUES (?1, ?2)",
+    )?
+    .execute(params![capability, manifest])?;
+    Ok(())
+}
+
+fn insert_session(
+    tx: &Connection,
+    facts: &SessionFacts,
+    hash: &Digest,
+    bytes: &[u8],
+    seq: u64,
+) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT OR IGNORE INTO receipt_sessions (session_id, task_id, capability, facts_hash, facts, first_seq, last_seq)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+    )?
+    .execute(params![
+        facts.session_id,
+        facts.task_id,
+        facts.capability,
+        hash.to_string(),
+        bytes,
+        seq as i64
+    ])?;
+    Ok(())
+}

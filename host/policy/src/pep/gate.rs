@@ -1,0 +1,252 @@
+//! The gate's decisions as receipts record them, and as replay re-derives
+//! them: admission, an operator's approval, an approval's expiry, and a
+//! session refused for its token.
+//!
+//! Each decision input is RFC 8785 canonical JSON holding what the decision
+//! depended on, so that [`decide`] can take it again under a policy
+//! snapshot:
+//!
+//! - `gate.admission`: the caller (authenticated by its transport or
+//!   credential; credentials are never recorded), the `task_submit`
+//!   payload, the capability's manifest, the gate's clock and the equipment
+//!   in use; or, for a task the host refused before the policy's gate (no
+//!   capability matched, inputs off the `input_schema`, a resume that
+//!   cannot be honoured), that refusal as a `host_check` fact.
+//! - `gate.approval`: the operator, the admission, the declaration, and
+//!   the operator's decision (a fact: replay checks that the policy let
+//!   this operator decide).
+//! - `gate.expiry`: when the approval expired and when the host noticed.
+//! - `session.token`: the session token did not verify when the task was
+//!   about to run (a fact).
+
+use super::decide::Decision;
+use super::threat::Signals;
+use crate::PolicySet;
+use crate::gate::{Admission, AdmissionRequest, EquipmentState};
+use hcp_contracts::manifest::{Declaration, ManifestDoc};
+use hcp_contracts::message::{RejectReason, TaskSubmit};
+use hcp_receipts::{Verdict, reason};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `call` and `kind` of an admission receipt.
+pub const CALL_ADMISSION: &str = "gate.admission";
+/// `call` and `kind` of an operator's decision.
+pub const CALL_APPROVAL: &str = "gate.approval";
+/// `call` and `kind` of an approval that expired.
+pub const CALL_EXPIRY: &str = "gate.expiry";
+/// `call` and `kind` of a session refused because its token did not verify.
+pub const CALL_SESSION_TOKEN: &str = "session.token";
+
+/// The receipt reason code of a `task_rejected` reason.
+pub fn gate_reason(code: RejectReason) -> &'static str {
+    match code {
+        RejectReason::Unauthorized => reason::DENY_IDENTITY_UNAUTHORIZED,
+        RejectReason::Forbidden => reason::DENY_FORBIDDEN,
+        RejectReason::InvalidInput => reason::DENY_ARGS_INVALID,
+        RejectReason::RiskTooHigh => reason::DENY_RISK_TOO_HIGH,
+        RejectReason::ApprovalRejected => reason::DENY_APPROVAL_REJECTED,
+        RejectReason::ApprovalExpired => reason::DENY_APPROVAL_EXPIRED,
+        RejectReason::ResourceUnavailable => reason::DENY_RESOURCE_UNAVAILABLE,
+        RejectReason::CapabilityNotFound => reason::DENY_TOOL_NOT_FOUND,
+        RejectReason::InternalError => reason::FAIL_CLOSED_ERROR,
+    }
+}
+
+/// A refusal by the host's own checks, before or beside the policy's gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCheck {
+    /// What the caller was told.
+    pub message: String,
+    /// `task_rejected.reason_code`.
+    pub reason_code: RejectReason,
+}
+
+/// The decision input of `gate.admission`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdmissionInput {
+    /// The gate's clock (RFC 3339).
+    pub at: String,
+    /// The authenticated caller.
+    pub caller: String,
+    /// Resources held by other sessions when the gate decided.
+    pub equipment_busy: Vec<String>,
+    /// The host's own refusal, if it refused before the policy decided.
+    pub host_check: Option<HostCheck>,
+    /// [`CALL_ADMISSION`].
+    pub kind: String,
+    /// The manifest of the capability selected (none when none matched).
+    pub manifest: Option<ManifestDoc>,
+    /// The `task_submit` payload.
+    pub submit: Value,
+}
+
+/// The decision input of `gate.approval`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalInput {
+    /// What the gate admitted.
+    pub admission: Admission,
+    /// The operator's decision.
+    pub approved: bool,
+    /// When (RFC 3339).
+    pub at: String,
+    /// The capability's declaration.
+    pub declaration: Declaration,
+    /// [`CALL_APPROVAL`].
+    pub kind: String,
+    /// The operator (authenticated).
+    pub operator: String,
+}
+
+/// The decision input of `gate.expiry`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpiryInput {
+    /// When the host noticed (RFC 3339, UTC, as the store writes it).
+    pub at: String,
+    /// When the approval expired (same form).
+    pub expires_at: String,
+    /// [`CALL_EXPIRY`].
+    pub kind: String,
+}
+
+/// The decision input of `session.token`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenInput {
+    /// Why the token did not verify.
+    pub error: String,
+    /// [`CALL_SESSION_TOKEN`].
+    pub kind: String,
+    /// The session.
+    pub session_id: String,
+}
+
+fn allow() -> Decision {
+    Decision {
+        verdict: Verdict::Allow,
+        reason: reason::ALLOW,
+        message: String::new(),
+        signals: Signals::NONE,
+    }
+}
+
+fn deny(code: &'static str, message: String) -> Decision {
+    Decision {
+        verdict: Verdict::Deny,
+        reason: code,
+        message,
+        signals: Signals::NONE,
+    }
+}
+
+/// Decides an admission from its input under `policy`: the policy's gate
+/// ([`PolicySet::admit_authenticated`]), unless the host refused first.
+pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision {
+    if let Some(check) = &input.host_check {
+        return deny(gate_reason(check.reason_code), check.message.clone());
+    }
+    let Some(caller) = policy.caller(&input.caller) else {
+        return deny(
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            format!("caller {:?} is not in the policy", input.caller),
+        );
+    };
+    let checked = match serde_json::from_value::<TaskSubmit>(input.submit.clone())
+        .map_err(|e| e.to_string())
+        .and_then(|s| s.check().map_err(|p| hcp_contracts::problem::list(&p)))
+    {
+        Ok(c) => c,
+        Err(e) => return deny(reason::DENY_ARGS_INVALID, e),
+    };
+    let Some(manifest) = &input.manifest else {
+        return deny(
+            reason::FAIL_CLOSED_ERROR,
+            "an admission decided by the policy names its manifest".into(),
+        );
+    };
+    let now = match time::OffsetDateTime::parse(
+        &input.at,
+        &time::format_description::well_known::Rfc3339,
+    ) {
+        Ok(t) => t,
+        Err(e) => return deny(reason::FAIL_CLOSED_ERROR, format!("at: {e}")),
+    };
+    let equipment = EquipmentState::busy(input.equipment_busy.iter().cloned());
+    let request = AdmissionRequest {
+        submit: &checked.submit,
+        credential: "",
+        manifest,
+        now,
+        equipment: &equipment,
+    };
+    match policy.admit_authenticated(caller, &request) {
+        Ok(_) => allow(),
+        Err(r) => deny(gate_reason(r.reason_code), r.reason_message),
+    }
+}
+
+/// Decides an operator's decision from its input under `policy`: the
+/// operator must be one the policy lets approve this task; then the verdict
+/// is the operator's.
+pub fn decide_approval(policy: &PolicySet, input: &ApprovalInput) -> Decision {
+    let Some(operator) = policy.caller(&input.operator) else {
+        return deny(
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            format!("operator {:?} is not in the policy", input.operator),
+        );
+    };
+    if let Err(r) = policy.authorize_approval_by(operator, &input.admission, &input.declaration) {
+        return deny(gate_reason(r.reason_code), r.reason_message);
+    }
+    if input.approved {
+        allow()
+    } else {
+        deny(
+            reason::DENY_APPROVAL_REJECTED,
+            format!("operator {} rejected the task", input.operator),
+        )
+    }
+}
+
+/// An approval expired when the host noticed at or after its expiry.
+pub fn decide_expiry(input: &ExpiryInput) -> Decision {
+    // RFC 3339 UTC with fixed precision compares as text (as the host does).
+    if input.at >= input.expires_at {
+        deny(
+            reason::DENY_APPROVAL_EXPIRED,
+            format!("the approval expired at {}", input.expires_at),
+        )
+    } else {
+        allow()
+    }
+}
+
+/// A session whose token did not verify is refused.
+pub fn decide_token(input: &TokenInput) -> Decision {
+    deny(
+        reason::DELEGATION_INVALID,
+        format!("session {}: {}", input.session_id, input.error),
+    )
+}
+
+/// Decides a gate input of any kind above; `None` for other kinds.
+///
+/// # Errors
+///
+/// The input does not read as its kind.
+pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
+    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, String> {
+        serde_json::from_value(v.clone()).map_err(|e| format!("{kind} input: {e}"))
+    }
+    Some(match kind {
+        CALL_ADMISSION => read(kind, input).map(|i| decide_admission(policy, &i)),
+        CALL_APPROVAL => read(kind, input).map(|i| decide_approval(policy, &i)),
+        CALL_EXPIRY => read(kind, input).map(|i| decide_expiry(&i)),
+        CALL_SESSION_TOKEN => read(kind, input).map(|i| decide_token(&i)),
+        _ => return None,
+    })
+}
