@@ -468,12 +468,16 @@ fn tampering_fails_verification_with_its_own_message() {
     has(&out, &format!("[consistency] host {host}: rollback: "));
     // ... and within one pack: the last checkpoint removed.
     let mut pack = p.pack.clone();
-    pack.hosts[0].checkpoints.pop();
+    let dropped = pack.hosts[0].checkpoints.pop().expect("a checkpoint");
     let last = pack.hosts[0].receipts.len() - 1;
     let out = p.check("rollback.tar", &pack);
     has(
         &out,
-        &format!("[coverage] {}: not covered by any checkpoint", at(last)),
+        &format!(
+            "[inclusion] {}: inclusion proof names tree size {}, which no checkpoint of this host in the pack has",
+            at(last),
+            dropped.tree_size
+        ),
     );
 }
 

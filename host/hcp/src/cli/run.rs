@@ -27,7 +27,7 @@ The task_submit is validated (envelope, payload, inputs against input_schema), t
 runs with exactly its granted surface, its outputs are validated against output_schema and \
 expected_output, and the answer (task_completed or task_failed, or task_rejected for bad input) \
 is printed on stdout as JSON. The task log goes to stderr.\n\n\
-Every host call passes the policy enforcement point under the policy set (`--policies`: its \
+Every host call passes the policy enforcement point under the policy set (the global `--policies`: its \
 dispatch settings, and the budgets of the task's caller and capability); every verdict becomes \
 a receipt in the data directory, durable before the answer is printed (see `hcp evidence`).\n\n\
 Exit status: 0 task_completed, 1 task_failed or task_rejected, 2 a file could not be read or \
@@ -43,14 +43,6 @@ pub struct RunArgs {
     /// Do not print the task log on stderr.
     #[arg(long, short)]
     quiet: bool,
-    /// The operator's policy set (budgets, dispatch settings).
-    #[arg(
-        long,
-        value_name = "DIR",
-        env = "HCP_POLICY_DIR",
-        default_value = "policies"
-    )]
-    policies: PathBuf,
 }
 
 fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
@@ -153,7 +145,8 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             ),
         );
     }
-    let policy = PolicySet::load(&args.policies)?;
+    let policy = PolicySet::load(&paths.policies_dir)
+        .with_context(|| format!("policies {}", paths.policies_dir.display()))?;
     let store = Arc::new(Store::open(&paths.data_dir)?);
     let identity = hostkey::load_or_init(&paths.data_dir)?;
     let recorder = Recorder::open(store.clone(), identity, SigningPolicy::default())?;

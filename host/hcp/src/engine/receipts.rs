@@ -45,6 +45,30 @@ pub(crate) fn manifest_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
     }
 }
 
+/// `name@version` of a task's capability: the version selected, or the
+/// range asked for (`*` when none) before one was. What the caller sent is
+/// kept printable and short, so that no message can make its own receipt
+/// unrecordable.
+fn task_capability(task: &TaskRecord) -> String {
+    let version = match &task.version {
+        Some(v) => v.as_str(),
+        None => task.submit["payload"]["capability_version"]
+            .as_str()
+            .unwrap_or("*"),
+    };
+    format!("{}@{}", printable(&task.capability), printable(version))
+}
+
+/// At most 100 characters, control characters as `?`, never empty.
+fn printable(s: &str) -> String {
+    let out: String = s
+        .chars()
+        .take(100)
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect();
+    if out.is_empty() { "?".into() } else { out }
+}
+
 impl Host {
     fn policy_digest(&self) -> Result<Digest> {
         Digest::from_str(self.policy.policy_hash()).map_err(anyhow::Error::msg)
@@ -85,7 +109,7 @@ impl Host {
         };
         let capability = match facts.manifest {
             Some(m) => m.id(),
-            None => task.capability.clone(),
+            None => task_capability(task),
         };
         let manifest = facts.manifest.map(manifest_bytes).transpose()?;
         self.recorder.append_sealed(Entry {
@@ -157,10 +181,7 @@ impl Host {
             expires_at: expires_at.to_owned(),
             kind: CALL_EXPIRY.to_owned(),
         };
-        let capability = match &task.version {
-            Some(v) => format!("{}@{v}", task.capability),
-            None => task.capability.clone(),
-        };
+        let capability = task_capability(task);
         self.recorder.append_sealed(Entry {
             session_id: None,
             task_id: Some(task.task_id.clone()),

@@ -79,9 +79,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
                 "session_id"
             };
             let range: (Option<i64>, Option<i64>) = db.query_row(
-                &format!(
-                    "SELECT MIN(first_seq), MAX(last_seq) FROM receipt_sessions WHERE {column} = ?1"
-                ),
+                &format!("SELECT MIN(seq), MAX(seq) FROM receipts WHERE {column} = ?1"),
                 params![id],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
@@ -211,29 +209,29 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
             );
         }
     }
-    let mut selected_tasks = BTreeSet::new();
     {
         let mut stmt = db.prepare(
-            "SELECT session_id, task_id, facts_hash, facts FROM receipt_sessions
+            "SELECT facts_hash, facts FROM receipt_sessions
              WHERE first_seq < ?2 AND last_seq >= ?1 ORDER BY session_id",
         )?;
         let mut rows = stmt.query(params![first as i64, end as i64])?;
         while let Some(row) = rows.next()? {
-            let session: String = row.get(0)?;
-            let task: String = row.get(1)?;
-            let hash = Digest::from_str(&row.get::<_, String>(2)?)
+            let hash = Digest::from_str(&row.get::<_, String>(0)?)
                 .map_err(|e| anyhow::anyhow!("stored facts hash: {e}"))?;
-            manifests.insert(scope_file(&hash), row.get(3)?);
-            let selected = match selection {
-                Selection::All => true,
-                Selection::Task(id) => &task == id,
-                Selection::Session(id) => &session == id,
-            };
-            if selected {
-                selected_tasks.insert(task);
-            }
+            manifests.insert(scope_file(&hash), row.get(1)?);
         }
     }
+    // The tasks selected: those of the selection's receipts.
+    let selected_tasks: BTreeSet<String> = section
+        .receipts
+        .iter()
+        .filter(|r| match selection {
+            Selection::All => true,
+            Selection::Task(id) => r.task_id.as_deref() == Some(id.as_str()),
+            Selection::Session(id) => r.session_id.as_deref() == Some(id.as_str()),
+        })
+        .filter_map(|r| r.task_id.clone())
+        .collect();
 
     // The messages of the selected tasks.
     let mut messages = BTreeMap::new();

@@ -28,6 +28,11 @@
 //! - [`Recorder::flush`] before answering; [`Recorder::close_session`] when
 //!   the session ends.
 //!
+//! # Reading the log
+//!
+//! [`view`]: [`recent_receipts`] for the operator's page, [`verify_store`]
+//! for health and durability checks; [`export`] for evidence packs.
+//!
 //! # Storage
 //!
 //! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, session, task,
@@ -41,10 +46,12 @@
 
 mod export;
 mod recorder;
+pub mod view;
 mod writer;
 
 pub use export::{Selection, export};
 pub use recorder::{Entry, Recorder, SessionOpened};
+pub use view::{ReceiptFilter, ReceiptSummary, StoreCheck, recent_receipts, verify_store};
 
 pub use hcp_receipts::Parent;
 

@@ -1,0 +1,309 @@
+//! Reading the receipt log of a data directory: for `hcp serve`'s operator
+//! page (the latest receipts, a task's receipts) and for health and
+//! durability checks (is every stored receipt intact?).
+//!
+//! - [`recent_receipts`] lists receipts, newest first, optionally of one
+//!   task or session: what was decided, when, why, and whether the receipt
+//!   is signed on its own or covered by a signed checkpoint.
+//! - [`verify_store`] checks every stored receipt: the hash chain, `seq`,
+//!   Lamport clocks and each receipt's rules over the whole log (its tail
+//!   not yet covered by a checkpoint included), that the stored log state
+//!   ends where the receipts end, and then the evidence pack of every
+//!   covered receipt as `hcp evidence verify` would (signatures with
+//!   `verify_strict`, inclusion and consistency proofs, the DAG), with the
+//!   host key the log was started with.
+//!
+//! Both only read the database; neither needs the host's private key.
+
+use super::export::{Selection, export};
+use crate::store::Store;
+use anyhow::{Context as _, Result};
+use hcp_contracts::RiskLevel;
+use hcp_receipts::{Digest, LogState, PublicKey, Receipt, Verdict, VerifyOptions};
+use rusqlite::{OptionalExtension as _, params};
+use serde::Serialize;
+use std::str::FromStr as _;
+
+/// Which receipts to list.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum ReceiptFilter<'a> {
+    /// Every receipt.
+    #[default]
+    All,
+    /// The receipts of one task (its gate decisions and its sessions).
+    Task(&'a str),
+    /// The receipts of one session.
+    Session(&'a str),
+}
+
+/// One receipt, as a list shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReceiptSummary {
+    /// Position in the host's log.
+    pub seq: u64,
+    /// `<host id>:<seq>`.
+    pub receipt_id: String,
+    /// When the verdict was given (RFC 3339).
+    pub timestamp: String,
+    /// What was decided: `gate.admission`, `session.open`, `fs.open`, ...
+    pub call: String,
+    /// `name@version` of the capability.
+    pub capability: String,
+    /// ALLOW or DENY.
+    pub verdict: Verdict,
+    /// The reason code.
+    pub reason_code: String,
+    /// The risk level recorded.
+    pub risk: RiskLevel,
+    /// The task, if any.
+    pub task_id: Option<String>,
+    /// The session, if any.
+    pub session_id: Option<String>,
+    /// Signed one by one (DENY, or R4 and above).
+    pub signed: bool,
+    /// Covered by a signed checkpoint already.
+    pub covered: bool,
+}
+
+/// The most recent receipts matching `filter`, newest first, at most
+/// `limit`.
+///
+/// # Errors
+///
+/// The database fails, or a stored receipt does not read back.
+pub fn recent_receipts(
+    store: &Store,
+    filter: ReceiptFilter<'_>,
+    limit: usize,
+) -> Result<Vec<ReceiptSummary>> {
+    let db = store.db();
+    let covered = covered(&db)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let (sql, key) = match filter {
+        ReceiptFilter::All => (
+            "SELECT seq, body FROM receipts WHERE ?1 IS NULL ORDER BY seq DESC LIMIT ?2",
+            None,
+        ),
+        ReceiptFilter::Task(id) => (
+            "SELECT seq, body FROM receipts WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            Some(id),
+        ),
+        ReceiptFilter::Session(id) => (
+            "SELECT seq, body FROM receipts WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2",
+            Some(id),
+        ),
+    };
+    let mut stmt = db.prepare(sql)?;
+    let mut rows = stmt.query(params![key, limit])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let body: Vec<u8> = row.get(1)?;
+        let r: Receipt =
+            serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
+        out.push(ReceiptSummary {
+            covered: r.seq < covered,
+            signed: r.is_signed(),
+            seq: r.seq,
+            receipt_id: r.receipt_id,
+            timestamp: r.timestamp,
+            call: r.call,
+            capability: r.capability,
+            verdict: r.verdict,
+            reason_code: r.reason_code,
+            risk: r.risk,
+            task_id: r.task_id,
+            session_id: r.session_id,
+        });
+    }
+    Ok(out)
+}
+
+/// Receipts covered by the last checkpoint (0 without a log).
+fn covered(db: &rusqlite::Connection) -> Result<u64> {
+    let state: Option<String> = db
+        .query_row("SELECT state FROM receipt_log WHERE id = 1", [], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(match state {
+        Some(s) => serde_json::from_str::<LogState>(&s)
+            .context("stored log state")?
+            .last_checkpoint
+            .map_or(0, |c| c.tree_size),
+        None => 0,
+    })
+}
+
+/// What [`verify_store`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StoreCheck {
+    /// Receipts stored.
+    pub receipts: u64,
+    /// Of them, covered by a checkpoint (and verified as a pack).
+    pub covered: u64,
+    /// Of them, signed one by one.
+    pub signed: u64,
+    /// Checkpoints stored.
+    pub checkpoints: u64,
+    /// Every problem found, each naming the receipt or checkpoint it
+    /// concerns; empty when the store is intact.
+    pub problems: Vec<String>,
+}
+
+impl StoreCheck {
+    /// Whether no problem was found.
+    pub fn ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Checks every stored receipt (see the module doc). An empty data
+/// directory (no receipt yet) is intact.
+///
+/// # Errors
+///
+/// The database fails. Problems with the receipts themselves are reported
+/// in [`StoreCheck::problems`], not as errors.
+pub fn verify_store(store: &Store) -> Result<StoreCheck> {
+    let mut check = StoreCheck::default();
+    let log: Option<(String, String, String)> = store
+        .db()
+        .query_row(
+            "SELECT host_id, public_key, state FROM receipt_log WHERE id = 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .optional()?;
+    let Some((host_id, public_key, state)) = log else {
+        return Ok(check);
+    };
+    let public_key = match PublicKey::from_str(&public_key) {
+        Ok(k) => k,
+        Err(e) => {
+            check.problems.push(format!("the stored host key: {e}"));
+            return Ok(check);
+        }
+    };
+    let state: LogState = match serde_json::from_str(&state) {
+        Ok(s) => s,
+        Err(e) => {
+            check.problems.push(format!("the stored log state: {e}"));
+            return Ok(check);
+        }
+    };
+    check_chain(store, &host_id, &state, &mut check)?;
+    check.checkpoints = store
+        .db()
+        .query_row("SELECT COUNT(*) FROM receipt_checkpoints", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| u64::try_from(n).unwrap_or(0))?;
+    check.covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
+    if check.covered == 0 {
+        return Ok(check);
+    }
+    let pack = match export(store, &Selection::All) {
+        Ok(p) => p,
+        Err(e) => {
+            check
+                .problems
+                .push(format!("the covered receipts do not make a pack: {e:#}"));
+            return Ok(check);
+        }
+    };
+    let report = hcp_receipts::verify(
+        &pack,
+        &VerifyOptions {
+            signing: Some(hcp_receipts::SigningPolicy::default()),
+            trusted_keys: Some(vec![public_key]),
+            known_checkpoints: Vec::new(),
+        },
+    );
+    check
+        .problems
+        .extend(report.failures.iter().map(ToString::to_string));
+    Ok(check)
+}
+
+/// The whole stored log, receipt by receipt: each reads back, hashes to its
+/// stored hash, follows the previous one (`seq`, `prev_hash`, Lamport
+/// clock) and keeps the rules of receipts; the stored state ends there.
+fn check_chain(
+    store: &Store,
+    host_id: &str,
+    state: &LogState,
+    check: &mut StoreCheck,
+) -> Result<()> {
+    let db = store.db();
+    let mut stmt = db.prepare("SELECT seq, hash, body FROM receipts ORDER BY seq")?;
+    let mut rows = stmt.query([])?;
+    let mut head: Option<Digest> = None;
+    let mut lamport = 0;
+    let mut next = 0u64;
+    while let Some(row) = rows.next()? {
+        let seq = u64::try_from(row.get::<_, i64>(0)?).unwrap_or(u64::MAX);
+        let stored: Vec<u8> = row.get(1)?;
+        let body: Vec<u8> = row.get(2)?;
+        let at = format!("receipt {host_id}:{seq}");
+        check.receipts += 1;
+        if seq != next {
+            check
+                .problems
+                .push(format!("{at}: seq {seq} where {next} was expected"));
+        }
+        next = seq.saturating_add(1);
+        let r: Receipt = match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => {
+                check
+                    .problems
+                    .push(format!("{at}: does not read back: {e}"));
+                head = None;
+                continue;
+            }
+        };
+        if r.is_signed() {
+            check.signed += 1;
+        }
+        if let Err(e) = r.check() {
+            check.problems.push(format!("{at}: {e}"));
+        }
+        let hash = match r.hash() {
+            Ok(h) => h,
+            Err(e) => {
+                check.problems.push(format!("{at}: {e}"));
+                continue;
+            }
+        };
+        if stored.as_slice() != hash.0.as_slice() {
+            check
+                .problems
+                .push(format!("{at}: the stored hash is not the receipt's"));
+        }
+        if r.seq != seq || r.host_id != host_id {
+            check
+                .problems
+                .push(format!("{at}: the receipt says it is {}", r.receipt_id));
+        }
+        if r.prev_hash != head {
+            check.problems.push(format!(
+                "{at}: prev_hash does not name the receipt before it"
+            ));
+        }
+        if head.is_some() && r.lamport <= lamport {
+            check
+                .problems
+                .push(format!("{at}: the Lamport clock does not increase"));
+        }
+        lamport = r.lamport;
+        head = Some(hash);
+    }
+    if state.tree.size != check.receipts || state.head != head {
+        check.problems.push(format!(
+            "the stored log state ends at {} receipts, the log holds {}",
+            state.tree.size, check.receipts
+        ));
+    }
+    Ok(())
+}
