@@ -208,10 +208,10 @@ async fn dotdot_escape_is_refused() {
     let p = Probe::new();
     p.denied(
         json!({"action": "read_file", "path": "/data/../secret.txt"}),
-        EPERM,
+        EACCES,
     )
     .await;
-    p.denied(json!({"action": "list_dir", "path": "/data/.."}), EPERM)
+    p.denied(json!({"action": "list_dir", "path": "/data/.."}), EACCES)
         .await;
 }
 
@@ -242,12 +242,12 @@ async fn a_read_only_grant_cannot_be_written() {
     let p = Probe::new();
     p.denied(
         json!({"action": "write_file", "path": "/data/new.txt", "content": "x"}),
-        EPERM,
+        EACCES,
     )
     .await;
     p.denied(
         json!({"action": "write_file", "path": "/data/hello.txt", "content": "x"}),
-        EPERM,
+        EACCES,
     )
     .await;
     assert!(!p.host_path("data/new.txt").exists());
@@ -269,7 +269,7 @@ async fn connecting_to_an_ungranted_port_is_refused() {
     assert_eq!(
         host_notes(&run),
         [format!(
-            "denied: connect to {} (not in grants.network)",
+            "denied (DENY_TOOL_NOT_FOUND): connect to {}: not in grants.network",
             p.other
         )]
     );
@@ -290,8 +290,8 @@ async fn servers_and_udp_are_refused() {
     let notes = host_notes(&run);
     assert!(
         notes.len() == 1
-            && notes[0].starts_with("denied: listen on 0.0.0.0:")
-            && notes[0].ends_with(" (not in grants.network)"),
+            && notes[0].starts_with("denied (DENY_TOOL_NOT_FOUND): net.listen 0.0.0.0:")
+            && notes[0].ends_with(": listening, accepting and UDP are never granted"),
         "{notes:?}"
     );
     let run = p
@@ -302,7 +302,9 @@ async fn servers_and_udp_are_refused() {
         .await;
     assert_eq!(
         host_notes(&run),
-        ["denied: bind to 127.0.0.1:8080 (not in grants.network)"]
+        [
+            "denied (DENY_TOOL_NOT_FOUND): bind to 127.0.0.1:8080: only the ephemeral bind of a client connect is granted"
+        ]
     );
     let (ok, v, _) = p
         .op(json!({"action": "udp", "addr": p.granted.to_string()}))
@@ -318,7 +320,9 @@ async fn an_ungranted_name_lookup_is_refused() {
         .await;
     assert_eq!(
         host_notes(&run),
-        ["denied: name lookup of \"example.com\" (not a host in grants.network)"]
+        [
+            "denied (DENY_TOOL_NOT_FOUND): name lookup of \"example.com\": not a host in grants.network"
+        ]
     );
 }
 
@@ -335,7 +339,7 @@ async fn http_to_an_ungranted_destination_is_refused() {
     assert_eq!(
         host_notes(&run),
         [format!(
-            "denied: GET http://127.0.0.1:{} (not in grants.network)",
+            "denied (DENY_TOOL_NOT_FOUND): GET http://127.0.0.1:{}: not in grants.network",
             p.other.port()
         )]
     );
@@ -481,6 +485,7 @@ fn imports_beyond_the_grants_are_refused_at_load() {
     assert_eq!(
         refused,
         [
+            "hcp:capability/instrument@1.0.0",
             "wasi:http/types@0.2.12",
             "wasi:http/outgoing-handler@0.2.12",
             "wasi:filesystem/types@0.2.12",

@@ -182,7 +182,8 @@ pub(crate) fn linker(
             TaskState::sockets,
         )?;
         sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
-        // Inert: the context has allow_udp(false), so creating a UDP socket fails.
+        // Every use of a UDP socket passes `socket_addr_check`, whose PEP
+        // never grants it (with enforcement off, creating one fails).
         sockets::udp_create_socket::add_to_linker::<TaskState, WasiSockets>(
             &mut l,
             TaskState::sockets,

@@ -186,8 +186,11 @@ pub(crate) fn wasi_ctx(
             })?;
     }
     let has_net = !grants.network.is_empty();
+    // UDP is never granted. With the PEP on, a UDP socket can be created
+    // so that its first use (bind, connect, send) reaches the PEP, which
+    // denies it with a receipt; with enforcement off it cannot be created.
     b.allow_tcp(has_net)
-        .allow_udp(false)
+        .allow_udp(has_net && pep.is_on())
         .allow_ip_name_lookup(grants.grants_names())
         .socket_addr_check(socket_check(net.clone(), log.clone(), pep.clone()));
     Ok(b.build())

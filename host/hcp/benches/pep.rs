@@ -1,0 +1,317 @@
+//! The PEP's hot path, measured side by side in one run (release profile):
+//!
+//! 1. `decide`: the decision alone (`hcp_policy::pep::decide` over a
+//!    compiled scope), for one `log.write` call and one denied `fs.open`.
+//! 2. `allow path`: `PolicyGovernor::check` of a granted `log.write`, its
+//!    verdict handed to the host's receipt pipeline (`evidence::Recorder`,
+//!    SQLite in a temporary data directory). Per-call latency (p50, p99) is
+//!    what the guest waits for; the durable cost is the wall time of all
+//!    calls and the `flush` that makes their receipts durable and covered
+//!    by a signed checkpoint, divided by the number of calls.
+//! 3. `deny path`: the same for an `fs.open` outside the grants, whose
+//!    receipt the writer signs one by one (Ed25519).
+//! 4. `plugin`: a capability making 100,000 host calls (`log.write`) with
+//!    full enforcement (PEP, a receipt for every call, durable before the
+//!    task is answered) against the same capability with enforcement off,
+//!    interleaved rounds; the ratio of medians and the added cost per call.
+//!
+//! Run: `cargo bench -p hcp --bench pep` (`HCP_BENCH_CALLS` changes the
+//! number of micro-benchmark calls, 200,000 by default;
+//! `HCP_BENCH_PLUGIN_CALLS` the plugin's, 100,000).
+
+use hcp::evidence::Recorder;
+use hcp::hostkey::HostIdentity;
+use hcp::store::Store;
+use hcp_contracts::{DataClass, RiskLevel};
+use hcp_policy::PolicySet;
+use hcp_policy::pep::{BudgetCaps, Call, Counters, FsAccess, Op, SessionFacts};
+use hcp_receipts::{HostKey, SigningPolicy};
+use hcp_sandbox::pep::{Governor, NoReceipts, PolicyGovernor, UNLIMITED, now_ms};
+use hcp_sandbox::{
+    MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest, TaskStore,
+};
+use hcp_tests::{ManifestBuilder, REPO_ROOT};
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Host calls of the plugin task (`HCP_BENCH_PLUGIN_CALLS`, 100,000 by
+/// default).
+fn plugin_calls() -> u64 {
+    std::env::var("HCP_BENCH_PLUGIN_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.2} µs", d.as_secs_f64() * 1e6)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+struct Lab {
+    _dir: tempfile::TempDir,
+    recorder: Recorder,
+    policy: PolicySet,
+    manifest: Arc<hcp_contracts::Manifest>,
+}
+
+fn facts(manifest: &hcp_contracts::Manifest, session: &str) -> SessionFacts {
+    SessionFacts {
+        budgets: BudgetCaps {
+            artifacts: UNLIMITED,
+            bytes: UNLIMITED,
+            host_calls: UNLIMITED,
+        },
+        caller: "harness-local-01".into(),
+        capability: manifest.id(),
+        data_classification: DataClass::T1,
+        envelope: manifest.doc.safety_envelope.clone(),
+        expires_at_ms: now_ms() + 3_600_000,
+        limits: (&manifest.limits).into(),
+        risk_level: RiskLevel::R1,
+        session_id: session.into(),
+        surface: hcp_policy::pep::Surface::of(&manifest.grants),
+        task_id: format!("task-{session}"),
+    }
+}
+
+impl Lab {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let granted = dir.path().join("granted");
+        std::fs::create_dir_all(&granted).expect("mkdir");
+        let store = Arc::new(Store::open(&data).expect("store"));
+        let key = HostKey::generate().expect("key");
+        let host_id = format!("host-{}", key.key_id());
+        let recorder = Recorder::open(
+            store,
+            HostIdentity { key, host_id },
+            SigningPolicy::default(),
+        )
+        .expect("recorder");
+        let policy = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policy");
+        let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+            .set("/capability/constraints/concurrent_limit", json!(4))
+            .set(
+                "/grants/filesystem",
+                json!([{"path": granted, "guest_path": "/data", "access": "read-only"}]),
+            )
+            .set("/grants/network", json!([{"host": "localhost", "port": 9}]))
+            .set("/grants/instruments", json!(["cvd-rig"]))
+            .load(dir.path());
+        Self {
+            _dir: dir,
+            recorder,
+            policy,
+            manifest: Arc::new(manifest),
+        }
+    }
+
+    fn governor(&self, session: &str) -> PolicyGovernor {
+        let opened = self
+            .recorder
+            .open_session(
+                &self.policy,
+                facts(&self.manifest, session),
+                b"{}",
+                Vec::new(),
+            )
+            .expect("session");
+        PolicyGovernor::new(opened.scope, self.recorder.sink())
+    }
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+fn decide_only(lab: &Lab, n: usize) {
+    let g = lab.governor("decide");
+    let scope = g.scope().clone();
+    let fields = Vec::new();
+    for (name, call) in [
+        ("allow log.write", Call::log("debug", "x", &fields)),
+        (
+            "deny fs.open",
+            Call::fs(Op::FsOpen, "/etc/passwd".into(), FsAccess::Read, None),
+        ),
+    ] {
+        let counters = Counters::default();
+        let mut times = Vec::with_capacity(n);
+        for _ in 0..n {
+            let t = Instant::now();
+            std::hint::black_box(hcp_policy::pep::decide(
+                &scope,
+                &counters,
+                std::hint::black_box(&call),
+                1,
+            ));
+            times.push(t.elapsed());
+        }
+        times.sort();
+        println!(
+            "decide           {name:<16} p50 {:>10}  p99 {:>10}",
+            us(percentile(&times, 0.5)),
+            us(percentile(&times, 0.99))
+        );
+    }
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+fn governed(lab: &Lab, n: usize, deny: bool) {
+    let g = lab.governor(if deny { "deny" } else { "allow" });
+    let fields = Vec::new();
+    let call = if deny {
+        Call::fs(Op::FsOpen, "/etc/passwd".into(), FsAccess::Read, None)
+    } else {
+        Call::log("debug", "x", &fields)
+    };
+    // Warm up (and seal what the warm-up wrote).
+    for _ in 0..1000 {
+        let _ = g.check(&call);
+    }
+    lab.recorder.flush().expect("flush");
+    let mut times = Vec::with_capacity(n);
+    let start = Instant::now();
+    for _ in 0..n {
+        let t = Instant::now();
+        let verdict = g.check(std::hint::black_box(&call));
+        times.push(t.elapsed());
+        assert_eq!(verdict.is_ok(), !deny);
+    }
+    let handed = start.elapsed();
+    lab.recorder.flush().expect("flush");
+    let durable = start.elapsed();
+    times.sort();
+    println!(
+        "{:<16} {:<16} p50 {:>10}  p99 {:>10}  | durable: {} per call ({} calls + flush in {:.3} s; hot path alone {:.3} s)",
+        if deny { "deny path" } else { "allow path" },
+        if deny { "fs.open" } else { "log.write" },
+        us(percentile(&times, 0.5)),
+        us(percentile(&times, 0.99)),
+        us(durable / u32::try_from(n).unwrap_or(u32::MAX)),
+        n,
+        durable.as_secs_f64(),
+        handed.as_secs_f64(),
+    );
+}
+
+fn request(session: &str, governor: Arc<dyn Governor>) -> TaskRequest {
+    TaskRequest {
+        governor,
+        task_id: format!("task-{session}"),
+        session_id: session.into(),
+        caller_id: "harness-local-01".into(),
+        intent: "benchmark".into(),
+        inputs: json!({"action": "log_calls", "count": plugin_calls()}),
+        constraints: json!({}),
+        context: None,
+        resume: None,
+        risk_level: RiskLevel::R1,
+        data_classification: DataClass::T1,
+        deadline: Duration::from_secs(600),
+        envelope: Default::default(),
+    }
+}
+
+fn prepare(manifest: &Arc<hcp_contracts::Manifest>, enforcement: bool) -> PreparedCapability {
+    Sandbox::new(SandboxConfig {
+        cache_dir: Some(hcp_tests::cache_dir()),
+        enforcement,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox")
+    .prepare(manifest.clone())
+    .expect("prepare")
+}
+
+async fn task(
+    lab: &Lab,
+    cap: &PreparedCapability,
+    store: &Arc<dyn TaskStore>,
+    n: u32,
+    on: bool,
+) -> f64 {
+    let session = format!("plugin-{on}-{n}");
+    let governor: Arc<dyn Governor> = if on {
+        Arc::new(lab.governor(&session))
+    } else {
+        cap.standalone_governor(
+            "task-off",
+            &session,
+            Duration::from_secs(600),
+            &Default::default(),
+            Arc::new(NoReceipts),
+        )
+    };
+    let start = Instant::now();
+    let run = cap.run(request(&session, governor), store.clone()).await;
+    if on {
+        // Durable before the task is answered, as the engine does.
+        lab.recorder.close_session(&session);
+        lab.recorder.flush().expect("flush");
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    assert!(
+        matches!(run.result, RunResult::Completed { .. }),
+        "{:?}",
+        run.result
+    );
+    elapsed
+}
+
+#[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+async fn plugin(lab: &Lab, rounds: u32) {
+    let on = prepare(&lab.manifest, true);
+    let off = prepare(&lab.manifest, false);
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    task(lab, &on, &store, 0, true).await;
+    task(lab, &off, &store, 0, false).await;
+    let (mut a, mut b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 1..=rounds {
+        let t_on = task(lab, &on, &store, round, true).await;
+        let t_off = task(lab, &off, &store, round, false).await;
+        a.push(t_on);
+        b.push(t_off);
+        ratios.push(t_on / t_off);
+    }
+    let (lo, hi) = ratios
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    let (m_on, m_off) = (median(a), median(b));
+    println!(
+        "plugin           {} log.write  enforced {:.1} ms  off {:.1} ms  enforced/off {:.2}x (rounds {lo:.2}x..{hi:.2}x)  added {:.2} µs per call",
+        plugin_calls(),
+        m_on * 1e3,
+        m_off * 1e3,
+        median(ratios),
+        (m_on - m_off) / plugin_calls() as f64 * 1e6
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
+    // then this only checks that it builds.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let n: usize = std::env::var("HCP_BENCH_CALLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200_000);
+    let lab = Lab::new();
+    decide_only(&lab, n);
+    governed(&lab, n, false);
+    governed(&lab, n, true);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(plugin(&lab, 11));
+}
