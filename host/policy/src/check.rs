@@ -211,21 +211,7 @@ pub(crate) fn budgets_callers(budgets: &BudgetsFile, callers: &CallersFile) -> V
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pointers() {
-        for ok in ["", "/a", "/a~0b/~1c", "/0"] {
-            assert!(is_pointer(ok), "{ok}");
-        }
-        for bad in ["a", "/a~2", "/a~"] {
-            assert!(!is_pointer(bad), "{bad}");
-        }
-    }
-}
-
+/// `dispatch.json`: no call turned off twice for one capability.
 pub(crate) fn dispatch(file: &DispatchFile) -> Vec<Problem> {
     let mut problems = Vec::new();
     for (name, o) in &file.capabilities {
@@ -240,4 +226,19 @@ pub(crate) fn dispatch(file: &DispatchFile) -> Vec<Problem> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers() {
+        for ok in ["", "/a", "/a~0b/~1c", "/0"] {
+            assert!(is_pointer(ok), "{ok}");
+        }
+        for bad in ["a", "/a~2", "/a~"] {
+            assert!(!is_pointer(bad), "{bad}");
+        }
+    }
 }
