@@ -308,10 +308,22 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
+    // `HCP_BENCH_ONLY=decide,allow,deny,plugin` runs some of them (for
+    // profiling one at a time).
+    let only = std::env::var("HCP_BENCH_ONLY").unwrap_or_default();
+    let runs = |name: &str| only.is_empty() || only.split(',').any(|o| o == name);
     let lab = Lab::new();
-    decide_only(&lab, n);
-    governed(&lab, n, false);
-    governed(&lab, n, true);
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(plugin(&lab, 11));
+    if runs("decide") {
+        decide_only(&lab, n);
+    }
+    if runs("allow") {
+        governed(&lab, n, false);
+    }
+    if runs("deny") {
+        governed(&lab, n, true);
+    }
+    if runs("plugin") {
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        rt.block_on(plugin(&lab, 11));
+    }
 }

@@ -159,6 +159,9 @@ pub struct Appended {
     pub receipt: Receipt,
     /// Its hash (store it: it is the next receipt's `prev_hash`, and a parent).
     pub hash: Digest,
+    /// Its canonical form ([`Receipt::canonical_bytes`]), the bytes `hash`
+    /// covers: what to store.
+    pub bytes: Vec<u8>,
     /// A checkpoint to store, when one was due.
     pub checkpoint: Option<Checkpoint>,
 }
@@ -389,7 +392,8 @@ impl HostLog {
         if self.policy.must_sign(receipt.verdict, receipt.risk) {
             receipt.sign(&self.key).map_err(draft_error)?;
         }
-        let hash = receipt.hash().map_err(draft_error)?;
+        let bytes = receipt.canonical_bytes().map_err(draft_error)?;
+        let hash = Digest::of(&bytes);
 
         let mut next = self.state.clone();
         next.lamport = receipt.lamport;
@@ -408,6 +412,7 @@ impl HostLog {
         Ok(Appended {
             receipt,
             hash,
+            bytes,
             checkpoint,
         })
     }

@@ -44,6 +44,38 @@ fn component(s: &str) -> String {
         .collect()
 }
 
+/// The first and last `seq` of the receipts of a task or a session: its
+/// marked receipts (the gate's, the sessions' openings) and its sessions'
+/// ranges. `None` when it has none (or for [`Selection::All`]).
+///
+/// # Errors
+///
+/// The database fails.
+pub(crate) fn range_of(
+    db: &rusqlite::Connection,
+    selection: &Selection,
+) -> Result<Option<(u64, u64)>> {
+    let (column, id) = match selection {
+        Selection::All => return Ok(None),
+        Selection::Task(id) => ("task_id", id),
+        Selection::Session(id) => ("session_id", id),
+    };
+    let (a, b): (Option<i64>, Option<i64>) = db.query_row(
+        &format!(
+            "SELECT MIN(lo), MAX(hi) FROM (
+                 SELECT seq AS lo, seq AS hi FROM receipt_marks WHERE {column} = ?1
+                 UNION ALL
+                 SELECT first_seq, last_seq FROM receipt_sessions WHERE {column} = ?1)"
+        ),
+        params![id],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    Ok(match (a, b) {
+        (Some(a), Some(b)) => Some((u64::try_from(a)?, u64::try_from(b)?)),
+        _ => None,
+    })
+}
+
 /// Builds the evidence pack of `selection` from `store`.
 ///
 /// # Errors
@@ -73,20 +105,15 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
             (0, covered - 1)
         }
         Selection::Task(id) | Selection::Session(id) => {
-            let column = if matches!(selection, Selection::Task(_)) {
-                "task_id"
+            let what = if matches!(selection, Selection::Task(_)) {
+                "task"
             } else {
-                "session_id"
+                "session"
             };
-            let range: (Option<i64>, Option<i64>) = db.query_row(
-                &format!("SELECT MIN(seq), MAX(seq) FROM receipts WHERE {column} = ?1"),
-                params![id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            let (Some(a), Some(b)) = range else {
-                anyhow::bail!("no receipts of {} {id}", column.trim_end_matches("_id"));
+            let Some((a, b)) = range_of(&db, selection)? else {
+                anyhow::bail!("no receipts of {what} {id}");
             };
-            (u64::try_from(a)?, u64::try_from(b)?)
+            (a, b)
         }
     };
     let checkpoints: Vec<Checkpoint> = {

@@ -35,8 +35,11 @@
 //!
 //! # Storage
 //!
-//! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, session, task,
-//! call, canonical receipt, canonical decision input), `receipt_checkpoints`,
+//! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, canonical
+//! receipt, canonical decision input: nothing else, so that a host call's
+//! receipt costs one row of one table), `receipt_marks` (the receipts that
+//! are not host calls, by task and session: the gate's and the sessions'
+//! openings), `receipt_checkpoints`,
 //! `receipt_log` (the log's state, the host's public key),
 //! `receipt_sessions` (each session's facts and its range of receipts),
 //! `policy_snapshots`, `capability_manifests`, `task_messages`. Rows are
@@ -66,14 +69,17 @@ pub const MIGRATION: &str = r"
     CREATE TABLE receipts (
         seq INTEGER PRIMARY KEY,
         hash BLOB NOT NULL,
-        session_id TEXT,
-        task_id TEXT,
-        call TEXT NOT NULL,
         body BLOB NOT NULL,
         input BLOB NOT NULL
     ) STRICT;
-    CREATE INDEX receipts_task ON receipts (task_id, seq);
-    CREATE INDEX receipts_session ON receipts (session_id, seq);
+    CREATE TABLE receipt_marks (
+        seq INTEGER PRIMARY KEY,
+        task_id TEXT,
+        session_id TEXT,
+        call TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX receipt_marks_task ON receipt_marks (task_id);
+    CREATE INDEX receipt_marks_session ON receipt_marks (session_id);
     CREATE TABLE receipt_checkpoints (
         tree_size INTEGER PRIMARY KEY,
         body BLOB NOT NULL

@@ -78,29 +78,40 @@ pub fn recent_receipts(
 ) -> Result<Vec<ReceiptSummary>> {
     let db = store.db();
     let covered = covered(&db)?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let (sql, key) = match filter {
-        ReceiptFilter::All => (
-            "SELECT seq, body FROM receipts WHERE ?1 IS NULL ORDER BY seq DESC LIMIT ?2",
-            None,
-        ),
-        ReceiptFilter::Task(id) => (
-            "SELECT seq, body FROM receipts WHERE task_id = ?1 ORDER BY seq DESC LIMIT ?2",
-            Some(id),
-        ),
-        ReceiptFilter::Session(id) => (
-            "SELECT seq, body FROM receipts WHERE session_id = ?1 ORDER BY seq DESC LIMIT ?2",
-            Some(id),
-        ),
+    let (selection, lo, hi) = match filter {
+        ReceiptFilter::All => (Selection::All, 0, i64::MAX),
+        ReceiptFilter::Task(id) | ReceiptFilter::Session(id) => {
+            let selection = match filter {
+                ReceiptFilter::Task(_) => Selection::Task(id.to_owned()),
+                _ => Selection::Session(id.to_owned()),
+            };
+            match super::export::range_of(&db, &selection)? {
+                Some((a, b)) => (selection, i64::try_from(a)?, i64::try_from(b)?),
+                None => return Ok(Vec::new()),
+            }
+        }
     };
-    let mut stmt = db.prepare(sql)?;
-    let mut rows = stmt.query(params![key, limit])?;
+    // Newest first through the range, keeping the selection's own receipts
+    // (other tasks' calls may interleave).
+    let mut stmt =
+        db.prepare("SELECT seq, body FROM receipts WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq DESC")?;
+    let mut rows = stmt.query(params![lo, hi])?;
     let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
+    while out.len() < limit
+        && let Some(row) = rows.next()?
+    {
         let seq: i64 = row.get(0)?;
         let body: Vec<u8> = row.get(1)?;
         let r: Receipt =
             serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
+        let selected = match &selection {
+            Selection::All => true,
+            Selection::Task(id) => r.task_id.as_deref() == Some(id.as_str()),
+            Selection::Session(id) => r.session_id.as_deref() == Some(id.as_str()),
+        };
+        if !selected {
+            continue;
+        }
         out.push(ReceiptSummary {
             covered: r.seq < covered,
             signed: r.is_signed(),

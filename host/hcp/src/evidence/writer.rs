@@ -240,31 +240,34 @@ impl Core {
     /// Appends a draft and stores the receipt (and checkpoint). The inner
     /// error is the log refusing the draft (nothing changed); the outer one
     /// a failure to store after the log moved on.
+    /// `mark`: index the receipt by task and session (the gate's and the
+    /// sessions' receipts; a host call's is found through its session's
+    /// range).
     fn try_store(
         &mut self,
         tx: &Connection,
         draft: Draft,
         input: &[u8],
+        mark: bool,
     ) -> Result<Result<(Parent, u64), LogError>> {
         let appended = match self.log.append(draft) {
             Ok(a) => a,
             Err(e) => return Ok(Err(e)),
         };
         let r = &appended.receipt;
-        let body = r.canonical_bytes()?;
-        tx.prepare_cached(
-            "INSERT INTO receipts (seq, hash, session_id, task_id, call, body, input)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )?
-        .execute(params![
-            r.seq as i64,
-            &appended.hash.0[..],
-            r.session_id,
-            r.task_id,
-            r.call,
-            body,
-            input
-        ])?;
+        tx.prepare_cached("INSERT INTO receipts (seq, hash, body, input) VALUES (?1, ?2, ?3, ?4)")?
+            .execute(params![
+                r.seq as i64,
+                &appended.hash.0[..],
+                &appended.bytes,
+                input
+            ])?;
+        if mark {
+            tx.prepare_cached(
+                "INSERT INTO receipt_marks (seq, task_id, session_id, call) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![r.seq as i64, r.task_id, r.session_id, r.call])?;
+        }
         if let Some(cp) = &appended.checkpoint {
             insert_checkpoint(tx, cp)?;
         }
@@ -278,8 +281,14 @@ impl Core {
     }
 
     /// [`Core::try_store`] where a refused draft is a host fault.
-    fn store(&mut self, tx: &Connection, draft: Draft, input: &[u8]) -> Result<(Parent, u64)> {
-        Ok(self.try_store(tx, draft, input)??)
+    fn store(
+        &mut self,
+        tx: &Connection,
+        draft: Draft,
+        input: &[u8],
+        mark: bool,
+    ) -> Result<(Parent, u64)> {
+        Ok(self.try_store(tx, draft, input, mark)??)
     }
 
     fn call(&mut self, tx: &Connection, d: &DecidedCall) -> Result<()> {
@@ -311,7 +320,7 @@ impl Core {
             parents,
             timestamp,
         };
-        let (parent, seq) = self.store(tx, draft, &input)?;
+        let (parent, seq) = self.store(tx, draft, &input, false)?;
         if !known {
             // A governor whose session was not opened here: keep its facts
             // so packs can replay it.
@@ -359,7 +368,7 @@ impl Core {
             parents: e.parents.clone(),
             timestamp,
         };
-        let stored = self.try_store(tx, draft, &input)?;
+        let stored = self.try_store(tx, draft, &input, true)?;
         if stored.is_ok() {
             if let Some(manifest) = &e.manifest {
                 insert_manifest(tx, &e.capability, manifest)?;
@@ -387,7 +396,7 @@ impl Core {
             parents: o.causes.clone(),
             timestamp: self.timestamp(o.at_ms),
         };
-        let (parent, seq) = self.store(tx, draft, &o.input)?;
+        let (parent, seq) = self.store(tx, draft, &o.input, true)?;
         insert_session(tx, &o.facts, &facts_hash, &o.facts_bytes, seq)?;
         insert_policy(tx, &o.policy_hash, &o.policy_sources)?;
         insert_manifest(tx, &o.facts.capability, &o.manifest)?;
