@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod hostkey;
+pub mod install;
 pub mod lifecycle;
 pub mod store;
 pub mod token;

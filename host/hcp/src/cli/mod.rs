@@ -8,10 +8,14 @@
     reason = "the command line's answers go to stdout"
 )]
 
+mod bundle;
+mod installed;
 mod keys;
 mod manifest;
+mod review;
 mod run;
 mod surface;
+mod trust;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -56,6 +60,22 @@ pub enum Command {
     /// The host key and publisher keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
+    /// Pack a plugin into a bundle (.hcpb); sign a bundle.
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
+    /// The publishers whose signed bundles this host installs.
+    #[command(subcommand)]
+    Trust(trust::TrustCommand),
+    /// Check a bundle and install it (exit 1 when refused).
+    Install(installed::InstallArgs),
+    /// List installed capabilities.
+    List(installed::ListArgs),
+    /// Show an installed capability and check its install receipt.
+    Inspect(installed::InspectArgs),
+    /// Remove an installed capability version.
+    Remove(installed::RemoveArgs),
+    /// Review a bundle without installing it (exit 1 unless installable).
+    Review(review::ReviewArgs),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -82,6 +102,13 @@ pub fn main() -> ExitCode {
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
         Command::Keys(cmd) => keys::run(&paths, cmd),
+        Command::Bundle(cmd) => bundle::run(&paths, cmd),
+        Command::Trust(cmd) => trust::run(&paths, cmd),
+        Command::Install(args) => installed::install(&paths, args),
+        Command::List(args) => installed::list(&paths, args),
+        Command::Inspect(args) => installed::inspect(&paths, args),
+        Command::Remove(args) => installed::remove(&paths, args),
+        Command::Review(args) => review::run(&paths, args),
     });
     match result {
         Ok(code) => code,

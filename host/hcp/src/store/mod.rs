@@ -19,8 +19,10 @@ use std::sync::{Mutex, MutexGuard};
 
 mod registry;
 mod tasks;
+mod trust;
 
 pub use registry::Installed;
+pub use trust::{Added, TrustedPublisher};
 pub use tasks::{ApprovalRecord, Submitted, TaskRecord, TaskState, TaskUpdate};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
@@ -101,6 +103,15 @@ const MIGRATIONS: &[&str] = &[
         accessor TEXT NOT NULL,
         purpose TEXT NOT NULL,
         at TEXT NOT NULL
+    ) STRICT;
+",
+    // Trusted publishers of signed bundles (store/trust.rs).
+    r"
+    CREATE TABLE trusted_publishers (
+        name TEXT PRIMARY KEY,
+        public_key TEXT NOT NULL UNIQUE,
+        key_id TEXT NOT NULL UNIQUE,
+        added_at TEXT NOT NULL
     ) STRICT;
 ",
 ];
