@@ -126,6 +126,20 @@ pub fn http_server(content_type: &'static str, body: String) -> SocketAddr {
     addr
 }
 
+/// A TCP server on loopback that accepts connections and never answers:
+/// for deadlines.
+pub fn hanging_server() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in l.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    addr
+}
+
 /// The directory of the shared compiled-code cache of test runs.
 pub fn cache_dir() -> PathBuf {
     Path::new(REPO_ROOT).join("target/hcp-test-cache")

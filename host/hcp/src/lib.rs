@@ -5,8 +5,11 @@
 #![deny(missing_docs)]
 
 pub mod cli;
+pub mod engine;
 pub mod hostkey;
 pub mod install;
 pub mod lifecycle;
+pub mod seal;
+pub mod serve;
 pub mod store;
 pub mod token;

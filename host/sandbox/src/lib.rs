@@ -157,6 +157,7 @@ impl PreparedCapability {
             capability: manifest.name().to_owned(),
             version: manifest.version_str().to_owned(),
             resume: request.resume.clone(),
+            data_classification: request.data_classification,
         });
         let failed = |failure: RunFailure, log: &TaskLog| TaskRun {
             result: RunResult::Failed(failure),

@@ -19,6 +19,9 @@ pub struct TaskMeta {
     pub version: String,
     /// The checkpoint this task resumes from.
     pub resume: Option<ResumeFrom>,
+    /// The task's data classification: T3 and T4 artifacts are encrypted at
+    /// rest by the store.
+    pub data_classification: hcp_contracts::DataClass,
 }
 
 /// A checkpoint of an earlier session to resume from.

@@ -14,8 +14,10 @@ mod keys;
 mod manifest;
 mod review;
 mod run;
+mod serve;
 mod surface;
 mod trust;
+mod tasks;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -34,6 +36,11 @@ pub struct Cli {
     #[arg(long, global = true, env = "HCP_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
+    /// The operator's policy directory (callers, risk, context, budgets,
+    /// envelopes, Cedar authorization).
+    #[arg(long, global = true, env = "HCP_POLICIES", default_value = "policies")]
+    pub policies: PathBuf,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -44,6 +51,7 @@ pub struct Cli {
 pub(crate) struct Paths {
     pub(crate) data_dir: PathBuf,
     pub(crate) cache_dir: PathBuf,
+    pub(crate) policies_dir: PathBuf,
 }
 
 /// Subcommands.
@@ -76,6 +84,19 @@ pub enum Command {
     Remove(installed::RemoveArgs),
     /// Review a bundle without installing it (exit 1 unless installable).
     Review(review::ReviewArgs),
+    /// Serve the HTTP API and the operator's page.
+    Serve(serve::ServeArgs),
+    /// Submit a task_submit through the admission gate (and run it).
+    Submit(tasks::SubmitArgs),
+    /// Tasks on this host.
+    #[command(subcommand)]
+    Tasks(tasks::TasksCommand),
+    /// Tasks waiting for an operator's decision.
+    #[command(subcommand)]
+    Approvals(tasks::ApprovalsCommand),
+    /// Artifacts by their hcp:// URI.
+    #[command(subcommand)]
+    Artifacts(tasks::ArtifactsCommand),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -95,6 +116,7 @@ pub fn main() -> ExitCode {
         Ok(Paths {
             data_dir,
             cache_dir,
+            policies_dir: std::path::absolute(&cli.policies)?,
         })
     };
     let result = paths().and_then(|paths| match cli.command {
@@ -109,6 +131,11 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => installed::inspect(&paths, args),
         Command::Remove(args) => installed::remove(&paths, args),
         Command::Review(args) => review::run(&paths, args),
+        Command::Serve(args) => serve::run(&paths, args),
+        Command::Submit(args) => tasks::submit(&paths, args),
+        Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
+        Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
+        Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
     });
     match result {
         Ok(code) => code,

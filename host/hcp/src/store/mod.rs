@@ -9,6 +9,7 @@
 //!
 //! Opens and writes files under the data directory only.
 
+use crate::seal::DataKey;
 use anyhow::{Context as _, Result};
 use hcp_sandbox::{StoredArtifact, TaskMeta, TaskStore};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -105,6 +106,15 @@ const MIGRATIONS: &[&str] = &[
         at TEXT NOT NULL
     ) STRICT;
 ",
+    // T3 and T4 artifacts are sealed at rest.
+    r"
+    ALTER TABLE artifacts ADD COLUMN data_class TEXT NOT NULL DEFAULT 'T1';
+    ALTER TABLE artifacts ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+",
+    // What the gate decided for a task: the session runs under exactly this.
+    r"
+    ALTER TABLE tasks ADD COLUMN admission TEXT;
+",
     // Trusted publishers of signed bundles (store/trust.rs).
     r"
     CREATE TABLE trusted_publishers (
@@ -121,6 +131,7 @@ const MIGRATIONS: &[&str] = &[
 pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
+    data_key: DataKey,
 }
 
 impl Store {
@@ -142,9 +153,12 @@ impl Store {
         db.pragma_update(None, "synchronous", "FULL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
         migrate(&db).with_context(|| format!("database {}", path.display()))?;
+        let data_key = DataKey::load_or_create(dir)?;
+        create_private_dir(&dir.join("blobs/sealed"))?;
         Ok(Self {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
+            data_key,
         })
     }
 
@@ -157,26 +171,35 @@ impl Store {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn blob_path(&self, hex: &str) -> PathBuf {
-        self.dir.join("blobs/sha256").join(hex)
+    fn blob_path(&self, hex: &str, sealed: bool) -> PathBuf {
+        let dir = if sealed {
+            "blobs/sealed"
+        } else {
+            "blobs/sha256"
+        };
+        self.dir.join(dir).join(hex)
     }
 
-    /// Writes `content` as a blob; returns its hex sha256.
-    fn put_blob(&self, content: &[u8]) -> Result<String> {
+    /// Writes `content` as a blob named by its sha256 (sealed with the data
+    /// key when `sealed`); returns the hex sha256 of the plaintext.
+    fn put_blob(&self, content: &[u8], sealed: bool) -> Result<String> {
         let hex = hex::encode(Sha256::digest(content));
-        let path = self.blob_path(&hex);
+        let path = self.blob_path(&hex, sealed);
         if path.exists() {
             return Ok(hex);
         }
-        let tmp = self
-            .dir
-            .join("blobs/sha256")
-            .join(format!(".{hex}.{}.tmp", uuid::Uuid::new_v4()));
+        let bytes = if sealed {
+            self.data_key.seal(content, &format!("sha256:{hex}"))?
+        } else {
+            content.to_vec()
+        };
+        let dir = path.parent().unwrap_or(&self.dir).to_path_buf();
+        let tmp = dir.join(format!(".{hex}.{}.tmp", uuid::Uuid::new_v4()));
         let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
-        f.write_all(content)?;
+        f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &path)?;
-        sync_dir(&self.dir.join("blobs/sha256"));
+        sync_dir(&dir);
         Ok(hex)
     }
 
@@ -186,25 +209,47 @@ impl Store {
     ///
     /// A malformed URI, an unknown artifact, or a blob that no longer matches
     /// its checksum.
-    pub fn artifact(&self, uri: &str) -> Result<(StoredArtifact, Vec<u8>)> {
+    pub fn artifact(
+        &self,
+        uri: &str,
+    ) -> Result<(StoredArtifact, Vec<u8>, hcp_contracts::DataClass)> {
         let (session, name) = parse_artifact_uri(uri)?;
         let row = self
             .db()
             .query_row(
-                "SELECT mime_type, size_bytes, checksum FROM artifacts WHERE session_id = ?1 AND name = ?2",
+                "SELECT mime_type, size_bytes, checksum, sealed, data_class
+                 FROM artifacts WHERE session_id = ?1 AND name = ?2",
                 params![session, name],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?)),
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)? != 0,
+                        r.get::<_, String>(4)?,
+                    ))
+                },
             )
             .optional()?;
-        let Some((mime_type, size, checksum)) = row else {
+        let Some((mime_type, size, checksum, sealed, class)) = row else {
             anyhow::bail!("{uri}: no such artifact");
         };
         let hex = checksum.trim_start_matches("sha256:");
-        let bytes = std::fs::read(self.blob_path(hex))
+        let stored = std::fs::read(self.blob_path(hex, sealed))
             .with_context(|| format!("{uri}: content is missing"))?;
+        let bytes = if sealed {
+            self.data_key
+                .open(&stored, &checksum)
+                .with_context(|| uri.to_owned())?
+        } else {
+            stored
+        };
         if hex::encode(Sha256::digest(&bytes)) != hex {
             anyhow::bail!("{uri}: content does not match its checksum {checksum}");
         }
+        let class = class
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("{uri}: stored classification: {e}"))?;
         Ok((
             StoredArtifact {
                 name: name.to_owned(),
@@ -214,6 +259,7 @@ impl Store {
                 checksum,
             },
             bytes,
+            class,
         ))
     }
 }
@@ -287,11 +333,13 @@ impl TaskStore for Store {
         content: &[u8],
     ) -> Result<StoredArtifact, String> {
         let stored = StoredArtifact::describe(&task.session_id, name, mime_type, content);
-        self.put_blob(content).map_err(|e| format!("{e:#}"))?;
+        let sealed = task.data_classification.encrypted_at_rest();
+        self.put_blob(content, sealed)
+            .map_err(|e| format!("{e:#}"))?;
         self.db()
             .execute(
-                "INSERT INTO artifacts (session_id, name, task_id, mime_type, size_bytes, checksum, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO artifacts (session_id, name, task_id, mime_type, size_bytes, checksum, created_at, data_class, sealed)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
                 params![
                     task.session_id,
                     name,
@@ -299,7 +347,9 @@ impl TaskStore for Store {
                     mime_type,
                     i64::try_from(stored.size_bytes).unwrap_or(i64::MAX),
                     stored.checksum,
-                    now()
+                    now(),
+                    task.data_classification.as_str(),
+                    i64::from(sealed)
                 ],
             )
             .map_err(|e| e.to_string())?;
@@ -346,6 +396,7 @@ mod tests {
             capability: "c".into(),
             version: "1.0.0".into(),
             resume: None,
+            data_classification: hcp_contracts::DataClass::T1,
         }
     }
 
@@ -363,9 +414,10 @@ mod tests {
                 .expect("save");
         }
         let store = Store::open(dir.path()).expect("reopen");
-        let (a, bytes) = store
+        let (a, bytes, class) = store
             .artifact("hcp://session-1/artifacts/raw.json")
             .expect("get");
+        assert_eq!(class, hcp_contracts::DataClass::T1);
         assert_eq!(bytes, b"{\"a\":1}");
         assert_eq!(a.size_bytes, 7);
         assert_eq!(
@@ -381,6 +433,27 @@ mod tests {
             .artifact("hcp://session-1/artifacts/raw.json")
             .expect_err("tampered blob accepted");
         assert!(format!("{err:#}").contains("does not match its checksum"));
+    }
+
+    #[test]
+    fn t3_artifacts_are_sealed_at_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let meta = TaskMeta {
+            data_classification: hcp_contracts::DataClass::T3,
+            ..meta()
+        };
+        let a = store
+            .put_artifact(&meta, "secret.txt", "text/plain", b"confidential findings")
+            .expect("put");
+        let hex = a.checksum.trim_start_matches("sha256:");
+        assert!(!dir.path().join("blobs/sha256").join(hex).exists());
+        let on_disk =
+            std::fs::read(dir.path().join("blobs/sealed").join(hex)).expect("sealed blob");
+        assert!(!on_disk.windows(12).any(|w| w == b"confidential"));
+        let (_, bytes, class) = store.artifact(&a.uri).expect("get");
+        assert_eq!(bytes, b"confidential findings");
+        assert_eq!(class, hcp_contracts::DataClass::T3);
     }
 
     #[test]

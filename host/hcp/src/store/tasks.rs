@@ -42,7 +42,12 @@ impl TaskState {
         }
     }
 
-    fn parse(s: &str) -> Result<Self> {
+    /// The state of a stored name.
+    ///
+    /// # Errors
+    ///
+    /// An unknown name.
+    pub fn parse_name(s: &str) -> Result<Self> {
         Ok(match s {
             "received" => Self::Received,
             "pending_approval" => Self::PendingApproval,
@@ -92,6 +97,8 @@ pub struct TaskRecord {
     pub created_at: String,
     /// Last change.
     pub updated_at: String,
+    /// The gate's admission (JSON of `hcp_policy::Admission`), once admitted.
+    pub admission: Option<Value>,
 }
 
 /// What recording a submission found.
@@ -125,22 +132,22 @@ pub struct ApprovalRecord {
 }
 
 const TASK_COLUMNS: &str = "task_id, caller_id, message_id, capability, version, session_id, state, risk, \
-     data_class, submit, answer, result, created_at, updated_at";
+     data_class, submit, answer, result, created_at, updated_at, admission";
 
 fn json(text: Option<String>) -> Result<Option<Value>> {
     text.map(|t| serde_json::from_str(&t).context("stored JSON"))
         .transpose()
 }
 
-fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 14]> {
-    let mut out: [Option<String>; 14] = Default::default();
+fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 15]> {
+    let mut out: [Option<String>; 15] = Default::default();
     for (i, slot) in out.iter_mut().enumerate() {
         *slot = r.get(i)?;
     }
     Ok(out)
 }
 
-fn task_record(row: [Option<String>; 14]) -> Result<TaskRecord> {
+fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
     let [
         task_id,
         caller_id,
@@ -156,6 +163,7 @@ fn task_record(row: [Option<String>; 14]) -> Result<TaskRecord> {
         result,
         created_at,
         updated_at,
+        admission,
     ] = row;
     let req = |v: Option<String>, what: &str| v.with_context(|| format!("task without {what}"));
     Ok(TaskRecord {
@@ -165,7 +173,7 @@ fn task_record(row: [Option<String>; 14]) -> Result<TaskRecord> {
         capability: req(capability, "capability")?,
         version,
         session_id,
-        state: TaskState::parse(&req(state, "state")?)?,
+        state: TaskState::parse_name(&req(state, "state")?)?,
         risk,
         data_class,
         submit: serde_json::from_str(&req(submit, "submission")?).context("stored submission")?,
@@ -173,6 +181,7 @@ fn task_record(row: [Option<String>; 14]) -> Result<TaskRecord> {
         result: json(result)?,
         created_at: req(created_at, "creation time")?,
         updated_at: req(updated_at, "update time")?,
+        admission: json(admission)?,
     })
 }
 
@@ -191,6 +200,8 @@ pub struct TaskUpdate {
     pub answer: Option<Value>,
     /// The final answer.
     pub result: Option<Value>,
+    /// The gate's admission (JSON of `hcp_policy::Admission`).
+    pub admission: Option<Value>,
 }
 
 impl Store {
@@ -246,7 +257,8 @@ impl Store {
             "UPDATE tasks SET state = ?2,
                 version = COALESCE(?3, version), session_id = COALESCE(?4, session_id),
                 risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
-                answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9
+                answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
+                admission = COALESCE(?10, admission)
              WHERE task_id = ?1",
             params![
                 task_id,
@@ -257,7 +269,8 @@ impl Store {
                 u.data_class,
                 u.answer.map(|v| v.to_string()),
                 u.result.map(|v| v.to_string()),
-                now()
+                now(),
+                u.admission.map(|v| v.to_string())
             ],
         )?;
         if n == 0 {
@@ -466,6 +479,35 @@ impl Store {
             .query_row(
                 "SELECT session_id FROM resources WHERE name = ?1",
                 params![name],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// Releases every resource a session holds (after a crash).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn release_session_resources(&self, session_id: &str) -> Result<()> {
+        self.db().execute(
+            "DELETE FROM resources WHERE session_id = ?1",
+            params![session_id],
+        )?;
+        Ok(())
+    }
+
+    /// The last checkpoint a session saved.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn last_checkpoint(&self, session_id: &str) -> Result<Option<String>> {
+        Ok(self
+            .db()
+            .query_row(
+                "SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id DESC LIMIT 1",
+                params![session_id],
                 |r| r.get(0),
             )
             .optional()?)

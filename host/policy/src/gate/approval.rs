@@ -26,6 +26,22 @@ impl PolicySet {
         declaration: &Declaration,
     ) -> Result<&Caller, Rejection> {
         let operator = self.authenticate(operator_id, credential)?;
+        self.authorize_approval_by(operator, admission, declaration)?;
+        Ok(operator)
+    }
+
+    /// [`PolicySet::authorize_approval`] for an operator its transport
+    /// already authenticated (the local command line).
+    ///
+    /// # Errors
+    ///
+    /// As [`PolicySet::authorize_approval`], but never `unauthorized`.
+    pub fn authorize_approval_by(
+        &self,
+        operator: &Caller,
+        admission: &Admission,
+        declaration: &Declaration,
+    ) -> Result<(), Rejection> {
         let refuse = |message: String| {
             Err(Rejection::new(
                 Stage::Access,
@@ -66,6 +82,6 @@ impl PolicySet {
             submitter: admission.caller.as_str(),
         };
         self.authorize(AuthzAction::Approve, operator, declaration, &context)?;
-        Ok(operator)
+        Ok(())
     }
 }

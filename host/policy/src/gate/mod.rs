@@ -20,7 +20,7 @@ pub use types::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage};
 
 use crate::authz::{AuthzAction, AuthzContext};
 use crate::ids::CapabilityName;
-use crate::policy_set::PolicySet;
+use crate::policy_set::{Caller, PolicySet};
 use hcp_contracts::RiskLevel;
 use hcp_contracts::manifest::Declaration;
 use hcp_contracts::message::RejectReason;
@@ -33,6 +33,23 @@ impl PolicySet {
     ///
     /// The [`Rejection`] of the first step that refuses.
     pub fn admit(&self, request: &AdmissionRequest<'_>) -> Result<Admission, Rejection> {
+        let caller = self.authenticate(&request.submit.caller_id, request.credential)?;
+        self.admit_authenticated(caller, request)
+    }
+
+    /// The gate for a caller its transport already authenticated (the local
+    /// command line acting with the data directory's authority; AMQP's
+    /// validated `user-id`): every step after authentication.
+    /// `request.credential` is not used.
+    ///
+    /// # Errors
+    ///
+    /// The [`Rejection`] of the first step that refuses.
+    pub fn admit_authenticated(
+        &self,
+        caller: &Caller,
+        request: &AdmissionRequest<'_>,
+    ) -> Result<Admission, Rejection> {
         let submit = request.submit;
         let declaration = &request.manifest.capability;
         if submit.capability != declaration.name {
@@ -45,7 +62,16 @@ impl PolicySet {
                 ),
             ));
         }
-        let caller = self.authenticate(&submit.caller_id, request.credential)?;
+        if submit.caller_id != caller.id.as_str() {
+            return Err(Rejection::new(
+                Stage::Authentication,
+                RejectReason::Unauthorized,
+                format!(
+                    "caller {} is authenticated, but the task names caller_id {:?}",
+                    caller.id, submit.caller_id
+                ),
+            ));
+        }
         let mut reasons = vec![format!(
             "caller {} ({}) authenticated",
             caller.id,

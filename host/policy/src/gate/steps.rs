@@ -37,6 +37,19 @@ impl PolicySet {
         }
     }
 
+    /// The caller a bearer credential belongs to, for requests that carry no
+    /// caller id (status, artifacts, operator actions). Every caller's hash
+    /// is checked, in constant time each, whatever matches.
+    pub fn authenticate_bearer(&self, credential: &str) -> Option<&Caller> {
+        let mut found = None;
+        for caller in self.callers().values() {
+            if caller.credential.verify(credential) && found.is_none() {
+                found = Some(caller);
+            }
+        }
+        found
+    }
+
     /// Step 2: the caller is listed for the capability.
     ///
     /// # Errors

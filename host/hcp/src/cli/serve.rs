@@ -1,0 +1,91 @@
+//! `hcp serve`: the HTTP API and the operator's page.
+
+use super::{Outcome, Paths};
+use crate::engine::{Host, HostConfig, HostPaths};
+use crate::serve::{ServeConfig, serve};
+use anyhow::Context as _;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Arguments of `hcp serve`.
+#[derive(Debug, clap::Args)]
+#[command(long_about = "Serves the HTTP API (docs/openapi.json) and the operator's page on the \
+embedded default: SQLite under the data directory, loopback only unless --listen says \
+otherwise. Prints `listening on http://ADDR` once it accepts connections. Tasks a crash left \
+running are answered task_failed on start; SIGTERM or Ctrl-C stops accepting, lets running tasks \
+finish (up to --shutdown-grace) and exits 0.")]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// How long a task waits for an operator before it is rejected
+    /// (ISO 8601 duration).
+    #[arg(long, default_value = "PT1H")]
+    approval_ttl: String,
+    /// How long running tasks may take to finish on shutdown (ISO 8601).
+    #[arg(long, default_value = "PT30S")]
+    shutdown_grace: String,
+}
+
+async fn stop_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("cannot listen for SIGTERM: {e}");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
+    let duration = |flag: &str, text: &str| {
+        hcp_contracts::IsoDuration::parse(text)
+            .map(|d| d.get())
+            .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let approval_ttl = duration("approval-ttl", &args.approval_ttl)?;
+    let shutdown_grace = duration("shutdown-grace", &args.shutdown_grace)?;
+    let host = Arc::new(Host::open(
+        HostPaths {
+            data_dir: paths.data_dir.clone(),
+            cache_dir: paths.cache_dir.clone(),
+            policies_dir: paths.policies_dir.clone(),
+        },
+        HostConfig {
+            approval_ttl,
+            ..HostConfig::default()
+        },
+    )?);
+    let config = ServeConfig {
+        listen: args.listen,
+        shutdown_grace,
+        ..ServeConfig::default()
+    };
+    super::runtime()?
+        .block_on(serve(
+            host,
+            config,
+            |addr| {
+                println!("listening on http://{addr}");
+                use std::io::Write as _;
+                let _ = std::io::stdout().flush();
+            },
+            stop_signal(),
+        ))
+        .context("hcp serve")?;
+    Ok(ExitCode::SUCCESS)
+}

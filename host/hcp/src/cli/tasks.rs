@@ -1,0 +1,365 @@
+//! `hcp submit`, `hcp tasks`, `hcp approvals`, `hcp artifacts`: tasks
+//! through the gate on the embedded data directory.
+//!
+//! The command line acts with the data directory's authority: it names the
+//! caller (`--as`) or the operator (`--operator`) and the policy applies to
+//! them as if they had authenticated. Remote callers authenticate with their
+//! credential over HTTP.
+
+use super::{Outcome, Paths, print_json, runtime};
+use crate::engine::{Auth, Host, HostConfig, HostPaths};
+use crate::store::TaskState;
+use anyhow::Context as _;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `hcp submit`.
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Submits a task_submit through the admission gate: the caller named by \
+--as (who must be the message's caller_id), the installed capability the version range picks, \
+the inputs against its input_schema, the operator's policies (access, risk, data, Cedar, \
+equipment, envelope), and human approval when the declaration requires it at R3 or above.\n\n\
+Prints the gate's answer: task_accepted, task_rejected, or a job_status while the task waits for \
+an operator or for equipment. An accepted task then runs here, to completion; with --wait its \
+final answer (task_completed or task_failed) is printed too.\n\n\
+Exit status: 0 accepted or waiting (with --wait: completed), 1 rejected or failed, 2 bad input."
+)]
+pub struct SubmitArgs {
+    /// The task_submit message (JSON); `-` reads standard input.
+    input: PathBuf,
+    /// The caller submitting it (its policy in callers.json applies).
+    #[arg(long = "as", value_name = "CALLER")]
+    caller: String,
+    /// Also print the final answer.
+    #[arg(long)]
+    wait: bool,
+}
+
+/// Task subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TasksCommand {
+    /// Tasks, newest first.
+    List {
+        /// Only tasks in this state (received, pending_approval, queued,
+        /// running, completed, failed, rejected).
+        #[arg(long)]
+        state: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// One task: the message, the gate's answer, the final answer.
+    Show {
+        /// Task id.
+        id: String,
+    },
+    /// Run the queued tasks whose equipment is free.
+    RunQueued,
+}
+
+/// Approval subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ApprovalsCommand {
+    /// Tasks waiting for an operator (expired ones are rejected first).
+    List,
+    /// What an operator decides on: intent, inputs, risk and the rules that
+    /// fired, the envelope.
+    Show {
+        /// Task id.
+        id: String,
+    },
+    /// Approve a task; it then runs here and its answer is printed.
+    Approve {
+        /// Task id.
+        id: String,
+        /// The operator deciding (callers.json, kind operator).
+        #[arg(long)]
+        operator: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Reject a task: the caller is answered task_rejected.
+    Reject {
+        /// Task id.
+        id: String,
+        /// The operator deciding.
+        #[arg(long)]
+        operator: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// Artifact subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum ArtifactsCommand {
+    /// Fetch an artifact by its hcp:// URI (checked against its checksum;
+    /// T2 and above: the access is logged).
+    Get {
+        /// `hcp://<session>/artifacts/<name>`.
+        uri: String,
+        /// Write here instead of standard output.
+        #[arg(long, short, value_name = "PATH")]
+        output: Option<PathBuf>,
+        /// Who is reading, for the access log.
+        #[arg(long, default_value = "local-operator")]
+        by: String,
+    },
+}
+
+fn host(paths: &Paths) -> anyhow::Result<Host> {
+    Host::open(
+        HostPaths {
+            data_dir: paths.data_dir.clone(),
+            cache_dir: paths.cache_dir.clone(),
+            policies_dir: paths.policies_dir.clone(),
+        },
+        HostConfig::default(),
+    )
+}
+
+fn read_message(path: &Path) -> anyhow::Result<Value> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    if path == Path::new("-") {
+        std::io::stdin().take(16 << 20).read_to_string(&mut text)?;
+    } else {
+        std::fs::File::open(path)
+            .with_context(|| format!("{}: cannot read", path.display()))?
+            .take(16 << 20)
+            .read_to_string(&mut text)?;
+    }
+    serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
+}
+
+fn final_code(answer: &Value) -> ExitCode {
+    match answer["type"].as_str() {
+        Some("task_rejected" | "task_failed") => ExitCode::from(1),
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
+    let message = read_message(&args.input)?;
+    let host = host(paths)?;
+    let submission = host.submit(&message, Auth::Transport(&args.caller))?;
+    print_json(&submission.answer)?;
+    if submission.answer["type"] == "task_rejected" {
+        return Ok(ExitCode::from(1));
+    }
+    let Some(task_id) = submission.task_id else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if !submission.runnable {
+        if args.wait
+            && submission.duplicate
+            && let Some(result) = host.store.task(&task_id)?.and_then(|t| t.result)
+        {
+            print_json(&result)?;
+            return Ok(final_code(&result));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let answer = runtime()?.block_on(host.run_task(&task_id))?;
+    match answer {
+        Some(answer) if args.wait => {
+            print_json(&answer)?;
+            Ok(final_code(&answer))
+        }
+        Some(_) => Ok(ExitCode::SUCCESS),
+        None => {
+            eprintln!(
+                "task {task_id} is queued: its equipment is in use (`hcp tasks run-queued` runs it)"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn summary(t: &crate::store::TaskRecord) -> String {
+    format!(
+        "{}  {:<16} {}@{}  caller {}  risk {}  {}",
+        t.task_id,
+        t.state.as_str(),
+        t.capability,
+        t.version.as_deref().unwrap_or("?"),
+        t.caller_id,
+        t.risk.as_deref().unwrap_or("-"),
+        t.created_at
+    )
+}
+
+fn parse_state(s: &str) -> anyhow::Result<TaskState> {
+    [
+        TaskState::Received,
+        TaskState::PendingApproval,
+        TaskState::Queued,
+        TaskState::Running,
+        TaskState::Completed,
+        TaskState::Failed,
+        TaskState::Rejected,
+    ]
+    .into_iter()
+    .find(|st| st.as_str() == s)
+    .with_context(|| {
+        format!("unknown state {s:?}: received, pending_approval, queued, running, completed, failed, rejected")
+    })
+}
+
+pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
+    let host = host(paths)?;
+    match cmd {
+        TasksCommand::List { state, limit } => {
+            host.expire_approvals()?;
+            let state = state.as_deref().map(parse_state).transpose()?;
+            for t in host.store.tasks(state, limit)? {
+                println!("{}", summary(&t));
+            }
+        }
+        TasksCommand::Show { id } => {
+            let t = host
+                .store
+                .task(&id)?
+                .with_context(|| format!("no task {id}"))?;
+            let approval = host.store.approval(&id)?;
+            print_json(&serde_json::json!({
+                "task_id": t.task_id,
+                "state": t.state.as_str(),
+                "caller_id": t.caller_id,
+                "message_id": t.message_id,
+                "capability": t.capability,
+                "version": t.version,
+                "session_id": t.session_id,
+                "risk_level": t.risk,
+                "data_classification": t.data_class,
+                "created_at": t.created_at,
+                "updated_at": t.updated_at,
+                "task_submit": t.submit,
+                "answer": t.answer,
+                "result": t.result,
+                "approval": approval.map(|a| serde_json::json!({
+                    "requested_at": a.requested_at,
+                    "expires_at": a.expires_at,
+                    "decision": a.decision,
+                    "operator_id": a.operator_id,
+                    "reason": a.reason,
+                    "decided_at": a.decided_at,
+                })),
+            }))?;
+        }
+        TasksCommand::RunQueued => {
+            let rt = runtime()?;
+            for t in host.store.tasks(Some(TaskState::Queued), usize::MAX)? {
+                match rt.block_on(host.run_task(&t.task_id))? {
+                    Some(answer) => {
+                        println!("{}  {}", t.task_id, answer["type"].as_str().unwrap_or("?"))
+                    }
+                    None => println!("{}  still queued (equipment in use)", t.task_id),
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
+    let host = host(paths)?;
+    for id in host.expire_approvals()? {
+        eprintln!("task {id}: approval expired, answered task_rejected (approval_expired)");
+    }
+    match cmd {
+        ApprovalsCommand::List => {
+            for t in host
+                .store
+                .tasks(Some(TaskState::PendingApproval), usize::MAX)?
+            {
+                let expires = host
+                    .store
+                    .approval(&t.task_id)?
+                    .map(|a| a.expires_at)
+                    .unwrap_or_default();
+                println!("{}  expires {expires}", summary(&t));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Show { id } => {
+            let a = host
+                .store
+                .approval(&id)?
+                .with_context(|| format!("task {id} has no approval request"))?;
+            print_json(&serde_json::json!({
+                "task_id": a.task_id,
+                "requested_at": a.requested_at,
+                "expires_at": a.expires_at,
+                "decision": a.decision,
+                "operator_id": a.operator_id,
+                "reason": a.reason,
+                "decided_at": a.decided_at,
+                "assessment": a.assessment,
+            }))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ApprovalsCommand::Approve {
+            id,
+            operator,
+            reason,
+        } => {
+            let submission =
+                host.decide(&id, true, Auth::Transport(&operator), &operator, &reason)?;
+            print_json(&submission.answer)?;
+            if !submission.runnable {
+                return Ok(ExitCode::SUCCESS);
+            }
+            match runtime()?.block_on(host.run_task(&id))? {
+                Some(answer) => {
+                    print_json(&answer)?;
+                    Ok(final_code(&answer))
+                }
+                None => {
+                    eprintln!("task {id} is queued: its equipment is in use");
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+        ApprovalsCommand::Reject {
+            id,
+            operator,
+            reason,
+        } => {
+            let submission =
+                host.decide(&id, false, Auth::Transport(&operator), &operator, &reason)?;
+            print_json(&submission.answer)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub(super) fn artifacts(paths: &Paths, cmd: ArtifactsCommand) -> Outcome {
+    let ArtifactsCommand::Get { uri, output, by } = cmd;
+    let store = crate::store::Store::open(&paths.data_dir)?;
+    let (artifact, bytes, class) = store.artifact(&uri)?;
+    if class >= hcp_contracts::DataClass::T2 {
+        store.log_artifact_access(&uri, &by, "hcp artifacts get")?;
+    }
+    match output {
+        Some(path) => {
+            std::fs::write(&path, &bytes).with_context(|| format!("{}", path.display()))?;
+            eprintln!(
+                "{}: {} bytes, {}, {} ({class})",
+                path.display(),
+                artifact.size_bytes,
+                artifact.mime_type,
+                artifact.checksum
+            );
+        }
+        None => {
+            use std::io::Write as _;
+            std::io::stdout().write_all(&bytes)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

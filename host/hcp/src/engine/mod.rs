@@ -1,0 +1,255 @@
+//! The host's task engine: the admission gate (HCP L3), approvals, sessions,
+//! and running admitted tasks to their L4 answer.
+//!
+//! [`Host`] owns what a task needs: the store, the operator's policies, the
+//! sandbox, the host identity and session-token keys, and the prepared
+//! (compiled, audited, pre-instantiated) capabilities. The command line and
+//! the HTTP API both drive it.
+
+mod gate;
+mod runner;
+
+pub use gate::{Auth, Submission, job_status};
+
+use crate::hostkey::{self, HostIdentity};
+use crate::store::{Installed, Store};
+use crate::token::TokenKeys;
+use anyhow::{Context as _, Result};
+use hcp_contracts::manifest::Manifest;
+use hcp_policy::PolicySet;
+use hcp_sandbox::{PreparedCapability, Sandbox, SandboxConfig};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Where the host keeps things.
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    /// Data directory (database, artifacts, keys, installed capabilities).
+    pub data_dir: PathBuf,
+    /// Compiled-code cache.
+    pub cache_dir: PathBuf,
+    /// The operator's policy directory.
+    pub policies_dir: PathBuf,
+}
+
+/// Settings of the task engine.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// How long a task waits for an operator before it is rejected with
+    /// `approval_expired`.
+    pub approval_ttl: Duration,
+    /// The time the gate decides at (contextual rules such as unattended
+    /// hours depend on it). `None`: the system clock. Tests pin it.
+    pub gate_clock: Option<time::OffsetDateTime>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            approval_ttl: Duration::from_secs(3600),
+            gate_clock: None,
+        }
+    }
+}
+
+/// The host.
+pub struct Host {
+    paths: HostPaths,
+    config: HostConfig,
+    /// The durable state.
+    pub store: Arc<Store>,
+    /// The operator's policies.
+    pub policy: Arc<PolicySet>,
+    sandbox: Sandbox,
+    identity: HostIdentity,
+    tokens: TokenKeys,
+    prepared: Mutex<HashMap<String, PreparedCapability>>,
+    /// Submissions of the same `(caller_id, message_id)` go through the gate
+    /// one at a time, so a duplicate that arrives with the original gets the
+    /// original's answer.
+    submit_locks: Vec<Mutex<()>>,
+}
+
+/// Stripes of [`Host::submit_locks`].
+const SUBMIT_STRIPES: usize = 64;
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("host_id", &self.identity.host_id)
+            .field("paths", &self.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Opens the data directory (creating it and the host key on first use),
+    /// loads and checks the policies, builds the sandbox.
+    ///
+    /// # Errors
+    ///
+    /// The data directory, the policies or the engine cannot be opened.
+    pub fn open(paths: HostPaths, config: HostConfig) -> Result<Self> {
+        let store = Arc::new(Store::open(&paths.data_dir)?);
+        let policy = Arc::new(
+            PolicySet::load(&paths.policies_dir)
+                .with_context(|| format!("policies {}", paths.policies_dir.display()))?,
+        );
+        let identity = hostkey::load_or_init(&paths.data_dir)?;
+        let tokens = TokenKeys::from_host_key(&identity.key, &identity.host_id)?;
+        let sandbox = Sandbox::new(SandboxConfig {
+            cache_dir: Some(paths.cache_dir.clone()),
+            ..SandboxConfig::default()
+        })?;
+        Ok(Self {
+            paths,
+            config,
+            store,
+            policy,
+            sandbox,
+            identity,
+            tokens,
+            prepared: Mutex::new(HashMap::new()),
+            submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
+        })
+    }
+
+    /// This host's id.
+    pub fn host_id(&self) -> &str {
+        &self.identity.host_id
+    }
+
+    /// The session-token keys.
+    pub fn tokens(&self) -> &TokenKeys {
+        &self.tokens
+    }
+
+    /// The paths.
+    pub fn paths(&self) -> &HostPaths {
+        &self.paths
+    }
+
+    /// Loads an installed capability's manifest (digest required: installs
+    /// are pinned).
+    ///
+    /// # Errors
+    ///
+    /// The installed files are missing or do not match.
+    pub fn manifest(&self, installed: &Installed) -> Result<Manifest> {
+        let manifest = hcp_contracts::manifest::load(
+            &installed.manifest_path(),
+            hcp_contracts::LoadOptions {
+                require_digest: true,
+            },
+        )?;
+        if manifest.component.digest != installed.digest {
+            anyhow::bail!(
+                "{}: the installed component is {}, the registry recorded {}",
+                installed.id(),
+                manifest.component.digest,
+                installed.digest
+            );
+        }
+        Ok(manifest)
+    }
+
+    /// The prepared capability for an installed version, compiling it on
+    /// first use (from the on-disk cache when warm).
+    ///
+    /// # Errors
+    ///
+    /// The manifest or component cannot be loaded, or preparation refuses it.
+    pub async fn prepared(&self, installed: &Installed) -> Result<PreparedCapability> {
+        let key = format!("{}@{}", installed.id(), installed.digest);
+        if let Some(p) = self.lock_prepared().get(&key) {
+            return Ok(p.clone());
+        }
+        let manifest = Arc::new(self.manifest(installed)?);
+        let sandbox = self.sandbox.clone();
+        let prepared = tokio::task::spawn_blocking(move || sandbox.prepare(manifest))
+            .await
+            .context("preparing the capability")??;
+        self.lock_prepared().insert(key, prepared.clone());
+        Ok(prepared)
+    }
+
+    /// The lock of one `(caller_id, message_id)`.
+    fn submit_lock(&self, caller: &str, message_id: &str) -> std::sync::MutexGuard<'_, ()> {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (caller, message_id).hash(&mut h);
+        let i = usize::try_from(h.finish() % SUBMIT_STRIPES as u64).unwrap_or(0);
+        self.submit_locks[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedCapability>> {
+        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Installs a capability from a pinned manifest without a bundle (local
+    /// development: recorded as unsigned). Copies the manifest and component
+    /// into the data directory so later edits of the source do not change
+    /// what runs.
+    ///
+    /// # Errors
+    ///
+    /// The manifest is invalid, its imports exceed its grants, or that
+    /// version is installed already.
+    pub fn install_manifest(&self, manifest_path: &Path) -> Result<Installed> {
+        let manifest =
+            hcp_contracts::manifest::load(manifest_path, hcp_contracts::LoadOptions::default())?;
+        let report = self.sandbox.audit(&manifest)?;
+        if !report.allowed {
+            anyhow::bail!("{}", hcp_sandbox::PrepareError::Refused(Box::new(report)));
+        }
+        let dir = self
+            .paths
+            .data_dir
+            .join("capabilities")
+            .join(manifest.name())
+            .join(manifest.version.to_string());
+        if dir.exists() {
+            anyhow::bail!("{} is already installed", manifest.id());
+        }
+        std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
+        let result = (|| -> Result<Installed> {
+            std::fs::write(dir.join("component.wasm"), &*manifest.component.bytes)?;
+            let mut doc = serde_json::to_value(&manifest.doc)?;
+            doc["component"]["path"] = "component.wasm".into();
+            doc["component"]["digest"] = manifest.component.digest.clone().into();
+            // Grant paths were resolved against the source manifest's
+            // directory: keep them absolute.
+            if let Some(fs) = doc
+                .get_mut("grants")
+                .and_then(|g| g.get_mut("filesystem"))
+                .and_then(Value::as_array_mut)
+            {
+                for (grant, resolved) in fs.iter_mut().zip(&manifest.grants.filesystem) {
+                    grant["path"] = resolved.host_path.display().to_string().into();
+                    grant["guest_path"] = resolved.guest_path.clone().into();
+                }
+            }
+            std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&doc)?)?;
+            let installed = Installed {
+                name: manifest.name().to_owned(),
+                version: manifest.version.clone(),
+                dir: dir.clone(),
+                digest: manifest.component.digest.clone(),
+                publisher: None,
+                unsigned: true,
+                installed_at: hcp_contracts::message::now_rfc3339(),
+            };
+            // Check the copy loads before recording it.
+            self.manifest(&installed)?;
+            self.store.record_install(&installed)?;
+            Ok(installed)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        result
+    }
+}

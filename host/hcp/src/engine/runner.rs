@@ -1,0 +1,234 @@
+//! Running admitted tasks: equipment held for the session, the session
+//! token checked, the prepared capability run under the admitted risk,
+//! classification and envelope, and the L4 answer recorded.
+
+use super::Host;
+use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use anyhow::{Context as _, Result};
+use hcp_contracts::message::{
+    Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed, TaskSubmit,
+};
+use hcp_contracts::problem;
+use hcp_policy::Admission;
+use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Resources a session holds while it runs: the declaration's resource
+/// types and the granted instruments.
+fn resources(manifest: &hcp_contracts::Manifest) -> Vec<String> {
+    let mut r: Vec<String> = manifest.doc.capability.safety.resource_types.clone();
+    r.extend(manifest.grants.instruments.iter().cloned());
+    r.sort();
+    r.dedup();
+    r
+}
+
+impl Host {
+    /// Runs a queued task to its answer. `Ok(None)` when it cannot run now
+    /// (equipment held by another session, or another runner took it): it
+    /// stays queued.
+    ///
+    /// # Errors
+    ///
+    /// No such task, a task that is not queued, or a host fault.
+    pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
+        let task = self
+            .store
+            .task(task_id)?
+            .with_context(|| format!("no task {task_id}"))?;
+        if task.state.is_final() {
+            return Ok(task.result.or(task.answer));
+        }
+        if task.state != TaskState::Queued {
+            anyhow::bail!(
+                "task {task_id} is not queued (it is {})",
+                task.state.as_str()
+            );
+        }
+        let session = task
+            .session_id
+            .clone()
+            .context("queued task without a session")?;
+        let admission: Admission = serde_json::from_value(
+            task.admission
+                .clone()
+                .context("queued task without its admission")?,
+        )?;
+        let installed = self
+            .store
+            .installed_version(
+                &task.capability,
+                task.version.as_deref().unwrap_or_default(),
+            )?
+            .with_context(|| format!("{} is no longer installed", task.capability))?;
+        let manifest = self.manifest(&installed)?;
+        let held = resources(&manifest);
+        let mut acquired = Vec::new();
+        for r in &held {
+            if self.store.acquire_resource(r, &session)? {
+                acquired.push(r.clone());
+            } else {
+                self.release(&acquired, &session);
+                return Ok(None);
+            }
+        }
+        if !self
+            .store
+            .transition(task_id, TaskState::Queued, TaskState::Running)?
+        {
+            self.release(&acquired, &session);
+            return Ok(None);
+        }
+        let result = self
+            .run_admitted(&task, &session, &admission, &installed, &manifest)
+            .await;
+        self.release(&acquired, &session);
+        let answer = match result {
+            Ok(answer) => answer,
+            Err(e) => host_failure(&session, &format!("{e:#}"))?,
+        };
+        let state = if answer["type"] == "task_completed" {
+            TaskState::Completed
+        } else {
+            TaskState::Failed
+        };
+        self.store.update_task(
+            task_id,
+            state,
+            TaskUpdate {
+                result: Some(answer.clone()),
+                ..TaskUpdate::default()
+            },
+        )?;
+        Ok(Some(answer))
+    }
+
+    fn release(&self, held: &[String], session: &str) {
+        for r in held {
+            if let Err(e) = self.store.release_resource(r, session) {
+                tracing::error!("releasing {r} of {session}: {e:#}");
+            }
+        }
+    }
+
+    async fn run_admitted(
+        &self,
+        task: &TaskRecord,
+        session: &str,
+        admission: &Admission,
+        installed: &crate::store::Installed,
+        manifest: &hcp_contracts::Manifest,
+    ) -> Result<Value> {
+        let checked = serde_json::from_value::<TaskSubmit>(task.submit["payload"].clone())?
+            .check()
+            .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
+        let submit = &checked.submit;
+        // The session token bounds the run: a task that waited past it fails.
+        let token = task
+            .answer
+            .as_ref()
+            .and_then(|a| a["payload"]["session_token"].as_str())
+            .context("accepted task without its session token")?;
+        let claims = match self.tokens().verify(token, Some(session)) {
+            Ok(c) => c,
+            Err(e) => {
+                return failure(
+                    session,
+                    ErrorCode::Timeout,
+                    &format!("the session ended before the task could run: {e}"),
+                );
+            }
+        };
+        let remaining = Duration::from_secs(claims.exp.saturating_sub(crate::token::now()));
+        let deadline = crate::lifecycle::deadline(manifest, &checked).min(remaining);
+        let request = TaskRequest {
+            task_id: task.task_id.clone(),
+            session_id: session.to_owned(),
+            caller_id: task.caller_id.clone(),
+            intent: submit.intent.clone(),
+            inputs: submit.inputs.clone(),
+            constraints: serde_json::to_value(submit.constraints.clone().unwrap_or_default())?,
+            context: submit.context.clone(),
+            resume: submit.resume.as_ref().map(|r| ResumeFrom {
+                session_id: r.session_id.clone(),
+                checkpoint: r.checkpoint.clone(),
+            }),
+            risk_level: admission.risk_level,
+            data_classification: admission.data_classification,
+            deadline,
+            envelope: admission.envelope.envelope.clone(),
+        };
+        let prepared = self.prepared(installed).await?;
+        let store: Arc<dyn TaskStore> = self.store.clone();
+        let run = prepared.run(request, store).await;
+        let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
+        Ok(serde_json::to_value(answer)?)
+    }
+
+    /// After a restart: tasks left running are failed honestly (with their
+    /// last checkpoint, so the caller can resume), and their resources freed.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn recover(&self) -> Result<Vec<String>> {
+        let mut failed = Vec::new();
+        for task in self.store.tasks(Some(TaskState::Running), usize::MAX)? {
+            let session = task.session_id.clone().unwrap_or_default();
+            let last = self.store.last_checkpoint(&session)?;
+            let answer = serde_json::to_value(Envelope::new(
+                MessageType::TaskFailed,
+                Some(session.clone()),
+                TaskFailed {
+                    error_code: ErrorCode::InternalError,
+                    error_message: "the host stopped while the task was running".into(),
+                    error_details: Some(ErrorDetails {
+                        phase: None,
+                        step: None,
+                        recoverable: last.is_some(),
+                        last_checkpoint: last,
+                    }),
+                    partial_outputs: None,
+                    artifacts: Vec::new(),
+                    execution_summary: None,
+                },
+            )?)?;
+            self.store.release_session_resources(&session)?;
+            self.store.update_task(
+                &task.task_id,
+                TaskState::Failed,
+                TaskUpdate {
+                    result: Some(answer),
+                    ..TaskUpdate::default()
+                },
+            )?;
+            failed.push(task.task_id);
+        }
+        Ok(failed)
+    }
+}
+
+fn failure(session: &str, code: ErrorCode, message: &str) -> Result<Value> {
+    Ok(serde_json::to_value(Envelope::new(
+        MessageType::TaskFailed,
+        Some(session.to_owned()),
+        TaskFailed {
+            error_code: code,
+            error_message: message.to_owned(),
+            error_details: None,
+            partial_outputs: None,
+            artifacts: Vec::new(),
+            execution_summary: None,
+        },
+    )?)?)
+}
+
+fn host_failure(session: &str, message: &str) -> Result<Value> {
+    failure(
+        session,
+        ErrorCode::InternalError,
+        &format!("the host could not run the task: {message}"),
+    )
+}

@@ -1,0 +1,422 @@
+//! The HTTP API: HCP messages in and out, task status (seed 004's
+//! `job_status`), server-sent events, artifacts, capability declarations,
+//! and the operator's endpoints. `docs/openapi.json` describes it.
+//!
+//! Callers and operators authenticate with `Authorization: Bearer
+//! <credential>`, checked against `callers.json`.
+
+use super::error::ApiError;
+use super::{AppState, spawn_run};
+use crate::engine::{Auth, job_status};
+use crate::store::{TaskRecord, TaskState};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hcp_contracts::message::{Envelope, MessageType};
+use hcp_policy::Caller;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::convert::Infallible;
+use std::time::Duration;
+
+/// The API's routes. Every route but the event stream answers within
+/// `timeout` (503 with a JSON error past it).
+pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
+    let timed = Router::new()
+        .route("/", get(operator_page))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/openapi.json", get(openapi))
+        .route("/v1/whoami", get(whoami))
+        .route("/v1/tasks", post(submit).get(list_tasks))
+        .route("/v1/tasks/{id}", get(status))
+        .route("/v1/tasks/{id}/result", get(result))
+        .route("/v1/capabilities", get(capabilities))
+        .route("/v1/artifacts/{session}/{name}", get(artifact))
+        .route("/v1/approvals", get(approvals))
+        .route("/v1/approvals/{id}", get(approval).post(decide))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
+                    ApiError::timeout()
+                }))
+                .layer(tower::timeout::TimeoutLayer::new(timeout)),
+        );
+    let streaming = Router::new().route("/v1/tasks/{id}/events", get(events));
+    timed
+        .merge(streaming)
+        .fallback(|| async { ApiError::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(axum::extract::DefaultBodyLimit::max(super::BODY_LIMIT))
+        .with_state(state)
+}
+
+fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <credential>"))?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    value
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be Bearer <credential>"))
+}
+
+fn caller<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
+    state
+        .host
+        .policy
+        .authenticate_bearer(bearer(headers)?)
+        .ok_or_else(|| ApiError::unauthorized("unknown credential"))
+}
+
+fn operator<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
+    let c = caller(state, headers)?;
+    if !c.is_operator() {
+        return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
+    }
+    Ok(c)
+}
+
+/// A task the requester may see: its own, or any for an operator. Others
+/// read as not found.
+fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, ApiError> {
+    let task = state
+        .host
+        .store
+        .task(id)?
+        .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
+        .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
+    Ok(task)
+}
+
+fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body must be application/json, not {:?}",
+            content_type
+        )));
+    }
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(b) if b.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::too_large(format!("the body is larger than {} bytes", super::BODY_LIMIT))
+        }
+        other => ApiError::bad_request("unreadable_body", other.body_text()),
+    })?;
+    serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
+}
+
+async fn submit(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let token = bearer(&headers)?.to_owned();
+    let message = json_body(&headers, body)?;
+    let envelope = Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
+    if envelope.kind != MessageType::TaskSubmit {
+        return Err(ApiError::bad_request(
+            "wrong_message_type",
+            format!("POST /v1/tasks takes task_submit, not {}", envelope.kind.as_str()),
+        ));
+    }
+    let host = state.host.clone();
+    let submission = tokio::task::spawn_blocking(move || host.submit(&message, Auth::Bearer(&token)))
+        .await
+        .map_err(|e| anyhow::anyhow!("gate task: {e}"))??;
+    let answer = submission.answer;
+    if answer["payload"]["reason_code"] == "unauthorized" {
+        return Err(ApiError::unauthorized(
+            answer["payload"]["reason_message"].as_str().unwrap_or("not authenticated"),
+        ));
+    }
+    if submission.runnable
+        && let Some(id) = &submission.task_id
+    {
+        spawn_run(&state, id.clone());
+    }
+    let status = match answer["type"].as_str() {
+        Some("task_accepted" | "task_rejected" | "task_completed" | "task_failed") => StatusCode::OK,
+        _ => StatusCode::ACCEPTED,
+    };
+    Ok((status, Json(answer)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    state: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_tasks(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let who = caller(&state, &headers)?;
+    let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
+    let wanted = match q.state.as_deref() {
+        None => None,
+        Some(s) => Some(crate::store::TaskState::parse_name(s).map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?),
+    };
+    let limit = q.limit.unwrap_or(100).min(1000);
+    let tasks: Vec<Value> = state
+        .host
+        .store
+        .tasks(wanted, limit * 10)?
+        .into_iter()
+        .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
+        .take(limit)
+        .map(|t| task_summary(&t))
+        .collect();
+    Ok(Json(json!({"tasks": tasks})))
+}
+
+fn task_summary(t: &TaskRecord) -> Value {
+    json!({
+        "task_id": t.task_id,
+        "state": t.state.as_str(),
+        "caller_id": t.caller_id,
+        "message_id": t.message_id,
+        "capability": t.capability,
+        "version": t.version,
+        "session_id": t.session_id,
+        "risk_level": t.risk,
+        "data_classification": t.data_class,
+        "created_at": t.created_at,
+        "updated_at": t.updated_at,
+    })
+}
+
+fn status_message(t: &TaskRecord) -> &'static str {
+    match t.state {
+        TaskState::Received => "received",
+        TaskState::PendingApproval => "waiting for an operator's approval",
+        TaskState::Queued => "admitted; waiting to run",
+        TaskState::Running => "running",
+        TaskState::Completed => "completed",
+        TaskState::Failed => "failed",
+        TaskState::Rejected => "rejected",
+    }
+}
+
+async fn status(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let who = caller(&state, &headers)?;
+    let t = visible_task(&state, who, &id)?;
+    Ok(Json(job_status(&t, status_message(&t))))
+}
+
+async fn result(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+    let who = caller(&state, &headers)?;
+    let t = visible_task(&state, who, &id)?;
+    if let Some(answer) = t.result.clone().or_else(|| (t.state == TaskState::Rejected).then(|| t.answer.clone()).flatten()) {
+        return Ok((StatusCode::OK, Json(answer)).into_response());
+    }
+    Ok((StatusCode::ACCEPTED, Json(job_status(&t, status_message(&t)))).into_response())
+}
+
+async fn events(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let who = caller(&state, &headers)?;
+    visible_task(&state, who, &id)?;
+    let store = state.host.store.clone();
+    let stream = async_stream::stream! {
+        let mut last: Option<(String, String)> = None;
+        loop {
+            let task = match store.task(&id) {
+                Ok(Some(t)) => t,
+                _ => break,
+            };
+            let key = (task.state.as_str().to_owned(), task.updated_at.clone());
+            if last.as_ref() != Some(&key) {
+                last = Some(key);
+                let status = job_status(&task, status_message(&task));
+                yield Ok(Event::default().event("status").data(status.to_string()));
+                if task.state.is_final() {
+                    if let Some(answer) = task.result.clone().or(task.answer.clone()) {
+                        yield Ok(Event::default().event("result").data(answer.to_string()));
+                    }
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    };
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+async fn capabilities(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let who = caller(&state, &headers)?;
+    let mut out: Vec<Value> = Vec::new();
+    let installed = state.host.store.installed()?;
+    let mut names: Vec<&str> = installed.iter().map(|i| i.name.as_str()).collect();
+    names.dedup();
+    for name in names {
+        if !who.is_operator() && !who.lists(name) {
+            continue;
+        }
+        let versions: Vec<&crate::store::Installed> = installed.iter().filter(|i| i.name == name).collect();
+        let Some(latest) = versions.last() else { continue };
+        let manifest = state.host.manifest(latest)?;
+        out.push(json!({
+            "capability": manifest.doc.capability,
+            "installed_versions": versions.iter().map(|i| i.version.to_string()).collect::<Vec<_>>(),
+        }));
+    }
+    Ok(Json(json!({"capabilities": out})))
+}
+
+async fn artifact(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path((session, name)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let who = caller(&state, &headers)?;
+    let uri = format!("hcp://{session}/artifacts/{name}");
+    let owner = state
+        .host
+        .store
+        .tasks(None, usize::MAX)?
+        .into_iter()
+        .find(|t| t.session_id.as_deref() == Some(session.as_str()));
+    let allowed = owner.is_some_and(|t| who.is_operator() || t.caller_id == who.id.as_str());
+    if !allowed {
+        return Err(ApiError::not_found(format!("no artifact {uri}")));
+    }
+    let (stored, bytes, class) = state
+        .host
+        .store
+        .artifact(&uri)
+        .map_err(|e| ApiError::not_found(format!("{e:#}")))?;
+    if class >= hcp_contracts::DataClass::T2 {
+        state.host.store.log_artifact_access(&uri, who.id.as_str(), "GET /v1/artifacts")?;
+    }
+    let mut response = bytes.into_response();
+    let h = response.headers_mut();
+    if let Ok(v) = stored.mime_type.parse() {
+        h.insert(header::CONTENT_TYPE, v);
+    }
+    if let Ok(v) = stored.checksum.parse() {
+        h.insert("x-hcp-checksum", v);
+    }
+    Ok(response)
+}
+
+async fn approvals(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    operator(&state, &headers)?;
+    state.host.expire_approvals()?;
+    let mut out = Vec::new();
+    for t in state.host.store.tasks(Some(TaskState::PendingApproval), usize::MAX)? {
+        if let Some(a) = state.host.store.approval(&t.task_id)? {
+            out.push(approval_json(&t, &a));
+        }
+    }
+    Ok(Json(json!({"approvals": out})))
+}
+
+fn approval_json(t: &TaskRecord, a: &crate::store::ApprovalRecord) -> Value {
+    json!({
+        "task": task_summary(t),
+        "requested_at": a.requested_at,
+        "expires_at": a.expires_at,
+        "decision": a.decision,
+        "operator_id": a.operator_id,
+        "reason": a.reason,
+        "decided_at": a.decided_at,
+        "assessment": a.assessment,
+    })
+}
+
+async fn approval(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    operator(&state, &headers)?;
+    let t = state.host.store.task(&id)?.ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
+    let a = state
+        .host
+        .store
+        .approval(&id)?
+        .ok_or_else(|| ApiError::not_found(format!("task {id} has no approval request")))?;
+    Ok(Json(approval_json(&t, &a)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum Decision {
+    Approve,
+    Reject,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: Decision,
+    reason: String,
+}
+
+async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let op = operator(&state, &headers)?.id.as_str().to_owned();
+    let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
+        ApiError::bad_request("invalid_decision", format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\": \"...\"}}: {e}"))
+    })?;
+    if body.reason.trim().is_empty() {
+        return Err(ApiError::bad_request("invalid_decision", "a decision needs a reason"));
+    }
+    let task = state.host.store.task(&id)?.ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
+    if task.state != TaskState::PendingApproval {
+        return Err(ApiError::conflict(format!("task {id} is not waiting for approval (it is {})", task.state.as_str())));
+    }
+    let approved = matches!(body.decision, Decision::Approve);
+    let host = state.host.clone();
+    let (task_id, reason, op2) = (id.clone(), body.reason.clone(), op.clone());
+    let submission = tokio::task::spawn_blocking(move || host.decide(&task_id, approved, Auth::Transport(&op2), &op2, &reason))
+        .await
+        .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
+        .map_err(|e| ApiError::forbidden(format!("{e:#}")))?;
+    if submission.runnable {
+        spawn_run(&state, id);
+    }
+    Ok(Json(submission.answer))
+}
+
+async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+    let who = caller(&state, &headers)?;
+    Ok(Json(json!({
+        "caller_id": who.id.as_str(),
+        "kind": who.kind.as_str(),
+        "max_risk_level": who.max_risk_level,
+        "max_data_classification": who.max_data_classification,
+    })))
+}
+
+async fn openapi() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        include_str!("../../../../docs/openapi.json"),
+    )
+        .into_response()
+}
+
+async fn operator_page() -> Html<&'static str> {
+    Html(include_str!("operator.html"))
+}

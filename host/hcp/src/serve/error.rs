@@ -1,0 +1,111 @@
+//! Every error the HTTP API returns: a status code and a JSON body
+//! `{"error": {"code", "message", "problems"?}}`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+/// An API error.
+#[derive(Debug)]
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    problems: Option<Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            problems: None,
+        }
+    }
+
+    /// 400: the request is malformed.
+    pub(crate) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 400 with the problems of a document, each at its JSON pointer.
+    pub(crate) fn invalid(message: impl Into<String>, problems: &[hcp_contracts::Problem]) -> Self {
+        let mut e = Self::new(StatusCode::BAD_REQUEST, "invalid_message", message);
+        e.problems = Some(
+            problems
+                .iter()
+                .map(|p| json!({"pointer": p.pointer, "message": p.message}))
+                .collect(),
+        );
+        e
+    }
+
+    /// 401: no or a wrong credential.
+    pub(crate) fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthorized", message)
+    }
+
+    /// 403: authenticated, not allowed.
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404.
+    pub(crate) fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 409: the request conflicts with the resource's state.
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 413.
+    pub(crate) fn too_large(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+    }
+
+    /// 415.
+    pub(crate) fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", message)
+    }
+
+    /// 503: the request took too long.
+    pub(crate) fn timeout() -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", "the request took too long")
+    }
+
+    /// 405.
+    pub(crate) fn method_not_allowed() -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this path")
+    }
+
+    /// 500: a host fault. The message is logged; the caller sees a generic one.
+    pub(crate) fn internal(error: &anyhow::Error) -> Self {
+        tracing::error!("internal error: {error:#}");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "the host failed; see its log")
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({"error": {"code": self.code, "message": self.message}});
+        if let Some(p) = self.problems {
+            body["error"]["problems"] = p;
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        Self::internal(&e)
+    }
+}

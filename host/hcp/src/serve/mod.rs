@@ -1,0 +1,147 @@
+//! `hcp serve`: the host as callers and operators meet it every day.
+//!
+//! An HTTP API on loopback by default (axum), answering HCP messages and
+//! serving status, events, artifacts, declarations, the operator's
+//! endpoints and page. Accepted tasks run in the background; a maintenance
+//! loop expires approvals and starts queued tasks whose equipment is free.
+//! On start, tasks a crash left running are failed honestly (with their last
+//! checkpoint); on SIGTERM or Ctrl-C the server stops accepting, lets running
+//! tasks finish (up to a grace period) and exits.
+
+mod api;
+mod error;
+
+use crate::engine::Host;
+use anyhow::{Context as _, Result};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::task::TaskTracker;
+
+/// Largest request body accepted.
+pub(crate) const BODY_LIMIT: usize = 1 << 20;
+
+/// Settings of the server.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen (loopback by default).
+    pub listen: SocketAddr,
+    /// Longest a request may take (server-sent events excepted).
+    pub request_timeout: Duration,
+    /// How long running tasks may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            request_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) host: Arc<Host>,
+    tracker: TaskTracker,
+    running: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Runs a task in the background unless it is running already.
+pub(crate) fn spawn_run(state: &AppState, task_id: String) {
+    {
+        let mut running = state.running.lock().unwrap_or_else(|e| e.into_inner());
+        if !running.insert(task_id.clone()) {
+            return;
+        }
+    }
+    let host = state.host.clone();
+    let running = state.running.clone();
+    state.tracker.spawn(async move {
+        match host.run_task(&task_id).await {
+            Ok(Some(answer)) => tracing::info!(
+                "task {task_id}: {}",
+                answer["type"].as_str().unwrap_or("answered")
+            ),
+            Ok(None) => tracing::info!("task {task_id}: queued (equipment in use)"),
+            Err(e) => tracing::error!("task {task_id}: {e:#}"),
+        }
+        running.lock().unwrap_or_else(|e| e.into_inner()).remove(&task_id);
+    });
+}
+
+/// Serves until `shutdown` resolves; returns the address it listened on
+/// through `bound` as soon as it is known.
+///
+/// # Errors
+///
+/// The address cannot be bound, or recovery fails.
+pub async fn serve(
+    host: Arc<Host>,
+    config: ServeConfig,
+    bound: impl FnOnce(SocketAddr),
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    for id in host.recover()? {
+        tracing::warn!("task {id} was running when the host stopped: answered task_failed");
+    }
+    let state = AppState {
+        host: host.clone(),
+        tracker: TaskTracker::new(),
+        running: Arc::new(Mutex::new(HashSet::new())),
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    bound(listener.local_addr()?);
+    let maintenance = tokio::spawn(maintain(state.clone()));
+    let app = api::router(state.clone(), config.request_timeout);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("serving")?;
+    maintenance.abort();
+    state.tracker.close();
+    if tokio::time::timeout(config.shutdown_grace, state.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "tasks still running after {:?}; they will be answered task_failed on the next start",
+            config.shutdown_grace
+        );
+    }
+    Ok(())
+}
+
+/// Every second: expire approvals, start queued tasks.
+async fn maintain(state: AppState) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let host = state.host.clone();
+        let queued = tokio::task::spawn_blocking(move || -> Result<Vec<String>> {
+            host.expire_approvals()?;
+            Ok(host
+                .store
+                .tasks(Some(crate::store::TaskState::Queued), 1000)?
+                .into_iter()
+                .map(|t| t.task_id)
+                .collect())
+        })
+        .await;
+        match queued {
+            Ok(Ok(ids)) => {
+                for id in ids.into_iter().rev() {
+                    spawn_run(&state, id);
+                }
+            }
+            Ok(Err(e)) => tracing::error!("maintenance: {e:#}"),
+            Err(e) => tracing::error!("maintenance task: {e}"),
+        }
+    }
+}

@@ -1,0 +1,538 @@
+//! The admission gate and the task lifecycle end to end, through the host's
+//! engine: the shipped policies, the example capabilities installed in a
+//! fresh data directory, SQLite on disk, real components on the simulated
+//! rig. The gate's clock is pinned to a weekday morning (the shipped policy
+//! raises CVD at night and at weekends).
+
+use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
+use hcp::store::TaskState;
+use hcp_tests::{REPO_ROOT, cache_dir};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Wednesday 2026-11-18, 11:00 at +01:00: attended hours.
+fn weekday_morning() -> time::OffsetDateTime {
+    time::macros::datetime!(2026-11-18 10:00 UTC)
+}
+
+struct Lab {
+    data: tempfile::TempDir,
+    host: Host,
+}
+
+fn lab_with(config: HostConfig) -> Lab {
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = Host::open(
+        HostPaths {
+            data_dir: data.path().to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: Path::new(REPO_ROOT).join("policies"),
+        },
+        config,
+    )
+    .expect("host");
+    for plugin in ["document-analysis", "cvd-material-synthesis"] {
+        host.install_manifest(
+            &Path::new(REPO_ROOT)
+                .join("plugins")
+                .join(plugin)
+                .join("manifest.json"),
+        )
+        .expect("install");
+    }
+    Lab { data, host }
+}
+
+fn lab() -> Lab {
+    lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        ..HostConfig::default()
+    })
+}
+
+fn example(plugin: &str) -> Value {
+    let path = Path::new(REPO_ROOT)
+        .join("plugins")
+        .join(plugin)
+        .join("examples/task_submit.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json")
+}
+
+fn doc_submit() -> Value {
+    example("document-analysis")
+}
+
+/// Seed 001's CVD task_submit, verbatim.
+fn cvd_submit() -> Value {
+    example("cvd-material-synthesis")
+}
+
+fn with_id(mut m: Value, id: &str) -> Value {
+    m["message_id"] = json!(id);
+    m
+}
+
+impl Lab {
+    fn submit(&self, m: &Value, caller: &str) -> Submission {
+        self.host
+            .submit(m, Auth::Transport(caller))
+            .expect("submit")
+    }
+
+    async fn run(&self, s: &Submission) -> Value {
+        assert!(s.runnable, "not runnable: {}", s.answer);
+        let id = s.task_id.as_deref().expect("task id");
+        self.host.run_task(id).await.expect("run").expect("ran")
+    }
+
+    async fn approve(&self, s: &Submission) -> Value {
+        let id = s.task_id.as_deref().expect("task id");
+        let accepted = self
+            .host
+            .decide(
+                id,
+                true,
+                Auth::Transport("operator-lab-01"),
+                "operator-lab-01",
+                "recipe within the lab's SOP",
+            )
+            .expect("approve");
+        assert_eq!(
+            accepted.answer["type"], "task_accepted",
+            "{}",
+            accepted.answer
+        );
+        self.run(&accepted).await
+    }
+
+    fn install_variant(&self, plugin: &str, version: &str, grants: Option<Value>) -> PathBuf {
+        let src = Path::new(REPO_ROOT)
+            .join("plugins")
+            .join(plugin)
+            .join("manifest.json");
+        let mut m: Value =
+            serde_json::from_str(&std::fs::read_to_string(&src).expect("read")).expect("json");
+        m["capability"]["version"] = json!(version);
+        let component = src
+            .parent()
+            .expect("dir")
+            .join(m["component"]["path"].as_str().expect("path"));
+        m["component"]["path"] = json!(component.canonicalize().expect("component"));
+        match grants {
+            Some(g) => m["grants"] = g,
+            None => {
+                // ${manifest_dir} meant the plugin's own directory.
+                let text = serde_json::to_string(&m).expect("json");
+                let plugin_dir = src.parent().expect("dir").display().to_string();
+                m = serde_json::from_str(&text.replace("${manifest_dir}", &plugin_dir))
+                    .expect("json");
+            }
+        }
+        let dir = self.data.path().join(format!("src-{version}"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let path = dir.join("manifest.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&m).expect("json")).expect("write");
+        self.host.install_manifest(&path).expect("install variant");
+        path
+    }
+}
+
+fn rejection(s: &Submission) -> &Value {
+    assert_eq!(s.answer["type"], "task_rejected", "{}", s.answer);
+    &s.answer["payload"]
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seeds_document_analysis_from_a_pipeline_is_accepted_and_completes() {
+    let lab = lab();
+    let s = lab.submit(&doc_submit(), "harness-local-01");
+    let accepted = &s.answer;
+    assert_eq!(accepted["type"], "task_accepted", "{accepted}");
+    assert_eq!(accepted["payload"]["risk_level"], "R1");
+    assert_eq!(accepted["payload"]["data_classification"], "T1");
+    let session = accepted["session_id"].as_str().expect("session");
+    let token = accepted["payload"]["session_token"]
+        .as_str()
+        .expect("token");
+    let claims = lab
+        .host
+        .tokens()
+        .verify(token, Some(session))
+        .expect("token verifies");
+    assert_eq!(claims.sub, "harness-local-01");
+    assert_eq!(claims.cap, "document-analysis");
+    assert!(
+        claims.exp <= claims.iat + 600,
+        "exp beyond max_duration PT10M"
+    );
+    let done = lab.run(&s).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    assert_eq!(done["session_id"], session);
+    assert!(
+        !done["payload"]["outputs"]["findings"]
+            .as_array()
+            .expect("findings")
+            .is_empty()
+    );
+    let t = lab
+        .host
+        .store
+        .task(s.task_id.as_deref().expect("id"))
+        .expect("task")
+        .expect("stored");
+    assert_eq!(t.state, TaskState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_seeds_cvd_task_is_queued_approved_and_completes_with_both_artifacts() {
+    let lab = lab();
+    let s = lab.submit(&cvd_submit(), "harness-alpha-001");
+    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
+    assert!(s.answer["message"].as_str().expect("message").starts_with(
+        "waiting for an operator's approval (cvd-material-synthesis@1.0.0 requires it at R3)"
+    ));
+    let id = s.task_id.as_deref().expect("id");
+    let approval = lab.host.store.approval(id).expect("db").expect("approval");
+    assert_eq!(
+        approval.assessment["intent"],
+        cvd_submit()["payload"]["intent"]
+    );
+    assert_eq!(
+        approval.assessment["safety_envelope"]["parameters"]["temperature"]["max"],
+        950.0
+    );
+    let done = lab.approve(&s).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    let outputs = &done["payload"]["outputs"];
+    assert_eq!(outputs["layer_count"], 1);
+    for field in ["peak_distance", "layer_count", "confidence"] {
+        assert!(outputs.get(field).is_some(), "{field}");
+    }
+    let names: Vec<&str> = done["payload"]["artifacts"]
+        .as_array()
+        .expect("artifacts")
+        .iter()
+        .map(|a| a["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["raman_raw.json", "growth_log.csv"]);
+    for a in done["payload"]["artifacts"].as_array().expect("artifacts") {
+        let uri = a["uri"].as_str().expect("uri");
+        let (stored, bytes, _) = lab.host.store.artifact(uri).expect("artifact");
+        assert_eq!(bytes.len() as u64, stored.size_bytes);
+        assert_eq!(a["checksum"], stored.checksum);
+    }
+    assert_eq!(
+        done["payload"]["execution_summary"]["checkpoints_created"],
+        5
+    );
+    let approval = lab.host.store.approval(id).expect("db").expect("approval");
+    assert_eq!(approval.decision.as_deref(), Some("approved"));
+    assert_eq!(approval.operator_id.as_deref(), Some("operator-lab-01"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cvd_at_1200_from_an_r3_caller_is_rejected_with_a_suggestion() {
+    let lab = lab();
+    let mut m = cvd_submit();
+    m["payload"]["caller_id"] = json!("harness-beta-002");
+    m["payload"]["inputs"]["temperature_range"]["max"] = json!(1200);
+    let s = lab.submit(&m, "harness-beta-002");
+    let r = rejection(&s);
+    assert_eq!(r["reason_code"], "risk_too_high");
+    assert_eq!(r["assessed_risk_level"], "R4");
+    assert_eq!(
+        r["reason_message"],
+        "Task parameters indicate R4 risk level, but caller harness-beta-002 is only authorized for R1-R3"
+    );
+    let suggestion = r["suggestion"].as_str().expect("suggestion");
+    assert!(
+        suggestion.contains("temperature_range.max") && suggestion.contains("800"),
+        "{suggestion}"
+    );
+    // The pipeline caller may not ask for CVD at all.
+    let mut m = cvd_submit();
+    m["payload"]["caller_id"] = json!("harness-local-01");
+    let s = lab.submit(&m, "harness-local-01");
+    assert_eq!(rejection(&s)["reason_code"], "forbidden");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn callers_inputs_and_data_classes_are_checked() {
+    let lab = lab();
+    let mut m = doc_submit();
+    m["payload"]["caller_id"] = json!("harness-ghost");
+    let s = lab.submit(&m, "harness-ghost");
+    assert_eq!(rejection(&s)["reason_code"], "unauthorized");
+    assert!(
+        s.task_id.is_none(),
+        "an unauthenticated caller recorded a task"
+    );
+    // Submitting as someone else than the message's caller.
+    let s = lab.submit(&doc_submit(), "harness-alpha-001");
+    assert_eq!(rejection(&s)["reason_code"], "unauthorized");
+    // Bearer credentials: the shipped demo token, and a wrong one.
+    let ok = lab
+        .host
+        .submit(
+            &with_id(doc_submit(), "bearer-1"),
+            Auth::Bearer("demo-token-harness-local-01-not-a-secret"),
+        )
+        .expect("submit");
+    assert_eq!(ok.answer["type"], "task_accepted", "{}", ok.answer);
+    let bad = lab
+        .host
+        .submit(
+            &with_id(doc_submit(), "bearer-2"),
+            Auth::Bearer("demo-token-harness-alpha-001-not-a-secret"),
+        )
+        .expect("submit");
+    assert_eq!(rejection(&bad)["reason_code"], "unauthorized");
+
+    let mut m = with_id(doc_submit(), "bad-inputs");
+    m["payload"]["inputs"]["analysis_type"] = json!("everything");
+    let s = lab.submit(&m, "harness-local-01");
+    let r = rejection(&s);
+    assert_eq!(r["reason_code"], "invalid_input");
+    assert_eq!(
+        r["reason_message"],
+        "inputs do not match the input_schema of document-analysis@1.0.0:\n  \
+         /payload/inputs/analysis_type: \"everything\" is not one of \"key_findings_extraction\""
+    );
+    let mut m = with_id(doc_submit(), "t4");
+    m["payload"]["constraints"]["data_classification"] = json!("T4");
+    let s = lab.submit(&m, "harness-local-01");
+    let r = rejection(&s);
+    assert_eq!(r["reason_code"], "forbidden");
+    assert!(
+        r["reason_message"]
+            .as_str()
+            .expect("message")
+            .contains("T4"),
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_breach_mid_run_fails_with_safety_violation_and_a_resubmission_resumes() {
+    let lab = lab();
+    let mut m = with_id(cvd_submit(), "breach-1");
+    m["payload"]["inputs"]["temperature_range"] =
+        json!({"min": 900, "max": 1100, "unit": "celsius"});
+    let s = lab.submit(&m, "harness-alpha-001");
+    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
+    let failed = lab.approve(&s).await;
+    assert_eq!(failed["type"], "task_failed", "{failed}");
+    let p = &failed["payload"];
+    assert_eq!(p["error_code"], "safety_violation");
+    assert_eq!(
+        p["error_message"],
+        "safety envelope breach: cvd-rig: temperature 1000 celsius is above the hard limit (max 950 celsius)"
+    );
+    assert_eq!(p["error_details"]["last_checkpoint"], "ckpt-001");
+    assert_eq!(p["error_details"]["phase"], "ramp");
+    assert_eq!(
+        p["partial_outputs"]["completed_phases"],
+        json!(["preparation"])
+    );
+    assert_eq!(p["artifacts"][0]["name"], "growth_log_partial.csv");
+    assert!(
+        p["execution_summary"]["risk_events"]
+            .as_array()
+            .expect("events")
+            .contains(&json!("breach:over_temperature"))
+    );
+
+    let session = failed["session_id"].as_str().expect("session");
+    let mut again = with_id(cvd_submit(), "breach-1-resume");
+    again["payload"]["resume"] = json!({"session_id": session, "checkpoint": "ckpt-001"});
+    let s = lab.submit(&again, "harness-alpha-001");
+    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
+    let done = lab.approve(&s).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+
+    // A resume naming a checkpoint that does not exist is refused.
+    let mut bogus = with_id(cvd_submit(), "bogus-resume");
+    bogus["payload"]["resume"] = json!({"session_id": session, "checkpoint": "ckpt-009"});
+    let s = lab.submit(&bogus, "harness-alpha-001");
+    assert_eq!(
+        rejection(&s)["reason_message"],
+        format!("resume: session {session} has no checkpoint ckpt-009")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_past_max_duration_times_out_and_missing_fields_fail() {
+    let lab = lab();
+    let server = hcp_tests::hanging_server();
+    let samples = Path::new(REPO_ROOT).join("plugins/document-analysis/samples");
+    lab.install_variant(
+        "document-analysis",
+        "1.0.1",
+        Some(json!({
+            "filesystem": [{"path": samples, "guest_path": "/documents", "access": "read-only"}],
+            "network": [{"host": "localhost", "port": server.port(), "allow_private": true}]
+        })),
+    );
+    let mut m = with_id(doc_submit(), "slow");
+    m["payload"]["inputs"]["document_uri"] =
+        json!(format!("http://localhost:{}/slow", server.port()));
+    m["payload"]["constraints"]["max_duration"] = json!("PT1S");
+    let s = lab.submit(&m, "harness-local-01");
+    let out = lab.run(&s).await;
+    assert_eq!(out["payload"]["error_code"], "timeout", "{out}");
+    assert_eq!(
+        out["payload"]["error_message"],
+        "stopped at its deadline of PT1S while waiting in a host call"
+    );
+
+    let mut m = with_id(doc_submit(), "missing-field");
+    m["payload"]["expected_output"]["required_fields"] = json!(["findings", "summary"]);
+    let s = lab.submit(&m, "harness-local-01");
+    let out = lab.run(&s).await;
+    assert_eq!(out["type"], "task_failed");
+    assert_eq!(
+        out["payload"]["error_message"],
+        "outputs lack the required field summary (expected_output.required_fields)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn version_ranges_pick_the_highest_installed_match() {
+    let lab = lab();
+    lab.install_variant("document-analysis", "1.2.0", None);
+    let mut m = with_id(doc_submit(), "range-1x");
+    m["payload"]["capability_version"] = json!("1.x");
+    let s = lab.submit(&m, "harness-local-01");
+    let t = lab
+        .host
+        .store
+        .task(s.task_id.as_deref().expect("id"))
+        .expect("db")
+        .expect("task");
+    assert_eq!(t.version.as_deref(), Some("1.2.0"));
+    let mut m = with_id(doc_submit(), "range-2");
+    m["payload"]["capability_version"] = json!(">=2.0.0");
+    let s = lab.submit(&m, "harness-local-01");
+    let r = rejection(&s);
+    assert_eq!(r["reason_code"], "capability_not_found");
+    assert_eq!(
+        r["reason_message"],
+        "no installed document-analysis matches >=2.0.0 (installed: 1.0.0, 1.2.0)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_sent_twice_is_one_task() {
+    let lab = lab();
+    let first = lab.submit(&doc_submit(), "harness-local-01");
+    let second = lab.submit(&doc_submit(), "harness-local-01");
+    assert!(second.duplicate);
+    assert_eq!(first.task_id, second.task_id);
+    assert_eq!(first.answer, second.answer);
+    assert!(!second.runnable);
+    let done = lab.run(&first).await;
+    assert_eq!(done["type"], "task_completed");
+    // Running it again returns the recorded answer, it does not run twice.
+    let again = lab
+        .host
+        .run_task(first.task_id.as_deref().expect("id"))
+        .await
+        .expect("run");
+    assert_eq!(again, Some(done));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_expire_and_rejections_are_answered() {
+    let hurried = lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        approval_ttl: Duration::from_millis(1),
+    });
+    let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
+    std::thread::sleep(Duration::from_millis(20));
+    let expired = hurried.host.expire_approvals().expect("expire");
+    assert_eq!(expired, vec![s.task_id.clone().expect("id")]);
+    let t = hurried
+        .host
+        .store
+        .task(s.task_id.as_deref().expect("id"))
+        .expect("db")
+        .expect("task");
+    assert_eq!(t.state, TaskState::Rejected);
+    assert_eq!(
+        t.answer.expect("answer")["payload"]["reason_code"],
+        "approval_expired"
+    );
+
+    let lab = lab();
+    let s = lab.submit(&cvd_submit(), "harness-alpha-001");
+    let id = s.task_id.as_deref().expect("id");
+    // A caller cannot approve; the operator rejects with a reason.
+    let err = lab
+        .host
+        .decide(
+            id,
+            true,
+            Auth::Transport("harness-alpha-001"),
+            "harness-alpha-001",
+            "mine",
+        )
+        .expect_err("a caller approved");
+    assert_eq!(
+        err.to_string(),
+        "harness-alpha-001 is not an operator and cannot approve tasks"
+    );
+    let r = lab
+        .host
+        .decide(
+            id,
+            false,
+            Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "substrate not in stock",
+        )
+        .expect("reject");
+    assert_eq!(r.answer["payload"]["reason_code"], "approval_rejected");
+    assert_eq!(
+        r.answer["payload"]["reason_message"],
+        "operator operator-lab-01 rejected the task: substrate not in stock"
+    );
+    let again = lab
+        .host
+        .decide(
+            id,
+            true,
+            Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "changed my mind",
+        )
+        .expect_err("decided twice");
+    assert!(
+        again.to_string().contains("is not waiting for approval"),
+        "{again}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn t3_artifacts_are_sealed_at_rest() {
+    let lab = lab();
+    let mut m = with_id(cvd_submit(), "t3");
+    m["payload"]["constraints"]["data_classification"] = json!("T3");
+    let s = lab.submit(&m, "harness-alpha-001");
+    let done = lab.approve(&s).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    let raw = &done["payload"]["artifacts"][0];
+    let hex = raw["checksum"]
+        .as_str()
+        .expect("checksum")
+        .trim_start_matches("sha256:");
+    assert!(lab.data.path().join("blobs/sealed").join(hex).exists());
+    assert!(!lab.data.path().join("blobs/sha256").join(hex).exists());
+    let (_, bytes, class) = lab
+        .host
+        .store
+        .artifact(raw["uri"].as_str().expect("uri"))
+        .expect("get");
+    assert_eq!(class, hcp_contracts::DataClass::T3);
+    assert!(serde_json::from_slice::<Value>(&bytes).is_ok());
+}
