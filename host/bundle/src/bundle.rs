@@ -1,5 +1,6 @@
 //! A bundle in memory, every entry checked against the layout.
 
+use crate::container::{self, Container};
 use crate::error::BundleError;
 use crate::layout::{
     COMPONENT, EntryKind, Limits, MANIFEST, MANIFEST_DIR_VAR, PublisherName, SIGNATURE, WIT_DIR,
@@ -40,11 +41,24 @@ impl Bundle {
     ///
     /// The first problem found, with an exact message.
     pub fn read(bytes: &[u8], limits: &Limits) -> Result<Self, BundleError> {
-        let entries = tar_io::read(bytes, limits)?
+        Self::read_with_container(bytes, limits).map(|(bundle, _)| bundle)
+    }
+
+    /// [`Bundle::read`], also saying whether the file was compressed.
+    ///
+    /// # Errors
+    ///
+    /// As [`Bundle::read`].
+    pub fn read_with_container(
+        bytes: &[u8],
+        limits: &Limits,
+    ) -> Result<(Self, Container), BundleError> {
+        let (archive, container) = container::decode(bytes, limits)?;
+        let entries = tar_io::read(&archive, limits)?
             .into_iter()
             .map(|(p, b)| (p, b.to_vec()))
             .collect();
-        Self::from_entries(entries)
+        Ok((Self::from_entries(entries)?, container))
     }
 
     /// Checks entries as [`Bundle::read`] does after the tar layer.
@@ -95,9 +109,10 @@ impl Bundle {
             let expected = match EntryKind::of(path) {
                 EntryKind::Manifest | EntryKind::Component | EntryKind::Wit => true,
                 EntryKind::Signature => false,
-                EntryKind::Other => data_dirs
-                    .iter()
-                    .any(|d| path.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/'))),
+                EntryKind::Other => data_dirs.iter().any(|d| {
+                    path.strip_prefix(d.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+                }),
             };
             if !expected {
                 return Err(BundleError::Unexpected { path: path.clone() });
@@ -117,12 +132,23 @@ impl Bundle {
         })
     }
 
-    /// The archive: deterministic, the same bundle always gives the same bytes.
+    /// The bundle file: the archive, zstd-compressed when that pays (see
+    /// [`crate::container`]). Deterministic: the same bundle always gives
+    /// the same bytes.
     ///
     /// # Errors
     ///
     /// Not expected for a checked bundle.
     pub fn to_bytes(&self) -> Result<Vec<u8>, BundleError> {
+        container::encode(self.to_archive()?)
+    }
+
+    /// The uncompressed tar archive.
+    ///
+    /// # Errors
+    ///
+    /// Not expected for a checked bundle.
+    pub fn to_archive(&self) -> Result<Vec<u8>, BundleError> {
         let mut all = self.entries.clone();
         if let Some(sig) = &self.signature {
             let mut bytes = serde_json::to_vec_pretty(sig)

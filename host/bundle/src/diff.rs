@@ -25,8 +25,8 @@ pub struct Change {
 
 impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mark = if self.widens { "wider  " } else { "narrower" };
-        write!(f, "{mark} {}", self.what)
+        let mark = if self.widens { "wider" } else { "narrower" };
+        write!(f, "{mark:<8} {}", self.what)
     }
 }
 
@@ -210,7 +210,11 @@ impl Diff {
                 Some(np) => self.parameter(name, op, np),
             }
         }
-        for name in n.parameters.keys().filter(|k| !o.parameters.contains_key(*k)) {
+        for name in n
+            .parameters
+            .keys()
+            .filter(|k| !o.parameters.contains_key(*k))
+        {
             self.push(false, format!("safety_envelope.parameters: + {name}"));
         }
         // Fewer prohibited actions is wider.
@@ -262,7 +266,8 @@ impl Diff {
         }
         let show = |v: Option<f64>| v.map_or_else(|| "none".to_owned(), |v| v.to_string());
         // (bound name, old, new, whether a larger new value widens)
-        for (bound, ov, nv, larger_widens) in [("max", o.max, n.max, true), ("min", o.min, n.min, false)]
+        for (bound, ov, nv, larger_widens) in
+            [("max", o.max, n.max, true), ("min", o.min, n.min, false)]
         {
             let widens = match (ov, nv) {
                 (None, None) => continue,
@@ -271,7 +276,10 @@ impl Diff {
                 (Some(a), Some(b)) if a == b => continue,
                 (Some(a), Some(b)) => (b > a) == larger_widens,
             };
-            self.push(widens, format!("{at}.{bound}: {} -> {}", show(ov), show(nv)));
+            self.push(
+                widens,
+                format!("{at}.{bound}: {} -> {}", show(ov), show(nv)),
+            );
         }
         if o.hard_limit != n.hard_limit {
             self.push(
@@ -348,14 +356,14 @@ mod tests {
         assert_eq!(
             lines(&old, &new),
             [
-                "wider   grants.filesystem: /srv/data read-only -> read-write",
-                "wider   grants.filesystem: + /srv/other (read-only)",
-                "wider   grants.network: example.com:443 now allows private addresses",
-                "wider   grants.network: + example.org:443",
-                "wider   grants.env: + HOME",
-                "wider   safety.risk_ceiling: R2 -> R3",
-                "wider   safety.requires_human_approval: true -> false",
-                "wider   safety.hazard_categories: + toxic_gas",
+                "wider    grants.filesystem: /srv/data read-only -> read-write",
+                "wider    grants.filesystem: + /srv/other (read-only)",
+                "wider    grants.network: example.com:443 now allows private addresses",
+                "wider    grants.network: + example.org:443",
+                "wider    grants.env: + HOME",
+                "wider    safety.risk_ceiling: R2 -> R3",
+                "wider    safety.requires_human_approval: true -> false",
+                "wider    safety.hazard_categories: + toxic_gas",
             ]
         );
         assert!(widens(&compare(&old, &new)));
@@ -404,10 +412,10 @@ mod tests {
         assert_eq!(
             lines(&old, &raised),
             [
-                "wider   safety_envelope.parameters.temperature.max: 800 -> 1000",
-                "wider   safety_envelope.parameters.temperature.hard_limit: true -> false",
-                "wider   safety_envelope.prohibited_actions: - mix",
-                "wider   safety_envelope.emergency_procedures: over_temperature: shutdown -> log_only",
+                "wider    safety_envelope.parameters.temperature.max: 800 -> 1000",
+                "wider    safety_envelope.parameters.temperature.hard_limit: true -> false",
+                "wider    safety_envelope.prohibited_actions: - mix",
+                "wider    safety_envelope.emergency_procedures: over_temperature: shutdown -> log_only",
             ]
         );
         let mut dropped = doc(json!({}));
@@ -416,14 +424,17 @@ mod tests {
         assert_eq!(
             lines(&old, &dropped),
             [
-                "wider   safety_envelope.parameters: - temperature (no longer bounded)",
-                "wider   safety_envelope.emergency_procedures: - over_temperature",
+                "wider    safety_envelope.parameters: - temperature (no longer bounded)",
+                "wider    safety_envelope.emergency_procedures: - over_temperature",
             ]
         );
-        let kelvin = doc(json!({"safety_envelope": {"parameters": {"temperature": {"unit": "kelvin"}}}}));
+        let kelvin =
+            doc(json!({"safety_envelope": {"parameters": {"temperature": {"unit": "kelvin"}}}}));
         assert_eq!(
             lines(&old, &kelvin),
-            ["wider   safety_envelope.parameters.temperature.unit: celsius -> kelvin (bounds in another unit cannot be compared)"]
+            [
+                "wider    safety_envelope.parameters.temperature.unit: celsius -> kelvin (bounds in another unit cannot be compared)"
+            ]
         );
     }
 }

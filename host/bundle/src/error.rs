@@ -4,8 +4,8 @@
 /// Each message is exact and names the entry at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleError {
-    /// Not a tar archive at all.
-    #[error("not a bundle: not a tar archive ({0})")]
+    /// Neither a tar archive nor a zstd frame holding one.
+    #[error("not a bundle: {0}")]
     NotTar(String),
     /// The archive ends early.
     #[error("truncated bundle: {0}")]
@@ -17,7 +17,9 @@ pub enum BundleError {
         path: String,
     },
     /// A directory, device, FIFO or other non-regular entry.
-    #[error("entry {path:?} is not a regular file (tar type {kind:?}); a bundle holds regular files only")]
+    #[error(
+        "entry {path:?} is not a regular file (tar type {kind:?}); a bundle holds regular files only"
+    )]
     NotRegular {
         /// Entry path.
         path: String,
@@ -89,7 +91,9 @@ pub enum BundleError {
     #[error("manifest.json: {0}")]
     Manifest(String),
     /// The component is not the one the manifest pins.
-    #[error("component.wasm does not match the manifest: it has {actual}, the manifest pins {pinned}")]
+    #[error(
+        "component.wasm does not match the manifest: it has {actual}, the manifest pins {pinned}"
+    )]
     ComponentDigest {
         /// The manifest's `component.digest`.
         pinned: String,

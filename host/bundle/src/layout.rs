@@ -50,6 +50,18 @@ pub struct Limits {
     pub entries: usize,
 }
 
+impl Limits {
+    /// The largest tar archive these limits admit: every entry's bytes, a
+    /// header and at most a block of padding per entry, and the end marker.
+    /// A compressed bundle is never decompressed past it.
+    pub fn archive_bytes(&self) -> u64 {
+        let entries = u64::try_from(self.entries).unwrap_or(u64::MAX);
+        self.total_bytes
+            .saturating_add(entries.saturating_mul(1024))
+            .saturating_add(1024)
+    }
+}
+
 impl Default for Limits {
     /// 1 MiB manifest, 64 KiB signature, 256 KiB per WIT file, 256 MiB
     /// component (the manifest loader's own limit), 64 MiB per data file,
@@ -171,8 +183,7 @@ impl TryFrom<String> for PublisherName {
     fn try_from(s: String) -> Result<Self, Self::Error> {
         let ok = (1..=64).contains(&s.len())
             && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
         if ok {
             Ok(Self(s))

@@ -1,16 +1,17 @@
 //! Signed capability bundles (`.hcpb`).
 //!
-//! A bundle is one deterministic, uncompressed ustar archive holding a
-//! capability's manifest (its component digest pinned, `component.path`
-//! pointing inside the bundle), the component, the WIT package it targets,
-//! read-only data its manifest grants as `${manifest_dir}/<dir>`, and,
-//! once signed, the publisher's detached Ed25519 signature
-//! (`signature.json`) over the RFC 8785 canonical manifest and the digest
-//! of every other entry. See [`layout`] for the entries and their limits,
-//! [`signature`] for what is signed.
+//! A bundle is one deterministic ustar archive, zstd-compressed when that
+//! pays (see [`container`]), holding a capability's manifest (its component
+//! digest pinned, `component.path` pointing inside the bundle), the
+//! component, the WIT package it targets, read-only data its manifest
+//! grants as `${manifest_dir}/<dir>`, and, once signed, the publisher's
+//! detached Ed25519 signature (`signature.json`) over the RFC 8785
+//! canonical manifest and the digest of every other entry. See [`layout`]
+//! for the entries and their limits, [`signature`] for what is signed.
 //!
 //! - [`Bundle::read`] refuses anything hostile with an exact message: not a
-//!   tar, truncated, path traversal, links and other non-regular entries,
+//!   bundle, truncated, a corrupt zstd frame or one that decompresses past
+//!   the limits, path traversal, links and other non-regular entries,
 //!   PAX/GNU extension headers, oversized entries, duplicate or unexpected
 //!   entries, a component that is not the one the manifest pins.
 //! - [`pack_dir`] packs a plugin directory; [`Bundle::sign`] signs;
@@ -28,6 +29,7 @@
 #![deny(missing_docs)]
 
 mod bundle;
+pub mod container;
 pub mod diff;
 mod error;
 pub mod layout;
@@ -39,6 +41,7 @@ mod tar_io;
 pub mod wit;
 
 pub use bundle::Bundle;
+pub use container::Container;
 pub use error::BundleError;
 pub use layout::{Limits, PublisherName};
 pub use pack::{WitSource, pack_dir};

@@ -219,7 +219,10 @@ pub struct TrustedKey {
 /// # Errors
 ///
 /// Why not, naming the publisher and key.
-pub fn check_trust<'t>(signer: &Signer, trusted: &'t [TrustedKey]) -> Result<&'t TrustedKey, String> {
+pub fn check_trust<'t>(
+    signer: &Signer,
+    trusted: &'t [TrustedKey],
+) -> Result<&'t TrustedKey, String> {
     if let Some(t) = trusted.iter().find(|t| t.public_key == signer.public_key) {
         if t.publisher == signer.publisher {
             return Ok(t);

@@ -52,7 +52,7 @@ fn header(path: &str, size: u64) -> Result<tar::Header, BundleError> {
 fn first_header_ok(bytes: &[u8]) -> Result<(), BundleError> {
     let Some(block) = bytes.get(..512) else {
         return Err(BundleError::NotTar(format!(
-            "{} bytes, shorter than one 512-byte header",
+            "{} bytes, shorter than one 512-byte tar header",
             bytes.len()
         )));
     };
@@ -62,12 +62,18 @@ fn first_header_ok(bytes: &[u8]) -> Result<(), BundleError> {
     let computed: u32 = block
         .iter()
         .enumerate()
-        .map(|(i, &b)| if (148..156).contains(&i) { 32 } else { u32::from(b) })
+        .map(|(i, &b)| {
+            if (148..156).contains(&i) {
+                32
+            } else {
+                u32::from(b)
+            }
+        })
         .sum();
     match stored {
         Ok(s) if s == computed => Ok(()),
         _ => Err(BundleError::NotTar(
-            "the first block is not a tar header (bad checksum)".into(),
+            "neither a zstd frame nor a tar archive (the first block is not a tar header)".into(),
         )),
     }
 }
@@ -97,13 +103,13 @@ pub(crate) fn read<'b>(
     let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
     let iter = archive
         .entries_with_seek()
-        .map_err(|e| BundleError::NotTar(e.to_string()))?
+        .map_err(|e| BundleError::NotTar(format!("tar: {e}")))?
         .raw(true);
     let mut files = BTreeMap::new();
     let mut total = 0u64;
     let mut end = 0u64;
     for entry in iter {
-        let entry = entry.map_err(|e| BundleError::NotTar(e.to_string()))?;
+        let entry = entry.map_err(|e| BundleError::NotTar(format!("tar: {e}")))?;
         let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
         let kind = entry.header().entry_type();
         let flag = char::from(kind.as_byte());
@@ -171,7 +177,7 @@ pub(crate) fn read<'b>(
     }
     if tail.iter().any(|&b| b != 0) {
         return Err(BundleError::NotTar(
-            "data after the end-of-archive marker".into(),
+            "data after the tar's end-of-archive marker".into(),
         ));
     }
     Ok(files)

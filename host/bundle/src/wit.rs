@@ -19,7 +19,10 @@ pub const HOST_WIT: &[(&str, &str)] = &[
         include_str!("../../../wit/checkpoints.wit"),
     ),
     ("hid.wit", include_str!("../../../wit/hid.wit")),
-    ("instrument.wit", include_str!("../../../wit/instrument.wit")),
+    (
+        "instrument.wit",
+        include_str!("../../../wit/instrument.wit"),
+    ),
     ("log.wit", include_str!("../../../wit/log.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
@@ -195,9 +198,7 @@ impl Reader {
                     i.types.push(format!("{kind} {name}"));
                 }
             }
-            (1, [first, second, ..])
-                if first.ends_with(':') && second.starts_with("func") =>
-            {
+            (1, [first, second, ..]) if first.ends_with(':') && second.starts_with("func") => {
                 self.function(code.to_owned(), docs);
             }
             _ => {}
@@ -308,8 +309,9 @@ mod tests {
         );
         let log = &p.interfaces["log"];
         assert!(
-            log.docs
-                .starts_with("Structured log lines written into the task's log.\n\nAlways granted."),
+            log.docs.starts_with(
+                "Structured log lines written into the task's log.\n\nAlways granted."
+            ),
             "{}",
             log.docs
         );
@@ -327,7 +329,14 @@ mod tests {
             .collect();
         assert_eq!(names, ["command", "read"]);
         assert!(p.worlds["capability"].starts_with("A capability:"));
-        for name in ["types", "log", "artifacts", "checkpoints", "instrument", "hid"] {
+        for name in [
+            "types",
+            "log",
+            "artifacts",
+            "checkpoints",
+            "instrument",
+            "hid",
+        ] {
             assert!(
                 !p.interfaces[name].docs.is_empty(),
                 "{name} is undocumented"
@@ -342,11 +351,20 @@ mod tests {
             "package x:y@0.1.0;\n/// I.\ninterface i {\n  /// F.\n  f: func(\n    a: u32,\n  ) -> u32;\n}\n",
         )])
         .expect("parse");
-        assert_eq!(p.interfaces["i"].functions[0].signature, "f: func( a: u32, ) -> u32");
+        assert_eq!(
+            p.interfaces["i"].functions[0].signature,
+            "f: func( a: u32, ) -> u32"
+        );
         assert_eq!(p.interfaces["i"].functions[0].docs, "F.");
-        let err = WitPackage::parse([("a.wit", "package x:y@0.1.0;"), ("b.wit", "package x:y@0.2.0;")])
-            .expect_err("two packages");
-        assert_eq!(err, "wit/b.wit declares package x:y@0.2.0, another file x:y@0.1.0");
+        let err = WitPackage::parse([
+            ("a.wit", "package x:y@0.1.0;"),
+            ("b.wit", "package x:y@0.2.0;"),
+        ])
+        .expect_err("two packages");
+        assert_eq!(
+            err,
+            "wit/b.wit declares package x:y@0.2.0, another file x:y@0.1.0"
+        );
         assert_eq!(
             WitPackage::parse([("a.wit", "interface i {}")]).expect_err("none"),
             "the WIT package has no `package <name>@<version>;` line"

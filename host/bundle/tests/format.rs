@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Raw, entries, manifest, packed, plugin_dir, raw_tar, read, signed, tampered};
-use hcp_bundle::{Bundle, Limits, WitSource};
+use hcp_bundle::{Bundle, Container, Limits, WitSource};
 use serde_json::json;
 
 #[test]
@@ -12,7 +12,26 @@ fn packing_is_deterministic_and_reads_back() {
     let a = packed().to_bytes().expect("bytes");
     let b = packed().to_bytes().expect("bytes");
     assert_eq!(a, b, "the same plugin packs to the same bytes");
-    let paths: Vec<String> = entries(&a).into_iter().map(|(p, _)| p).collect();
+    // Compression pays here (the WIT package is text): a zstd frame.
+    let (bundle, container) = Bundle::read_with_container(&a, &Limits::default()).expect("read");
+    let archive = packed().to_archive().expect("archive");
+    assert_eq!(
+        container,
+        Container::Zstd {
+            archive_bytes: archive.len() as u64
+        }
+    );
+    assert!(
+        a.len() < archive.len() / 2,
+        "{} of {}",
+        a.len(),
+        archive.len()
+    );
+    assert_eq!(bundle.to_archive().expect("archive"), archive);
+    // The plain archive reads the same.
+    let plain = read(&archive).expect("plain tar");
+    assert_eq!(plain.to_bytes().expect("bytes"), a);
+    let paths: Vec<String> = entries(&archive).into_iter().map(|(p, _)| p).collect();
     assert_eq!(
         paths,
         [
@@ -41,7 +60,7 @@ fn packing_is_deterministic_and_reads_back() {
     assert_eq!(bundle.data_dirs(), ["samples"]);
     assert_eq!(bundle.check_world(), Ok(()));
     // Every header is the fixed one: mode 0644, owner 0, mtime 0.
-    let mut archive = tar::Archive::new(a.as_slice());
+    let mut archive = tar::Archive::new(archive.as_slice());
     for e in archive.entries().expect("entries") {
         let e = e.expect("entry");
         let h = e.header();
@@ -52,7 +71,10 @@ fn packing_is_deterministic_and_reads_back() {
     }
     // Signing and reading back keeps it.
     let signed = signed().to_bytes().expect("bytes");
-    assert_eq!(read(&signed).expect("read").to_bytes().expect("bytes"), signed);
+    assert_eq!(
+        read(&signed).expect("read").to_bytes().expect("bytes"),
+        signed
+    );
 }
 
 #[test]
@@ -92,21 +114,42 @@ fn packing_refuses_what_a_bundle_cannot_ship() {
         );
     }
 
-    let mut newer = manifest();
-    newer["component"]["world"] = json!("hcp:capability/capability@0.9.0");
-    let dir = plugin_dir(&newer);
-    let e = hcp_bundle::pack_dir(dir.path(), WitSource::Host).expect_err("world");
+    // The manifest's world is not the version of the WIT package packed.
+    let dir = plugin_dir(&manifest());
+    let wit = dir.path().join("other-wit");
+    std::fs::create_dir(&wit).expect("mkdir");
+    std::fs::write(
+        wit.join("world.wit"),
+        "package hcp:capability@1.0.1;\n/// A capability.\nworld capability {}\n",
+    )
+    .expect("write");
+    let e = hcp_bundle::pack_dir(dir.path(), WitSource::Dir(&wit)).expect_err("world");
     assert_eq!(
         e.to_string(),
-        "the bundle's WIT package is hcp:capability@1.0.0 but its manifest targets \
-         hcp:capability@0.9.0; pack with --wit <dir> naming the WIT package the component was \
+        "the bundle's WIT package is hcp:capability@1.0.1 but its manifest targets \
+         hcp:capability@1.0.0; pack with --wit <dir> naming the WIT package the component was \
          built against"
+    );
+
+    // A world this host does not run is refused by the manifest check,
+    // naming both versions.
+    let mut newer = manifest();
+    newer["component"]["world"] = json!("hcp:capability/capability@2.0.0");
+    let dir = plugin_dir(&newer);
+    let e = hcp_bundle::pack_dir(dir.path(), WitSource::Host).expect_err("world");
+    assert!(
+        e.to_string().ends_with(
+            "manifest.json: invalid manifest:\n  /component/world: component targets \
+             hcp:capability@2.0.0 but this host implements hcp:capability@1.0.0; a host runs \
+             components of the same major version, not newer than its own"
+        ),
+        "{e}"
     );
 }
 
 #[test]
 fn not_a_tar_or_truncated() {
-    let good = packed().to_bytes().expect("bytes");
+    let good = packed().to_archive().expect("archive");
     // Where the last entry's data starts, and its size.
     let (start, size) = {
         let mut archive = tar::Archive::new(std::io::Cursor::new(good.as_slice()));
@@ -123,11 +166,12 @@ fn not_a_tar_or_truncated() {
     let cases: Vec<(Vec<u8>, String)> = vec![
         (
             Vec::new(),
-            "not a bundle: not a tar archive (0 bytes, shorter than one 512-byte header)".into(),
+            "not a bundle: 0 bytes, shorter than one 512-byte tar header".into(),
         ),
         (
             br#"{"capability": "not a tar at all"}"#.repeat(40),
-            "not a bundle: not a tar archive (the first block is not a tar header (bad checksum))"
+            "not a bundle: neither a zstd frame nor a tar archive (the first block is not a tar \
+             header)"
                 .into(),
         ),
         (
@@ -156,6 +200,71 @@ fn not_a_tar_or_truncated() {
 }
 
 #[test]
+fn compressed_bundles_are_checked_like_plain_ones() {
+    let good = packed().to_bytes().expect("bytes");
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (
+            good[..good.len() / 2].to_vec(),
+            "truncated bundle: the zstd frame ends early",
+        ),
+        (
+            [good.as_slice(), b"trailing"].concat(),
+            "not a bundle: 8 bytes after the zstd frame",
+        ),
+        (
+            // A frame that holds no tar.
+            zstd_frame(&br#"{"not": "a tar"}"#.repeat(40)),
+            "not a bundle: neither a zstd frame nor a tar archive (the first block is not a tar \
+             header)",
+        ),
+        (
+            // Hostile entries inside a frame are refused the same way.
+            zstd_frame(&raw_tar(&[Raw::file("../evil.sh", b"x")])),
+            "entry \"../evil.sh\" escapes the bundle (absolute path or `..`)",
+        ),
+        (
+            // A small file that decompresses to a manifest over its limit.
+            zstd_frame(&raw_tar(&[Raw::file(
+                "manifest.json",
+                &vec![b' '; (1 << 20) + 1],
+            )])),
+            "entry \"manifest.json\" has 1048577 bytes, over the limit of 1048576 for the manifest",
+        ),
+    ];
+    for (bytes, expected) in cases {
+        let e = read(&bytes).expect_err(expected);
+        assert_eq!(e, expected);
+    }
+    let mut garbled = good.clone();
+    for b in &mut garbled[16..64] {
+        *b = !*b;
+    }
+    let e = read(&garbled).expect_err("garbled");
+    assert!(e.starts_with("not a bundle: corrupt zstd frame: "), "{e}");
+    // A frame that would decompress past the limits stops there.
+    let bomb = zstd_frame(&vec![0; 4 << 20]);
+    assert!(bomb.len() < 4096);
+    let small = Limits {
+        total_bytes: 1 << 20,
+        entries: 16,
+        ..Limits::default()
+    };
+    let e = Bundle::read(&bomb, &small).expect_err("bomb");
+    assert_eq!(
+        e.to_string(),
+        "bundle too large: it decompresses to more than 1065984 bytes"
+    );
+}
+
+/// `bytes` as one zstd frame.
+fn zstd_frame(bytes: &[u8]) -> Vec<u8> {
+    // The crate compresses whatever pays; these inputs all compress.
+    let out = hcp_bundle::container::compress(bytes).expect("compress");
+    assert!(out.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]));
+    out
+}
+
+#[test]
 fn traversal_links_and_special_entries() {
     let m = serde_json::to_vec(&manifest()).expect("json");
     let link = |name: &'static str, kind, target: &'static [u8]| Raw {
@@ -178,7 +287,11 @@ fn traversal_links_and_special_entries() {
             "entry \"/etc/cron.d/evil\" escapes the bundle (absolute path or `..`)",
         ),
         (
-            vec![link("samples/passwd", tar::EntryType::Symlink, b"/etc/passwd")],
+            vec![link(
+                "samples/passwd",
+                tar::EntryType::Symlink,
+                b"/etc/passwd",
+            )],
             "entry \"samples/passwd\" is a link; a bundle holds regular files only",
         ),
         (
@@ -213,7 +326,10 @@ fn traversal_links_and_special_entries() {
             "entry \"pax\" is a PAX or GNU extension header (tar type 'x'); bundles use plain ustar headers",
         ),
         (
-            vec![Raw::file("manifest.json", &m), Raw::file("manifest.json", &m)],
+            vec![
+                Raw::file("manifest.json", &m),
+                Raw::file("manifest.json", &m),
+            ],
             "entry \"manifest.json\" appears twice",
         ),
         (
@@ -267,14 +383,20 @@ fn oversized_entries_are_refused_before_they_are_read() {
 
 #[test]
 fn unexpected_and_missing_entries() {
-    let e = read(&tampered(|l| l.push(("run.sh".into(), b"#!/bin/sh".to_vec())))).expect_err("x");
+    let e = read(&tampered(|l| {
+        l.push(("run.sh".into(), b"#!/bin/sh".to_vec()))
+    }))
+    .expect_err("x");
     assert_eq!(
         e,
         "unexpected entry \"run.sh\": a bundle holds manifest.json, component.wasm, wit/*.wit, \
          signature.json, and files under directories its manifest grants read-only as \
          ${manifest_dir}/<dir>"
     );
-    let e = read(&tampered(|l| l.push(("wit/deps/x.wit".into(), b"".to_vec())))).expect_err("x");
+    let e = read(&tampered(|l| {
+        l.push(("wit/deps/x.wit".into(), b"".to_vec()))
+    }))
+    .expect_err("x");
     assert!(e.starts_with("unexpected entry \"wit/deps/x.wit\""), "{e}");
     let e = read(&tampered(|l| l.retain(|(p, _)| p != "component.wasm"))).expect_err("x");
     assert_eq!(e, "the bundle has no component.wasm");
@@ -309,16 +431,25 @@ fn the_component_must_be_the_one_the_manifest_pins() {
             }
         })
     };
-    let e = read(&edit_manifest(&|v| v["component"]["path"] = json!("../x.wasm"))).expect_err("x");
+    let e = read(&edit_manifest(&|v| {
+        v["component"]["path"] = json!("../x.wasm")
+    }))
+    .expect_err("x");
     assert_eq!(
         e,
         "manifest.json: component.path is \"../x.wasm\"; in a bundle it must be \"component.wasm\""
     );
     let e = read(&edit_manifest(&|v| {
-        v["component"].as_object_mut().expect("obj").remove("digest");
+        v["component"]
+            .as_object_mut()
+            .expect("obj")
+            .remove("digest");
     }))
     .expect_err("x");
     assert_eq!(e, "manifest.json: component.digest is required in a bundle");
     let e = read(&edit_manifest(&|v| v["backdoor"] = json!(true))).expect_err("x");
-    assert!(e.starts_with("manifest.json: unknown field `backdoor`"), "{e}");
+    assert!(
+        e.starts_with("manifest.json: unknown field `backdoor`"),
+        "{e}"
+    );
 }

@@ -84,13 +84,17 @@ fn a_signature_over_another_manifest_is_refused() {
     let mut other = packed();
     let mut doc = other.manifest().clone();
     doc["capability"]["version"] = json!("1.0.1");
-    let mut entries: Vec<(String, Vec<u8>)> = common::entries(&other.to_bytes().expect("bytes"));
+    let mut entries: Vec<(String, Vec<u8>)> =
+        common::entries(&other.to_archive().expect("archive"));
     for (p, d) in &mut entries {
         if p == "manifest.json" {
             *d = serde_json::to_vec(&doc).expect("json");
         }
     }
-    let raws: Vec<common::Raw<'_>> = entries.iter().map(|(p, d)| common::Raw::file(p, d)).collect();
+    let raws: Vec<common::Raw<'_>> = entries
+        .iter()
+        .map(|(p, d)| common::Raw::file(p, d))
+        .collect();
     other = read(&common::raw_tar(&raws)).expect("1.0.1");
     other
         .sign(&publisher_key(), "acme".parse().expect("name"))
@@ -112,7 +116,9 @@ fn a_signature_over_another_manifest_is_refused() {
 fn forged_statements_do_not_verify() {
     let key = publisher_key();
     // The statement edited to match a tampered manifest: the signature fails.
-    let tampered_manifest = edit_json("manifest.json", |v| v["capability"]["description"] = json!("x"));
+    let tampered_manifest = edit_json("manifest.json", |v| {
+        v["capability"]["description"] = json!("x")
+    });
     let new_digest = read(&tampered_manifest)
         .expect("readable")
         .manifest_digest()
@@ -126,7 +132,10 @@ fn forged_statements_do_not_verify() {
                 *d = serde_json::to_vec(&v).expect("json");
             }
         }
-        let raws: Vec<common::Raw<'_>> = entries.iter().map(|(p, d)| common::Raw::file(p, d)).collect();
+        let raws: Vec<common::Raw<'_>> = entries
+            .iter()
+            .map(|(p, d)| common::Raw::file(p, d))
+            .collect();
         common::raw_tar(&raws)
     };
     assert_eq!(
@@ -138,7 +147,9 @@ fn forged_statements_do_not_verify() {
         )
     );
     // Renaming the publisher breaks it too.
-    let renamed = edit_json("signature.json", |v| v["signed"]["publisher"] = json!("trusted-co"));
+    let renamed = edit_json("signature.json", |v| {
+        v["signed"]["publisher"] = json!("trusted-co")
+    });
     assert!(
         invalid(&renamed).starts_with("the signature of publisher \"trusted-co\""),
         "{}",

@@ -259,16 +259,13 @@ impl Review {
         ));
         verdicts.push(result_verdict(
             "policy",
-            findings
-                .policy
-                .clone()
-                .and_then(|(name, reasons)| {
-                    if reasons.is_empty() {
-                        Ok(format!("within {name}"))
-                    } else {
-                        Err(format!("refused by {name}: {}", reasons.join("; ")))
-                    }
-                }),
+            findings.policy.clone().and_then(|(name, reasons)| {
+                if reasons.is_empty() {
+                    Ok(format!("within {name}"))
+                } else {
+                    Err(format!("refused by {name}: {}", reasons.join("; ")))
+                }
+            }),
         ));
         let upgrade = findings.installed.as_ref().map(|(id, old)| Upgrade {
             installed: id.clone(),
@@ -326,8 +323,13 @@ impl Review {
                 let (files, bytes) = bundle
                     .entries()
                     .iter()
-                    .filter(|(p, _)| p.strip_prefix(dir.as_str()).is_some_and(|r| r.starts_with('/')))
-                    .fold((0, 0u64), |(n, b), (_, bytes)| (n + 1, b + bytes.len() as u64));
+                    .filter(|(p, _)| {
+                        p.strip_prefix(dir.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                    })
+                    .fold((0, 0u64), |(n, b), (_, bytes)| {
+                        (n + 1, b + bytes.len() as u64)
+                    });
                 DataDir {
                     dir: dir.clone(),
                     files,

@@ -109,7 +109,11 @@ fn parameter_lines(r: &Review) -> Vec<(String, String)> {
         .parameters
         .iter()
         .map(|(name, p)| {
-            let unit = p.unit.as_deref().map(|u| format!(" {u}")).unwrap_or_default();
+            let unit = p
+                .unit
+                .as_deref()
+                .map(|u| format!(" {u}"))
+                .unwrap_or_default();
             let mut bounds = Vec::new();
             if let Some(min) = p.min {
                 bounds.push(format!("min {min}{unit}"));
@@ -172,11 +176,21 @@ pub fn text(r: &Review) -> String {
     } else {
         "differs from this host's files; the docs below are this host's"
     };
-    let _ = writeln!(o, "world      {} (WIT package {}: {wit})", r.world, r.wit_package);
+    let _ = writeln!(
+        o,
+        "world      {} (WIT package {}: {wit})",
+        r.world, r.wit_package
+    );
     let _ = writeln!(o);
     let _ = writeln!(o, "verdict: {}", outcome(r.outcome));
     for v in &r.verdicts {
-        let _ = writeln!(o, "  {}  {:<9}  {}", status_word(v.status), v.check, v.detail);
+        let _ = writeln!(
+            o,
+            "  {}  {:<9}  {}",
+            status_word(v.status),
+            v.check,
+            v.detail
+        );
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "digests");
@@ -243,7 +257,12 @@ pub fn text(r: &Review) -> String {
         let _ = writeln!(o, "  emergency procedures  none");
     } else {
         let _ = writeln!(o, "  emergency procedures");
-        let w = e.emergency_procedures.keys().map(String::len).max().unwrap_or(0);
+        let w = e
+            .emergency_procedures
+            .keys()
+            .map(String::len)
+            .max()
+            .unwrap_or(0);
         for (condition, procedure) in &e.emergency_procedures {
             let _ = writeln!(o, "    {condition:<w$}  -> {procedure}");
         }
@@ -372,7 +391,10 @@ pub fn markdown(r: &Review) -> String {
     for (path, digest) in &r.files {
         let _ = writeln!(o, "| `{path}` | `{digest}` |");
     }
-    let _ = writeln!(o, "\n## Safety (as the publisher declares it)\n\n| | |\n|---|---|");
+    let _ = writeln!(
+        o,
+        "\n## Safety (as the publisher declares it)\n\n| | |\n|---|---|"
+    );
     for (k, v) in safety_lines(r) {
         let _ = writeln!(o, "| {k} | {} |", cell(&v));
     }
@@ -381,7 +403,11 @@ pub fn markdown(r: &Review) -> String {
         let value = if lines.is_empty() {
             "none".to_owned()
         } else {
-            lines.iter().map(|l| format!("`{}`", cell(l))).collect::<Vec<_>>().join("<br>")
+            lines
+                .iter()
+                .map(|l| format!("`{}`", cell(l)))
+                .collect::<Vec<_>>()
+                .join("<br>")
         };
         let _ = writeln!(o, "| {what} | {value} |");
     }

@@ -79,7 +79,7 @@ pub fn read(bytes: &[u8]) -> Result<Bundle, String> {
     Bundle::read(bytes, &Limits::default()).map_err(|e| e.to_string())
 }
 
-/// The entries of a bundle's archive, in order.
+/// The entries of a bundle's (uncompressed) archive, in order.
 pub fn entries(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     let mut archive = tar::Archive::new(bytes);
     archive
@@ -142,7 +142,7 @@ pub fn raw_tar(entries: &[Raw<'_>]) -> Vec<u8> {
 /// The entries of a good signed bundle, with `change` applied, re-archived
 /// (raw: nothing re-checked on the way).
 pub fn tampered(change: impl FnOnce(&mut Vec<(String, Vec<u8>)>)) -> Vec<u8> {
-    let mut list = entries(&signed().to_bytes().expect("bytes"));
+    let mut list = entries(&signed().to_archive().expect("archive"));
     change(&mut list);
     let raws: Vec<Raw<'_>> = list.iter().map(|(p, d)| Raw::file(p, d)).collect();
     raw_tar(&raws)
