@@ -289,9 +289,11 @@ async fn events(
     let who = caller(&state, &headers)?;
     visible_task(&state, who, &id)?;
     let store = state.host.store.clone();
+    let mut changes = store.task_changes();
     let stream = async_stream::stream! {
         let mut last: Option<(String, String)> = None;
         loop {
+            changes.borrow_and_update();
             let task = match store.task(&id) {
                 Ok(Some(t)) => t,
                 _ => break,
@@ -308,7 +310,9 @@ async fn events(
                     break;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Woken by this process's changes; the timeout catches changes
+            // made by another process (the command line) on the same data.
+            let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
         }
     };
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
