@@ -10,11 +10,13 @@ use std::sync::Arc;
 
 /// Arguments of `hcp serve`.
 #[derive(Debug, clap::Args)]
-#[command(long_about = "Serves the HTTP API (docs/openapi.json) and the operator's page on the \
+#[command(
+    long_about = "Serves the HTTP API (docs/openapi.json) and the operator's page on the \
 embedded default: SQLite under the data directory, loopback only unless --listen says \
 otherwise. Prints `listening on http://ADDR` once it accepts connections. Tasks a crash left \
 running are answered task_failed on start; SIGTERM or Ctrl-C stops accepting, lets running tasks \
-finish (up to --shutdown-grace) and exits 0.")]
+finish (up to --shutdown-grace) and exits 0."
+)]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:8787")]
@@ -32,14 +34,15 @@ async fn stop_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(e) => {
-                tracing::error!("cannot listen for SIGTERM: {e}");
-                let _ = ctrl_c.await;
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::error!("cannot listen for SIGTERM: {e}");
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
         tokio::select! {
             _ = ctrl_c => {}
             _ = term.recv() => {}

@@ -182,7 +182,9 @@ impl Host {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (caller, message_id).hash(&mut h);
         let i = usize::try_from(h.finish() % SUBMIT_STRIPES as u64).unwrap_or(0);
-        self.submit_locks[i].lock().unwrap_or_else(|e| e.into_inner())
+        self.submit_locks[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedCapability>> {

@@ -41,9 +41,9 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/approvals/{id}", get(approval).post(decide))
         .layer(
             tower::ServiceBuilder::new()
-                .layer(axum::error_handling::HandleErrorLayer::new(|_: tower::BoxError| async {
-                    ApiError::timeout()
-                }))
+                .layer(axum::error_handling::HandleErrorLayer::new(
+                    |_: tower::BoxError| async { ApiError::timeout() },
+                ))
                 .layer(tower::timeout::TimeoutLayer::new(timeout)),
         );
     let streaming = Router::new().route("/v1/tasks/{id}/events", get(events));
@@ -66,7 +66,9 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
         .strip_prefix("Bearer ")
         .map(str::trim)
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| ApiError::unauthorized("the Authorization header must be Bearer <credential>"))
+        .ok_or_else(|| {
+            ApiError::unauthorized("the Authorization header must be Bearer <credential>")
+        })
 }
 
 fn caller<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
@@ -111,12 +113,16 @@ fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result
     }
     let body = body.map_err(|e| match e {
         BytesRejection::FailedToBufferBody(b) if b.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::too_large(format!("the body is larger than {} bytes", super::BODY_LIMIT))
+            ApiError::too_large(format!(
+                "the body is larger than {} bytes",
+                super::BODY_LIMIT
+            ))
         }
         other => ApiError::bad_request("unreadable_body", other.body_text()),
     })?;
-    serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
+    })
 }
 
 async fn submit(
@@ -126,21 +132,28 @@ async fn submit(
 ) -> Result<Response, ApiError> {
     let token = bearer(&headers)?.to_owned();
     let message = json_body(&headers, body)?;
-    let envelope = Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
-    if envelope.kind != MessageType::TaskSubmit {
+    // The type first: any other HCP message is a wrong type, whatever its
+    // payload.
+    if let Some(kind) = message.get("type").and_then(Value::as_str)
+        && kind != MessageType::TaskSubmit.as_str()
+    {
         return Err(ApiError::bad_request(
             "wrong_message_type",
-            format!("POST /v1/tasks takes task_submit, not {}", envelope.kind.as_str()),
+            format!("POST /v1/tasks takes task_submit, not {kind:?}"),
         ));
     }
+    Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
     let host = state.host.clone();
-    let submission = tokio::task::spawn_blocking(move || host.submit(&message, Auth::Bearer(&token)))
-        .await
-        .map_err(|e| anyhow::anyhow!("gate task: {e}"))??;
+    let submission =
+        tokio::task::spawn_blocking(move || host.submit(&message, Auth::Bearer(&token)))
+            .await
+            .map_err(|e| anyhow::anyhow!("gate task: {e}"))??;
     let answer = submission.answer;
     if answer["payload"]["reason_code"] == "unauthorized" {
         return Err(ApiError::unauthorized(
-            answer["payload"]["reason_message"].as_str().unwrap_or("not authenticated"),
+            answer["payload"]["reason_message"]
+                .as_str()
+                .unwrap_or("not authenticated"),
         ));
     }
     if submission.runnable
@@ -149,10 +162,30 @@ async fn submit(
         spawn_run(&state, id.clone());
     }
     let status = match answer["type"].as_str() {
-        Some("task_accepted" | "task_rejected" | "task_completed" | "task_failed") => StatusCode::OK,
+        Some("task_accepted" | "task_rejected" | "task_completed" | "task_failed") => {
+            StatusCode::OK
+        }
         _ => StatusCode::ACCEPTED,
     };
-    Ok((status, Json(answer)).into_response())
+    let mut response = (status, Json(answer)).into_response();
+    // The body is the HCP message as the seed defines it; where to follow
+    // the task travels in headers.
+    if let Some(id) = &submission.task_id {
+        let h = response.headers_mut();
+        if let Ok(v) = format!("/v1/tasks/{id}").parse() {
+            h.insert(header::LOCATION, v);
+        }
+        if let Ok(v) = id.parse() {
+            h.insert("x-hcp-task-id", v);
+        }
+        if submission.duplicate {
+            h.insert(
+                "x-hcp-duplicate",
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+    }
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -171,7 +204,10 @@ async fn list_tasks(
     let Query(q) = query.map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))?;
     let wanted = match q.state.as_deref() {
         None => None,
-        Some(s) => Some(crate::store::TaskState::parse_name(s).map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?),
+        Some(s) => Some(
+            crate::store::TaskState::parse_name(s)
+                .map_err(|e| ApiError::bad_request("invalid_query", e.to_string()))?,
+        ),
     };
     let limit = q.limit.unwrap_or(100).min(1000);
     let tasks: Vec<Value> = state
@@ -214,19 +250,35 @@ fn status_message(t: &TaskRecord) -> &'static str {
     }
 }
 
-async fn status(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn status(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
     let t = visible_task(&state, who, &id)?;
     Ok(Json(job_status(&t, status_message(&t))))
 }
 
-async fn result(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Response, ApiError> {
+async fn result(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
     let who = caller(&state, &headers)?;
     let t = visible_task(&state, who, &id)?;
-    if let Some(answer) = t.result.clone().or_else(|| (t.state == TaskState::Rejected).then(|| t.answer.clone()).flatten()) {
+    if let Some(answer) = t.result.clone().or_else(|| {
+        (t.state == TaskState::Rejected)
+            .then(|| t.answer.clone())
+            .flatten()
+    }) {
         return Ok((StatusCode::OK, Json(answer)).into_response());
     }
-    Ok((StatusCode::ACCEPTED, Json(job_status(&t, status_message(&t)))).into_response())
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(job_status(&t, status_message(&t))),
+    )
+        .into_response())
 }
 
 async fn events(
@@ -237,9 +289,11 @@ async fn events(
     let who = caller(&state, &headers)?;
     visible_task(&state, who, &id)?;
     let store = state.host.store.clone();
+    let mut changes = store.task_changes();
     let stream = async_stream::stream! {
         let mut last: Option<(String, String)> = None;
         loop {
+            changes.borrow_and_update();
             let task = match store.task(&id) {
                 Ok(Some(t)) => t,
                 _ => break,
@@ -256,13 +310,18 @@ async fn events(
                     break;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Woken by this process's changes; the timeout catches changes
+            // made by another process (the command line) on the same data.
+            let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
         }
     };
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-async fn capabilities(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+async fn capabilities(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
     let mut out: Vec<Value> = Vec::new();
     let installed = state.host.store.installed()?;
@@ -272,8 +331,11 @@ async fn capabilities(State(state): State<AppState>, headers: HeaderMap) -> Resu
         if !who.is_operator() && !who.lists(name) {
             continue;
         }
-        let versions: Vec<&crate::store::Installed> = installed.iter().filter(|i| i.name == name).collect();
-        let Some(latest) = versions.last() else { continue };
+        let versions: Vec<&crate::store::Installed> =
+            installed.iter().filter(|i| i.name == name).collect();
+        let Some(latest) = versions.last() else {
+            continue;
+        };
         let manifest = state.host.manifest(latest)?;
         out.push(json!({
             "capability": manifest.doc.capability,
@@ -306,7 +368,10 @@ async fn artifact(
         .artifact(&uri)
         .map_err(|e| ApiError::not_found(format!("{e:#}")))?;
     if class >= hcp_contracts::DataClass::T2 {
-        state.host.store.log_artifact_access(&uri, who.id.as_str(), "GET /v1/artifacts")?;
+        state
+            .host
+            .store
+            .log_artifact_access(&uri, who.id.as_str(), "GET /v1/artifacts")?;
     }
     let mut response = bytes.into_response();
     let h = response.headers_mut();
@@ -319,11 +384,18 @@ async fn artifact(
     Ok(response)
 }
 
-async fn approvals(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+async fn approvals(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     operator(&state, &headers)?;
     state.host.expire_approvals()?;
     let mut out = Vec::new();
-    for t in state.host.store.tasks(Some(TaskState::PendingApproval), usize::MAX)? {
+    for t in state
+        .host
+        .store
+        .tasks(Some(TaskState::PendingApproval), usize::MAX)?
+    {
         if let Some(a) = state.host.store.approval(&t.task_id)? {
             out.push(approval_json(&t, &a));
         }
@@ -344,9 +416,17 @@ fn approval_json(t: &TaskRecord, a: &crate::store::ApprovalRecord) -> Value {
     })
 }
 
-async fn approval(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+async fn approval(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     operator(&state, &headers)?;
-    let t = state.host.store.task(&id)?.ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
+    let t = state
+        .host
+        .store
+        .task(&id)?
+        .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
     let a = state
         .host
         .store
@@ -377,29 +457,47 @@ async fn decide(
 ) -> Result<Json<Value>, ApiError> {
     let op = operator(&state, &headers)?.id.as_str().to_owned();
     let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
-        ApiError::bad_request("invalid_decision", format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\": \"...\"}}: {e}"))
+        ApiError::bad_request(
+            "invalid_decision",
+            format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\": \"...\"}}: {e}"),
+        )
     })?;
     if body.reason.trim().is_empty() {
-        return Err(ApiError::bad_request("invalid_decision", "a decision needs a reason"));
+        return Err(ApiError::bad_request(
+            "invalid_decision",
+            "a decision needs a reason",
+        ));
     }
-    let task = state.host.store.task(&id)?.ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
+    let task = state
+        .host
+        .store
+        .task(&id)?
+        .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
     if task.state != TaskState::PendingApproval {
-        return Err(ApiError::conflict(format!("task {id} is not waiting for approval (it is {})", task.state.as_str())));
+        return Err(ApiError::conflict(format!(
+            "task {id} is not waiting for approval (it is {})",
+            task.state.as_str()
+        )));
     }
     let approved = matches!(body.decision, Decision::Approve);
     let host = state.host.clone();
     let (task_id, reason, op2) = (id.clone(), body.reason.clone(), op.clone());
-    let submission = tokio::task::spawn_blocking(move || host.decide(&task_id, approved, Auth::Transport(&op2), &op2, &reason))
-        .await
-        .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
-        .map_err(|e| ApiError::forbidden(format!("{e:#}")))?;
+    let submission = tokio::task::spawn_blocking(move || {
+        host.decide(&task_id, approved, Auth::Transport(&op2), &op2, &reason)
+    })
+    .await
+    .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
+    .map_err(|e| ApiError::forbidden(format!("{e:#}")))?;
     if submission.runnable {
         spawn_run(&state, id);
     }
     Ok(Json(submission.answer))
 }
 
-async fn whoami(State(state): State<AppState>, headers: HeaderMap) -> Result<Json<Value>, ApiError> {
+async fn whoami(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
     Ok(Json(json!({
         "caller_id": who.id.as_str(),

@@ -68,23 +68,39 @@ impl ApiError {
 
     /// 415.
     pub(crate) fn unsupported_media_type(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", message)
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            message,
+        )
     }
 
     /// 503: the request took too long.
     pub(crate) fn timeout() -> Self {
-        Self::new(StatusCode::SERVICE_UNAVAILABLE, "timeout", "the request took too long")
+        Self::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            "the request took too long",
+        )
     }
 
     /// 405.
     pub(crate) fn method_not_allowed() -> Self {
-        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this path")
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            "method not allowed on this path",
+        )
     }
 
     /// 500: a host fault. The message is logged; the caller sees a generic one.
     pub(crate) fn internal(error: &anyhow::Error) -> Self {
         tracing::error!("internal error: {error:#}");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "the host failed; see its log")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the host failed; see its log",
+        )
     }
 }
 

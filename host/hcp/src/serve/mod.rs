@@ -70,7 +70,10 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
             Ok(None) => tracing::info!("task {task_id}: queued (equipment in use)"),
             Err(e) => tracing::error!("task {task_id}: {e:#}"),
         }
-        running.lock().unwrap_or_else(|e| e.into_inner()).remove(&task_id);
+        running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&task_id);
     });
 }
 

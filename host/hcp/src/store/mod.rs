@@ -132,6 +132,9 @@ pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
     data_key: DataKey,
+    /// Bumped whenever a task is recorded or changes state, so that event
+    /// streams wake at once instead of polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Store {
@@ -159,12 +162,23 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
             data_key,
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Wakes whenever a task of this process is recorded or changes state
+    /// (changes by another process are seen only by reading).
+    pub fn task_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub(crate) fn task_changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
