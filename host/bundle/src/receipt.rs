@@ -1,7 +1,7 @@
-//! Install receipts: what was installed, from which bundle, signed by whom
-//! (or unsigned), with which grants, accepted under which policy; signed by
-//! the installing host's key and stored with the install
-//! (`install-receipt.json`).
+//! Install receipts: what was installed, from which bundle (or from a
+//! manifest, for local development), signed by whom (or unsigned), with
+//! which grants, accepted under which policy; signed by the installing
+//! host's key and stored with the install (`install-receipt.json`).
 //!
 //! The host's signature covers the RFC 8785 canonical bytes of `receipt`.
 
@@ -31,8 +31,11 @@ pub struct InstallRecord {
     pub installed_at: String,
     /// The installing host.
     pub host_id: String,
-    /// `sha256:` of the bundle file as installed.
-    pub bundle: String,
+    /// `sha256:` of the bundle file as installed; `None` when installed
+    /// from a plugin's manifest without a bundle (local development: the
+    /// record is then `unsigned`, and neither the install policy nor the
+    /// installed versions were consulted).
+    pub bundle: Option<String>,
     /// `sha256:` of the canonical manifest.
     pub manifest: String,
     /// `sha256:` of the component.
@@ -54,8 +57,9 @@ pub struct InstallRecord {
     pub safety_envelope: SafetyEnvelope,
     /// The interfaces the component imports (all allowed by the audit).
     pub imports: Vec<String>,
-    /// `sha256:` of the canonical install policy it was checked against.
-    pub install_policy: String,
+    /// `sha256:` of the canonical install policy it was checked against;
+    /// `None` when it was not (an install from a manifest).
+    pub install_policy: Option<String>,
     /// The highest version installed before, when there was one.
     pub previous: Option<String>,
     /// Widening changes the operator accepted (`--accept-new-grants`).

@@ -237,9 +237,8 @@ pub fn wasi_summary(package_interface: &str) -> Option<&'static str> {
         }
         "wasi:cli/exit" => "WASI 0.2: ends the task's instance",
         "wasi:cli/stdin" => "WASI 0.2 standard input: always closed (empty)",
-        "wasi:cli/stdout" | "wasi:cli/stderr" => {
-            "WASI 0.2 standard output: goes to the task's bounded log"
-        }
+        "wasi:cli/stdout" => "WASI 0.2 standard output: goes to the task's bounded log",
+        "wasi:cli/stderr" => "WASI 0.2 standard error: goes to the task's bounded log",
         "wasi:cli/terminal-input"
         | "wasi:cli/terminal-output"
         | "wasi:cli/terminal-stdin"

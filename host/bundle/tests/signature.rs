@@ -229,7 +229,7 @@ fn install_receipts_verify_under_the_host_key_only() {
         version: "1.0.0".into(),
         installed_at: "2026-01-01T00:00:00.000Z".into(),
         host_id: format!("host-{}", host.key_id()),
-        bundle: "sha256:00".into(),
+        bundle: Some("sha256:00".into()),
         manifest: b.manifest_digest().into(),
         component: b.component_digest().into(),
         files: b.file_digests(),
@@ -240,7 +240,7 @@ fn install_receipts_verify_under_the_host_key_only() {
         risk_ceiling: hcp_contracts::RiskLevel::R1,
         safety_envelope: b.doc().safety_envelope.clone(),
         imports: vec!["hcp:capability/log@1.0.0".into()],
-        install_policy: "sha256:11".into(),
+        install_policy: Some("sha256:11".into()),
         previous: None,
         accepted_widening: vec![],
     };

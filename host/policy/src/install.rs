@@ -142,7 +142,11 @@ impl Pattern {
                     .split_once(':')
                     .map(|(h, p)| (h, Some(p)))
                     .unwrap_or((text, None)),
-                _ => return Err(format!("{text:?}: write IPv6 addresses in brackets, [::1]:443")),
+                _ => {
+                    return Err(format!(
+                        "{text:?}: write IPv6 addresses in brackets, [::1]:443"
+                    ));
+                }
             }
         };
         let port = port
@@ -323,7 +327,11 @@ impl InstallPolicy {
         }
         let written = &manifest.doc.grants.filesystem;
         for (i, (doc, grant)) in written.iter().zip(&manifest.grants.filesystem).enumerate() {
-            let at = format!("grants.filesystem[{i}] {} ({})", doc.path, grant.access.as_str());
+            let at = format!(
+                "grants.filesystem[{i}] {} ({})",
+                doc.path,
+                grant.access.as_str()
+            );
             if doc.path.starts_with("${manifest_dir}") {
                 if !f.filesystem.bundled_data {
                     reasons.push(format!(
@@ -349,7 +357,9 @@ impl InstallPolicy {
                     .map(|r| format!("{} {}", r.path, r.access.as_str()))
                     .collect();
                 reasons.push(if roots.is_empty() {
-                    format!("{at}: {shown} is outside the allowed roots (filesystem.roots is empty)")
+                    format!(
+                        "{at}: {shown} is outside the allowed roots (filesystem.roots is empty)"
+                    )
                 } else {
                     format!(
                         "{at}: {shown} is outside the allowed roots ({})",
@@ -419,7 +429,11 @@ fn parse(text: &str) -> Result<(InstallFile, Value), Vec<Problem>> {
     let value: Value = serde_json::from_str(text).map_err(|e| {
         vec![Problem::new(
             "",
-            format!("not valid JSON: line {}, column {}: {e}", e.line(), e.column()),
+            format!(
+                "not valid JSON: line {}, column {}: {e}",
+                e.line(),
+                e.column()
+            ),
         )]
     })?;
     let mut problems = duplicate_keys(text);
@@ -436,8 +450,8 @@ fn parse(text: &str) -> Result<(InstallFile, Value), Vec<Problem>> {
         problems.dedup();
         return Err(problems);
     }
-    let file = serde_json::from_value(value.clone())
-        .map_err(|e| vec![Problem::new("", e.to_string())])?;
+    let file =
+        serde_json::from_value(value.clone()).map_err(|e| vec![Problem::new("", e.to_string())])?;
     Ok((file, value))
 }
 

@@ -86,7 +86,10 @@ fn pack(dir: &Path, output: &Path, wit: Option<&Path>) -> Outcome {
         let n = bundle
             .entries()
             .keys()
-            .filter(|p| p.strip_prefix(d.as_str()).is_some_and(|r| r.starts_with('/')))
+            .filter(|p| {
+                p.strip_prefix(d.as_str())
+                    .is_some_and(|r| r.starts_with('/'))
+            })
             .count();
         println!(
             "  data       {d}/ ({n} file{})",
@@ -112,8 +115,8 @@ fn sign(
         Some(p) => p,
         None => trusted_name(paths, &key)?,
     };
-    let file = crate::install::read_bundle_file(path)
-        .with_context(|| format!("{}", path.display()))?;
+    let file =
+        crate::install::read_bundle_file(path).with_context(|| format!("{}", path.display()))?;
     let mut bundle = Bundle::read(&file.bytes, &Limits::default())
         .with_context(|| format!("{}", path.display()))?;
     let replaced = bundle.signature().map(|s| s.signed.publisher.clone());

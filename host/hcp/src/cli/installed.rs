@@ -15,7 +15,7 @@ use std::process::ExitCode;
     long_about = "Installs a bundle into the data directory after checking, in order: its format \
 and the component's digest; the publisher's signature and that the publisher is trusted \
 (hcp trust); the world version; the manifest; the operator's install policy (install.json in \
-the policy directory); what it may do beyond the highest installed version of the same \
+the policy directory, --policies); what it may do beyond the highest installed version of the same \
 capability; the surface audit. The component is compiled (the cache is left warm), the install \
 is staged next to its final place, signed by the host key (install-receipt.json), moved into \
 capabilities/<name>/<version>/ with one rename and recorded. A refusal leaves nothing behind.\n\n\
@@ -33,9 +33,6 @@ pub struct InstallArgs {
     /// difference.
     #[arg(long)]
     accept_new_grants: bool,
-    /// The operator's policy directory (holding install.json).
-    #[arg(long, env = "HCP_POLICY_DIR", default_value = "policies", value_name = "DIR")]
-    policies: PathBuf,
 }
 
 pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
@@ -51,7 +48,7 @@ pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
     let options = InstallOptions {
         allow_unsigned: args.allow_unsigned,
         accept_new_grants: args.accept_new_grants,
-        policy_dir: args.policies,
+        policy_dir: paths.policies_dir.clone(),
     };
     let outcome = match install::install(&store, &sandbox, &host, &file, &options) {
         Ok(o) => o,
@@ -65,7 +62,10 @@ pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
     let i = &outcome.installed;
     let r = &outcome.receipt.receipt;
     if r.unsigned {
-        eprintln!("WARNING: {} is UNSIGNED: no publisher vouches for it.", i.id());
+        eprintln!(
+            "WARNING: {} is UNSIGNED: no publisher vouches for it.",
+            i.id()
+        );
         eprintln!(
             "WARNING: installed only because of --allow-unsigned, for local development; \
              its install receipt records that it is unsigned."
@@ -149,11 +149,7 @@ pub(super) fn list(paths: &Paths, args: ListArgs) -> Outcome {
     println!("{:<w$}  {:<v$}  PUBLISHER", "NAME", "VERSION");
     for i in &all {
         let publisher = i.publisher.as_deref().unwrap_or("UNSIGNED");
-        println!(
-            "{:<w$}  {:<v$}  {publisher}",
-            i.name,
-            i.version.to_string()
-        );
+        println!("{:<w$}  {:<v$}  {publisher}", i.name, i.version.to_string());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -224,7 +220,10 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
     println!("capability  {}", i.id());
     println!("directory   {}", i.dir.display());
     match &r.publisher {
-        Some(p) => println!("publisher   {} (key {}, {})", p.name, p.key_id, p.public_key),
+        Some(p) => println!(
+            "publisher   {} (key {}, {})",
+            p.name, p.key_id, p.public_key
+        ),
         None => println!("publisher   UNSIGNED (installed with --allow-unsigned)"),
     }
     println!("installed   {} by {}", r.installed_at, r.host_id);
@@ -233,10 +232,7 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
     println!("manifest    {}", r.manifest);
     match &on_disk {
         Ok(d) if component_ok => println!("component   {d} (matches the install)"),
-        Ok(d) => println!(
-            "component   CHANGED: {d} on disk, {} installed",
-            i.digest
-        ),
+        Ok(d) => println!("component   CHANGED: {d} on disk, {} installed", i.digest),
         Err(e) => println!("component   MISSING: {e}"),
     }
     match &receipt_check {
@@ -325,6 +321,10 @@ pub(super) fn remove(paths: &Paths, args: RemoveArgs) -> Outcome {
         );
     };
     let removed = install::remove(&store, name, version)?;
-    println!("removed {} ({} deleted)", removed.id(), removed.dir.display());
+    println!(
+        "removed {} ({} deleted)",
+        removed.id(),
+        removed.dir.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -16,8 +16,8 @@ mod review;
 mod run;
 mod serve;
 mod surface;
-mod trust;
 mod tasks;
+mod trust;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

@@ -27,9 +27,6 @@ pub struct ReviewArgs {
     /// Print the report as Markdown.
     #[arg(long)]
     markdown: bool,
-    /// The operator's policy directory (holding install.json).
-    #[arg(long, env = "HCP_POLICY_DIR", default_value = "policies", value_name = "DIR")]
-    policies: PathBuf,
 }
 
 pub(super) fn run(paths: &Paths, args: ReviewArgs) -> Outcome {
@@ -41,7 +38,7 @@ pub(super) fn run(paths: &Paths, args: ReviewArgs) -> Outcome {
     let file = install::read_bundle_file(&args.bundle).map_err(refused)?;
     let store = Store::open(&paths.data_dir)?;
     let report =
-        install::review(&store, &sandbox(paths)?, &file, &args.policies).map_err(refused)?;
+        install::review(&store, &sandbox(paths)?, &file, &paths.policies_dir).map_err(refused)?;
     if args.json {
         print_json(&report)?;
     } else if args.markdown {

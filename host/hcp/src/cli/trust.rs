@@ -38,7 +38,9 @@ fn parse_key(text: &str) -> anyhow::Result<PublicKey> {
     if path.is_file() {
         return Ok(PublicKey::load(path)?);
     }
-    anyhow::bail!("{text:?} is neither a public key (ed25519:<64 hex digits>) nor a file holding one")
+    anyhow::bail!(
+        "{text:?} is neither a public key (ed25519:<64 hex digits>) nor a file holding one"
+    )
 }
 
 pub(super) fn run(paths: &Paths, cmd: TrustCommand) -> Outcome {

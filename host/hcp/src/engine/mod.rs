@@ -18,7 +18,6 @@ use anyhow::{Context as _, Result};
 use hcp_contracts::manifest::Manifest;
 use hcp_policy::PolicySet;
 use hcp_sandbox::{PreparedCapability, Sandbox, SandboxConfig};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -191,67 +190,17 @@ impl Host {
         self.prepared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Installs a capability from a pinned manifest without a bundle (local
-    /// development: recorded as unsigned). Copies the manifest and component
-    /// into the data directory so later edits of the source do not change
-    /// what runs.
+    /// Installs a capability from its manifest without a bundle (local
+    /// development and tests: recorded as unsigned, with a host-signed
+    /// install receipt; see [`crate::install::install_manifest`]). Copies
+    /// the manifest and component into the data directory so later edits
+    /// of the source do not change what runs.
     ///
     /// # Errors
     ///
     /// The manifest is invalid, its imports exceed its grants, or that
     /// version is installed already.
     pub fn install_manifest(&self, manifest_path: &Path) -> Result<Installed> {
-        let manifest =
-            hcp_contracts::manifest::load(manifest_path, hcp_contracts::LoadOptions::default())?;
-        let report = self.sandbox.audit(&manifest)?;
-        if !report.allowed {
-            anyhow::bail!("{}", hcp_sandbox::PrepareError::Refused(Box::new(report)));
-        }
-        let dir = self
-            .paths
-            .data_dir
-            .join("capabilities")
-            .join(manifest.name())
-            .join(manifest.version.to_string());
-        if dir.exists() {
-            anyhow::bail!("{} is already installed", manifest.id());
-        }
-        std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
-        let result = (|| -> Result<Installed> {
-            std::fs::write(dir.join("component.wasm"), &*manifest.component.bytes)?;
-            let mut doc = serde_json::to_value(&manifest.doc)?;
-            doc["component"]["path"] = "component.wasm".into();
-            doc["component"]["digest"] = manifest.component.digest.clone().into();
-            // Grant paths were resolved against the source manifest's
-            // directory: keep them absolute.
-            if let Some(fs) = doc
-                .get_mut("grants")
-                .and_then(|g| g.get_mut("filesystem"))
-                .and_then(Value::as_array_mut)
-            {
-                for (grant, resolved) in fs.iter_mut().zip(&manifest.grants.filesystem) {
-                    grant["path"] = resolved.host_path.display().to_string().into();
-                    grant["guest_path"] = resolved.guest_path.clone().into();
-                }
-            }
-            std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&doc)?)?;
-            let installed = Installed {
-                name: manifest.name().to_owned(),
-                version: manifest.version.clone(),
-                dir: dir.clone(),
-                digest: manifest.component.digest.clone(),
-                publisher: None,
-                unsigned: true,
-                installed_at: hcp_contracts::message::now_rfc3339(),
-            };
-            // Check the copy loads before recording it.
-            self.manifest(&installed)?;
-            self.store.record_install(&installed)?;
-            Ok(installed)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        result
+        crate::install::install_manifest(&self.store, &self.sandbox, &self.identity, manifest_path)
     }
 }

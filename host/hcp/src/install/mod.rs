@@ -13,23 +13,31 @@
 //! in the registry. A failure at any point deletes the staging directory
 //! (or the placed one, when recording fails): nothing is left half-installed.
 //!
+//! The registry is the store's `capabilities` table, the one the task
+//! engine selects versions from by `capability_version` range; an install
+//! from a bare manifest ([`install_manifest`], local development) goes
+//! through the same lock, staging, receipt and record.
+//!
 //! # Ambient authority
 //!
 //! Reads the bundle file and the install policy it is given; writes under
 //! `<data dir>/capabilities/` (see [`stage`]) and the store.
 
+mod manifest;
+mod review;
 mod stage;
+
+pub use manifest::install_manifest;
+pub use review::review;
 
 use crate::hostkey::HostIdentity;
 use crate::store::{Installed, Store};
 use anyhow::{Context as _, Result};
 use hcp_bundle::diff::{self, Change};
 use hcp_bundle::receipt::{InstallReceipt, InstallRecord, PublisherRecord, RECEIPT_FILE};
-use hcp_bundle::review::{Audit, AuditedImport, Findings, Review};
 use hcp_bundle::{Bundle, Limits, SignatureStatus, Signer, check_trust};
 use hcp_contracts::manifest::{LoadOptions, Manifest, ManifestDoc};
 use hcp_policy::InstallPolicy;
-use hcp_sandbox::audit::ImportVerdict;
 use hcp_sandbox::{PrepareError, Sandbox, SurfaceReport};
 use stage::{Capabilities, Staging};
 use std::path::{Path, PathBuf};
@@ -245,7 +253,7 @@ pub fn install(
     }
     let policy = InstallPolicy::load(&options.policy_dir)
         .map_err(|e| anyhow::anyhow!("install policy: {e}"))?;
-    let mut staging = caps.stage()?;
+    let staging = caps.stage()?;
     unpack(&bundle, &staging)?;
     let manifest = check_manifest(&bundle, &staging)?;
     let reasons = policy.check(&manifest);
@@ -279,15 +287,13 @@ pub fn install(
             .map(|c| c.what.clone())
             .collect();
     }
-    let prepared = sandbox
-        .prepare(Arc::new(manifest))
-        .map_err(|e| match e {
-            PrepareError::Refused(report) => InstallError::Surface {
-                message: refusal_with_report(&report),
-                report,
-            },
-            other => InstallError::Refused(other.to_string()),
-        })?;
+    let prepared = sandbox.prepare(Arc::new(manifest)).map_err(|e| match e {
+        PrepareError::Refused(report) => InstallError::Surface {
+            message: refusal_with_report(&report),
+            report,
+        },
+        other => InstallError::Refused(other.to_string()),
+    })?;
     let mut files = bundle.file_digests();
     files.remove(hcp_bundle::layout::COMPONENT);
     let record = InstallRecord {
@@ -296,7 +302,7 @@ pub fn install(
         version: version.clone(),
         installed_at: crate::store::now(),
         host_id: host.host_id.clone(),
-        bundle: file.sha256.clone(),
+        bundle: Some(file.sha256.clone()),
         manifest: bundle.manifest_digest().to_owned(),
         component: bundle.component_digest().to_owned(),
         files,
@@ -312,37 +318,57 @@ pub fn install(
             .iter()
             .map(|i| i.name.clone())
             .collect(),
-        install_policy: policy.hash().to_owned(),
+        install_policy: Some(policy.hash().to_owned()),
         previous: previous.as_ref().map(|(id, _)| id.clone()),
         accepted_widening: accepted,
     };
+    let (installed, receipt, replaced_leftover) =
+        commit(store, &caps, staging, record, signer.as_ref(), host)?;
+    Ok(InstallOutcome {
+        installed,
+        receipt,
+        previous,
+        replaced_leftover,
+    })
+}
+
+/// The last steps of every install: signs `record` with the host key,
+/// writes it into `staging`, moves `staging` into place with one rename
+/// and records the install (undoing the move when recording fails).
+/// Returns the registry record, the receipt, and whether a leftover
+/// directory of an interrupted install was replaced.
+fn commit(
+    store: &Store,
+    caps: &Capabilities,
+    mut staging: Staging,
+    record: InstallRecord,
+    signer: Option<&Signer>,
+    host: &HostIdentity,
+) -> Result<(Installed, InstallReceipt, bool)> {
     let receipt = InstallReceipt::sign(record, &host.key).map_err(anyhow::Error::msg)?;
     staging.write(
         RECEIPT_FILE,
         &receipt.to_json().map_err(anyhow::Error::msg)?,
     )?;
     staging.sync();
-    let final_dir = caps.final_dir(name, version);
-    let placed = caps.place(&mut staging, &final_dir)?;
+    let r = &receipt.receipt;
+    let final_dir = caps.final_dir(&r.capability, &r.version);
     let installed = Installed {
-        name: name.clone(),
-        version: semver::Version::parse(version).map_err(anyhow::Error::from)?,
+        name: r.capability.clone(),
+        version: semver::Version::parse(&r.version)
+            .with_context(|| format!("{}@{}", r.capability, r.version))?,
         dir: final_dir,
-        digest: bundle.component_digest().to_owned(),
-        publisher: signer.as_ref().map(|s| s.publisher.to_string()),
+        digest: r.component.clone(),
+        publisher: signer.map(|s| s.publisher.to_string()),
         unsigned: signer.is_none(),
-        installed_at: receipt.receipt.installed_at.clone(),
+        installed_at: r.installed_at.clone(),
     };
+    let placed = caps.place(&mut staging, &installed.dir)?;
     if let Err(e) = store.record_install(&installed) {
         caps.unplace(&placed)?;
-        return Err(InstallError::Host(e));
+        return Err(e);
     }
-    Ok(InstallOutcome {
-        installed,
-        receipt,
-        previous,
-        replaced_leftover: placed.stale,
-    })
+    Ok((installed, receipt, placed.stale))
 }
 
 /// Removes `name@version`: out of its place with one rename, out of the
@@ -372,77 +398,4 @@ pub fn remove(store: &Store, name: &str, version: &str) -> Result<Installed> {
     }
     caps.prune(name);
     Ok(installed)
-}
-
-/// Everything `hcp review` reports: the same checks as an install, none of
-/// them refusing, nothing installed.
-///
-/// # Errors
-///
-/// The bundle's format is refused (there is nothing to review), or the
-/// host cannot do its part.
-pub fn review(
-    store: &Store,
-    sandbox: &Sandbox,
-    file: &BundleFile,
-    policy_dir: &Path,
-) -> Result<Review, InstallError> {
-    let bundle = open(file)?;
-    let trusted = store
-        .trusted_publishers()?
-        .iter()
-        .map(crate::store::TrustedPublisher::as_trusted_key)
-        .collect();
-    let caps = Capabilities::lock(store.dir())?;
-    let staging = caps.stage()?;
-    drop(caps);
-    unpack(&bundle, &staging)?;
-    let manifest = check_manifest(&bundle, &staging);
-    let audit = match &manifest {
-        Err(_) => Err("not run: the manifest is invalid".to_owned()),
-        Ok(m) => sandbox
-            .audit(m)
-            .map(|report| audit_of(&report))
-            .map_err(|e| e.to_string()),
-    };
-    let policy = match (&manifest, InstallPolicy::load(policy_dir)) {
-        (_, Err(e)) => Err(format!("not checked: {e}")),
-        (Err(_), _) => Err("not checked: the manifest is invalid".to_owned()),
-        (Ok(m), Ok(p)) => Ok((p.origin().to_owned(), p.check(m))),
-    };
-    let installed = highest_installed(store, &bundle.doc().capability.name)?
-        .map(|(top, doc)| (top.id(), doc));
-    let findings = Findings {
-        file: file.path.display().to_string(),
-        bytes: file.bytes.len() as u64,
-        sha256: file.sha256.clone(),
-        trusted,
-        manifest: manifest.map(drop).map_err(|e| e.to_string()),
-        audit,
-        policy,
-        installed,
-    };
-    Ok(Review::new(&bundle, findings))
-}
-
-fn audit_of(report: &SurfaceReport) -> Audit {
-    Audit {
-        imports: report
-            .imports
-            .iter()
-            .map(|i| match &i.verdict {
-                ImportVerdict::Allowed { granted_by } => AuditedImport {
-                    name: i.name.clone(),
-                    allowed: true,
-                    because: granted_by.describe().to_owned(),
-                },
-                ImportVerdict::Refused { reason } => AuditedImport {
-                    name: i.name.clone(),
-                    allowed: false,
-                    because: reason.clone(),
-                },
-            })
-            .collect(),
-        exports: report.exports.clone(),
-    }
 }

@@ -38,7 +38,8 @@ impl Capabilities {
             .write(true)
             .open(&path)
             .with_context(|| format!("{}", path.display()))?;
-        lock.lock().with_context(|| format!("locking {}", path.display()))?;
+        lock.lock()
+            .with_context(|| format!("locking {}", path.display()))?;
         Ok(Self { root, _lock: lock })
     }
 
@@ -54,17 +55,16 @@ impl Capabilities {
             .root
             .join(format!(".staging-{}", uuid::Uuid::new_v4().simple()));
         create_private_dir(&dir).with_context(|| format!("{}", dir.display()))?;
-        Ok(Staging {
-            dir,
-            placed: false,
-        })
+        Ok(Staging { dir, placed: false })
     }
 
     /// Moves `staging` to `final_dir` with one rename. A directory already
     /// there has no registry record (the caller checked): it is what a
     /// crash between rename and record left, and is deleted first.
     pub(crate) fn place(&self, staging: &mut Staging, final_dir: &Path) -> Result<Placed> {
-        let parent = final_dir.parent().context("install directory has no parent")?;
+        let parent = final_dir
+            .parent()
+            .context("install directory has no parent")?;
         let created_parent = !parent.exists();
         create_private_dir(parent).with_context(|| format!("{}", parent.display()))?;
         let mut stale = false;
@@ -109,8 +109,7 @@ impl Capabilities {
         let aside = self
             .root
             .join(format!(".removing-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::rename(dir, &aside)
-            .with_context(|| format!("moving {} aside", dir.display()))?;
+        std::fs::rename(dir, &aside).with_context(|| format!("moving {} aside", dir.display()))?;
         sync_dir(&self.root);
         Ok(aside)
     }

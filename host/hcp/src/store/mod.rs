@@ -23,8 +23,8 @@ mod tasks;
 mod trust;
 
 pub use registry::Installed;
-pub use trust::{Added, TrustedPublisher};
 pub use tasks::{ApprovalRecord, Submitted, TaskRecord, TaskState, TaskUpdate};
+pub use trust::{Added, TrustedPublisher};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
 /// many ran.

@@ -105,9 +105,8 @@ impl Store {
     /// The database fails, or holds a malformed record.
     pub fn trusted_publishers(&self) -> Result<Vec<TrustedPublisher>> {
         let db = self.db();
-        let mut stmt = db.prepare(
-            "SELECT name, public_key, added_at FROM trusted_publishers ORDER BY name",
-        )?;
+        let mut stmt =
+            db.prepare("SELECT name, public_key, added_at FROM trusted_publishers ORDER BY name")?;
         let rows = stmt
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
             .collect::<rusqlite::Result<Vec<(String, String, String)>>>()?;
@@ -165,7 +164,9 @@ mod tests {
             store.trust_publisher(&acme, k1.public()).expect("again"),
             Added::AlreadyTrusted
         );
-        let e = store.trust_publisher(&acme, k2.public()).expect_err("rotate");
+        let e = store
+            .trust_publisher(&acme, k2.public())
+            .expect_err("rotate");
         assert_eq!(
             e.to_string(),
             format!(
@@ -174,7 +175,9 @@ mod tests {
                 k1.key_id()
             )
         );
-        let e = store.trust_publisher(&other, k1.public()).expect_err("same key");
+        let e = store
+            .trust_publisher(&other, k1.public())
+            .expect_err("same key");
         assert_eq!(
             e.to_string(),
             format!(
@@ -190,7 +193,10 @@ mod tests {
         store.distrust_publisher(&acme).expect("remove");
         assert!(store.trusted_publishers().expect("list").is_empty());
         assert_eq!(
-            store.distrust_publisher(&acme).expect_err("gone").to_string(),
+            store
+                .distrust_publisher(&acme)
+                .expect_err("gone")
+                .to_string(),
             "publisher acme is not trusted (hcp trust list)"
         );
     }
