@@ -37,6 +37,12 @@ impl Lab {
         };
         let public_key = field("public    ");
         let key_id = field("key id    ");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&key).expect("key").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "the publisher key is private");
+        }
         Self {
             hcp,
             work,
@@ -803,11 +809,13 @@ fn world_versions_policy_and_surface_are_checked() {
         });
         lab.refused(&bundle, &[], expected);
     }
-    // Beyond the install policy (policies/install.json): R5, a forbidden
-    // destination, an undeclared device.
+    // Beyond the install policy (policies/install.json): R5, a directory
+    // outside its roots, a forbidden destination, one it does not list, an
+    // undeclared device.
     let risky = resigned(&lab, &good, "risky.hcpb", |m| {
         m["capability"]["safety"]["risk_ceiling"] = json!("R5");
         m["grants"] = json!({
+            "filesystem": [{"path": "/etc", "access": "read-only"}],
             "network": [{"host": "169.254.169.254", "port": 80}, {"host": "example.org", "port": 443}],
             "devices": ["hid"]
         });
@@ -817,6 +825,8 @@ fn world_versions_policy_and_surface_are_checked() {
         &[],
         "refused by the install policy <repo>/policies/install.json:\n  \
          risk_ceiling R5 is above the highest this host installs (max_risk_ceiling R4)\n  \
+         grants.filesystem[0] /etc (read-only): /etc is outside the allowed roots \
+         (/srv/hcp/shared read-only, /srv/hcp/scratch read-write)\n  \
          grants.network[0] 169.254.169.254:80 is forbidden (network.deny \"169.254.169.254\")\n  \
          grants.network[1] example.org:443 is not a destination this host admits (network.allow)\n  \
          grants.devices[0] hid is not admitted (devices lists nothing)",
@@ -929,4 +939,157 @@ fn review_of_each_example_bundle() {
         text.contains("  FLAG  signature  unsigned: nobody vouches for this bundle;"),
         "{text}"
     );
+}
+
+/// A copy of the document-analysis plugin at `version`, packed and signed
+/// as `hcp-examples`.
+fn document_analysis_at(lab: &Lab, version: &str) -> PathBuf {
+    let src = Path::new(REPO_ROOT).join("plugins/document-analysis");
+    let dir = lab.work.path().join(format!("document-analysis-{version}"));
+    std::fs::create_dir_all(dir.join("samples")).expect("mkdir");
+    std::fs::copy(
+        src.join("samples/paper-123.md"),
+        dir.join("samples/paper-123.md"),
+    )
+    .expect("copy");
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(src.join("manifest.json")).expect("read"))
+            .expect("json");
+    m["capability"]["version"] = json!(version);
+    m["component"]["path"] = json!(format!(
+        "{REPO_ROOT}/plugins/target/wasm32-wasip2/release/document_analysis.wasm"
+    ));
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::to_vec_pretty(&m).expect("json"),
+    )
+    .expect("write");
+    let bundle = lab.pack(&dir, &format!("document-analysis-{version}.hcpb"));
+    lab.sign(&bundle, "hcp-examples");
+    bundle
+}
+
+#[test]
+fn the_engine_runs_the_installed_version_a_range_picks() {
+    let lab = Lab::new();
+    lab.trust("hcp-examples");
+    for version in ["1.0.0", "1.1.0"] {
+        lab.ok(&["install", s(&document_analysis_at(&lab, version))]);
+    }
+    let submit = |n: usize, range: &str| -> (i32, Value) {
+        let mut m = super::seed_submit();
+        m["message_id"] = json!(format!("msg-range-{n}"));
+        m["payload"]["capability_version"] = json!(range);
+        let path = super::write_json(lab.work.path(), &format!("submit-{n}.json"), &m);
+        let out = lab
+            .hcp
+            .run(&["submit", "--as", "harness-local-01", "--wait", s(&path)]);
+        let answers: Vec<Value> = serde_json::Deserializer::from_str(&stdout(&out))
+            .into_iter::<Value>()
+            .collect::<Result<_, _>>()
+            .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+        (code(&out), answers.last().expect("an answer").clone())
+    };
+    // The version the engine ran submission `n` with (the newest task).
+    let version_of = |n: usize| -> String {
+        let out = lab.ok(&["tasks", "list", "--limit", "1"]);
+        let id = stdout(&out)
+            .split_whitespace()
+            .next()
+            .expect("task id")
+            .to_owned();
+        let out = lab.ok(&["tasks", "show", &id]);
+        let v: Value = serde_json::from_str(&stdout(&out)).expect("json");
+        assert_eq!(v["message_id"], format!("msg-range-{n}"));
+        v["version"].as_str().expect("version").to_owned()
+    };
+    let (c, answer) = submit(1, "1.0.x");
+    assert_eq!(
+        (c, answer["type"].as_str()),
+        (0, Some("task_completed")),
+        "{answer}"
+    );
+    assert_eq!(version_of(1), "1.0.0");
+    let (c, answer) = submit(2, "1.x");
+    assert_eq!(
+        (c, answer["type"].as_str()),
+        (0, Some("task_completed")),
+        "{answer}"
+    );
+    assert_eq!(version_of(2), "1.1.0");
+    // Removed: the range falls back to what is left, or to nothing.
+    lab.ok(&["remove", "document-analysis@1.1.0"]);
+    let (_, answer) = submit(3, "1.x");
+    assert_eq!(answer["type"], "task_completed", "{answer}");
+    assert_eq!(version_of(3), "1.0.0");
+    let (c, answer) = submit(4, ">=1.1.0");
+    assert_eq!(c, 1);
+    assert_eq!(answer["type"], "task_rejected", "{answer}");
+    assert_eq!(
+        answer["payload"]["reason_message"],
+        "no installed document-analysis matches >=1.1.0 (installed: 1.0.0)"
+    );
+}
+
+#[test]
+fn malformed_invocations_exit_2_with_a_clear_error() {
+    let lab = Lab::new();
+    let readme = format!("{REPO_ROOT}/README.md");
+    let existing = s(&lab.key).to_owned();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["trust", "add", "acme", "ed25519:zz"],
+            "error: \"ed25519:zz\" is not a public key (\"ed25519:<64 hex digits>\")\n".into(),
+        ),
+        (
+            vec!["trust", "add", "acme", "/nonexistent.pub"],
+            "error: \"/nonexistent.pub\" is neither a public key (ed25519:<64 hex digits>) nor a \
+             file holding one\n"
+                .into(),
+        ),
+        (
+            vec!["trust", "remove", "nobody"],
+            "error: publisher nobody is not trusted (hcp trust list)\n".into(),
+        ),
+        (
+            vec!["inspect", "@"],
+            "error: @ is not installed (hcp list)\n".into(),
+        ),
+        (
+            vec!["remove", "a@b@c"],
+            "error: a@b@c is not installed (hcp list)\n".into(),
+        ),
+        (
+            vec!["keys", "generate", "--out", &existing],
+            "error: <work>/publisher.key exists already: a key file is never replaced\n".into(),
+        ),
+        (
+            vec!["bundle", "pack", "/nonexistent", "-o", "/nonexistent/x.hcpb"],
+            "error: /nonexistent/manifest.json: cannot read manifest: No such file or directory \
+             (os error 2)\n"
+                .into(),
+        ),
+        (
+            vec!["bundle", "sign", &readme, "--key", &existing, "--publisher", "acme"],
+            "error: <repo>/README.md: not a bundle: neither a zstd frame nor a tar archive (the \
+             first block is not a tar header)\n"
+                .into(),
+        ),
+        (
+            vec!["review", REPO_ROOT],
+            "error: <repo>: cannot read bundle: Is a directory (os error 21)\n".into(),
+        ),
+        (
+            vec!["install", "/nonexistent.hcpb"],
+            "error: /nonexistent.hcpb: cannot read bundle: No such file or directory (os error 2)\n"
+                .into(),
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = lab.hcp.run(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", stderr(&out));
+        assert_eq!(lab.portable(&stderr(&out)), expected, "{args:?}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+    }
+    lab.nothing_half_installed(&[]);
 }

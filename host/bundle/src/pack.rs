@@ -41,7 +41,7 @@ pub enum WitSource<'a> {
 pub fn pack_dir(dir: &Path, wit: WitSource<'_>) -> Result<Bundle, BundleError> {
     let manifest_path = dir.join(MANIFEST);
     let checked = hcp_contracts::manifest::load(&manifest_path, LoadOptions::default())
-        .map_err(|e| BundleError::Pack(e.to_string()))?;
+        .map_err(|e| BundleError::Pack(with_sources(&e)))?;
     let text = read_file(&manifest_path, 1 << 20)?;
     let mut manifest: Value = serde_json::from_slice(&text).map_err(|e| {
         BundleError::Pack(format!("{}: not valid JSON: {e}", manifest_path.display()))
@@ -163,4 +163,19 @@ fn read_file(path: &Path, limit: u64) -> Result<Vec<u8>, BundleError> {
     let mut bytes = Vec::new();
     file.take(limit).read_to_end(&mut bytes).map_err(io)?;
     Ok(bytes)
+}
+
+/// An error and the errors that caused it, `: `-separated, each said once.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.ends_with(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        source = s.source();
+    }
+    text
 }

@@ -97,7 +97,7 @@ pub enum SignatureStatus {
     /// No `signature.json`.
     Unsigned,
     /// The signature covers this bundle exactly and verifies.
-    Verified(Signer),
+    Verified(Box<Signer>),
     /// It does not; the message says why.
     Invalid(String),
 }
@@ -132,11 +132,11 @@ pub(crate) fn verify(
     files: &BTreeMap<String, String>,
 ) -> SignatureStatus {
     match check(file, manifest, files) {
-        Ok(()) => SignatureStatus::Verified(Signer {
+        Ok(()) => SignatureStatus::Verified(Box::new(Signer {
             publisher: file.signed.publisher.clone(),
             public_key: file.public_key.clone(),
             key_id: file.public_key.key_id().clone(),
-        }),
+        })),
         Err(reason) => SignatureStatus::Invalid(reason),
     }
 }

@@ -153,14 +153,13 @@ fn not_a_tar_or_truncated() {
     // Where the last entry's data starts, and its size.
     let (start, size) = {
         let mut archive = tar::Archive::new(std::io::Cursor::new(good.as_slice()));
-        let last = archive
+        archive
             .entries_with_seek()
             .expect("entries")
             .map(|e| e.expect("entry"))
             .map(|e| (e.raw_file_position() as usize, e.size()))
             .last()
-            .expect("entries");
-        last
+            .expect("entries")
     };
     assert!(size > 512, "wit/world.wit holds more than one block");
     let cases: Vec<(Vec<u8>, String)> = vec![

@@ -211,7 +211,7 @@ impl Review {
         let mut verdicts = Vec::new();
         let status = bundle.signature_status();
         let publisher = match &status {
-            SignatureStatus::Verified(s) => Some(s.clone()),
+            SignatureStatus::Verified(s) => Some(Signer::clone(s)),
             _ => None,
         };
         verdicts.push(signature_verdict(&status));

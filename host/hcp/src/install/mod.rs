@@ -208,7 +208,7 @@ fn signer(
                 .map(crate::store::TrustedPublisher::as_trusted_key)
                 .collect();
             check_trust(&s, &trusted).map_err(InstallError::Refused)?;
-            Ok(Some(s))
+            Ok(Some(*s))
         }
     }
 }
