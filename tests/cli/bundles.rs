@@ -1093,3 +1093,30 @@ fn malformed_invocations_exit_2_with_a_clear_error() {
     }
     lab.nothing_half_installed(&[]);
 }
+
+#[test]
+fn leftovers_of_an_interrupted_install_are_cleaned_up() {
+    let lab = Lab::new();
+    lab.trust("acme");
+    let bundle = lab.trivial("1.0.0", json!({}));
+    // A crash while staging, and one between the rename and the record.
+    let caps = lab.hcp.data.path().join("capabilities");
+    std::fs::create_dir_all(caps.join(".staging-crashed/wit")).expect("mkdir");
+    std::fs::write(caps.join(".staging-crashed/component.wasm"), b"half").expect("write");
+    std::fs::create_dir_all(caps.join("trivial/1.0.0")).expect("mkdir");
+    std::fs::write(caps.join("trivial/1.0.0/component.wasm"), b"stale").expect("write");
+    let out = lab.install(&bundle, &[]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        lab.portable(&stderr(&out)),
+        "note: replaced a leftover directory of an interrupted install at \
+         <tmp>/capabilities/trivial/1.0.0\n"
+    );
+    lab.nothing_half_installed(&["trivial@1.0.0".to_owned()]);
+    let out = lab.ok(&["inspect", "trivial@1.0.0"]);
+    assert!(
+        stdout(&out).contains("(matches the install)"),
+        "{}",
+        stdout(&out)
+    );
+}

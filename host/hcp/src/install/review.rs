@@ -30,9 +30,10 @@ pub fn review(
         .iter()
         .map(crate::store::TrustedPublisher::as_trusted_key)
         .collect();
+    // Held until the staged copy is deleted: an install's sweep of
+    // leftovers must not delete it under the review.
     let caps = Capabilities::lock(store.dir())?;
     let staging = caps.stage()?;
-    drop(caps);
     unpack(&bundle, &staging)?;
     let manifest = check_manifest(&bundle, &staging);
     let audit = match &manifest {

@@ -5,6 +5,7 @@
 //! <data dir>/capabilities/
 //!   .lock                      held (exclusive) by every install and removal
 //!   .staging-<uuid>/           an install being checked; renamed into place, or deleted
+//!                              (a crash's leftovers: by the next holder of the lock)
 //!   <name>/<version>/          an installed capability: manifest.json, component.wasm,
 //!                              wit/, bundled data, install-receipt.json
 //! ```
@@ -40,7 +41,27 @@ impl Capabilities {
             .with_context(|| format!("{}", path.display()))?;
         lock.lock()
             .with_context(|| format!("locking {}", path.display()))?;
-        Ok(Self { root, _lock: lock })
+        let caps = Self { root, _lock: lock };
+        caps.sweep();
+        Ok(caps)
+    }
+
+    /// Deletes staging directories a crashed install or review left: with
+    /// the lock held, no other process is using one. (`.removing-*`
+    /// directories are left alone: the version they held may still be
+    /// recorded; `hcp remove` forgets it.)
+    fn sweep(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with(".staging-")
+                && entry.file_type().is_ok_and(|t| t.is_dir())
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     /// Where `name@version` lives once installed.
