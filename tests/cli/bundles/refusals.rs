@@ -8,13 +8,15 @@ use super::*;
 fn signatures_that_do_not_hold_are_refused() {
     let lab = Lab::new();
     let bundle = lab.trivial("1.0.0", json!({}));
-    // Untrusted publisher.
-    lab.refused(
-        &bundle,
-        &[],
-        "publisher \"acme\" (key <key-id>) is not trusted on this host; get the publisher's \
-         public key from the publisher and add it with `hcp trust add acme <public key>`",
-    );
+    // Untrusted publisher: --allow-unsigned does not help a signed bundle.
+    for flags in [&[][..], &["--allow-unsigned"][..]] {
+        lab.refused(
+            &bundle,
+            flags,
+            "publisher \"acme\" (key <key-id>) is not trusted on this host; get the publisher's \
+             public key from the publisher and add it with `hcp trust add acme <public key>`",
+        );
+    }
     lab.trust("acme");
     // Tampered component: one byte appended, signature kept.
     let out = lab.work.path().join("tampered-component.hcpb");
