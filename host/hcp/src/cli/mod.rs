@@ -8,6 +8,7 @@
     reason = "the command line's answers go to stdout"
 )]
 
+mod hid;
 mod keys;
 mod manifest;
 mod run;
@@ -74,6 +75,10 @@ pub enum Command {
     /// Tasks waiting for an operator's decision.
     #[command(subcommand)]
     Approvals(tasks::ApprovalsCommand),
+    /// HID mediation: the operator's commands (through `hcp serve`), the
+    /// session log, the simulated executor.
+    #[command(subcommand)]
+    Hid(hid::HidCommand),
     /// Artifacts by their hcp:// URI.
     #[command(subcommand)]
     Artifacts(tasks::ArtifactsCommand),
@@ -109,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
         Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
+        Command::Hid(cmd) => hid::run(&paths, cmd),
     });
     match result {
         Ok(code) => code,
