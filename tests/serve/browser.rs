@@ -323,4 +323,48 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
             .find(&format!("#approvals tr[data-task='{hostile_task}']"))
             .is_some()
     );
+
+    // HID: the mode switch, and a proposal whose text looks like a secret,
+    // shown with its warning and rejected with a reason.
+    assert_eq!(
+        browser.text(&browser.wait_for("#hid-mode", Duration::from_secs(5))),
+        "OBSERVE"
+    );
+    browser.click(&browser.wait_for("button.mode[data-mode='SUGGEST']", Duration::from_secs(5)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while server.get("/v1/hid", Some(OPERATOR)).1["mode"] != "SUGGEST" {
+        assert!(Instant::now() < deadline, "the mode did not change");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut secret = with_id(example("hid-assistant"), "msg-hid-browser");
+    secret["payload"]["inputs"]["steps"] = json!([
+        {"action_type": "TYPE_TEXT", "payload": {"text": "api_key=sk_live_0123456789abcdefghij"}, "rationale": "paste the vendor key into the instrument's licence dialog"}
+    ]);
+    let (status, accepted, hid_task) = server.post("/v1/tasks", ALPHA, &secret);
+    assert_eq!(status, 200, "{accepted}");
+    let hid_task = hid_task.expect("task id");
+    let row = browser.wait_for("#proposals tr[data-proposal]", Duration::from_secs(30));
+    let shown = browser.text(&row);
+    assert!(shown.contains("credential warning"), "{shown}");
+    assert!(shown.contains("licence dialog"), "{shown}");
+    let reason = browser.wait_for(
+        "#proposals tr[data-proposal] input.reason",
+        Duration::from_secs(5),
+    );
+    browser.type_into(&reason, "secrets are entered by hand");
+    browser.click(&browser.wait_for(
+        "#proposals tr[data-proposal] button.reject",
+        Duration::from_secs(5),
+    ));
+    let result = server.wait_result(&hid_task, ALPHA);
+    assert_eq!(
+        result["payload"]["outputs"]["steps"][0]["outcome"], "rejected",
+        "{result}"
+    );
+    assert!(
+        result["payload"]["outputs"]["steps"][0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("secrets are entered by hand")),
+        "{result}"
+    );
 }

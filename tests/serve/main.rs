@@ -6,6 +6,7 @@
 //! durability across SIGKILL.
 
 mod browser;
+mod hid;
 
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::{REPO_ROOT, cache_dir};
@@ -23,7 +24,11 @@ const OPERATOR: &str = "demo-token-operator-lab-01-not-a-secret";
 fn lab() -> tempfile::TempDir {
     let data = tempfile::tempdir().expect("tempdir");
     let host = Host::open(paths(data.path()), HostConfig::default()).expect("host");
-    for plugin in ["document-analysis", "cvd-material-synthesis"] {
+    for plugin in [
+        "document-analysis",
+        "cvd-material-synthesis",
+        "hid-assistant",
+    ] {
         host.install_manifest(
             &Path::new(REPO_ROOT)
                 .join("plugins")
@@ -55,6 +60,10 @@ struct Server {
 
 impl Server {
     fn start(data: &Path) -> Self {
+        Self::start_with(data, &[])
+    }
+
+    fn start_with(data: &Path, extra: &[&str]) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -68,6 +77,7 @@ impl Server {
                 "--shutdown-grace",
                 "PT20S",
             ])
+            .args(extra)
             .env("HCP_DATA_DIR", data)
             .env("HCP_CACHE_DIR", cache_dir())
             .env("HCP_LOG", "info")
@@ -542,6 +552,12 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         "/v1/approvals/{id}",
         "/v1/whoami",
         "/healthz",
+        "/v1/hid",
+        "/v1/hid/mode",
+        "/v1/hid/rearm",
+        "/v1/hid/proposals",
+        "/v1/hid/proposals/{id}",
+        "/v1/hid/log/verify",
     ] {
         assert!(
             kept["paths"].get(path).is_some(),

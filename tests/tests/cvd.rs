@@ -45,6 +45,7 @@ fn request(session: &str, inputs: Value, resume: Option<ResumeFrom>) -> TaskRequ
         data_classification: DataClass::T2,
         deadline: Duration::from_secs(60),
         envelope: serde_json::from_value(manifest["safety_envelope"].clone()).expect("envelope"),
+        hid: None,
     }
 }
 

@@ -98,6 +98,7 @@ impl Probe {
             data_classification: DataClass::T1,
             deadline,
             envelope: Default::default(),
+            hid: None,
         };
         self.prepared.run(request, self.store.clone()).await
     }

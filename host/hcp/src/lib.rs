@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod hid;
 pub mod hostkey;
 pub mod install;
 pub mod lifecycle;

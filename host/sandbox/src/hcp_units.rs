@@ -27,6 +27,8 @@ pub(crate) struct HcpCtx {
     pub(crate) risk_events: Vec<String>,
     /// The granted instruments behind the session's envelope guard.
     pub(crate) instruments: hcp_instruments::session::Session,
+    /// The HID mediator, when `grants.devices` names `hid`.
+    pub(crate) hid: Option<crate::hid_unit::HidLink>,
 }
 
 pub(crate) struct HcpData;

@@ -75,6 +75,8 @@ pub struct TaskRequest {
     /// The session's effective safety envelope: the manifest's, tightened by
     /// the operator's policy. Every instrument command is checked against it.
     pub envelope: hcp_contracts::manifest::SafetyEnvelope,
+    /// The host's HID mediator; needed when `grants.devices` names `hid`.
+    pub hid: Option<std::sync::Arc<dyn crate::HidBroker>>,
 }
 
 /// How a task ended.
@@ -195,6 +197,17 @@ pub(crate) fn state(
 ) -> Result<TaskState, String> {
     let wasi = wasi_ctx(manifest, &log, &net)?;
     let instruments = instruments(manifest, request)?;
+    let hid = if manifest.grants.devices.iter().any(|d| d == "hid") {
+        let broker = request.hid.clone().ok_or_else(|| {
+            "the hid device is granted but this host runs no HID mediator".to_owned()
+        })?;
+        Some(crate::hid_unit::HidLink {
+            broker,
+            deadline: std::time::Instant::now() + request.deadline,
+        })
+    } else {
+        None
+    };
     Ok(TaskState {
         wasi,
         table: ResourceTable::new(),
@@ -216,6 +229,7 @@ pub(crate) fn state(
             host_calls: 0,
             risk_events: Vec::new(),
             instruments,
+            hid,
         },
     })
 }

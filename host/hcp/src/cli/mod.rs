@@ -9,6 +9,7 @@
 )]
 
 mod bundle;
+mod hid;
 mod installed;
 mod keys;
 mod manifest;
@@ -94,6 +95,10 @@ pub enum Command {
     /// Tasks waiting for an operator's decision.
     #[command(subcommand)]
     Approvals(tasks::ApprovalsCommand),
+    /// HID mediation: the operator's commands (through `hcp serve`), the
+    /// session log, the simulated executor.
+    #[command(subcommand)]
+    Hid(hid::HidCommand),
     /// Artifacts by their hcp:// URI.
     #[command(subcommand)]
     Artifacts(tasks::ArtifactsCommand),
@@ -136,6 +141,7 @@ pub fn main() -> ExitCode {
         Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
         Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
+        Command::Hid(cmd) => hid::run(&paths, cmd),
     });
     match result {
         Ok(code) => code,

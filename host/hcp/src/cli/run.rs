@@ -158,6 +158,8 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             .unwrap_or(DataClass::T1),
         deadline: lifecycle::deadline(&manifest, &submit),
         envelope: manifest.doc.safety_envelope.clone(),
+        // `hcp run` is one task on its own: no operator, no HID mediator.
+        hid: None,
     };
     let rt = runtime()?;
     let run = rt.block_on(async {

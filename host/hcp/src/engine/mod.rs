@@ -43,6 +43,8 @@ pub struct HostConfig {
     /// The time the gate decides at (contextual rules such as unattended
     /// hours depend on it). `None`: the system clock. Tests pin it.
     pub gate_clock: Option<time::OffsetDateTime>,
+    /// The HID executor's serial port (only `hcp serve` opens one).
+    pub hid_device: Option<hcp_hid::device::DeviceConfig>,
 }
 
 impl Default for HostConfig {
@@ -50,6 +52,7 @@ impl Default for HostConfig {
         Self {
             approval_ttl: Duration::from_secs(3600),
             gate_clock: None,
+            hid_device: None,
         }
     }
 }
@@ -70,6 +73,8 @@ pub struct Host {
     /// one at a time, so a duplicate that arrives with the original gets the
     /// original's answer.
     submit_locks: Vec<Mutex<()>>,
+    /// The HID mediator of this process.
+    pub hid: Arc<crate::hid::HidService>,
 }
 
 /// Stripes of [`Host::submit_locks`].
@@ -103,7 +108,12 @@ impl Host {
             cache_dir: Some(paths.cache_dir.clone()),
             ..SandboxConfig::default()
         })?;
+        let hid = Arc::new(crate::hid::HidService::start(
+            &paths.data_dir,
+            config.hid_device.clone(),
+        )?);
         Ok(Self {
+            hid,
             paths,
             config,
             store,

@@ -159,6 +159,7 @@ impl Host {
             data_classification: admission.data_classification,
             deadline,
             envelope: admission.envelope.envelope.clone(),
+            hid: Some(self.hid.clone()),
         };
         let prepared = self.prepared(installed).await?;
         let store: Arc<dyn TaskStore> = self.store.clone();

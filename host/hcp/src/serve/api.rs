@@ -39,6 +39,12 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/artifacts/{session}/{name}", get(artifact))
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/hid", get(super::hid_api::status))
+        .route("/v1/hid/mode", post(super::hid_api::set_mode))
+        .route("/v1/hid/rearm", post(super::hid_api::rearm))
+        .route("/v1/hid/proposals", get(super::hid_api::proposals))
+        .route("/v1/hid/proposals/{id}", post(super::hid_api::decide))
+        .route("/v1/hid/log/verify", get(super::hid_api::verify_log))
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -79,7 +85,10 @@ fn caller<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, Ap
         .ok_or_else(|| ApiError::unauthorized("unknown credential"))
 }
 
-fn operator<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
+pub(crate) fn operator<'a>(
+    state: &'a AppState,
+    headers: &HeaderMap,
+) -> Result<&'a Caller, ApiError> {
     let c = caller(state, headers)?;
     if !c.is_operator() {
         return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
@@ -99,7 +108,10 @@ fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, 
     Ok(task)
 }
 
-fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+pub(crate) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())

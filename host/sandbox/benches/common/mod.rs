@@ -23,6 +23,7 @@ pub(crate) fn request(inputs: Value) -> TaskRequest {
         data_classification: DataClass::T1,
         deadline: Duration::from_secs(60),
         envelope: Default::default(),
+        hid: None,
     }
 }
 
