@@ -69,7 +69,11 @@ fn fixtures_check_or_match_their_golden_errors() {
 fn the_shipped_file_loads_and_admits_the_examples() {
     let policy = InstallPolicy::load(&repo().join("policies")).unwrap_or_else(|e| panic!("{e}"));
     assert!(policy.hash().starts_with("sha256:") && policy.hash().len() == 71);
-    for plugin in ["document-analysis", "cvd-material-synthesis"] {
+    for plugin in [
+        "document-analysis",
+        "cvd-material-synthesis",
+        "hid-assistant",
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut doc = read_json(&repo().join("plugins").join(plugin).join("manifest.json"));
         // The component is not built here: any component will do.

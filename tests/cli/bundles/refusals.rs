@@ -260,13 +260,13 @@ fn world_versions_policy_and_surface_are_checked() {
     }
     // Beyond the install policy (policies/install.json): R5, a directory
     // outside its roots, a forbidden destination, one it does not list, an
-    // undeclared device.
+    // environment variable it does not list.
     let risky = resigned(&lab, &good, "risky.hcpb", |m| {
         m["capability"]["safety"]["risk_ceiling"] = json!("R5");
         m["grants"] = json!({
             "filesystem": [{"path": "/etc", "access": "read-only"}],
             "network": [{"host": "169.254.169.254", "port": 80}, {"host": "example.org", "port": 443}],
-            "devices": ["hid"]
+            "env": ["AWS_SECRET_ACCESS_KEY"]
         });
     });
     lab.refused(
@@ -278,7 +278,7 @@ fn world_versions_policy_and_surface_are_checked() {
          (/srv/hcp/shared read-only, /srv/hcp/scratch read-write)\n  \
          grants.network[0] 169.254.169.254:80 is forbidden (network.deny \"169.254.169.254\")\n  \
          grants.network[1] example.org:443 is not a destination this host admits (network.allow)\n  \
-         grants.devices[0] hid is not admitted (devices lists nothing)",
+         grants.env[0] AWS_SECRET_ACCESS_KEY is not admitted (env lists nothing)",
     );
     // An invalid manifest (a grant of a directory that does not exist).
     let missing = resigned(&lab, &good, "missing-dir.hcpb", |m| {

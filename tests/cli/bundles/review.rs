@@ -7,7 +7,11 @@ use super::*;
 fn review_of_each_example_bundle() {
     let lab = Lab::new();
     lab.trust("hcp-examples");
-    for plugin in ["document-analysis", "cvd-material-synthesis"] {
+    for plugin in [
+        "document-analysis",
+        "cvd-material-synthesis",
+        "hid-assistant",
+    ] {
         let bundle = lab.example(plugin);
         // Text, for a terminal.
         let out = lab.hcp.run(&["review", s(&bundle)]);
