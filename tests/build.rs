@@ -11,7 +11,14 @@ use std::process::Command;
 
 /// (workspace relative to the repository root, its members producing components)
 const WORKSPACES: &[(&str, &[&str])] = &[
-    ("plugins", &["document-analysis", "cvd-material-synthesis"]),
+    (
+        "plugins",
+        &[
+            "document-analysis",
+            "cvd-material-synthesis",
+            "hid-assistant",
+        ],
+    ),
     (
         "tests/guests",
         &["probe", "trivial", "undeclared-import", "no-run-export"],

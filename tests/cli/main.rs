@@ -5,6 +5,8 @@
 //! (`BLESS=1` rewrites them); machine-specific paths and digests are
 //! replaced by placeholders before comparing.
 
+mod bundles;
+
 use hcp_contracts::message::{Envelope, MessageType};
 use hcp_tests::{ManifestBuilder, REPO_ROOT, cache_dir, http_server};
 use serde_json::{Value, json};

@@ -447,6 +447,7 @@ async fn approvals_expire_and_rejections_are_answered() {
     let hurried = lab_with(HostConfig {
         gate_clock: Some(weekday_morning()),
         approval_ttl: Duration::from_millis(1),
+        ..HostConfig::default()
     });
     let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
     std::thread::sleep(Duration::from_millis(20));

@@ -73,6 +73,7 @@ fn request_under(
         data_classification: DataClass::T2,
         deadline,
         envelope,
+        hid: None,
     }
 }
 

@@ -107,6 +107,7 @@ impl Probe {
                 &Default::default(),
                 Arc::new(NoReceipts),
             ),
+            hid: None,
         };
         self.prepared.run(request, self.store.clone()).await
     }

@@ -100,6 +100,7 @@ async fn run(w: &World, sink: Arc<dyn VerdictSink>, actions: Value) -> TaskRun {
             sink,
         ),
         envelope,
+        hid: None,
     };
     w.prepared.run(request, Arc::new(MemoryStore::new())).await
 }

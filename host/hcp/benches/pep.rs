@@ -220,6 +220,7 @@ fn request(session: &str, governor: Arc<dyn Governor>) -> TaskRequest {
         data_classification: DataClass::T1,
         deadline: Duration::from_secs(600),
         envelope: Default::default(),
+        hid: None,
     }
 }
 

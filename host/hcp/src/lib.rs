@@ -7,7 +7,9 @@
 pub mod cli;
 pub mod engine;
 pub mod evidence;
+pub mod hid;
 pub mod hostkey;
+pub mod install;
 pub mod lifecycle;
 pub mod seal;
 pub mod serve;

@@ -29,6 +29,8 @@ pub(crate) struct HcpCtx {
     pub(crate) instruments: hcp_instruments::session::Session,
     /// The task's policy enforcement point.
     pub(crate) pep: Pep,
+    /// The HID mediator, when `grants.devices` names `hid`.
+    pub(crate) hid: Option<crate::hid_unit::HidLink>,
 }
 
 pub(crate) struct HcpData;

@@ -27,6 +27,7 @@ mod bindings;
 mod engine;
 mod fs;
 mod hcp_units;
+mod hid_unit;
 mod instrument_unit;
 mod limits;
 mod net;
@@ -39,6 +40,7 @@ pub mod tasklog;
 pub use audit::SurfaceReport;
 pub use engine::{EngineError, SandboxConfig};
 pub use hcp_units::reason_name;
+pub use hid_unit::{HidBroker, HidOutcome, HidRefusal};
 pub use prepare::PrepareError;
 pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
@@ -289,6 +291,12 @@ impl PreparedCapability {
                 ..f
             }),
         };
+        // The session is over: its undecided HID proposals are withdrawn.
+        if let Some(link) = hcp.hid.take() {
+            let session = hcp.meta.session_id.clone();
+            let _ = tokio::task::spawn_blocking(move || link.broker.close(&session)).await;
+        }
+        let hcp = &mut store.data_mut().hcp;
         let mut risk_events = std::mem::take(&mut hcp.risk_events);
         if let RunResult::Failed(f) = &result
             && f.code == ErrorCode::Timeout

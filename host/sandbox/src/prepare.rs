@@ -194,6 +194,9 @@ pub(crate) fn linker(
     if !grants.instruments.is_empty() {
         hcp::instrument::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
     }
+    if grants.devices.iter().any(|d| d == "hid") {
+        hcp::hid::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    }
     if grants.grants_names() {
         sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
             GovernedLookup {

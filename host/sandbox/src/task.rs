@@ -83,6 +83,8 @@ pub struct TaskRequest {
     /// passes it before dispatch (see [`crate::pep`]). Hosts use a
     /// [`crate::pep::PolicyGovernor`] whose sink records receipts.
     pub governor: Arc<dyn Governor>,
+    /// The host's HID mediator; needed when `grants.devices` names `hid`.
+    pub hid: Option<std::sync::Arc<dyn crate::HidBroker>>,
 }
 
 /// How a task ended.
@@ -208,6 +210,17 @@ pub(crate) fn state(
 ) -> Result<TaskState, String> {
     let wasi = wasi_ctx(manifest, &log, &net, &pep)?;
     let instruments = instruments(manifest, request)?;
+    let hid = if manifest.grants.devices.iter().any(|d| d == "hid") {
+        let broker = request.hid.clone().ok_or_else(|| {
+            "the hid device is granted but this host runs no HID mediator".to_owned()
+        })?;
+        Some(crate::hid_unit::HidLink {
+            broker,
+            deadline: std::time::Instant::now() + request.deadline,
+        })
+    } else {
+        None
+    };
     Ok(TaskState {
         wasi,
         table: ResourceTable::new(),
@@ -230,6 +243,7 @@ pub(crate) fn state(
             risk_events: Vec::new(),
             instruments,
             pep,
+            hid,
         },
         fs_paths: FsPaths::default(),
     })

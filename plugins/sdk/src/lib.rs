@@ -303,6 +303,54 @@ pub mod instrument {
     }
 }
 
+/// Keyboard and mouse actions on a lab machine, proposed to an operator
+/// (`grants.devices: ["hid"]`). The guest never reaches the device: it
+/// proposes, an operator decides, the host executes (only in EXECUTE mode).
+pub mod hid {
+    use crate::HostError;
+    use crate::bindings::hcp::capability::hid as wit;
+
+    pub use wit::{Action, MouseButton, Movement, Outcome};
+
+    /// Proposes `action` with a `rationale` for the operator; returns the
+    /// proposal's id.
+    ///
+    /// # Errors
+    ///
+    /// A bound broken (`invalid-argument` names it), or too many proposals
+    /// of this task waiting (`denied(budget-exceeded)`).
+    pub fn propose(action: &Action, rationale: &str) -> Result<String, HostError> {
+        wit::propose(action, rationale)
+    }
+
+    /// Waits up to `timeout_ms` for the outcome of `proposal_id`
+    /// (`Outcome::Pending` when the time ran out first).
+    ///
+    /// # Errors
+    ///
+    /// Not a proposal of this task.
+    pub fn wait(proposal_id: &str, timeout_ms: u32) -> Result<Outcome, HostError> {
+        wit::wait(proposal_id, timeout_ms)
+    }
+
+    /// Waits for the outcome until `deadline_ms` have passed in total,
+    /// `step_ms` at a time.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`].
+    pub fn wait_decided(proposal_id: &str, deadline_ms: u64, step_ms: u32) -> Result<Outcome, HostError> {
+        let mut waited: u64 = 0;
+        loop {
+            let outcome = wait(proposal_id, step_ms)?;
+            waited += u64::from(step_ms);
+            if !matches!(outcome, Outcome::Pending) || waited >= deadline_ms {
+                return Ok(outcome);
+            }
+        }
+    }
+}
+
 /// Runs `f` on the task: the glue behind [`export_capability!`].
 #[doc(hidden)]
 pub fn __run<I, O>(

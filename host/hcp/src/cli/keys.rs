@@ -40,6 +40,12 @@ pub(super) fn run(paths: &Paths, cmd: KeysCommand) -> Outcome {
             println!("public    {}", id.key.public());
         }
         KeysCommand::Generate { out } => {
+            if out.exists() {
+                anyhow::bail!(
+                    "{} exists already: a key file is never replaced",
+                    out.display()
+                );
+            }
             let key = HostKey::generate()?;
             key.save(&out)?;
             println!("key id    {}", key.key_id());

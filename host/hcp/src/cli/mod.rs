@@ -8,14 +8,19 @@
     reason = "the command line's answers go to stdout"
 )]
 
+mod bundle;
 mod evidence;
+mod hid;
+mod installed;
 mod keys;
 mod manifest;
 mod replay;
+mod review;
 mod run;
 mod serve;
 mod surface;
 mod tasks;
+mod trust;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -71,6 +76,22 @@ pub enum Command {
     Evidence(evidence::EvidenceCommand),
     /// Re-derive every verdict of an evidence pack from its recorded policy.
     Replay(replay::ReplayArgs),
+    /// Pack a plugin into a bundle (.hcpb); sign a bundle.
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
+    /// The publishers whose signed bundles this host installs.
+    #[command(subcommand)]
+    Trust(trust::TrustCommand),
+    /// Check a bundle and install it (exit 1 when refused).
+    Install(installed::InstallArgs),
+    /// List installed capabilities.
+    List(installed::ListArgs),
+    /// Show an installed capability and check its install receipt.
+    Inspect(installed::InspectArgs),
+    /// Remove an installed capability version.
+    Remove(installed::RemoveArgs),
+    /// Review a bundle without installing it (exit 1 unless installable).
+    Review(review::ReviewArgs),
     /// Serve the HTTP API and the operator's page.
     Serve(serve::ServeArgs),
     /// Submit a task_submit through the admission gate (and run it).
@@ -81,6 +102,10 @@ pub enum Command {
     /// Tasks waiting for an operator's decision.
     #[command(subcommand)]
     Approvals(tasks::ApprovalsCommand),
+    /// HID mediation: the operator's commands (through `hcp serve`), the
+    /// session log, the simulated executor.
+    #[command(subcommand)]
+    Hid(hid::HidCommand),
     /// Artifacts by their hcp:// URI.
     #[command(subcommand)]
     Artifacts(tasks::ArtifactsCommand),
@@ -113,11 +138,19 @@ pub fn main() -> ExitCode {
         Command::Keys(cmd) => keys::run(&paths, cmd),
         Command::Evidence(cmd) => evidence::run(&paths, cmd),
         Command::Replay(args) => replay::run(&args),
+        Command::Bundle(cmd) => bundle::run(&paths, cmd),
+        Command::Trust(cmd) => trust::run(&paths, cmd),
+        Command::Install(args) => installed::install(&paths, args),
+        Command::List(args) => installed::list(&paths, args),
+        Command::Inspect(args) => installed::inspect(&paths, args),
+        Command::Remove(args) => installed::remove(&paths, args),
+        Command::Review(args) => review::run(&paths, args),
         Command::Serve(args) => serve::run(&paths, args),
         Command::Submit(args) => tasks::submit(&paths, args),
         Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
         Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
+        Command::Hid(cmd) => hid::run(&paths, cmd),
     });
     match result {
         Ok(code) => code,

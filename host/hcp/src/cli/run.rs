@@ -197,6 +197,8 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
         deadline,
         envelope: manifest.doc.safety_envelope.clone(),
         governor,
+        // `hcp run` is one task on its own: no operator, no HID mediator.
+        hid: None,
     };
     let rt = runtime()?;
     let run = rt.block_on(async {

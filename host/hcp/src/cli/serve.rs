@@ -28,9 +28,17 @@ pub struct ServeArgs {
     /// How long running tasks may take to finish on shutdown (ISO 8601).
     #[arg(long, default_value = "PT30S")]
     shutdown_grace: String,
+    /// The HID executor's serial port (e.g. /dev/ttyACM0, or the path `hcp
+    /// hid sim` prints). Without it HID proposals are recorded and decided
+    /// but EXECUTE cannot be armed.
+    #[arg(long, env = "HCP_HID_DEVICE", value_name = "PATH")]
+    hid_device: Option<String>,
+    /// How long to wait for each of the executor's answers (ISO 8601).
+    #[arg(long, default_value = "PT1S")]
+    hid_answer_timeout: String,
 }
 
-async fn stop_signal() {
+pub(super) async fn stop_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -62,6 +70,13 @@ pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
     };
     let approval_ttl = duration("approval-ttl", &args.approval_ttl)?;
     let shutdown_grace = duration("shutdown-grace", &args.shutdown_grace)?;
+    let hid_device = match args.hid_device {
+        Some(path) => Some(hcp_hid::device::DeviceConfig {
+            answer_timeout: duration("hid-answer-timeout", &args.hid_answer_timeout)?,
+            ..hcp_hid::device::DeviceConfig::new(path)
+        }),
+        None => None,
+    };
     let host = Arc::new(Host::open(
         HostPaths {
             data_dir: paths.data_dir.clone(),
@@ -70,6 +85,7 @@ pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
         },
         HostConfig {
             approval_ttl,
+            hid_device,
             ..HostConfig::default()
         },
     )?);

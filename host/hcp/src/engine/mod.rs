@@ -22,14 +22,13 @@ mod runner;
 pub use gate::{Auth, Submission, job_status};
 
 use crate::evidence::Recorder;
-use crate::hostkey;
+use crate::hostkey::{self, HostIdentity};
 use crate::store::{Installed, Store};
 use crate::token::TokenKeys;
 use anyhow::{Context as _, Result};
 use hcp_contracts::manifest::Manifest;
 use hcp_policy::PolicySet;
 use hcp_sandbox::{PreparedCapability, Sandbox, SandboxConfig};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -55,6 +54,8 @@ pub struct HostConfig {
     /// The time the gate decides at (contextual rules such as unattended
     /// hours depend on it). `None`: the system clock. Tests pin it.
     pub gate_clock: Option<time::OffsetDateTime>,
+    /// The HID executor's serial port (only `hcp serve` opens one).
+    pub hid_device: Option<hcp_hid::device::DeviceConfig>,
 }
 
 impl Default for HostConfig {
@@ -62,6 +63,7 @@ impl Default for HostConfig {
         Self {
             approval_ttl: Duration::from_secs(3600),
             gate_clock: None,
+            hid_device: None,
         }
     }
 }
@@ -75,7 +77,7 @@ pub struct Host {
     /// The operator's policies.
     pub policy: Arc<PolicySet>,
     sandbox: Sandbox,
-    host_id: String,
+    identity: HostIdentity,
     tokens: TokenKeys,
     /// Receipts of every decision.
     pub(crate) recorder: Recorder,
@@ -86,6 +88,8 @@ pub struct Host {
     /// one at a time, so a duplicate that arrives with the original gets the
     /// original's answer.
     submit_locks: Vec<Mutex<()>>,
+    /// The HID mediator of this process.
+    pub hid: Arc<crate::hid::HidService>,
 }
 
 /// Stripes of [`Host::submit_locks`].
@@ -94,7 +98,7 @@ const SUBMIT_STRIPES: usize = 64;
 impl std::fmt::Debug for Host {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Host")
-            .field("host_id", &self.host_id)
+            .field("host_id", &self.identity.host_id)
             .field("paths", &self.paths)
             .finish_non_exhaustive()
     }
@@ -115,24 +119,30 @@ impl Host {
         );
         let identity = hostkey::load_or_init(&paths.data_dir)?;
         let tokens = TokenKeys::from_host_key(&identity.key, &identity.host_id)?;
-        let host_id = identity.host_id.clone();
         let policy_sources = serde_json::to_string(policy.sources())?;
+        // The receipt log signs with the same key, loaded once more: the
+        // log owns its copy.
         let recorder = Recorder::open(
             store.clone(),
-            identity,
+            hostkey::load(&paths.data_dir)?,
             hcp_receipts::SigningPolicy::default(),
         )?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: Some(paths.cache_dir.clone()),
             ..SandboxConfig::default()
         })?;
+        let hid = Arc::new(crate::hid::HidService::start(
+            &paths.data_dir,
+            config.hid_device.clone(),
+        )?);
         Ok(Self {
+            hid,
             paths,
             config,
             store,
             policy,
             sandbox,
-            host_id,
+            identity,
             tokens,
             recorder,
             policy_sources,
@@ -143,7 +153,7 @@ impl Host {
 
     /// This host's id.
     pub fn host_id(&self) -> &str {
-        &self.host_id
+        &self.identity.host_id
     }
 
     /// The session-token keys.
@@ -215,67 +225,17 @@ impl Host {
         self.prepared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Installs a capability from a pinned manifest without a bundle (local
-    /// development: recorded as unsigned). Copies the manifest and component
-    /// into the data directory so later edits of the source do not change
-    /// what runs.
+    /// Installs a capability from its manifest without a bundle (local
+    /// development and tests: recorded as unsigned, with a host-signed
+    /// install receipt; see [`crate::install::install_manifest`]). Copies
+    /// the manifest and component into the data directory so later edits
+    /// of the source do not change what runs.
     ///
     /// # Errors
     ///
     /// The manifest is invalid, its imports exceed its grants, or that
     /// version is installed already.
     pub fn install_manifest(&self, manifest_path: &Path) -> Result<Installed> {
-        let manifest =
-            hcp_contracts::manifest::load(manifest_path, hcp_contracts::LoadOptions::default())?;
-        let report = self.sandbox.audit(&manifest)?;
-        if !report.allowed {
-            anyhow::bail!("{}", hcp_sandbox::PrepareError::Refused(Box::new(report)));
-        }
-        let dir = self
-            .paths
-            .data_dir
-            .join("capabilities")
-            .join(manifest.name())
-            .join(manifest.version.to_string());
-        if dir.exists() {
-            anyhow::bail!("{} is already installed", manifest.id());
-        }
-        std::fs::create_dir_all(&dir).with_context(|| format!("{}", dir.display()))?;
-        let result = (|| -> Result<Installed> {
-            std::fs::write(dir.join("component.wasm"), &*manifest.component.bytes)?;
-            let mut doc = serde_json::to_value(&manifest.doc)?;
-            doc["component"]["path"] = "component.wasm".into();
-            doc["component"]["digest"] = manifest.component.digest.clone().into();
-            // Grant paths were resolved against the source manifest's
-            // directory: keep them absolute.
-            if let Some(fs) = doc
-                .get_mut("grants")
-                .and_then(|g| g.get_mut("filesystem"))
-                .and_then(Value::as_array_mut)
-            {
-                for (grant, resolved) in fs.iter_mut().zip(&manifest.grants.filesystem) {
-                    grant["path"] = resolved.host_path.display().to_string().into();
-                    grant["guest_path"] = resolved.guest_path.clone().into();
-                }
-            }
-            std::fs::write(dir.join("manifest.json"), serde_json::to_vec_pretty(&doc)?)?;
-            let installed = Installed {
-                name: manifest.name().to_owned(),
-                version: manifest.version.clone(),
-                dir: dir.clone(),
-                digest: manifest.component.digest.clone(),
-                publisher: None,
-                unsigned: true,
-                installed_at: hcp_contracts::message::now_rfc3339(),
-            };
-            // Check the copy loads before recording it.
-            self.manifest(&installed)?;
-            self.store.record_install(&installed)?;
-            Ok(installed)
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-        result
+        crate::install::install_manifest(&self.store, &self.sandbox, &self.identity, manifest_path)
     }
 }

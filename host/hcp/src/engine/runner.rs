@@ -193,6 +193,7 @@ impl Host {
             deadline,
             envelope: admission.envelope.envelope.clone(),
             governor,
+            hid: Some(self.hid.clone()),
         };
         let prepared = self.prepared(installed).await;
         let run = match prepared {

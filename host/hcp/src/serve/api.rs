@@ -39,6 +39,12 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/artifacts/{session}/{name}", get(artifact))
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/hid", get(super::hid_api::status))
+        .route("/v1/hid/mode", post(super::hid_api::set_mode))
+        .route("/v1/hid/rearm", post(super::hid_api::rearm))
+        .route("/v1/hid/proposals", get(super::hid_api::proposals))
+        .route("/v1/hid/proposals/{id}", post(super::hid_api::decide))
+        .route("/v1/hid/log/verify", get(super::hid_api::verify_log))
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -79,7 +85,10 @@ fn caller<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, Ap
         .ok_or_else(|| ApiError::unauthorized("unknown credential"))
 }
 
-fn operator<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
+pub(crate) fn operator<'a>(
+    state: &'a AppState,
+    headers: &HeaderMap,
+) -> Result<&'a Caller, ApiError> {
     let c = caller(state, headers)?;
     if !c.is_operator() {
         return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
@@ -99,7 +108,10 @@ fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, 
     Ok(task)
 }
 
-fn json_body(headers: &HeaderMap, body: Result<Bytes, BytesRejection>) -> Result<Value, ApiError> {
+pub(crate) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, ApiError> {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -132,17 +144,17 @@ async fn submit(
 ) -> Result<Response, ApiError> {
     let token = bearer(&headers)?.to_owned();
     let message = json_body(&headers, body)?;
-    let envelope =
-        Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
-    if envelope.kind != MessageType::TaskSubmit {
+    // The type first: any other HCP message is a wrong type, whatever its
+    // payload.
+    if let Some(kind) = message.get("type").and_then(Value::as_str)
+        && kind != MessageType::TaskSubmit.as_str()
+    {
         return Err(ApiError::bad_request(
             "wrong_message_type",
-            format!(
-                "POST /v1/tasks takes task_submit, not {}",
-                envelope.kind.as_str()
-            ),
+            format!("POST /v1/tasks takes task_submit, not {kind:?}"),
         ));
     }
+    Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
     let host = state.host.clone();
     let submission =
         tokio::task::spawn_blocking(move || host.submit(&message, Auth::Bearer(&token)))
@@ -167,7 +179,25 @@ async fn submit(
         }
         _ => StatusCode::ACCEPTED,
     };
-    Ok((status, Json(answer)).into_response())
+    let mut response = (status, Json(answer)).into_response();
+    // The body is the HCP message as the seed defines it; where to follow
+    // the task travels in headers.
+    if let Some(id) = &submission.task_id {
+        let h = response.headers_mut();
+        if let Ok(v) = format!("/v1/tasks/{id}").parse() {
+            h.insert(header::LOCATION, v);
+        }
+        if let Ok(v) = id.parse() {
+            h.insert("x-hcp-task-id", v);
+        }
+        if submission.duplicate {
+            h.insert(
+                "x-hcp-duplicate",
+                axum::http::HeaderValue::from_static("true"),
+            );
+        }
+    }
+    Ok(response)
 }
 
 #[derive(Debug, Deserialize)]
@@ -271,9 +301,11 @@ async fn events(
     let who = caller(&state, &headers)?;
     visible_task(&state, who, &id)?;
     let store = state.host.store.clone();
+    let mut changes = store.task_changes();
     let stream = async_stream::stream! {
         let mut last: Option<(String, String)> = None;
         loop {
+            changes.borrow_and_update();
             let task = match store.task(&id) {
                 Ok(Some(t)) => t,
                 _ => break,
@@ -290,7 +322,9 @@ async fn events(
                     break;
                 }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // Woken by this process's changes; the timeout catches changes
+            // made by another process (the command line) on the same data.
+            let _ = tokio::time::timeout(Duration::from_secs(1), changes.changed()).await;
         }
     };
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))

@@ -10,6 +10,7 @@
 
 mod api;
 mod error;
+mod hid_api;
 
 use crate::engine::Host;
 use anyhow::{Context as _, Result};
@@ -121,11 +122,28 @@ pub async fn serve(
     Ok(())
 }
 
-/// Every second: expire approvals, start queued tasks.
+/// Every second: expire approvals, start queued tasks; every five, while
+/// HID execution is armed, ask the executor for its status (a disabled kill
+/// switch or a silent device halts execution).
 async fn maintain(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut ticks: u64 = 0;
     loop {
         tick.tick().await;
+        ticks += 1;
+        if ticks.is_multiple_of(5)
+            && matches!(
+                state.host.hid.mediator().status().execution,
+                hcp_hid::mediator::Execution::Armed { .. }
+            )
+        {
+            let hid = state.host.hid.clone();
+            if let Ok(Err(e)) =
+                tokio::task::spawn_blocking(move || hid.mediator().check_device()).await
+            {
+                tracing::error!("HID device check: {e}");
+            }
+        }
         let host = state.host.clone();
         let queued = tokio::task::spawn_blocking(move || -> Result<Vec<String>> {
             host.expire_approvals()?;

@@ -20,9 +20,11 @@ use std::sync::{Mutex, MutexGuard};
 
 mod registry;
 mod tasks;
+mod trust;
 
 pub use registry::Installed;
 pub use tasks::{ApprovalRecord, Submitted, TaskRecord, TaskState, TaskUpdate};
+pub use trust::{Added, TrustedPublisher};
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
 /// many ran.
@@ -113,6 +115,15 @@ const MIGRATIONS: &[&str] = &[
     r"
     ALTER TABLE tasks ADD COLUMN admission TEXT;
 ",
+    // Trusted publishers of signed bundles (store/trust.rs).
+    r"
+    CREATE TABLE trusted_publishers (
+        name TEXT PRIMARY KEY,
+        public_key TEXT NOT NULL UNIQUE,
+        key_id TEXT NOT NULL UNIQUE,
+        added_at TEXT NOT NULL
+    ) STRICT;
+",
     // Receipts (append-only; see `crate::evidence`).
     crate::evidence::MIGRATION,
 ];
@@ -123,6 +134,9 @@ pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
     data_key: DataKey,
+    /// Bumped whenever a task is recorded or changes state, so that event
+    /// streams wake at once instead of polling.
+    changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Store {
@@ -150,12 +164,23 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
             data_key,
+            changes: tokio::sync::watch::Sender::new(0),
         })
     }
 
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Wakes whenever a task of this process is recorded or changes state
+    /// (changes by another process are seen only by reading).
+    pub fn task_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    pub(crate) fn task_changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {

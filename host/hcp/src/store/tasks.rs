@@ -235,6 +235,9 @@ impl Store {
         )?;
         tx.commit()?;
         let record = task_record(row)?;
+        if inserted == 1 {
+            self.task_changed();
+        }
         Ok(if inserted == 1 {
             Submitted::New(record)
         } else {
@@ -276,6 +279,7 @@ impl Store {
         if n == 0 {
             anyhow::bail!("no task {task_id}");
         }
+        self.task_changed();
         self.task(task_id)?
             .with_context(|| format!("no task {task_id}"))
     }
@@ -287,10 +291,14 @@ impl Store {
     ///
     /// The database fails.
     pub fn transition(&self, task_id: &str, from: TaskState, to: TaskState) -> Result<bool> {
-        Ok(self.db().execute(
+        let moved = self.db().execute(
             "UPDATE tasks SET state = ?3, updated_at = ?4 WHERE task_id = ?1 AND state = ?2",
             params![task_id, from.as_str(), to.as_str(), now()],
-        )? == 1)
+        )? == 1;
+        if moved {
+            self.task_changed();
+        }
+        Ok(moved)
     }
 
     /// One task.

@@ -97,6 +97,10 @@ ops! {
     NetLookup = "net.lookup", "wasi:sockets/ip-name-lookup";
     /// An outgoing HTTP request.
     HttpRequest = "http.request", "wasi:http/outgoing-handler";
+    /// `hid.propose`: a keyboard or mouse action proposed to the operator.
+    HidPropose = "hid.propose", "hcp:capability/hid";
+    /// `hid.wait`: waiting for a proposal's outcome.
+    HidWait = "hid.wait", "hcp:capability/hid";
 }
 
 impl fmt::Display for Op {
@@ -139,6 +143,8 @@ pub enum Args<'a> {
     Connect(ConnectArgs<'a>),
     /// `http.request`.
     Http(HttpArgs<'a>),
+    /// `hid.propose`.
+    Hid(HidArgs<'a>),
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, ...).
     Empty(Empty),
@@ -275,6 +281,18 @@ pub struct HttpArgs<'a> {
     pub scheme: Text<'a>,
 }
 
+/// `hid.propose`: seed 004's action and the guest's rationale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HidArgs<'a> {
+    /// `TYPE_TEXT`, `KEY_COMBO`, `MOUSE_MOVE` or `MOUSE_CLICK`.
+    pub action_type: Text<'a>,
+    /// The action's `payload` (JSON text).
+    pub payload: Text<'a>,
+    /// Why the guest proposes it (shown to the operator).
+    pub rationale: Text<'a>,
+}
+
 fn t(s: &str) -> Text<'_> {
     Cow::Borrowed(s)
 }
@@ -337,7 +355,8 @@ impl<'a> Call<'a> {
     }
 
     /// A call whose target says it all: `instrument.read`, `net.lookup`,
-    /// `net.bind`, `net.listen`, `net.accept`, `net.udp`.
+    /// `net.bind`, `net.listen`, `net.accept`, `net.udp`, `hid.wait` (the
+    /// proposal).
     pub fn bare(op: Op, target: impl Into<Text<'a>>) -> Self {
         Self {
             op,
@@ -380,6 +399,19 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// `hid.propose` of `action_type` with `payload` (JSON text).
+    pub fn hid_propose(action_type: &'a str, payload: &'a str, rationale: &'a str) -> Self {
+        Self {
+            op: Op::HidPropose,
+            target: Text::Borrowed("hid"),
+            args: Args::Hid(HidArgs {
+                action_type: t(action_type),
+                payload: t(payload),
+                rationale: t(rationale),
+            }),
+        }
+    }
+
     /// Bytes the call moves through the host, for the `bytes` budget:
     /// log text, artifact and checkpoint content, instrument arguments, the
     /// request path.
@@ -393,6 +425,7 @@ impl<'a> Call<'a> {
             Args::CheckpointSave(a) => a.bytes,
             Args::Instrument(a) => a.arguments.len() as u64,
             Args::Http(a) => a.path.len() as u64,
+            Args::Hid(a) => (a.payload.len() + a.rationale.len()) as u64,
             _ => 0,
         }
     }
@@ -434,6 +467,11 @@ impl<'a> Call<'a> {
                 method: o(a.method),
                 path: o(a.path),
                 scheme: o(a.scheme),
+            }),
+            Args::Hid(a) => Args::Hid(HidArgs {
+                action_type: o(a.action_type),
+                payload: o(a.payload),
+                rationale: o(a.rationale),
             }),
             Args::Empty(e) => Args::Empty(e),
         };
@@ -504,12 +542,14 @@ impl<'a> Call<'a> {
             | Op::FsSetTimes => Args::Fs(de(op, raw)?),
             Op::NetConnect => Args::Connect(de(op, raw)?),
             Op::HttpRequest => Args::Http(de(op, raw)?),
+            Op::HidPropose => Args::Hid(de(op, raw)?),
             Op::InstrumentRead
             | Op::NetBind
             | Op::NetListen
             | Op::NetAccept
             | Op::NetUdp
-            | Op::NetLookup => Args::Empty(de(op, raw)?),
+            | Op::NetLookup
+            | Op::HidWait => Args::Empty(de(op, raw)?),
         };
         Ok(Call {
             args,

@@ -260,6 +260,16 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
                 ))
             }
         }
+        (Op::HidPropose, Args::Hid(_)) | (Op::HidWait, Args::Empty(_)) => {
+            if scope.facts.surface.devices.iter().any(|d| d == "hid") {
+                Ok(())
+            } else {
+                not_found(format!(
+                    "{}: the hid device is not granted to {}",
+                    call.op, scope.facts.capability
+                ))
+            }
+        }
         (Op::HttpRequest, Args::Http(a)) => {
             let Some((host, port)) = target
                 .rsplit_once(':')
@@ -356,6 +366,17 @@ fn arguments(call: &Call<'_>) -> Result<(), Decision> {
             (None, None) => args_invalid("the command has no plan".into()),
             (Some(_), None) => Ok(()),
         },
+        Args::Hid(a)
+            if !matches!(
+                &*a.action_type,
+                "TYPE_TEXT" | "KEY_COMBO" | "MOUSE_MOVE" | "MOUSE_CLICK"
+            ) =>
+        {
+            args_invalid(format!(
+                "HID action type \"{}\" is unknown",
+                shown(&a.action_type)
+            ))
+        }
         Args::Log(a) if !matches!(&*a.level, "trace" | "debug" | "info" | "warn" | "error") => {
             args_invalid(format!("log level \"{}\" is unknown", shown(&a.level)))
         }
@@ -501,6 +522,12 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
         Args::Http(a) => {
             s.scan(&a.method, Exposure::NAME, &mut signals);
             s.scan(&a.path, Exposure::TEXT, &mut signals);
+        }
+        Args::Hid(a) => {
+            // Typed text reaches the operator's screen and a model may read
+            // the rationale: text, not a command.
+            s.scan(&a.payload, Exposure::TEXT, &mut signals);
+            s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
         Args::Empty(_) => {}
     }

@@ -32,6 +32,7 @@ pub(crate) fn request(cap: &PreparedCapability, inputs: Value) -> TaskRequest {
         data_classification: DataClass::T1,
         deadline,
         envelope: Default::default(),
+        hid: None,
     }
 }
 

@@ -1,0 +1,480 @@
+//! The review report of a bundle: everything a reviewer needs to approve it
+//! from one page. The host gathers what needs I/O (trust store, surface
+//! audit, policy, installed versions) and hands it in as [`Findings`];
+//! this module assembles the report and renders it as text or Markdown
+//! (JSON through serde).
+
+mod render;
+
+use crate::bundle::Bundle;
+use crate::diff::{self, Change};
+use crate::signature::{SignatureStatus, Signer, TrustedKey, check_trust};
+use crate::wit::{InterfaceDoc, WitPackage, wasi_summary};
+use hcp_contracts::manifest::{
+    DeclaredConstraints, GrantsDoc, HOST_WIT_PACKAGE, Limits, ManifestDoc, Safety, SafetyEnvelope,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+pub use render::{markdown, text};
+
+/// One import's audit verdict, as the host's surface audit gave it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AuditedImport {
+    /// The import, e.g. `wasi:filesystem/types@0.2.12`.
+    pub name: String,
+    /// Whether the grants allow it.
+    pub allowed: bool,
+    /// The grant that allows it, or why it is refused.
+    pub because: String,
+}
+
+/// The surface audit's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Audit {
+    /// Every import.
+    pub imports: Vec<AuditedImport>,
+    /// Every export.
+    pub exports: Vec<String>,
+}
+
+/// What the host found out about a bundle, to be assembled into a
+/// [`Review`].
+#[derive(Debug, Clone)]
+pub struct Findings {
+    /// The bundle file as named on the command line.
+    pub file: String,
+    /// Its size.
+    pub bytes: u64,
+    /// `sha256:` of the file.
+    pub sha256: String,
+    /// The host's trusted publishers.
+    pub trusted: Vec<TrustedKey>,
+    /// The manifest check (`hcp_contracts::manifest::from_value` with the
+    /// digest required): `Err` holds its message.
+    pub manifest: Result<(), String>,
+    /// The surface audit, or why it could not run.
+    pub audit: Result<Audit, String>,
+    /// The install policy's verdict: the policy's name and every reason it
+    /// refuses (empty: within the policy), or why it could not be checked.
+    pub policy: Result<(String, Vec<String>), String>,
+    /// The highest installed version of the same capability and its
+    /// manifest, if any.
+    pub installed: Option<(String, ManifestDoc)>,
+}
+
+/// A verdict's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Fine.
+    Pass,
+    /// Installable only with an explicit flag.
+    Conditional,
+    /// Refused.
+    Fail,
+}
+
+/// One check and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// `signature`, `trust`, `world`, `manifest`, `audit`, `policy`, `upgrade`.
+    pub check: &'static str,
+    /// Outcome.
+    pub status: Status,
+    /// Why.
+    pub detail: String,
+}
+
+/// An import with its grant and the documentation of its interface.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReview {
+    /// The import as the component names it.
+    pub name: String,
+    /// Whether the grants allow it.
+    pub allowed: bool,
+    /// The grant that allows it, or why it is refused.
+    pub because: String,
+    /// The interface's documentation.
+    pub docs: ImportDocs,
+}
+
+/// Documentation of an imported interface.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum ImportDocs {
+    /// From the host's WIT package (`///` comments in `wit/*.wit`).
+    Wit {
+        /// The interface.
+        interface: InterfaceDoc,
+    },
+    /// A WASI interface: what it gives a capability on this host.
+    Wasi {
+        /// One line.
+        summary: String,
+    },
+    /// Nothing known: the interface is not provided by this host.
+    None,
+}
+
+/// One limit, with where its value comes from.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitLine {
+    /// e.g. `memory_bytes`.
+    pub name: &'static str,
+    /// Its value.
+    pub value: u64,
+    /// Whether the manifest sets it (else the host's default).
+    pub declared: bool,
+}
+
+/// A bundled data directory.
+#[derive(Debug, Clone, Serialize)]
+pub struct DataDir {
+    /// `samples`.
+    pub dir: String,
+    /// Files under it.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// The review report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Review {
+    /// The bundle file.
+    pub file: String,
+    /// Its size.
+    pub bytes: u64,
+    /// Its sha256.
+    pub sha256: String,
+    /// `name`.
+    pub capability: String,
+    /// `version`.
+    pub version: String,
+    /// The declaration's description.
+    pub description: String,
+    /// `component.world`.
+    pub world: String,
+    /// The bundled WIT package, `name@version`.
+    pub wit_package: String,
+    /// Whether its files are exactly this host's.
+    pub wit_is_hosts: bool,
+    /// The verified signer, if any.
+    pub publisher: Option<Signer>,
+    /// `sha256:` of the canonical manifest.
+    pub manifest_digest: String,
+    /// `sha256:` of the component.
+    pub component_digest: String,
+    /// Its size.
+    pub component_bytes: u64,
+    /// `sha256:` of every other file.
+    pub files: BTreeMap<String, String>,
+    /// Every check, in order.
+    pub verdicts: Vec<Verdict>,
+    /// The overall outcome.
+    pub outcome: Status,
+    /// The declaration's safety section.
+    pub safety: Safety,
+    /// The declaration's constraints.
+    pub constraints: Option<DeclaredConstraints>,
+    /// The grants as written.
+    pub grants: GrantsDoc,
+    /// Data shipped in the bundle.
+    pub data: Vec<DataDir>,
+    /// The default safety envelope.
+    pub envelope: SafetyEnvelope,
+    /// Every limit.
+    pub limits: Vec<LimitLine>,
+    /// Every import, with its docs; empty when the audit could not run.
+    pub imports: Vec<ImportReview>,
+    /// Every export.
+    pub exports: Vec<String>,
+    /// The installed version compared with, and the differences.
+    pub upgrade: Option<Upgrade>,
+}
+
+/// The comparison with the highest installed version.
+#[derive(Debug, Clone, Serialize)]
+pub struct Upgrade {
+    /// `name@version` installed.
+    pub installed: String,
+    /// Every difference, widening first.
+    pub changes: Vec<Change>,
+}
+
+impl Review {
+    /// Assembles the report.
+    pub fn new(bundle: &Bundle, findings: Findings) -> Self {
+        let doc = bundle.doc();
+        let host_wit = WitPackage::host().ok();
+        let mut verdicts = Vec::new();
+        let status = bundle.signature_status();
+        let publisher = match &status {
+            SignatureStatus::Verified(s) => Some(Signer::clone(s)),
+            _ => None,
+        };
+        verdicts.push(signature_verdict(&status));
+        verdicts.push(trust_verdict(&status, &findings.trusted));
+        verdicts.push(result_verdict(
+            "world",
+            bundle.check_world().map(|()| {
+                format!(
+                    "targets {}; this host implements {HOST_WIT_PACKAGE}@{}",
+                    doc.component.world,
+                    hcp_contracts::manifest::HOST_WIT_VERSION
+                )
+            }),
+        ));
+        verdicts.push(result_verdict(
+            "manifest",
+            findings
+                .manifest
+                .clone()
+                .map(|()| "valid; the component's digest is pinned".to_owned()),
+        ));
+        verdicts.push(result_verdict(
+            "audit",
+            findings.audit.as_ref().map_err(Clone::clone).and_then(|a| {
+                let refused: Vec<&str> = a
+                    .imports
+                    .iter()
+                    .filter(|i| !i.allowed)
+                    .map(|i| i.name.as_str())
+                    .collect();
+                if refused.is_empty() {
+                    Ok(format!(
+                        "{} imports, every one within the grants",
+                        a.imports.len()
+                    ))
+                } else {
+                    Err(format!(
+                        "{} of {} imports outside the grants: {}",
+                        refused.len(),
+                        a.imports.len(),
+                        refused.join(", ")
+                    ))
+                }
+            }),
+        ));
+        verdicts.push(result_verdict(
+            "policy",
+            findings.policy.clone().and_then(|(name, reasons)| {
+                if reasons.is_empty() {
+                    Ok(format!("within {name}"))
+                } else {
+                    Err(format!("refused by {name}: {}", reasons.join("; ")))
+                }
+            }),
+        ));
+        let upgrade = findings.installed.as_ref().map(|(id, old)| Upgrade {
+            installed: id.clone(),
+            changes: diff::compare(old, doc),
+        });
+        verdicts.push(match &upgrade {
+            None => Verdict {
+                check: "upgrade",
+                status: Status::Pass,
+                detail: format!("no version of {} is installed", doc.capability.name),
+            },
+            Some(u) if diff::widens(&u.changes) => Verdict {
+                check: "upgrade",
+                status: Status::Conditional,
+                detail: format!(
+                    "widens what {} may do ({} change{}); installable only with --accept-new-grants",
+                    u.installed,
+                    u.changes.iter().filter(|c| c.widens).count(),
+                    if u.changes.iter().filter(|c| c.widens).count() == 1 { "" } else { "s" }
+                ),
+            },
+            Some(u) => Verdict {
+                check: "upgrade",
+                status: Status::Pass,
+                detail: format!("allows nothing {} did not", u.installed),
+            },
+        });
+        let outcome = if verdicts.iter().any(|v| v.status == Status::Fail) {
+            Status::Fail
+        } else if verdicts.iter().any(|v| v.status == Status::Conditional) {
+            Status::Conditional
+        } else {
+            Status::Pass
+        };
+        let (imports, exports) = match &findings.audit {
+            Ok(a) => (
+                a.imports
+                    .iter()
+                    .map(|i| ImportReview {
+                        name: i.name.clone(),
+                        allowed: i.allowed,
+                        because: i.because.clone(),
+                        docs: import_docs(&i.name, host_wit.as_ref()),
+                    })
+                    .collect(),
+                a.exports.clone(),
+            ),
+            Err(_) => (Vec::new(), Vec::new()),
+        };
+        let files = bundle.file_digests();
+        let data = bundle
+            .data_dirs()
+            .iter()
+            .map(|dir| {
+                let (files, bytes) = bundle
+                    .entries()
+                    .iter()
+                    .filter(|(p, _)| {
+                        p.strip_prefix(dir.as_str())
+                            .is_some_and(|r| r.starts_with('/'))
+                    })
+                    .fold((0, 0u64), |(n, b), (_, bytes)| {
+                        (n + 1, b + bytes.len() as u64)
+                    });
+                DataDir {
+                    dir: dir.clone(),
+                    files,
+                    bytes,
+                }
+            })
+            .collect();
+        Self {
+            file: findings.file,
+            bytes: findings.bytes,
+            sha256: findings.sha256,
+            capability: doc.capability.name.clone(),
+            version: doc.capability.version.clone(),
+            description: doc.capability.description.clone(),
+            world: doc.component.world.clone(),
+            wit_package: bundle.wit().id(),
+            wit_is_hosts: bundle.wit_is_hosts(),
+            publisher,
+            manifest_digest: bundle.manifest_digest().to_owned(),
+            component_digest: bundle.component_digest().to_owned(),
+            component_bytes: bundle.component().len() as u64,
+            files: files
+                .into_iter()
+                .filter(|(p, _)| p != crate::layout::COMPONENT)
+                .collect(),
+            verdicts,
+            outcome,
+            safety: doc.capability.safety.clone(),
+            constraints: doc.capability.constraints.clone(),
+            grants: doc.grants.clone(),
+            data,
+            envelope: doc.safety_envelope.clone(),
+            limits: limits(doc),
+            imports,
+            exports,
+            upgrade,
+        }
+    }
+}
+
+fn signature_verdict(status: &SignatureStatus) -> Verdict {
+    let (status, detail) = match status {
+        SignatureStatus::Verified(s) => (
+            Status::Pass,
+            format!(
+                "signed by {} with key {}; the signature covers the manifest and every file",
+                s.publisher, s.key_id
+            ),
+        ),
+        SignatureStatus::Unsigned => (
+            Status::Conditional,
+            "unsigned: nobody vouches for this bundle; installable only with --allow-unsigned, \
+             for local development"
+                .to_owned(),
+        ),
+        SignatureStatus::Invalid(reason) => (Status::Fail, reason.clone()),
+    };
+    Verdict {
+        check: "signature",
+        status,
+        detail,
+    }
+}
+
+fn trust_verdict(status: &SignatureStatus, trusted: &[TrustedKey]) -> Verdict {
+    let (status, detail) = match status {
+        SignatureStatus::Verified(s) => match check_trust(s, trusted) {
+            Ok(t) => (
+                Status::Pass,
+                format!(
+                    "publisher {} is trusted on this host with key {}",
+                    t.publisher,
+                    t.public_key.key_id()
+                ),
+            ),
+            Err(e) => (Status::Fail, e),
+        },
+        SignatureStatus::Unsigned => (
+            Status::Conditional,
+            "no publisher to trust (unsigned)".to_owned(),
+        ),
+        SignatureStatus::Invalid(_) => (
+            Status::Fail,
+            "not checked: the signature is invalid".to_owned(),
+        ),
+    };
+    Verdict {
+        check: "trust",
+        status,
+        detail,
+    }
+}
+
+fn result_verdict(check: &'static str, result: Result<String, String>) -> Verdict {
+    match result {
+        Ok(detail) => Verdict {
+            check,
+            status: Status::Pass,
+            detail,
+        },
+        Err(detail) => Verdict {
+            check,
+            status: Status::Fail,
+            detail,
+        },
+    }
+}
+
+fn import_docs(name: &str, host: Option<&WitPackage>) -> ImportDocs {
+    let path = name.split_once('@').map_or(name, |(p, _)| p);
+    if let Some((package, interface)) = path.split_once('/')
+        && package == HOST_WIT_PACKAGE
+        && let Some(doc) = host.and_then(|h| h.interfaces.get(interface))
+    {
+        return ImportDocs::Wit {
+            interface: doc.clone(),
+        };
+    }
+    match wasi_summary(path) {
+        Some(summary) => ImportDocs::Wasi {
+            summary: summary.to_owned(),
+        },
+        None => ImportDocs::None,
+    }
+}
+
+fn limits(doc: &ManifestDoc) -> Vec<LimitLine> {
+    let d = Limits::DEFAULT;
+    let l = &doc.limits;
+    [
+        ("memory_bytes", l.memory_bytes, d.memory_bytes),
+        ("table_elements", l.table_elements, d.table_elements),
+        ("instances", l.instances, d.instances),
+        ("output_bytes", l.output_bytes, d.output_bytes),
+        ("log_bytes", l.log_bytes, d.log_bytes),
+        ("artifacts", l.artifacts, d.artifacts),
+        ("artifact_bytes", l.artifact_bytes, d.artifact_bytes),
+        ("checkpoints", l.checkpoints, d.checkpoints),
+        ("checkpoint_bytes", l.checkpoint_bytes, d.checkpoint_bytes),
+    ]
+    .into_iter()
+    .map(|(name, declared, default)| LimitLine {
+        name,
+        value: declared.unwrap_or(default),
+        declared: declared.is_some(),
+    })
+    .collect()
+}

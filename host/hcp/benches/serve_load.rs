@@ -1,0 +1,259 @@
+//! Load through `hcp serve`: R1 tasks (the seed's document-analysis example)
+//! driven over HTTP with keep-alive, next to the same tasks run in-process
+//! through the same engine without HTTP, side by side on the same machine.
+//!
+//! ```sh
+//! cargo bench -p hcp --bench serve_load            # 400 tasks, 8 clients
+//! cargo bench -p hcp --bench serve_load -- 1000 16 # tasks, clients
+//! ```
+//!
+//! Each client submits a task (`POST /v1/tasks`) and follows it to its final
+//! answer on the task's event stream (`GET /v1/tasks/{id}/events`), then
+//! sends the next; latency is from the submission to the final answer. The
+//! in-process baseline does the same with `Host::submit` and
+//! `Host::run_task`, with as many concurrent clients. Both use a fresh data
+//! directory (SQLite on disk) and the same compiled-code cache.
+
+#![allow(clippy::print_stdout)] // a bench binary reports on stdout
+
+use hcp::engine::{Auth, Host, HostConfig, HostPaths};
+use hcp_tests::{REPO_ROOT, cache_dir};
+use serde_json::{Value, json};
+use std::io::BufRead as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const LOCAL: &str = "demo-token-harness-local-01-not-a-secret";
+
+fn example() -> Value {
+    let path = Path::new(REPO_ROOT).join("plugins/document-analysis/examples/task_submit.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read example")).expect("json")
+}
+
+fn open_host(data: &Path) -> Arc<Host> {
+    let host = Host::open(
+        HostPaths {
+            data_dir: data.to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: Path::new(REPO_ROOT).join("policies"),
+        },
+        HostConfig::default(),
+    )
+    .expect("open host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
+        .expect("install document-analysis");
+    Arc::new(host)
+}
+
+struct Report {
+    tasks: usize,
+    elapsed: Duration,
+    latencies: Vec<Duration>,
+}
+
+impl Report {
+    fn throughput(&self) -> f64 {
+        self.tasks as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn percentile(&self, p: f64) -> Duration {
+        let mut sorted = self.latencies.clone();
+        sorted.sort();
+        let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+        sorted[i]
+    }
+
+    fn print(&self, name: &str) {
+        println!(
+            "{name:<12} {:>5} tasks in {:>7.2} s  {:>8.1} tasks/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
+            self.tasks,
+            self.elapsed.as_secs_f64(),
+            self.throughput(),
+            self.percentile(0.50).as_secs_f64() * 1e3,
+            self.percentile(0.99).as_secs_f64() * 1e3,
+        );
+    }
+}
+
+fn in_process(
+    runtime: &tokio::runtime::Runtime,
+    tasks: usize,
+    clients: usize,
+    prefix: &str,
+) -> Report {
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = open_host(data.path());
+    let start = Instant::now();
+    let latencies = runtime.block_on(async {
+        let mut handles = Vec::new();
+        for c in 0..clients {
+            let host = host.clone();
+            let prefix = prefix.to_owned();
+            handles.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in (c..tasks).step_by(clients) {
+                    let mut m = example();
+                    m["message_id"] = json!(format!("{prefix}-{i}"));
+                    let t0 = Instant::now();
+                    let h = host.clone();
+                    let submission =
+                        tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
+                            .await
+                            .expect("join")
+                            .expect("submit");
+                    assert_eq!(
+                        submission.answer["type"], "task_accepted",
+                        "{}",
+                        submission.answer
+                    );
+                    let id = submission.task_id.expect("task id");
+                    let answer = host.run_task(&id).await.expect("run").expect("ran");
+                    assert_eq!(answer["type"], "task_completed", "{answer}");
+                    out.push(t0.elapsed());
+                }
+                out
+            }));
+        }
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.await.expect("client"));
+        }
+        all
+    });
+    Report {
+        tasks,
+        elapsed: start.elapsed(),
+        latencies,
+    }
+}
+
+fn over_http(
+    runtime: &tokio::runtime::Runtime,
+    tasks: usize,
+    clients: usize,
+    prefix: &str,
+) -> Report {
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = open_host(data.path());
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = runtime.spawn(hcp::serve::serve(
+        host,
+        hcp::serve::ServeConfig {
+            listen: "127.0.0.1:0".parse().expect("addr"),
+            ..hcp::serve::ServeConfig::default()
+        },
+        move |addr| {
+            let _ = addr_tx.send(addr);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let addr = addr_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("server address");
+    let base = format!("http://{addr}");
+    let start = Instant::now();
+    let latencies: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let base = base.clone();
+                s.spawn(move || {
+                    // One agent per client: its connection is kept alive.
+                    let agent: ureq::Agent = ureq::Agent::config_builder()
+                        .http_status_as_error(false)
+                        .timeout_global(Some(Duration::from_secs(120)))
+                        .build()
+                        .into();
+                    let mut out = Vec::new();
+                    for i in (c..tasks).step_by(clients) {
+                        let mut m = example();
+                        m["message_id"] = json!(format!("{prefix}-{i}"));
+                        let t0 = Instant::now();
+                        let resp = agent
+                            .post(format!("{base}/v1/tasks"))
+                            .header("Authorization", format!("Bearer {LOCAL}"))
+                            .header("Content-Type", "application/json")
+                            .send(m.to_string().as_bytes())
+                            .expect("POST");
+                        assert_eq!(resp.status().as_u16(), 200);
+                        let id = resp
+                            .headers()
+                            .get("x-hcp-task-id")
+                            .and_then(|v| v.to_str().ok())
+                            .expect("task id")
+                            .to_owned();
+                        drop(resp.into_body().read_to_string());
+                        let mut events = agent
+                            .get(format!("{base}/v1/tasks/{id}/events"))
+                            .header("Authorization", format!("Bearer {LOCAL}"))
+                            .call()
+                            .expect("events");
+                        let reader = std::io::BufReader::new(events.body_mut().as_reader());
+                        let mut completed = false;
+                        let mut result_next = false;
+                        for line in reader.lines() {
+                            let line = line.expect("event line");
+                            if result_next {
+                                completed = line.contains("\"task_completed\"");
+                                break;
+                            }
+                            result_next = line == "event: result";
+                        }
+                        assert!(completed, "task {id} did not complete");
+                        out.push(t0.elapsed());
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("client"))
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let _ = stop_tx.send(());
+    runtime
+        .block_on(server)
+        .expect("server task")
+        .expect("server");
+    Report {
+        tasks,
+        elapsed,
+        latencies,
+    }
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let tasks = args.first().copied().unwrap_or(400);
+    let clients = args.get(1).copied().unwrap_or(8);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    // Warm the compiled-code cache and the allocator once.
+    let _ = in_process(&runtime, clients, clients, "warm");
+
+    println!(
+        "serve_load: {tasks} R1 tasks (document-analysis), {clients} concurrent clients, {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let base = in_process(&runtime, tasks, clients, "inproc");
+    base.print("in-process");
+    let http = over_http(&runtime, tasks, clients, "http");
+    http.print("http");
+    println!(
+        "ratio http/in-process: throughput {:.2}x, p50 {:.2}x, p99 {:.2}x",
+        http.throughput() / base.throughput(),
+        http.percentile(0.50).as_secs_f64() / base.percentile(0.50).as_secs_f64(),
+        http.percentile(0.99).as_secs_f64() / base.percentile(0.99).as_secs_f64(),
+    );
+}

@@ -1,0 +1,54 @@
+//! `hcp review`: everything a reviewer needs to approve a bundle, on one
+//! page.
+
+use super::{Outcome, Paths, print_json, sandbox};
+use crate::install::{self, InstallError};
+use crate::store::Store;
+use hcp_bundle::review::{self, Status};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `hcp review`.
+#[derive(Debug, clap::Args)]
+#[command(
+    long_about = "Reviews a bundle without installing it: the verdict of every check an install \
+runs (signature, trust, world, manifest, surface audit, install policy, comparison with the \
+installed versions), the publisher and digests, the declaration's safety section, the grants, \
+the safety envelope and limits, and each import of the component with the grant that allows \
+it and the documentation of its interface (the host's WIT package).\n\n\
+Exit status: 0 installable, 1 refused or installable only with a flag, 2 not a readable bundle."
+)]
+pub struct ReviewArgs {
+    /// The bundle (.hcpb).
+    bundle: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long, conflicts_with = "markdown")]
+    json: bool,
+    /// Print the report as Markdown.
+    #[arg(long)]
+    markdown: bool,
+}
+
+pub(super) fn run(paths: &Paths, args: ReviewArgs) -> Outcome {
+    let shown = args.bundle.display().to_string();
+    let refused = |e: InstallError| match e {
+        InstallError::Host(e) => e,
+        other => anyhow::anyhow!("{shown}: {other}"),
+    };
+    let file = install::read_bundle_file(&args.bundle).map_err(refused)?;
+    let store = Store::open(&paths.data_dir)?;
+    let report =
+        install::review(&store, &sandbox(paths)?, &file, &paths.policies_dir).map_err(refused)?;
+    if args.json {
+        print_json(&report)?;
+    } else if args.markdown {
+        print!("{}", review::markdown(&report));
+    } else {
+        print!("{}", review::text(&report));
+    }
+    Ok(if report.outcome == Status::Pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

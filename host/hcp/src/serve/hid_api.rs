@@ -1,0 +1,166 @@
+//! The operator's HID endpoints: the mediator's status and mode, the
+//! proposals with their credential warnings, decisions, re-arming, and the
+//! session log's verification. Operators only.
+
+use super::AppState;
+use super::api::{json_body, operator};
+use super::error::ApiError;
+use crate::hid::{outcome_json, proposal_id};
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use hcp_hid::mediator::MediatorError;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+fn mediator_error(e: MediatorError) -> ApiError {
+    match e {
+        MediatorError::UnknownProposal(_) => ApiError::not_found(e.to_string()),
+        MediatorError::BadReason => ApiError::bad_request("invalid_decision", e.to_string()),
+        MediatorError::Log(ref l) => ApiError::internal(&anyhow::anyhow!("HID session log: {l}")),
+        MediatorError::NotPending(_)
+        | MediatorError::CredentialNotAcknowledged(_)
+        | MediatorError::NoDevice
+        | MediatorError::NotInExecute(_)
+        | MediatorError::ArmRefused(_)
+        | MediatorError::TooManyPending { .. }
+        | MediatorError::Proposal(_) => ApiError::conflict(format!("{e:#}")),
+    }
+}
+
+fn hcp_operator(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<hcp_hid::action::OperatorId, ApiError> {
+    let op = operator(state, headers)?;
+    crate::hid::operator(op.id.as_str()).map_err(ApiError::forbidden)
+}
+
+/// Runs a blocking mediator call off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MediatorError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| anyhow::anyhow!("HID task: {e}"))?
+        .map_err(mediator_error)
+}
+
+pub(crate) async fn status(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    operator(&state, &headers)?;
+    Ok(Json(state.host.hid.status_json()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModeBody {
+    mode: String,
+}
+
+pub(crate) async fn set_mode(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let op = hcp_operator(&state, &headers)?;
+    let body: ModeBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_mode",
+            format!("expected {{\"mode\": \"OBSERVE\"|\"SUGGEST\"|\"EXECUTE\"}}: {e}"),
+        )
+    })?;
+    let mode =
+        crate::hid::mode(&body.mode).map_err(|m| ApiError::bad_request("invalid_mode", m))?;
+    let hid = state.host.hid.clone();
+    blocking(move || hid.mediator().set_mode(&op, mode)).await?;
+    Ok(Json(state.host.hid.status_json()))
+}
+
+pub(crate) async fn rearm(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let op = hcp_operator(&state, &headers)?;
+    let hid = state.host.hid.clone();
+    blocking(move || hid.mediator().rearm(&op)).await?;
+    Ok(Json(state.host.hid.status_json()))
+}
+
+pub(crate) async fn proposals(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    operator(&state, &headers)?;
+    Ok(Json(json!({"proposals": state.host.hid.proposals_json()})))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum Decision {
+    Approve,
+    Reject,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: Decision,
+    #[serde(default)]
+    reason: Option<String>,
+    /// Approving a text flagged `credential_warning` needs this.
+    #[serde(default)]
+    acknowledge_credential: bool,
+}
+
+pub(crate) async fn decide(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let op = hcp_operator(&state, &headers)?;
+    let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
+        ApiError::bad_request(
+            "invalid_decision",
+            format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\"?, \"acknowledge_credential\"?}}: {e}"),
+        )
+    })?;
+    let id = proposal_id(&id).map_err(|_| ApiError::not_found(format!("no proposal {id}")))?;
+    let hid = state.host.hid.clone();
+    let outcome = match body.decision {
+        Decision::Approve => {
+            let ack = body.acknowledge_credential;
+            blocking(move || hid.mediator().approve(&op, &id, ack)).await?
+        }
+        Decision::Reject => {
+            let reason = body
+                .reason
+                .filter(|r| !r.trim().is_empty())
+                .ok_or_else(|| {
+                    ApiError::bad_request("invalid_decision", "a rejection needs a reason")
+                })?;
+            blocking(move || hid.mediator().reject(&op, &id, &reason)).await?
+        }
+    };
+    Ok(Json(outcome_json(&outcome)))
+}
+
+pub(crate) async fn verify_log(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    operator(&state, &headers)?;
+    let hid = state.host.hid.clone();
+    let verdict = tokio::task::spawn_blocking(move || hid.mediator().verify_log())
+        .await
+        .map_err(|e| anyhow::anyhow!("HID task: {e}"))?;
+    Ok(Json(match verdict {
+        Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
+        Err(e) => json!({"ok": false, "error": e.to_string()}),
+    }))
+}

@@ -1,0 +1,193 @@
+//! `hcp:capability/hid`: a guest proposes keyboard and mouse actions and
+//! waits for their outcome; the host's HID mediator (behind [`HidBroker`])
+//! stands between every proposal and the executor. The guest never reaches
+//! the serial port.
+//!
+//! The sandbox knows nothing of the mediator or the wire: it turns the WIT
+//! action into seed 004's `{action_type, payload}` JSON, asks the PEP
+//! (`hid.propose`, `hid.wait`: the device granted, budgets, the threat scan
+//! of the typed text and the rationale), and hands it over.
+
+use crate::bindings::hcp::capability::hid;
+use crate::bindings::hcp::capability::types::{Denial as WitDenial, HostError, ReasonCode};
+use crate::hcp_units::HcpCtx;
+use crate::pep::{Call, Denial, Op};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the mediator refused a guest's call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HidRefusal {
+    /// The action or rationale breaks a bound (the message says which).
+    Invalid(String),
+    /// Too many proposals of this session wait for a decision.
+    TooManyPending(String),
+    /// Not a proposal of this session.
+    UnknownProposal(String),
+    /// The mediator failed (its log could not be written): nothing happened.
+    Unavailable(String),
+}
+
+/// How a proposal ended, as the guest sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HidOutcome {
+    /// Approved and executed; the execution's id.
+    Executed(String),
+    /// Rejected by an operator, or withdrawn; the reason.
+    Rejected(String),
+    /// Not executed because of the mode or a halt; the reason.
+    NotExecuted(String),
+    /// Sent, but the executor failed; the reason.
+    Failed(String),
+    /// No outcome yet.
+    Pending,
+}
+
+/// The host's HID mediator, as the sandbox uses it. Calls may block (a wait
+/// blocks up to its timeout); the sandbox calls them off the async threads.
+pub trait HidBroker: Send + Sync + std::fmt::Debug {
+    /// Records a proposal of `session`: `action` is seed 004's
+    /// `{"action_type", "payload"}`. Returns the proposal's id.
+    ///
+    /// # Errors
+    ///
+    /// A bound broken, too many pending, or a mediator fault.
+    fn propose(
+        &self,
+        session: &str,
+        action: Value,
+        rationale: String,
+    ) -> Result<String, HidRefusal>;
+
+    /// Waits up to `timeout` for the outcome of `proposal`.
+    ///
+    /// # Errors
+    ///
+    /// Not a proposal of `session`, or a mediator fault.
+    fn wait(
+        &self,
+        session: &str,
+        proposal: &str,
+        timeout: Duration,
+    ) -> Result<HidOutcome, HidRefusal>;
+
+    /// The session ended: withdraw its undecided proposals.
+    fn close(&self, session: &str);
+}
+
+/// The HID link of one task.
+#[derive(Debug, Clone)]
+pub(crate) struct HidLink {
+    pub(crate) broker: Arc<dyn HidBroker>,
+    /// The task's deadline bounds every wait.
+    pub(crate) deadline: std::time::Instant,
+}
+
+fn action_json(action: hid::Action) -> Value {
+    match action {
+        hid::Action::TypeText(text) => {
+            json!({"action_type": "TYPE_TEXT", "payload": {"text": text}})
+        }
+        hid::Action::KeyCombo(keys) => {
+            json!({"action_type": "KEY_COMBO", "payload": {"keys": keys}})
+        }
+        hid::Action::MouseMove(m) => {
+            json!({"action_type": "MOUSE_MOVE", "payload": {"x": m.x, "y": m.y}})
+        }
+        hid::Action::MouseClick(b) => {
+            let button = match b {
+                hid::MouseButton::Left => "left",
+                hid::MouseButton::Right => "right",
+                hid::MouseButton::Middle => "middle",
+            };
+            json!({"action_type": "MOUSE_CLICK", "payload": {"button": button}})
+        }
+    }
+}
+
+impl HcpCtx {
+    fn hid_refusal(&mut self, refusal: HidRefusal) -> HostError {
+        match refusal {
+            HidRefusal::Invalid(m) | HidRefusal::UnknownProposal(m) => {
+                HostError::InvalidArgument(m)
+            }
+            // The mediator's own bound, after the PEP allowed the call.
+            HidRefusal::TooManyPending(m) => {
+                self.note_denial(&Denial {
+                    reason: hcp_receipts::reason::BUDGET_EXCEEDED,
+                    message: m.clone(),
+                });
+                HostError::Denied(WitDenial {
+                    reason: ReasonCode::BudgetExceeded,
+                    message: m,
+                })
+            }
+            HidRefusal::Unavailable(m) => HostError::Unavailable(m),
+        }
+    }
+}
+
+impl hid::Host for HcpCtx {
+    async fn propose(
+        &mut self,
+        action: hid::Action,
+        rationale: String,
+    ) -> wasmtime::Result<Result<String, HostError>> {
+        self.host_calls += 1;
+        let action = action_json(action);
+        let kind = action["action_type"].as_str().unwrap_or("").to_owned();
+        let payload = action["payload"].to_string();
+        if let Err(e) = self.govern(&Call::hid_propose(&kind, &payload, &rationale)) {
+            return Ok(Err(e));
+        }
+        let Some(link) = self.hid.clone() else {
+            return Ok(Err(HostError::Unavailable(
+                "this host runs no HID mediator".into(),
+            )));
+        };
+        let session = self.meta.session_id.clone();
+        let answer =
+            tokio::task::spawn_blocking(move || link.broker.propose(&session, action, rationale))
+                .await?;
+        Ok(match answer {
+            Ok(id) => {
+                self.log.host_note(&format!("hid: proposed {kind} as {id}"));
+                Ok(id)
+            }
+            Err(r) => Err(self.hid_refusal(r)),
+        })
+    }
+
+    async fn wait(
+        &mut self,
+        proposal_id: String,
+        timeout_ms: u32,
+    ) -> wasmtime::Result<Result<hid::Outcome, HostError>> {
+        self.host_calls += 1;
+        if let Err(e) = self.govern(&Call::bare(Op::HidWait, proposal_id.as_str())) {
+            return Ok(Err(e));
+        }
+        let Some(link) = self.hid.clone() else {
+            return Ok(Err(HostError::Unavailable(
+                "this host runs no HID mediator".into(),
+            )));
+        };
+        let session = self.meta.session_id.clone();
+        let left = link
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        let timeout = Duration::from_millis(u64::from(timeout_ms)).min(left);
+        let answer =
+            tokio::task::spawn_blocking(move || link.broker.wait(&session, &proposal_id, timeout))
+                .await?;
+        Ok(match answer {
+            Ok(HidOutcome::Executed(id)) => Ok(hid::Outcome::Executed(id)),
+            Ok(HidOutcome::Rejected(r)) => Ok(hid::Outcome::Rejected(r)),
+            Ok(HidOutcome::NotExecuted(r)) => Ok(hid::Outcome::NotExecuted(r)),
+            Ok(HidOutcome::Failed(r)) => Ok(hid::Outcome::Failed(r)),
+            Ok(HidOutcome::Pending) => Ok(hid::Outcome::Pending),
+            Err(r) => Err(self.hid_refusal(r)),
+        })
+    }
+}

@@ -1,0 +1,260 @@
+//! HID mediation end to end: `hcp hid sim` on a real pseudo-terminal as the
+//! executor, `hcp serve --hid-device <pty>`, the `hid-assistant` plugin
+//! proposing the steps of its task, an operator deciding over HTTP and the
+//! `hcp hid` command line. What the simulator "typed" is read back from its
+//! record file.
+
+use super::{ALPHA, OPERATOR, Server, example, lab, with_id};
+use hcp_tests::{REPO_ROOT, cache_dir};
+use serde_json::{Value, json};
+use std::io::BufRead as _;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `hcp hid sim`.
+struct Sim {
+    child: Child,
+    pty: String,
+}
+
+impl Sim {
+    fn start(record: &Path) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hcp"))
+            .args(["hid", "sim", "--record"])
+            .arg(record)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn hcp hid sim");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("pty path");
+        let pty = line.trim().to_owned();
+        assert!(pty.starts_with("/dev/"), "not a pty path: {line:?}");
+        Self { child, pty }
+    }
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hcp(data: &Path, server: &Server, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(args)
+        .env("HCP_DATA_DIR", data)
+        .env("HCP_CACHE_DIR", cache_dir())
+        .env("HCP_SERVER", &server.base)
+        .env("HCP_CREDENTIAL", OPERATOR)
+        .current_dir(REPO_ROOT)
+        .output()
+        .expect("run hcp")
+}
+
+fn performed(record: &Path) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record line"))
+        .collect()
+}
+
+/// Waits for the next undecided proposal of `session`.
+fn next_pending(server: &Server, session: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, list) = server.get("/v1/hid/proposals", Some(OPERATOR));
+        assert_eq!(status, 200, "{list}");
+        if let Some(p) = list["proposals"]
+            .as_array()
+            .expect("proposals")
+            .iter()
+            .find(|p| p["session_id"] == session && p["outcome"].is_null())
+        {
+            return p.clone();
+        }
+        assert!(Instant::now() < deadline, "no pending proposal: {list}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn decide(server: &Server, id: &str, body: Value) -> (u16, Value) {
+    let (status, answer, _) = server.post(&format!("/v1/hid/proposals/{id}"), OPERATOR, &body);
+    (status, answer)
+}
+
+#[test]
+fn approved_steps_reach_the_executor_rejected_ones_never_do() {
+    let data = lab();
+    let record = data.path().join("typed.jsonl");
+    let sim = Sim::start(&record);
+    let server = Server::start_with(data.path(), &["--hid-device", &sim.pty]);
+
+    // OBSERVE by default; callers cannot touch the mediator.
+    let (status, hid) = server.get("/v1/hid", Some(OPERATOR));
+    assert_eq!(status, 200, "{hid}");
+    assert_eq!(hid["mode"], "OBSERVE");
+    let (status, _) = server.get("/v1/hid", Some(ALPHA));
+    assert_eq!(status, 403);
+
+    // The operator arms the executor from the command line.
+    let out = hcp(data.path(), &server, &["hid", "mode", "EXECUTE"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("mode       EXECUTE") && text.contains("armed"),
+        "{text}"
+    );
+
+    // The lab assistant's three steps, each approved.
+    let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &example("hid-assistant"));
+    assert_eq!(status, 200, "{accepted}");
+    assert_eq!(accepted["type"], "task_accepted", "{accepted}");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    let task = task.expect("task id");
+    let mut ids = Vec::new();
+    for expected in ["MOUSE_CLICK", "TYPE_TEXT", "KEY_COMBO"] {
+        let p = next_pending(&server, &session);
+        assert_eq!(p["proposal"]["action_type"], expected, "{p}");
+        assert_eq!(p["proposal"]["credential_warning"], false, "{p}");
+        let id = p["proposal"]["proposal_id"]
+            .as_str()
+            .expect("id")
+            .to_owned();
+        let (status, outcome) = decide(&server, &id, json!({"decision": "approve"}));
+        assert_eq!(status, 200, "{outcome}");
+        assert_eq!(outcome["outcome"], "executed", "{outcome}");
+        // Deciding again is refused: executed once only (404 once the task
+        // has ended and its proposals are closed).
+        let (status, again) = decide(&server, &id, json!({"decision": "approve"}));
+        assert!(matches!(status, 404 | 409), "{status} {again}");
+        ids.push(id);
+    }
+    let result = server.wait_result(&task, ALPHA);
+    assert_eq!(result["type"], "task_completed", "{result}");
+    assert_eq!(
+        result["payload"]["outputs"]["all_executed"], true,
+        "{result}"
+    );
+    let typed = performed(&record);
+    let typed_ids: Vec<&str> = typed
+        .iter()
+        .map(|p| p["proposal_id"].as_str().expect("proposal id"))
+        .collect();
+    assert_eq!(typed_ids, ids, "in order, exactly once: {typed:?}");
+
+    // A secret-looking text is flagged; approving it needs an
+    // acknowledgement; rejected, it never reaches the device and the
+    // assistant stops there.
+    let mut secret = with_id(example("hid-assistant"), "msg-hid-secret");
+    secret["payload"]["inputs"]["steps"] = json!([
+        {"action_type": "TYPE_TEXT", "payload": {"text": "password=Tr0ub4dor&3xyzzy"}, "rationale": "log in to the instrument PC"},
+        {"action_type": "KEY_COMBO", "payload": {"keys": ["enter"]}, "rationale": "submit the login form"}
+    ]);
+    let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &secret);
+    assert_eq!(status, 200, "{accepted}");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    let p = next_pending(&server, &session);
+    assert_eq!(p["proposal"]["credential_warning"], true, "{p}");
+    let id = p["proposal"]["proposal_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, refused) = decide(&server, &id, json!({"decision": "approve"}));
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("credential"),
+        "{refused}"
+    );
+
+    let out = hcp(data.path(), &server, &["hid", "proposals", "--pending"]);
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listed.contains(&id) && listed.contains("CREDENTIAL WARNING"),
+        "{listed}"
+    );
+
+    let out = hcp(
+        data.path(),
+        &server,
+        &[
+            "hid",
+            "reject",
+            &id,
+            "--reason",
+            "never type credentials through the assistant",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = server.wait_result(&task.expect("task id"), ALPHA);
+    assert_eq!(result["type"], "task_completed", "{result}");
+    let steps = &result["payload"]["outputs"]["steps"];
+    assert_eq!(
+        steps.as_array().map(Vec::len),
+        Some(1),
+        "stopped at the rejection: {result}"
+    );
+    assert_eq!(steps[0]["outcome"], "rejected", "{result}");
+    assert_eq!(performed(&record).len(), 3, "nothing more was typed");
+
+    // Back to OBSERVE: proposals are recorded, nothing is executed.
+    let (status, s, _) = server.post("/v1/hid/mode", OPERATOR, &json!({"mode": "observe"}));
+    assert_eq!((status, s["mode"].as_str()), (200, Some("OBSERVE")), "{s}");
+    let (status, accepted, task) = server.post(
+        "/v1/tasks",
+        ALPHA,
+        &with_id(example("hid-assistant"), "msg-hid-observe"),
+    );
+    assert_eq!(status, 200, "{accepted}");
+    let result = server.wait_result(&task.expect("task id"), ALPHA);
+    assert_eq!(result["payload"]["outputs"]["executed"], 0, "{result}");
+    assert!(
+        result["payload"]["outputs"]["steps"]
+            .as_array()
+            .expect("steps")
+            .iter()
+            .all(|s| s["outcome"] == "not_executed"),
+        "{result}"
+    );
+    assert_eq!(performed(&record).len(), 3);
+
+    // Bad operator requests get JSON errors.
+    let (status, body, _) = server.post("/v1/hid/mode", OPERATOR, &json!({"mode": "TURBO"}));
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_mode")),
+        "{body}"
+    );
+    let (status, body) = decide(&server, "prop-nothing-here", json!({"decision": "approve"}));
+    assert_eq!(status, 404, "{body}");
+    let (status, body) = decide(&server, &id, json!({"decision": "maybe"}));
+    assert_eq!(status, 400, "{body}");
+
+    // The session log verifies, over HTTP and offline.
+    let (status, v) = server.get("/v1/hid/log/verify", Some(OPERATOR));
+    assert_eq!((status, v["ok"].as_bool()), (200, Some(true)), "{v}");
+    assert!(v["entries"].as_u64().unwrap_or(0) >= 10, "{v}");
+    let out = hcp(data.path(), &server, &["hid", "log", "verify"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("chain intact"),
+        "{text}"
+    );
+}
