@@ -618,3 +618,49 @@ fn replay_rederives_every_verdict_and_finds_a_changed_policy() {
         4
     );
 }
+
+#[test]
+fn hid_calls_need_the_device_and_typed_text_is_scanned() {
+    let payload = r#"{"text":"ls -la | grep notes"}"#;
+    let propose = Call::hid_propose("TYPE_TEXT", payload, "list the notes");
+    let wait = Call::bare(Op::HidWait, "prop-00000001");
+    // Not granted: neither call.
+    let s = scope();
+    assert_eq!(
+        verdict(&s, &propose),
+        (
+            reason::DENY_TOOL_NOT_FOUND,
+            "hid.propose: the hid device is not granted to document-analysis@1.0.0".to_owned()
+        )
+    );
+    assert_eq!(verdict(&s, &wait).0, reason::DENY_TOOL_NOT_FOUND);
+    // Granted: both; typed shell metacharacters are text for the operator's
+    // screen, not a command of the host's.
+    let mut f = facts();
+    f.surface.devices = vec!["hid".into()];
+    let s = Scope::compile(&shipped(), f).expect("scope");
+    assert_eq!(verdict(&s, &propose), (reason::ALLOW, String::new()));
+    assert_eq!(verdict(&s, &wait), (reason::ALLOW, String::new()));
+    // A terminal escape in typed text is denied by the shipped policy.
+    let escape = r#"{"text":"\u001b[2Jwiped"}"#;
+    let call = Call::hid_propose("TYPE_TEXT", escape, "clear the screen");
+    assert_eq!(verdict(&s, &call).0, reason::THREAT_SIGNAL_DETECTED);
+    // An action type the host never builds fails the schema.
+    let call = Call::hid_propose("SHELL", "{}", "x");
+    assert_eq!(
+        verdict(&s, &call),
+        (
+            reason::DENY_ARGS_INVALID,
+            "HID action type \"SHELL\" is unknown".to_owned()
+        )
+    );
+    // The bytes budget counts the payload and the rationale.
+    assert_eq!(propose.bytes(), (payload.len() + 14) as u64);
+    // Replay reads the call back.
+    let value: serde_json::Value =
+        serde_json::from_slice(&propose.canonical_bytes().expect("bytes")).expect("json");
+    assert_eq!(
+        Call::from_value(&value).expect("call"),
+        propose.clone().into_owned()
+    );
+}

@@ -505,7 +505,7 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
         Args::Instrument(a) => {
             s.scan(&a.action, Exposure::COMMAND, &mut signals);
             match serde_json::from_str::<serde_json::Value>(&a.arguments) {
-                Ok(v) => scan_json(s, &v, &mut signals),
+                Ok(v) => scan_json(s, &v, Exposure::COMMAND, &mut signals),
                 Err(_) => s.scan(&a.arguments, Exposure::COMMAND, &mut signals),
             }
         }
@@ -526,7 +526,12 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
         Args::Hid(a) => {
             // Typed text reaches the operator's screen and a model may read
             // the rationale: text, not a command.
-            s.scan(&a.payload, Exposure::TEXT, &mut signals);
+            // The payload is JSON text: scan its strings as decoded (an
+            // escape character is `\u001b` in the JSON).
+            match serde_json::from_str::<serde_json::Value>(&a.payload) {
+                Ok(v) => scan_json(s, &v, Exposure::TEXT, &mut signals),
+                Err(_) => s.scan(&a.payload, Exposure::TEXT, &mut signals),
+            }
             s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
         Args::Empty(_) => {}
@@ -534,16 +539,24 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
     signals
 }
 
-/// Keys and string values of an instrument's arguments, bound for a command.
-fn scan_json(s: &super::threat::Scan, v: &serde_json::Value, signals: &mut Signals) {
+/// Keys and string values of JSON arguments, each as `exposure` (an
+/// instrument's arguments are bound for a command; an HID payload is text).
+fn scan_json(
+    s: &super::threat::Scan,
+    v: &serde_json::Value,
+    exposure: Exposure,
+    signals: &mut Signals,
+) {
     use serde_json::Value;
     match v {
-        Value::String(text) => s.scan(text, Exposure::COMMAND, signals),
-        Value::Array(items) => items.iter().for_each(|i| scan_json(s, i, signals)),
+        Value::String(text) => s.scan(text, exposure, signals),
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| scan_json(s, i, exposure, signals)),
         Value::Object(map) => {
             for (k, i) in map {
-                s.scan(k, Exposure::COMMAND, signals);
-                scan_json(s, i, signals);
+                s.scan(k, exposure, signals);
+                scan_json(s, i, exposure, signals);
             }
         }
         _ => {}
