@@ -122,6 +122,7 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
     assert_eq!(accepted["type"], "task_accepted", "{accepted}");
     let session = accepted["session_id"].as_str().expect("session").to_owned();
     let task = task.expect("task id");
+    let assistant_task = task.clone();
     let mut ids = Vec::new();
     for expected in ["MOUSE_CLICK", "TYPE_TEXT", "KEY_COMBO"] {
         let p = next_pending(&server, &session);
@@ -257,4 +258,23 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
         out.status.success() && text.contains("chain intact"),
         "{text}"
     );
+
+    // Every proposal and wait of the assistant passed the PEP: its receipts.
+    let store = hcp::store::Store::open(data.path()).expect("store");
+    let receipts = hcp::evidence::recent_receipts(
+        &store,
+        hcp::evidence::ReceiptFilter::Task(&assistant_task),
+        1000,
+    )
+    .expect("receipts");
+    let proposals = receipts
+        .iter()
+        .filter(|r| r.call == "hid.propose" && r.reason_code == "ALLOW")
+        .count();
+    assert_eq!(proposals, 3, "{receipts:?}");
+    assert!(
+        receipts.iter().any(|r| r.call == "hid.wait"),
+        "{receipts:?}"
+    );
+    assert!(hcp::evidence::verify_store(&store).expect("check").ok());
 }

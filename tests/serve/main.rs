@@ -796,4 +796,19 @@ fn no_acknowledged_task_is_lost_to_sigkill() {
         let n = tasks_with_message(&server, LOCAL, &format!("msg-stream-{i}")).len();
         assert_eq!(n, 1, "msg-stream-{i}");
     }
+    // The receipt log survived the kill: every stored receipt is intact,
+    // chained, covered and signed as it should be, and the log went on.
+    let store = hcp::store::Store::open(data.path()).expect("store");
+    let check = hcp::evidence::verify_store(&store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    assert!(check.receipts > 3 * acknowledged.len() as u64, "{check:?}");
+    for id in &acknowledged {
+        let receipts =
+            hcp::evidence::recent_receipts(&store, hcp::evidence::ReceiptFilter::Task(id), 1000)
+                .expect("receipts");
+        assert!(
+            receipts.iter().any(|r| r.call == "gate.admission"),
+            "task {id}: {receipts:?}"
+        );
+    }
 }
