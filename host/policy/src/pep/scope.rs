@@ -187,6 +187,9 @@ pub struct Scope {
     pub(crate) max_artifacts: u64,
 }
 
+// The calls turned off are a bit set of `u32`.
+const _: () = assert!(Op::ALL.len() <= 32);
+
 fn op_bit(op: Op) -> u32 {
     1 << (op as u32)
 }
