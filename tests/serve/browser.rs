@@ -324,6 +324,27 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
             .is_some()
     );
 
+    // Receipts: the gate's decision is listed, and the whole log verifies.
+    browser.wait_for("#receipt-list tr[data-seq]", Duration::from_secs(10));
+    browser.click(&browser.wait_for("#receipts-verify", Duration::from_secs(5)));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let verdict = browser.text(&browser.wait_for("#receipts-verdict", Duration::from_secs(5)));
+        if verdict.starts_with("intact:") {
+            break;
+        }
+        assert!(
+            !verdict.starts_with("BROKEN") && Instant::now() < deadline,
+            "receipts: {verdict:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let listed = browser.text(&browser.wait_for("#receipt-list", Duration::from_secs(5)));
+    assert!(
+        listed.contains("gate."),
+        "no gate receipt listed:\n{listed}"
+    );
+
     // HID: the mode switch, and a proposal whose text looks like a secret,
     // shown with its warning and rejected with a reason.
     assert_eq!(

@@ -558,6 +558,8 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         "/v1/hid/proposals",
         "/v1/hid/proposals/{id}",
         "/v1/hid/log/verify",
+        "/v1/receipts",
+        "/v1/receipts/verify",
     ] {
         assert!(
             kept["paths"].get(path).is_some(),
@@ -798,6 +800,14 @@ fn no_acknowledged_task_is_lost_to_sigkill() {
     }
     // The receipt log survived the kill: every stored receipt is intact,
     // chained, covered and signed as it should be, and the log went on.
+    let (status, verdict) = server.get("/v1/receipts/verify", Some(OPERATOR));
+    assert_eq!(
+        (status, verdict["ok"].as_bool()),
+        (200, Some(true)),
+        "{verdict}"
+    );
+    let (status, body) = server.get("/v1/receipts", Some(LOCAL));
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
     let store = hcp::store::Store::open(data.path()).expect("store");
     let check = hcp::evidence::verify_store(&store).expect("check");
     assert!(check.ok(), "{:?}", check.problems);

@@ -39,6 +39,8 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/artifacts/{session}/{name}", get(artifact))
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/receipts", get(super::receipts_api::list))
+        .route("/v1/receipts/verify", get(super::receipts_api::verify))
         .route("/v1/hid", get(super::hid_api::status))
         .route("/v1/hid/mode", post(super::hid_api::set_mode))
         .route("/v1/hid/rearm", post(super::hid_api::rearm))
