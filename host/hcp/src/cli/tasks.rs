@@ -226,18 +226,8 @@ pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
                 .task(&id)?
                 .with_context(|| format!("no task {id}"))?;
             let approval = host.store.approval(&id)?;
-            print_json(&serde_json::json!({
-                "task_id": t.task_id,
-                "state": t.state.as_str(),
-                "caller_id": t.caller_id,
-                "message_id": t.message_id,
-                "capability": t.capability,
-                "version": t.version,
-                "session_id": t.session_id,
-                "risk_level": t.risk,
-                "data_classification": t.data_class,
-                "created_at": t.created_at,
-                "updated_at": t.updated_at,
+            let mut shown = t.summary();
+            let details = serde_json::json!({
                 "task_submit": t.submit,
                 "answer": t.answer,
                 "result": t.result,
@@ -249,7 +239,11 @@ pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
                     "reason": a.reason,
                     "decided_at": a.decided_at,
                 })),
-            }))?;
+            });
+            if let (Some(shown), Value::Object(details)) = (shown.as_object_mut(), details) {
+                shown.extend(details);
+            }
+            print_json(&shown)?;
         }
         TasksCommand::RunQueued => {
             let rt = runtime()?;

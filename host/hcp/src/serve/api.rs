@@ -231,25 +231,9 @@ async fn list_tasks(
         .into_iter()
         .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
         .take(limit)
-        .map(|t| task_summary(&t))
+        .map(|t| t.summary())
         .collect();
     Ok(Json(json!({"tasks": tasks})))
-}
-
-fn task_summary(t: &TaskRecord) -> Value {
-    json!({
-        "task_id": t.task_id,
-        "state": t.state.as_str(),
-        "caller_id": t.caller_id,
-        "message_id": t.message_id,
-        "capability": t.capability,
-        "version": t.version,
-        "session_id": t.session_id,
-        "risk_level": t.risk,
-        "data_classification": t.data_class,
-        "created_at": t.created_at,
-        "updated_at": t.updated_at,
-    })
 }
 
 fn status_message(t: &TaskRecord) -> &'static str {
@@ -419,7 +403,7 @@ async fn approvals(
 
 fn approval_json(t: &TaskRecord, a: &crate::store::ApprovalRecord) -> Value {
     json!({
-        "task": task_summary(t),
+        "task": t.summary(),
         "requested_at": a.requested_at,
         "expires_at": a.expires_at,
         "decision": a.decision,

@@ -204,6 +204,26 @@ pub struct TaskUpdate {
     pub admission: Option<Value>,
 }
 
+impl TaskRecord {
+    /// What lists show of a task: ids, state, capability and version,
+    /// session, assessed risk and data class, times (no messages).
+    pub fn summary(&self) -> Value {
+        serde_json::json!({
+            "task_id": self.task_id,
+            "state": self.state.as_str(),
+            "caller_id": self.caller_id,
+            "message_id": self.message_id,
+            "capability": self.capability,
+            "version": self.version,
+            "session_id": self.session_id,
+            "risk_level": self.risk,
+            "data_classification": self.data_class,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        })
+    }
+}
+
 impl Store {
     /// Records a submission, or finds the task this caller already submitted
     /// with this `message_id`.
