@@ -3,6 +3,7 @@
 
 use crate::error::BundleError;
 use crate::layout::{EntryKind, Limits, check_path};
+use hcp_receipts::tar_read::{TarLimits, TarProblem, read_entries};
 use std::collections::BTreeMap;
 
 /// Writes `entries` as a deterministic ustar archive: sorted by path, mode
@@ -94,93 +95,49 @@ pub(crate) fn read<'b>(
     limits: &Limits,
 ) -> Result<BTreeMap<String, &'b [u8]>, BundleError> {
     first_header_ok(bytes)?;
-    if !bytes.len().is_multiple_of(512) {
-        return Err(BundleError::Truncated(format!(
-            "{} bytes is not a whole number of 512-byte tar blocks",
-            bytes.len()
-        )));
-    }
-    let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
-    let iter = archive
-        .entries_with_seek()
-        .map_err(|e| BundleError::NotTar(format!("tar: {e}")))?
-        .raw(true);
-    let mut files = BTreeMap::new();
-    let mut total = 0u64;
-    let mut end = 0u64;
-    for entry in iter {
-        let entry = entry.map_err(|e| BundleError::NotTar(format!("tar: {e}")))?;
-        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let kind = entry.header().entry_type();
-        let flag = char::from(kind.as_byte());
-        if kind.is_symlink() || kind.is_hard_link() {
-            return Err(BundleError::Link { path });
-        }
-        if kind.is_pax_global_extensions()
-            || kind.is_pax_local_extensions()
-            || kind.is_gnu_longname()
-            || kind.is_gnu_longlink()
-        {
-            return Err(BundleError::Extension { path, kind: flag });
-        }
-        if !kind.is_file() {
-            return Err(BundleError::NotRegular { path, kind: flag });
-        }
-        check_path(&path)?;
-        let size = entry.size();
-        let (limit, what) = EntryKind::of(&path).limit(limits);
-        if size > limit {
-            return Err(BundleError::TooLarge {
-                path,
-                size,
-                limit,
-                what,
-            });
-        }
-        total = total.saturating_add(size);
-        if total > limits.total_bytes {
-            return Err(BundleError::TooMuch(format!(
-                "its entries hold more than {} bytes",
-                limits.total_bytes
-            )));
-        }
-        if files.len() >= limits.entries {
-            return Err(BundleError::TooMuch(format!(
-                "more than {} entries",
-                limits.entries
-            )));
-        }
-        let start = entry.raw_file_position();
-        let data = usize::try_from(start)
-            .ok()
-            .zip(usize::try_from(start.saturating_add(size)).ok())
-            .and_then(|(from, to)| bytes.get(from..to))
-            .ok_or_else(|| {
-                BundleError::Truncated(format!(
-                    "entry {path:?} declares {size} bytes, the archive holds {}",
-                    (bytes.len() as u64).saturating_sub(start)
-                ))
-            })?;
-        end = start + size.next_multiple_of(512);
-        if files.contains_key(&path) {
-            return Err(BundleError::Duplicate { path });
-        }
-        files.insert(path, data);
-    }
-    let tail = bytes
-        .get(usize::try_from(end).unwrap_or(usize::MAX)..)
-        .unwrap_or_default();
-    if tail.len() < 1024 {
-        return Err(BundleError::Truncated(
-            "the archive ends without its end-of-archive marker (two zero blocks)".into(),
-        ));
-    }
-    if tail.iter().any(|&b| b != 0) {
-        return Err(BundleError::NotTar(
-            "data after the tar's end-of-archive marker".into(),
-        ));
-    }
-    Ok(files)
+    read_entries(
+        bytes,
+        TarLimits {
+            entries: limits.entries,
+            total_bytes: limits.total_bytes,
+        },
+        |path| EntryKind::of(path).limit(limits).0,
+        check_path,
+        |problem| match problem {
+            TarProblem::NotBlocks(len) => BundleError::Truncated(format!(
+                "{len} bytes is not a whole number of 512-byte tar blocks"
+            )),
+            TarProblem::NotTar(e) => BundleError::NotTar(format!("tar: {e}")),
+            TarProblem::Link { path } => BundleError::Link { path },
+            TarProblem::Extension { path, kind } => BundleError::Extension { path, kind },
+            TarProblem::NotRegular { path, kind } => BundleError::NotRegular { path, kind },
+            TarProblem::TooLarge { path, size, limit } => {
+                let what = EntryKind::of(&path).limit(limits).1;
+                BundleError::TooLarge {
+                    path,
+                    size,
+                    limit,
+                    what,
+                }
+            }
+            TarProblem::TooManyBytes(limit) => {
+                BundleError::TooMuch(format!("its entries hold more than {limit} bytes"))
+            }
+            TarProblem::TooManyEntries(limit) => {
+                BundleError::TooMuch(format!("more than {limit} entries"))
+            }
+            TarProblem::ShortEntry { path, size, held } => BundleError::Truncated(format!(
+                "entry {path:?} declares {size} bytes, the archive holds {held}"
+            )),
+            TarProblem::Duplicate { path } => BundleError::Duplicate { path },
+            TarProblem::NoEndMarker => BundleError::Truncated(
+                "the archive ends without its end-of-archive marker (two zero blocks)".into(),
+            ),
+            TarProblem::TrailingData => {
+                BundleError::NotTar("data after the tar's end-of-archive marker".into())
+            }
+        },
+    )
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod par;
 pub mod reason;
 pub mod receipt;
 pub mod replay;
+pub mod tar_read;
 pub mod verify;
 
 pub use checkpoint::Checkpoint;

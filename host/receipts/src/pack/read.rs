@@ -11,6 +11,7 @@ use crate::hash::Digest;
 use crate::ids;
 use crate::keys::PublicKey;
 use crate::receipt::Receipt;
+use crate::tar_read::{TarLimits, TarProblem, read_entries};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
 
@@ -68,91 +69,41 @@ fn entries<'b>(
     bytes: &'b [u8],
     limits: &ReadLimits,
 ) -> Result<BTreeMap<String, &'b [u8]>, PackError> {
-    if !bytes.len().is_multiple_of(512) {
-        return Err(PackError::Truncated(format!(
-            "{} bytes is not a whole number of 512-byte tar blocks",
-            bytes.len()
-        )));
-    }
-    let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
-    let iter = archive
-        .entries_with_seek()
-        .map_err(|e| PackError::NotTar(e.to_string()))?
-        .raw(true);
-    let mut files = BTreeMap::new();
-    let mut total = 0u64;
-    let mut end = 0u64;
-    for entry in iter {
-        let entry = entry.map_err(|e| PackError::NotTar(e.to_string()))?;
-        let path = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let kind = entry.header().entry_type();
-        let flag = char::from(kind.as_byte());
-        if kind.is_symlink() || kind.is_hard_link() {
-            return Err(PackError::Link { path });
-        }
-        if kind.is_pax_global_extensions()
-            || kind.is_pax_local_extensions()
-            || kind.is_gnu_longname()
-            || kind.is_gnu_longlink()
-        {
-            return Err(PackError::Extension { path, kind: flag });
-        }
-        if !kind.is_file() {
-            return Err(PackError::NotRegular { path, kind: flag });
-        }
-        check_path(&path)?;
-        let size = entry.size();
-        if size > limits.max_entry_bytes {
-            return Err(PackError::TooLarge {
-                path,
-                size,
-                limit: limits.max_entry_bytes,
-            });
-        }
-        total = total.saturating_add(size);
-        if total > limits.max_total_bytes {
-            return Err(PackError::Limit(format!(
-                "entries hold more than {} bytes",
-                limits.max_total_bytes
-            )));
-        }
-        if files.len() >= limits.max_entries {
-            return Err(PackError::Limit(format!(
-                "more than {} entries",
-                limits.max_entries
-            )));
-        }
-        let start = entry.raw_file_position();
-        let data = usize::try_from(start)
-            .ok()
-            .zip(usize::try_from(start.saturating_add(size)).ok())
-            .and_then(|(from, to)| bytes.get(from..to))
-            .ok_or_else(|| {
-                PackError::Truncated(format!(
-                    "entry {path:?} declares {size} bytes, the archive holds {}",
-                    (bytes.len() as u64).saturating_sub(start)
-                ))
-            })?;
-        end = start + size.next_multiple_of(512);
-        if files.contains_key(&path) {
-            return Err(PackError::Duplicate { path });
-        }
-        files.insert(path, data);
-    }
-    let tail = bytes
-        .get(usize::try_from(end).unwrap_or(usize::MAX)..)
-        .unwrap_or_default();
-    if tail.len() < 1024 {
-        return Err(PackError::Truncated(
-            "the archive ends without its end-of-archive marker (two zero blocks)".into(),
-        ));
-    }
-    if tail.iter().any(|&b| b != 0) {
-        return Err(PackError::NotTar(
-            "data after the end-of-archive marker".into(),
-        ));
-    }
-    Ok(files)
+    read_entries(
+        bytes,
+        TarLimits {
+            entries: limits.max_entries,
+            total_bytes: limits.max_total_bytes,
+        },
+        |_| limits.max_entry_bytes,
+        check_path,
+        |problem| match problem {
+            TarProblem::NotBlocks(len) => PackError::Truncated(format!(
+                "{len} bytes is not a whole number of 512-byte tar blocks"
+            )),
+            TarProblem::NotTar(e) => PackError::NotTar(e),
+            TarProblem::Link { path } => PackError::Link { path },
+            TarProblem::Extension { path, kind } => PackError::Extension { path, kind },
+            TarProblem::NotRegular { path, kind } => PackError::NotRegular { path, kind },
+            TarProblem::TooLarge { path, size, limit } => PackError::TooLarge { path, size, limit },
+            TarProblem::TooManyBytes(limit) => {
+                PackError::Limit(format!("entries hold more than {limit} bytes"))
+            }
+            TarProblem::TooManyEntries(limit) => {
+                PackError::Limit(format!("more than {limit} entries"))
+            }
+            TarProblem::ShortEntry { path, size, held } => PackError::Truncated(format!(
+                "entry {path:?} declares {size} bytes, the archive holds {held}"
+            )),
+            TarProblem::Duplicate { path } => PackError::Duplicate { path },
+            TarProblem::NoEndMarker => PackError::Truncated(
+                "the archive ends without its end-of-archive marker (two zero blocks)".into(),
+            ),
+            TarProblem::TrailingData => {
+                PackError::NotTar("data after the end-of-archive marker".into())
+            }
+        },
+    )
 }
 
 fn check_index(files: &mut BTreeMap<String, &[u8]>) -> Result<(), PackError> {
