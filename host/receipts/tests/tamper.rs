@@ -191,6 +191,62 @@ fn an_inserted_receipt() {
     );
 }
 
+/// Drops the `k` lowest hashes of the inclusion proof of host-a's `seq`.
+fn drop_lowest(pack: &mut Pack, seq: u64, k: usize) {
+    let proof = pack.hosts[0]
+        .inclusion
+        .iter_mut()
+        .find(|p| p.seq == seq)
+        .expect("proof");
+    proof.path.drain(..k);
+}
+
+#[test]
+fn an_inner_node_passed_off_as_a_receipts_leaf() {
+    // Receipt 2's proof against checkpoint 0 (size 4) is [leaf 3, node 0-1];
+    // without leaf 3 it is the path of the node over receipts 2 and 3.
+    let mut pack = standard_pack();
+    drop_lowest(&mut pack, 2, 1);
+    let report = check(&pack);
+    has(
+        &report,
+        "[inclusion] receipt host-a:2 (receipts/host-a.jsonl index 2): inclusion proof against checkpoint 0 (size 4) fails: an inner node passed off as the receipt's leaf: the proof leads to the signed root from the inner node over seqs 2 to 3 (height 1), not from leaf 2; it has 1 hashes, leaf 2 of a tree of 4 needs 2",
+    );
+    assert_eq!(blamed(&report), vec![(Check::Inclusion, 2)], "{report}");
+
+    // Two levels up: receipt 4's proof against size 8 is [leaf 5, node 6-7,
+    // node 0-3].
+    let mut pack = standard_pack();
+    drop_lowest(&mut pack, 4, 2);
+    has(
+        &check(&pack),
+        "[inclusion] receipt host-a:4 (receipts/host-a.jsonl index 4): inclusion proof against checkpoint 1 (size 8) fails: an inner node passed off as the receipt's leaf: the proof leads to the signed root from the inner node over seqs 4 to 7 (height 2), not from leaf 4; it has 1 hashes, leaf 4 of a tree of 8 needs 3",
+    );
+
+    // On the right edge: receipt 12's proof against size 13 is [node 8-11,
+    // node 0-7]; without its lowest hash it starts from the node over 8-12.
+    let mut pack = standard_pack();
+    drop_lowest(&mut pack, 12, 1);
+    has(
+        &check(&pack),
+        "[inclusion] receipt host-a:12 (receipts/host-a.jsonl index 12): inclusion proof against checkpoint 3 (size 13) fails: an inner node passed off as the receipt's leaf: the proof leads to the signed root from the inner node over seqs 8 to 12 (height 3), not from leaf 12; it has 1 hashes, leaf 12 of a tree of 13 needs 2",
+    );
+
+    // A proof cut at the top instead is only too short, and says so.
+    let mut pack = standard_pack();
+    pack.hosts[0]
+        .inclusion
+        .iter_mut()
+        .find(|p| p.seq == 4)
+        .expect("proof")
+        .path
+        .pop();
+    has(
+        &check(&pack),
+        "[inclusion] receipt host-a:4 (receipts/host-a.jsonl index 4): inclusion proof against checkpoint 1 (size 8) fails: proof has 2 hashes, wrong for leaf 4 of a tree of 8",
+    );
+}
+
 #[test]
 fn a_truncated_chain() {
     let mut pack = standard_pack();

@@ -173,6 +173,67 @@ pub fn verify_inclusion_of_leaf_hash(
     Ok(())
 }
 
+/// The number of hashes in the inclusion proof of leaf `index` in the tree
+/// of `size` leaves (the length of RFC 9162's PATH); `None` when `index` is
+/// not below `size`.
+pub fn inclusion_proof_len(index: u64, size: u64) -> Option<usize> {
+    if index >= size {
+        return None;
+    }
+    let (mut m, mut n, mut len) = (index, size, 0);
+    while n > 1 {
+        let k = tree::split(n);
+        if m < k {
+            n = k;
+        } else {
+            m -= k;
+            n -= k;
+        }
+        len += 1;
+    }
+    Some(len)
+}
+
+/// The leaves under the inner node at `height` above leaf `index` in the
+/// tree of `size` leaves: the aligned block of `2^height` leaves that holds
+/// `index`, cut at `size` (so the rightmost node of a level may cover fewer).
+/// `None` when `index` is not below `size` or `height` is 64 or more.
+pub fn subtree_leaves(height: u32, index: u64, size: u64) -> Option<std::ops::Range<u64>> {
+    if index >= size {
+        return None;
+    }
+    let first = index.checked_shr(height)?.checked_shl(height)?;
+    let width = 1u64.checked_shl(height)?;
+    Some(first..first.saturating_add(width).min(size))
+}
+
+/// Verifies that `proof` leads from `node`, the root of the leaves
+/// [`subtree_leaves`]`(height, index, size)`, to `root`, the root of the
+/// tree of `size` leaves. The tree's nodes at `height` (the root of each
+/// such block, left to right) are the leaves of a tree with the same root,
+/// in which that node is leaf `index >> height` of `((size - 1) >> height) +
+/// 1`: this is [`verify_inclusion_of_leaf_hash`] there. A proof of leaf
+/// `index` from which the `k` lowest hashes are dropped is such a proof, for
+/// the lowest `height` whose proof has that many hashes.
+///
+/// # Errors
+///
+/// Why the proof is refused.
+pub fn verify_inclusion_of_subtree(
+    node: &Digest,
+    height: u32,
+    index: u64,
+    size: u64,
+    proof: &[Digest],
+    root: &Digest,
+) -> Result<(), ProofError> {
+    if index >= size {
+        return Err(ProofError::IndexOutOfRange { index, size });
+    }
+    let at = |v: u64| v.checked_shr(height).unwrap_or(0);
+    verify_inclusion_of_leaf_hash(node, at(index), at(size - 1) + 1, proof, root)
+}
+
 /// Verifies that the tree of `old_size` leaves with root `old_root` is a
 /// prefix of the tree of `new_size` leaves with root `new_root` (RFC 9162
 /// §2.1.4.2; equal sizes need an empty proof and equal roots, the empty tree

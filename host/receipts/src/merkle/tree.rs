@@ -205,7 +205,7 @@ impl Tree {
 }
 
 /// The largest power of two smaller than `n` (n ≥ 2).
-fn split(n: u64) -> u64 {
+pub(super) fn split(n: u64) -> u64 {
     1 << (63 - (n - 1).leading_zeros())
 }
 
@@ -221,6 +221,38 @@ mod tests {
         assert_eq!(split(5), 4);
         assert_eq!(split(8), 4);
         assert_eq!(split(9), 8);
+    }
+
+    #[test]
+    fn a_proof_without_its_lowest_hashes_is_the_proof_of_an_inner_node() {
+        use super::super::{
+            inclusion_proof_len, root, subtree_leaves, verify_inclusion_of_subtree,
+        };
+        let leaves: Vec<Digest> = (0u32..37).map(|i| leaf_hash(&i.to_be_bytes())).collect();
+        let tree = Tree::from_leaf_hashes(leaves.clone());
+        for size in 1..=37u64 {
+            let top = tree.root_at(size).expect("root");
+            for index in 0..size {
+                let proof = tree.inclusion_proof(index, size).expect("proof");
+                assert_eq!(inclusion_proof_len(index, size), Some(proof.len()));
+                for height in 0..7 {
+                    let under = subtree_leaves(height, index, size).expect("leaves");
+                    assert!(under.contains(&index));
+                    let node = root(&leaves[under.start as usize..under.end as usize]);
+                    let width = ((size - 1) >> height) + 1;
+                    let short = inclusion_proof_len(index >> height, width).expect("len");
+                    let suffix = &proof[proof.len() - short..];
+                    assert_eq!(
+                        verify_inclusion_of_subtree(&node, height, index, size, suffix, &top),
+                        Ok(()),
+                        "size {size} leaf {index} height {height}"
+                    );
+                }
+            }
+        }
+        assert_eq!(inclusion_proof_len(5, 5), None);
+        assert_eq!(subtree_leaves(2, 9, 10), Some(8..10));
+        assert_eq!(subtree_leaves(64, 0, 1), None);
     }
 
     #[test]

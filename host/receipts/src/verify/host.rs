@@ -5,12 +5,25 @@ use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::dag::{self, ChainStart, Node};
 use crate::hash::Digest;
 use crate::keys::{KeyId, PublicKey, SignatureFailure};
-use crate::merkle::{InclusionVerifier, Tree};
-use crate::pack::{HostSection, Pack};
+use crate::merkle::{self, InclusionVerifier, ProofError, Tree};
+use crate::pack::{HostSection, InclusionProof, Pack};
 use crate::receipt::Verdict;
 use std::collections::{HashMap, HashSet};
 
 type Keys<'a> = HashMap<&'a KeyId, &'a PublicKey>;
+
+/// The highest inner node a too-short inclusion proof is checked against
+/// (see `Section::inner_node_as_leaf`): at most `2^6` receipts are hashed to
+/// find it, so a pack of such proofs costs little more than a good one.
+const MAX_INNER_HEIGHT: u32 = 6;
+
+/// A receipt's inclusion proof with the wrong number of hashes, named once
+/// every receipt's hash is known.
+struct WrongLength<'a> {
+    checkpoint: usize,
+    proof: &'a InclusionProof,
+    message: String,
+}
 
 pub(super) fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
     let mut report = Report {
@@ -213,6 +226,7 @@ impl<'a, 'r> Section<'a, 'r> {
         let verifier = || None::<InclusionVerifier>;
         let outcomes = crate::par::map_init(&s.receipts, verifier, |verifier, _, r| {
             let mut problems: Vec<(Check, String)> = Vec::new();
+            let mut wrong_length = None;
             if let Err(e) = r.check() {
                 problems.push((Check::Record, e.to_string()));
             }
@@ -273,24 +287,29 @@ impl<'a, 'r> Section<'a, 'r> {
                             _ => verifier.insert(InclusionVerifier::new(cp.tree_size, cp.root_hash)),
                         };
                         if let Err(e) = v.verify(&hash.0, r.seq, &proof.path) {
-                            problems.push((
-                                Check::Inclusion,
-                                format!(
-                                    "inclusion proof against checkpoint {c} (size {}) fails: {e}",
-                                    cp.tree_size
-                                ),
-                            ));
+                            let message = format!(
+                                "inclusion proof against checkpoint {c} (size {}) fails: {e}",
+                                cp.tree_size
+                            );
+                            if matches!(e, ProofError::WrongLength { .. }) {
+                                wrong_length = Some(WrongLength { checkpoint: c, proof, message });
+                            } else {
+                                problems.push((Check::Inclusion, message));
+                            }
                         }
                     }
                 },
             }
-            (hash, problems)
+            (hash, problems, wrong_length)
         });
-        let mut hashes = Vec::with_capacity(outcomes.len());
-        for (i, (hash, problems)) in outcomes.into_iter().enumerate() {
-            hashes.push(hash);
+        let hashes: Vec<Digest> = outcomes.iter().map(|(hash, _, _)| *hash).collect();
+        for (i, (_, problems, wrong_length)) in outcomes.into_iter().enumerate() {
             for (check, message) in problems {
                 self.on_receipt(check, i, message);
+            }
+            if let Some(w) = wrong_length {
+                let message = self.inner_node_as_leaf(&hashes, i, &w).unwrap_or(w.message);
+                self.on_receipt(Check::Inclusion, i, message);
             }
         }
         let seqs: HashSet<u64> = s.receipts.iter().map(|r| r.seq).collect();
@@ -306,6 +325,48 @@ impl<'a, 'r> Section<'a, 'r> {
             }
         }
         hashes
+    }
+
+    /// When receipt `i`'s inclusion proof is too short because it is the
+    /// path of an inner node above the receipt's leaf (the proof with its
+    /// lowest hashes dropped), passing that node off as the receipt's leaf:
+    /// what is wrong, in words. The inner node is recomputed from the
+    /// section's receipts, up to [`MAX_INNER_HEIGHT`]; `None` when the proof
+    /// is not such a path, or the receipts under the node are not all in the
+    /// section.
+    fn inner_node_as_leaf(
+        &self,
+        hashes: &[Digest],
+        i: usize,
+        w: &WrongLength<'_>,
+    ) -> Option<String> {
+        let seq = self.s.receipts[i].seq;
+        let cp = &self.s.checkpoints[w.checkpoint];
+        let size = cp.tree_size;
+        let found = w.proof.path.len();
+        let needed = merkle::inclusion_proof_len(seq, size)?;
+        if found >= needed {
+            return None;
+        }
+        // The lowest height whose inner node's proof has `found` hashes.
+        let height = (1..=MAX_INNER_HEIGHT).find(|&h| {
+            let width = (size - 1).checked_shr(h).unwrap_or(0) + 1;
+            merkle::inclusion_proof_len(seq.checked_shr(h).unwrap_or(0), width) == Some(found)
+        })?;
+        let under = merkle::subtree_leaves(height, seq, size)?;
+        let leaves = under
+            .clone()
+            .map(|q| Some(merkle::leaf_hash(&hashes[self.position(q)?].0)))
+            .collect::<Option<Vec<Digest>>>()?;
+        let node = merkle::root(&leaves);
+        merkle::verify_inclusion_of_subtree(&node, height, seq, size, &w.proof.path, &cp.root_hash)
+            .ok()?;
+        Some(format!(
+            "inclusion proof against checkpoint {} (size {size}) fails: an inner node passed off as the receipt's leaf: the proof leads to the signed root from the inner node over seqs {} to {} (height {height}), not from leaf {seq}; it has {found} hashes, leaf {seq} of a tree of {size} needs {needed}",
+            w.checkpoint,
+            under.start,
+            under.end - 1
+        ))
     }
 
     /// Index of receipt `seq` in the section, if it is there where expected.

@@ -13,7 +13,9 @@
 //!   (so no rollback and no fork inside the pack), its `head`, and that the
 //!   receipts it covers are all there (no truncated chain);
 //! - every receipt is covered by a checkpoint and its inclusion proof leads
-//!   to that checkpoint's signed root;
+//!   from the receipt's own leaf to that checkpoint's signed root (a proof
+//!   that starts from an inner node above the leaf instead, passing that
+//!   node off as the receipt's leaf, is named as such);
 //! - checkpoints the verifier already knows (`known_checkpoints`) are not
 //!   rolled back or forked away from;
 //!
