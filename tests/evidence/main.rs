@@ -9,6 +9,7 @@ use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::evidence::{self, ReceiptFilter, Selection};
 use hcp_contracts::RiskLevel;
 use hcp_policy::pep::PepDecider;
+use hcp_receipts::merkle::{self, ProofError};
 use hcp_receipts::pack::{self, Pack};
 use hcp_receipts::{HostKey, Receipt, Verdict, VerifyOptions, reason};
 use hcp_tests::{REPO_ROOT, cache_dir};
@@ -353,6 +354,85 @@ async fn signed_receipts_tampered_with_fail_with_their_own_message() {
             last.tree_size - 1,
             keep - 1
         ),
+    );
+
+    // An inner node passed off as a receipt's leaf, the second-preimage
+    // attack that RFC 6962's distinct leaf (0x00) and node (0x01) prefixes
+    // defeat. A signed receipt's inclusion proof without its lowest hash (the
+    // neighbouring receipt's leaf) is the genuine path of the inner node over
+    // the two receipts: a shorter path to the same signed root.
+    let section = &pack.hosts[0];
+    let (target, proof) = receipts
+        .iter()
+        .enumerate()
+        .find_map(|(i, r)| {
+            let p = section.inclusion.iter().find(|p| p.seq == r.seq)?;
+            (r.is_signed() && r.seq ^ 1 < p.tree_size).then(|| (i, p.clone()))
+        })
+        .expect("a signed receipt with a neighbour under its checkpoint");
+    let seq = receipts[target].seq;
+    let c = section
+        .checkpoints
+        .iter()
+        .position(|cp| cp.tree_size == proof.tree_size)
+        .expect("its checkpoint");
+    let (size, root) = (proof.tree_size, section.checkpoints[c].root_hash);
+    let leaf = |q: u64| {
+        let i = usize::try_from(q - section.first_seq).expect("index");
+        merkle::leaf_hash(&hash(&receipts[i]).0)
+    };
+    assert_eq!(
+        proof.path[0],
+        leaf(seq ^ 1),
+        "lowest hash: the neighbour's leaf"
+    );
+    let short = proof.path[1..].to_vec();
+    let mut forged = pack.clone();
+    forged.hosts[0]
+        .inclusion
+        .iter_mut()
+        .find(|p| p.seq == seq)
+        .expect("proof")
+        .path = short.clone();
+    let report = verify(&forged);
+    has(
+        &report,
+        &format!(
+            "[inclusion] {}: inclusion proof against checkpoint {c} (size {size}) fails: an inner node passed off as the receipt's leaf: the proof leads to the signed root from the inner node over seqs {} to {} (height 1), not from leaf {seq}; it has {} hashes, leaf {seq} of a tree of {size} needs {}",
+            at(target),
+            seq & !1,
+            seq | 1,
+            short.len(),
+            proof.path.len()
+        ),
+    );
+    assert_eq!(
+        report.failures.len(),
+        1,
+        "nothing else is blamed:\n{report}"
+    );
+    // The verifier hashes the receipt into its leaf itself and places it at
+    // the receipt's own seq, so it refuses this proof by its length, prefixes
+    // or not. What the prefixes defeat is the same path serving a leaf whose
+    // data is chosen: it is a valid proof of the inner node as leaf seq / 2
+    // of the tree of the checkpoint's level-1 nodes (same root) ...
+    let (left, right) = (leaf(seq & !1), leaf(seq | 1));
+    let node = merkle::node_hash(&left, &right);
+    let (index, width) = (seq >> 1, ((size - 1) >> 1) + 1);
+    assert_eq!(
+        merkle::verify_inclusion_of_leaf_hash(&node, index, width, &short, &root),
+        Ok(())
+    );
+    // ... and the 64 bytes under that node, offered there as leaf data, are
+    // refused only because a leaf is hashed with 0x00 and a node with 0x01.
+    // Without the domain separation SHA-256(left || right) would be the node
+    // itself, this forged leaf would verify, and this test would fail.
+    assert!(
+        matches!(
+            merkle::verify_inclusion(&[left.0, right.0].concat(), index, width, &short, &root),
+            Err(ProofError::RootMismatch { .. })
+        ),
+        "a leaf must never pass for an inner node"
     );
 }
 
