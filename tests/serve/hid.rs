@@ -164,6 +164,7 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
     ]);
     let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &secret);
     assert_eq!(status, 200, "{accepted}");
+    let secret_task = task.clone().expect("task id");
     let session = accepted["session_id"].as_str().expect("session").to_owned();
     let p = next_pending(&server, &session);
     assert_eq!(p["proposal"]["credential_warning"], true, "{p}");
@@ -277,4 +278,109 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
         "{receipts:?}"
     );
     assert!(hcp::evidence::verify_store(&store).expect("check").ok());
+
+    // The operator's decisions, and what came of them, are receipts too,
+    // recorded before they took effect, each following from the receipt of
+    // the guest's proposal (DAG parents: proposal -> decision -> execution).
+    let approved = of_task(&store, &assistant_task);
+    for id in &ids {
+        let propose = approved.one("hid.propose", |i| i["call"]["args"]["proposal"] == *id);
+        let decision = approved.one("hid.decision", |i| i["proposal"] == *id);
+        assert_eq!(decision.0.reason_code, "ALLOW", "{:?}", decision.1);
+        assert_eq!(decision.1["decision"], "approve");
+        assert_eq!(
+            decision.1["operator"], "operator-lab-01",
+            "{:?}",
+            decision.1
+        );
+        assert_eq!(decision.0.parents, vec![propose.2], "{id}");
+        let execution = approved.one("hid.execution", |i| i["proposal"] == *id);
+        assert_eq!(execution.0.reason_code, "ALLOW", "{:?}", execution.1);
+        assert_eq!(execution.1["result"], "executed", "{:?}", execution.1);
+        assert_eq!(execution.1["readiness"], "armed", "{:?}", execution.1);
+        assert!(
+            execution.0.parents.contains(&propose.2) && execution.0.parents.contains(&decision.2),
+            "{id}: {:?}",
+            execution.0.parents
+        );
+        assert!(decision.0.lamport < execution.0.lamport);
+    }
+    // The rejection: a DENY following from the proposal, and nothing ran.
+    let secret = of_task(&store, &secret_task);
+    let propose = secret.one("hid.propose", |i| i["call"]["args"]["proposal"] == *id);
+    let rejection = secret.one("hid.decision", |i| i["proposal"] == *id);
+    assert_eq!(rejection.0.reason_code, "DENY_APPROVAL_REJECTED");
+    assert_eq!(
+        rejection.1["reason"],
+        "never type credentials through the assistant"
+    );
+    assert_eq!(rejection.0.parents, vec![propose.2]);
+    assert!(rejection.0.signature.is_some(), "a DENY is signed");
+    assert!(secret.calls("hid.execution").is_empty());
+    // The refused approval (no acknowledgement) took no effect: no receipt.
+    assert_eq!(secret.calls("hid.decision").len(), 1);
+
+    // Both packs verify offline and replay without a difference.
+    for pack in [&approved.pack, &secret.pack] {
+        let report = hcp_receipts::verify(
+            pack,
+            &hcp_receipts::VerifyOptions {
+                signing: Some(hcp_receipts::SigningPolicy::default()),
+                trusted_keys: Some(pack.public_keys.clone()),
+                known_checkpoints: Vec::new(),
+            },
+        );
+        assert!(report.ok(), "{report}");
+        let replayed = hcp_receipts::replay(pack, &hcp_policy::pep::PepDecider::new(pack));
+        assert!(replayed.ok(), "{:?}", replayed.issues);
+        assert_eq!(replayed.matched, replayed.replayed);
+    }
+}
+
+/// A task's evidence pack, and its receipts with their decision inputs.
+struct TaskPack {
+    pack: hcp_receipts::Pack,
+}
+
+fn of_task(store: &hcp::store::Store, task: &str) -> TaskPack {
+    let pack = hcp::evidence::export(store, &hcp::evidence::Selection::Task(task.to_owned()))
+        .expect("export");
+    assert_eq!(pack.hosts.len(), 1);
+    TaskPack { pack }
+}
+
+impl TaskPack {
+    /// The receipts of `call`, each with its decision input and hash.
+    fn calls(&self, call: &str) -> Vec<(&hcp_receipts::Receipt, &Value, hcp_receipts::Digest)> {
+        let section = &self.pack.hosts[0];
+        section
+            .receipts
+            .iter()
+            .filter(|r| r.call == call)
+            .map(|r| {
+                let input = section
+                    .inputs
+                    .iter()
+                    .find(|i| i.seq == r.seq)
+                    .map(|i| &i.input)
+                    .expect("every receipt has its input");
+                (r, input, r.hash().expect("hash"))
+            })
+            .collect()
+    }
+
+    /// The one receipt of `call` whose input matches.
+    fn one(
+        &self,
+        call: &str,
+        matches: impl Fn(&Value) -> bool,
+    ) -> (&hcp_receipts::Receipt, &Value, hcp_receipts::Digest) {
+        let mut found: Vec<_> = self
+            .calls(call)
+            .into_iter()
+            .filter(|(_, i, _)| matches(i))
+            .collect();
+        assert_eq!(found.len(), 1, "one {call} receipt expected");
+        found.remove(0)
+    }
 }

@@ -184,14 +184,15 @@ impl Proposal {
     }
 }
 
-/// Checks `request` from `session`, made in `mode`; sets
-/// `credential_warning`.
+/// Checks `request` from `session`, made in `mode`, to be proposal `id`;
+/// sets `credential_warning`.
 ///
 /// # Errors
 ///
 /// The first bound the request breaks ([`ProposalError`]).
 pub fn check(
     session: &str,
+    id: ProposalId,
     request: ProposalRequest,
     mode: Mode,
 ) -> Result<Proposal, ProposalError> {
@@ -204,7 +205,7 @@ pub fn check(
     let credential_warning = check_action(&action)?;
     check_rationale(&rationale)?;
     let proposal = Proposal {
-        id: ProposalId::new(),
+        id,
         session: session.to_owned(),
         timestamp: hcp_contracts::message::now_rfc3339(),
         action: CheckedAction(action),
@@ -299,6 +300,7 @@ mod tests {
     fn propose(action: Action) -> Result<Proposal, ProposalError> {
         check(
             "sess-1",
+            ProposalId::new(),
             ProposalRequest {
                 action,
                 rationale: WHY.into(),
@@ -422,21 +424,21 @@ mod tests {
             rationale: "short".into(),
         };
         assert_eq!(
-            check("s", req.clone(), Mode::Suggest),
+            check("s", ProposalId::new(), req.clone(), Mode::Suggest),
             Err(ProposalError::RationaleLength { chars: 5 })
         );
         req.rationale = "Looks fine \u{202E}txt.exe".into();
         assert_eq!(
-            check("s", req.clone(), Mode::Suggest),
+            check("s", ProposalId::new(), req.clone(), Mode::Suggest),
             Err(ProposalError::RationaleCharacter {
                 index: 11,
                 ch: '\u{202E}'
             })
         );
         req.rationale = "Two lines:\n\tfirst and second.".into();
-        assert!(check("s", req.clone(), Mode::Suggest).is_ok());
+        assert!(check("s", ProposalId::new(), req.clone(), Mode::Suggest).is_ok());
         assert_eq!(
-            check("", req, Mode::Suggest),
+            check("", ProposalId::new(), req, Mode::Suggest),
             Err(ProposalError::BadSession(String::new()))
         );
     }

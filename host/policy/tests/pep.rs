@@ -622,7 +622,7 @@ fn replay_rederives_every_verdict_and_finds_a_changed_policy() {
 #[test]
 fn hid_calls_need_the_device_and_typed_text_is_scanned() {
     let payload = r#"{"text":"ls -la | grep notes"}"#;
-    let propose = Call::hid_propose("TYPE_TEXT", payload, "list the notes");
+    let propose = Call::hid_propose("TYPE_TEXT", payload, "prop-1", "list the notes");
     let wait = Call::bare(Op::HidWait, "prop-00000001");
     // Not granted: neither call.
     let s = scope();
@@ -643,10 +643,10 @@ fn hid_calls_need_the_device_and_typed_text_is_scanned() {
     assert_eq!(verdict(&s, &wait), (reason::ALLOW, String::new()));
     // A terminal escape in typed text is denied by the shipped policy.
     let escape = r#"{"text":"\u001b[2Jwiped"}"#;
-    let call = Call::hid_propose("TYPE_TEXT", escape, "clear the screen");
+    let call = Call::hid_propose("TYPE_TEXT", escape, "prop-2", "clear the screen");
     assert_eq!(verdict(&s, &call).0, reason::THREAT_SIGNAL_DETECTED);
     // An action type the host never builds fails the schema.
-    let call = Call::hid_propose("SHELL", "{}", "x");
+    let call = Call::hid_propose("SHELL", "{}", "prop-3", "x");
     assert_eq!(
         verdict(&s, &call),
         (
@@ -663,4 +663,109 @@ fn hid_calls_need_the_device_and_typed_text_is_scanned() {
         Call::from_value(&value).expect("call"),
         propose.clone().into_owned()
     );
+}
+
+#[test]
+fn hid_decisions_and_executions_replay_from_their_inputs() {
+    use hcp_policy::pep::hid::{
+        CALL_HID_DECISION, CALL_HID_EXECUTION, HidDecisionInput, HidExecutionInput, HidReadiness,
+        HidResult, HidVerdict, decide, decide_decision, decide_execution,
+    };
+    let policy = shipped();
+    let approve = HidDecisionInput {
+        at: "2026-11-22T10:00:00Z".into(),
+        credential_acknowledged: false,
+        credential_warning: false,
+        decision: HidVerdict::Approve,
+        kind: CALL_HID_DECISION.into(),
+        mode: "EXECUTE".into(),
+        operator: "operator-lab-01".into(),
+        proposal: "prop-1".into(),
+        reason: None,
+        session_id: "s-1".into(),
+    };
+    let code = |i: &HidDecisionInput| decide_decision(&policy, i).reason;
+    assert_eq!(code(&approve), reason::ALLOW);
+    // A caller who is not an operator, or no caller at all, decides nothing.
+    for who in ["harness-alpha-001", "nobody", "host"] {
+        let i = HidDecisionInput {
+            operator: who.into(),
+            ..approve.clone()
+        };
+        assert_eq!(code(&i), reason::DENY_IDENTITY_UNAUTHORIZED, "{who}");
+    }
+    let secret = HidDecisionInput {
+        credential_warning: true,
+        ..approve.clone()
+    };
+    assert_eq!(code(&secret), reason::DENY_ARGS_INVALID);
+    let acknowledged = HidDecisionInput {
+        credential_acknowledged: true,
+        ..secret
+    };
+    assert_eq!(code(&acknowledged), reason::ALLOW);
+    let reject = HidDecisionInput {
+        decision: HidVerdict::Reject,
+        reason: Some("wrong window".into()),
+        ..approve.clone()
+    };
+    assert_eq!(code(&reject), reason::DENY_APPROVAL_REJECTED);
+    let withdraw = HidDecisionInput {
+        decision: HidVerdict::Withdraw,
+        operator: "host".into(),
+        ..approve.clone()
+    };
+    assert_eq!(code(&withdraw), reason::DELEGATION_INVALID);
+    let forged = HidDecisionInput {
+        operator: "operator-lab-01".into(),
+        ..withdraw
+    };
+    assert_eq!(code(&forged), reason::DENY_IDENTITY_UNAUTHORIZED);
+
+    let executed = HidExecutionInput {
+        action_type: "TYPE_TEXT".into(),
+        at: "2026-11-22T10:00:01Z".into(),
+        execution_id: Some("exec-1".into()),
+        kind: CALL_HID_EXECUTION.into(),
+        mode: "EXECUTE".into(),
+        operator: "operator-lab-01".into(),
+        proposal: "prop-1".into(),
+        readiness: HidReadiness::Armed,
+        reason: None,
+        result: HidResult::Executed,
+        sent: None,
+        session_id: "s-1".into(),
+    };
+    assert_eq!(decide_execution(&executed).reason, reason::ALLOW);
+    let halted = HidExecutionInput {
+        readiness: HidReadiness::Halted,
+        result: HidResult::NotExecuted,
+        ..executed.clone()
+    };
+    assert_eq!(
+        decide_execution(&halted).reason,
+        reason::DENY_RESOURCE_UNAVAILABLE
+    );
+    let suggest = HidExecutionInput {
+        mode: "SUGGEST".into(),
+        readiness: HidReadiness::Off,
+        ..halted
+    };
+    assert_eq!(
+        decide_execution(&suggest).reason,
+        reason::DENY_TOOL_NOT_FOUND
+    );
+
+    // Replay reads them by kind; a malformed input is an error, not a verdict.
+    let value = serde_json::to_value(&approve).expect("json");
+    let replayed = decide(&policy, CALL_HID_DECISION, &value).expect("a HID kind");
+    assert_eq!(replayed.expect("reads").reason, reason::ALLOW);
+    let mut extra = value.clone();
+    extra["smuggled"] = json!(true);
+    assert!(
+        decide(&policy, CALL_HID_DECISION, &extra)
+            .expect("a HID kind")
+            .is_err()
+    );
+    assert!(decide(&policy, "gate.admission", &value).is_none());
 }

@@ -47,7 +47,11 @@ pub enum HidOutcome {
 /// The host's HID mediator, as the sandbox uses it. Calls may block (a wait
 /// blocks up to its timeout); the sandbox calls them off the async threads.
 pub trait HidBroker: Send + Sync + std::fmt::Debug {
-    /// Records a proposal of `session`: `action` is seed 004's
+    /// A fresh proposal id. The sandbox names the proposal in the PEP's
+    /// call (so in its receipt) before [`HidBroker::propose`] records it.
+    fn new_proposal_id(&self) -> String;
+
+    /// Records proposal `proposal` of `session`: `action` is seed 004's
     /// `{"action_type", "payload"}`. Returns the proposal's id.
     ///
     /// # Errors
@@ -56,6 +60,7 @@ pub trait HidBroker: Send + Sync + std::fmt::Debug {
     fn propose(
         &self,
         session: &str,
+        proposal: &str,
         action: Value,
         rationale: String,
     ) -> Result<String, HidRefusal>;
@@ -138,7 +143,13 @@ impl hid::Host for HcpCtx {
         let action = action_json(action);
         let kind = action["action_type"].as_str().unwrap_or("").to_owned();
         let payload = action["payload"].to_string();
-        if let Err(e) = self.govern(&Call::hid_propose(&kind, &payload, &rationale)) {
+        // Without a mediator the PEP still decides (and records) the call.
+        let proposal = self
+            .hid
+            .as_ref()
+            .map(|l| l.broker.new_proposal_id())
+            .unwrap_or_default();
+        if let Err(e) = self.govern(&Call::hid_propose(&kind, &payload, &proposal, &rationale)) {
             return Ok(Err(e));
         }
         let Some(link) = self.hid.clone() else {
@@ -147,9 +158,10 @@ impl hid::Host for HcpCtx {
             )));
         };
         let session = self.meta.session_id.clone();
-        let answer =
-            tokio::task::spawn_blocking(move || link.broker.propose(&session, action, rationale))
-                .await?;
+        let answer = tokio::task::spawn_blocking(move || {
+            link.broker.propose(&session, &proposal, action, rationale)
+        })
+        .await?;
         Ok(match answer {
             Ok(id) => {
                 self.log.host_note(&format!("hid: proposed {kind} as {id}"));

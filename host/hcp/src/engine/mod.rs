@@ -131,9 +131,20 @@ impl Host {
             cache_dir: Some(paths.cache_dir.clone()),
             ..SandboxConfig::default()
         })?;
+        let witness = crate::hid::HidReceipts {
+            appender: recorder.appender(),
+            store: store.clone(),
+            policy: policy.clone(),
+            policy_hash: policy
+                .policy_hash()
+                .parse()
+                .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
+            policy_sources: policy_sources.clone(),
+        };
         let hid = Arc::new(crate::hid::HidService::start(
             &paths.data_dir,
             config.hid_device.clone(),
+            Some(Arc::new(witness)),
         )?);
         Ok(Self {
             hid,

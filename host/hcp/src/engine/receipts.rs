@@ -126,6 +126,7 @@ impl Host {
             parents: Vec::new(),
             manifest,
             policy_sources: Some(self.policy_sources.clone()),
+            follows: None,
         })
     }
 
@@ -166,6 +167,7 @@ impl Host {
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
             policy_sources: Some(self.policy_sources.clone()),
+            follows: None,
         })
     }
 
@@ -200,6 +202,7 @@ impl Host {
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
             policy_sources: Some(self.policy_sources.clone()),
+            follows: None,
         })
     }
 
@@ -231,6 +234,7 @@ impl Host {
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
             policy_sources: Some(self.policy_sources.clone()),
+            follows: None,
         })
     }
 }

@@ -53,7 +53,7 @@ pub mod view;
 mod writer;
 
 pub use export::{Selection, export};
-pub use recorder::{Entry, Recorder, SessionOpened};
+pub use recorder::{Appender, Entry, Follows, Recorder, SessionOpened};
 pub use view::{ReceiptFilter, ReceiptSummary, StoreCheck, recent_receipts, verify_store};
 
 pub use hcp_receipts::Parent;

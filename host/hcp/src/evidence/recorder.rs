@@ -53,6 +53,19 @@ pub struct Entry {
     /// The policy files (`PolicySet::sources` as JSON), stored as the
     /// snapshot of `policy_hash` for evidence packs.
     pub policy_sources: Option<String>,
+    /// The HID proposal this receipt follows from: the receipts recorded
+    /// so far about it (the guest's `hid.propose` call, the operator's
+    /// decision) become parents too.
+    pub follows: Option<Follows>,
+}
+
+/// A receipt's place among the receipts about one HID proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follows {
+    /// The proposal (named by its `hid.propose` call's arguments).
+    pub proposal: String,
+    /// The proposal's last receipt: the writer forgets it afterwards.
+    pub last: bool,
 }
 
 /// A session the recorder opened.
@@ -146,6 +159,53 @@ impl VerdictSink for Sink {
 
     fn healthy(&self) -> bool {
         !self.failure.is_set()
+    }
+}
+
+/// A handle that appends receipts of the host's own decisions (the HID
+/// mediator's), for parts of the host that outlive a borrow of the
+/// [`Recorder`].
+#[derive(Clone)]
+pub struct Appender {
+    tx: SyncSender<Msg>,
+    failure: Arc<Failure>,
+}
+
+impl std::fmt::Debug for Appender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Appender").finish_non_exhaustive()
+    }
+}
+
+impl Appender {
+    /// Appends `entry` and a checkpoint over every receipt so far, in one
+    /// transaction: durable and covered by a signed checkpoint on return.
+    ///
+    /// # Errors
+    ///
+    /// The receipt breaks a rule of receipts, or cannot be stored.
+    pub fn append_sealed(&self, entry: Entry) -> Result<Parent> {
+        if self.failure.is_set() {
+            anyhow::bail!("receipts: {}", self.failure.why());
+        }
+        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
+        let (append_tx, append_rx) = channel();
+        let (flush_tx, flush_rx) = channel();
+        // Both queued before either is awaited: the writer takes them in
+        // one batch.
+        self.tx
+            .send(Msg::Append(Box::new(entry), append_tx))
+            .map_err(|_| stopped())?;
+        self.tx.send(Msg::Flush(flush_tx)).map_err(|_| stopped())?;
+        let parent = append_rx
+            .recv()
+            .map_err(|_| stopped())?
+            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+        flush_rx
+            .recv()
+            .map_err(|_| stopped())?
+            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+        Ok(parent)
     }
 }
 
@@ -298,27 +358,15 @@ impl Recorder {
     ///
     /// As [`Recorder::append`].
     pub fn append_sealed(&self, entry: Entry) -> Result<Parent> {
-        if self.failure.is_set() {
-            anyhow::bail!("receipts: {}", self.failure.why());
+        self.appender().append_sealed(entry)
+    }
+
+    /// A handle for [`Appender::append_sealed`].
+    pub fn appender(&self) -> Appender {
+        Appender {
+            tx: self.tx.clone(),
+            failure: self.failure.clone(),
         }
-        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
-        let (append_tx, append_rx) = channel();
-        let (flush_tx, flush_rx) = channel();
-        // Both queued before either is awaited: the writer takes them in
-        // one batch.
-        self.tx
-            .send(Msg::Append(Box::new(entry), append_tx))
-            .map_err(|_| stopped())?;
-        self.tx.send(Msg::Flush(flush_tx)).map_err(|_| stopped())?;
-        let parent = append_rx
-            .recv()
-            .map_err(|_| stopped())?
-            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
-        flush_rx
-            .recv()
-            .map_err(|_| stopped())?
-            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
-        Ok(parent)
     }
 
     /// The receipts that admitted a task (its ALLOW admission and

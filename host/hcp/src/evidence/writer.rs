@@ -32,6 +32,12 @@ struct Chain {
     causes: Vec<Parent>,
 }
 
+/// The receipts about one HID proposal so far: the parents of the next.
+struct Thread {
+    session: String,
+    parents: Vec<Parent>,
+}
+
 /// Answers a message once its batch is committed (or failed).
 pub(super) type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 
@@ -48,6 +54,9 @@ pub(super) struct Core {
     /// The log state as this writer last stored it (its JSON).
     pub(super) saved: String,
     sessions: HashMap<String, Chain>,
+    /// HID proposals by id, from their `hid.propose` call's receipt to
+    /// their last receipt (see [`super::Follows`]).
+    threads: HashMap<String, Thread>,
     /// The last timestamp formatted: calls come many to a millisecond.
     stamp: (u64, String),
 }
@@ -79,6 +88,7 @@ impl Writer {
                 log,
                 saved,
                 sessions: HashMap::new(),
+                threads: HashMap::new(),
                 stamp: (u64::MAX, String::new()),
             },
         }
@@ -149,6 +159,10 @@ impl Writer {
                 Msg::Close(session) => {
                     core.save_session(&tx, &session)?;
                     core.sessions.remove(&session);
+                    // Proposals never decided end with their session; a
+                    // decided one waits for its execution's receipt.
+                    core.threads
+                        .retain(|_, t| t.session != session || t.parents.len() > 1);
                 }
                 Msg::Flush(reply) => {
                     flush = true;
@@ -328,6 +342,18 @@ impl Core {
                 .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
             insert_session(tx, facts, &scope_hash, &facts_bytes, seq)?;
         }
+        if let pep::Args::Hid(args) = &d.call.args
+            && d.verdict == hcp_receipts::Verdict::Allow
+            && !args.proposal.is_empty()
+        {
+            self.threads.insert(
+                args.proposal.to_string(),
+                Thread {
+                    session: facts.session_id.clone(),
+                    parents: vec![parent],
+                },
+            );
+        }
         self.sessions.insert(
             facts.session_id.clone(),
             Chain {
@@ -353,6 +379,18 @@ impl Core {
             Ok(i) => i,
             Err(m) => return Ok(Err(field(format!("input: {m}")))),
         };
+        let mut parents = e.parents.clone();
+        if let Some(follows) = &e.follows {
+            match self.threads.get(&follows.proposal) {
+                Some(t) => parents.extend(t.parents.iter().copied()),
+                None => {
+                    return Ok(Err(field(format!(
+                        "no receipt of this process records proposal {:?} (its hid.propose call)",
+                        follows.proposal
+                    ))));
+                }
+            }
+        }
         let timestamp = self.timestamp(now_ms());
         let draft = Draft {
             session_id: e.session_id.clone(),
@@ -365,10 +403,17 @@ impl Core {
             reason_code: e.reason_code.clone(),
             risk: e.risk,
             policy_hash: e.policy_hash,
-            parents: e.parents.clone(),
+            parents,
             timestamp,
         };
         let stored = self.try_store(tx, draft, &input, true)?;
+        if let (Ok((parent, _)), Some(follows)) = (&stored, &e.follows) {
+            if follows.last {
+                self.threads.remove(&follows.proposal);
+            } else if let Some(t) = self.threads.get_mut(&follows.proposal) {
+                t.parents.push(*parent);
+            }
+        }
         if stored.is_ok() {
             if let Some(manifest) = &e.manifest {
                 insert_manifest(tx, &e.capability, manifest)?;

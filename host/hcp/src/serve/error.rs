@@ -75,6 +75,12 @@ impl ApiError {
         )
     }
 
+    /// 503: the host cannot do it now (e.g. its receipts cannot be
+    /// recorded); nothing was done.
+    pub(crate) fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
     /// 503: the request took too long.
     pub(crate) fn timeout() -> Self {
         Self::new(

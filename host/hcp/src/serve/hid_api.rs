@@ -20,12 +20,14 @@ fn mediator_error(e: MediatorError) -> ApiError {
         MediatorError::UnknownProposal(_) => ApiError::not_found(e.to_string()),
         MediatorError::BadReason => ApiError::bad_request("invalid_decision", e.to_string()),
         MediatorError::Log(ref l) => ApiError::internal(&anyhow::anyhow!("HID session log: {l}")),
+        MediatorError::Witness(_) => ApiError::unavailable(e.to_string()),
         MediatorError::NotPending(_)
         | MediatorError::CredentialNotAcknowledged(_)
         | MediatorError::NoDevice
         | MediatorError::NotInExecute(_)
         | MediatorError::ArmRefused(_)
         | MediatorError::TooManyPending { .. }
+        | MediatorError::DuplicateProposal(_)
         | MediatorError::Proposal(_) => ApiError::conflict(format!("{e:#}")),
     }
 }

@@ -1,6 +1,7 @@
 //! The operator's side that touches the device: approving (and executing),
 //! changing mode, arming, re-arming, halting.
 
+use super::witness::{self, Decided, Finished, Readiness};
 use super::{
     Exec, Execution, Inner, MIN_DELAY, Mediator, MediatorError, Outcome, State, Status, bounded,
     host_event, lock, pending,
@@ -40,6 +41,22 @@ impl Mediator {
         if record.proposal.credential_warning && !credential_acknowledged {
             return Err(MediatorError::CredentialNotAcknowledged(id.to_string()));
         }
+        self.witness_decided(&Decided {
+            proposal: id,
+            session: &record.proposal.session,
+            operator: operator.as_str(),
+            verdict: witness::Verdict::Approve,
+            reason: None,
+            mode,
+            credential_warning: record.proposal.credential_warning,
+            credential_acknowledged,
+        })?;
+        let readiness = match (&mode, &execution) {
+            (Mode::Execute, Execution::Armed { .. }) => Readiness::Armed,
+            (Mode::Execute, Execution::Halted { .. }) => Readiness::Halted,
+            _ => Readiness::Off,
+        };
+        let action_type = record.proposal.action.action_type().as_str();
         let mut details = Map::new();
         details.insert("decision".into(), json!("APPROVED"));
         details.insert("session_id".into(), json!(record.proposal.session));
@@ -71,9 +88,26 @@ impl Mediator {
             (Mode::Execute, Execution::Armed { .. }) => None,
         };
         if let Some(reason) = not_executed {
+            let finished = Finished {
+                proposal: id,
+                session: &record.proposal.session,
+                operator: operator.as_str(),
+                mode,
+                readiness,
+                action_type,
+                result: witness::Result::NotExecuted { reason: &reason },
+            };
+            let witnessed = self.witness_finished(&finished);
             let outcome = Outcome::NotExecuted { mode, reason };
             record.state = State::Done(outcome.clone());
             self.changed.notify_all();
+            if let Err(e) = witnessed
+                && mode == Mode::Execute
+            {
+                inner.execution = Execution::Halted { reason: e };
+                drop(inner);
+                tell_observe(&mut exec);
+            }
             return Ok(outcome);
         }
         record.state = State::Executing;
@@ -102,6 +136,25 @@ impl Mediator {
         let mut details = Map::new();
         details.insert("session_id".into(), json!(session));
         details.insert("action_type".into(), json!(cmd.action_type));
+        let result = result.map_err(|(e, sent)| (e.to_string(), e, sent));
+        let witnessed = self.witness_finished(&Finished {
+            proposal: id,
+            session: &session,
+            operator: operator.as_str(),
+            mode,
+            readiness,
+            action_type,
+            result: match &result {
+                Ok(_) => witness::Result::Executed {
+                    execution_id: &cmd.execution_id,
+                },
+                Err((why, _, sent)) => witness::Result::Failed {
+                    execution_id: &cmd.execution_id,
+                    sent: *sent,
+                    reason: why,
+                },
+            },
+        });
         let (outcome, fault) = match result {
             Ok(answer) => {
                 details.insert("result".into(), json!("ok"));
@@ -116,16 +169,11 @@ impl Mediator {
                     None,
                 )
             }
-            Err((e, sent)) => {
+            Err((why, e, sent)) => {
                 details.insert("result".into(), json!("failed"));
                 details.insert("sent".into(), json!(sent));
-                details.insert("error_message".into(), json!(bounded(&e.to_string(), 1000)));
-                (
-                    Outcome::Failed {
-                        reason: e.to_string(),
-                    },
-                    Some(e),
-                )
+                details.insert("error_message".into(), json!(bounded(&why, 1000)));
+                (Outcome::Failed { reason: why }, Some(e))
             }
         };
         if let Some(r) = inner.records.get_mut(id) {
@@ -147,6 +195,11 @@ impl Mediator {
             inner.execution = Execution::Halted {
                 reason: format!("the session log failed: {e}"),
             };
+            drop(inner);
+            tell_observe(&mut exec);
+        } else if let Err(reason) = witnessed {
+            // So are the host's receipts.
+            inner.execution = Execution::Halted { reason };
             drop(inner);
             tell_observe(&mut exec);
         }

@@ -27,6 +27,7 @@
 //!   to their session.
 
 mod execute;
+pub mod witness;
 
 use crate::action::{Action, HOST_OPERATOR, MIN_ACTION_DELAY_MS, Mode, OperatorId, ProposalId};
 use crate::device::{Device, DeviceConfig, DeviceError, DeviceKind};
@@ -35,8 +36,9 @@ use crate::proposal::{self, Proposal, ProposalError, ProposalRequest};
 use crate::wire::DeviceStatus;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use witness::Witness;
 
 /// Longest operator reason, in characters (the decision schema's bound).
 pub const MAX_REASON_CHARS: usize = 500;
@@ -48,15 +50,27 @@ pub struct MediatorConfig {
     pub device: Option<DeviceConfig>,
     /// Most undecided proposals one session may have.
     pub max_pending_per_session: usize,
+    /// Records every decision before it takes effect, and every approved
+    /// proposal's end (the host's receipts).
+    pub witness: Option<Arc<dyn Witness>>,
 }
 
 impl MediatorConfig {
-    /// The executor at `device`, 16 pending proposals per session.
+    /// The executor at `device`, 16 pending proposals per session, no
+    /// witness.
     pub fn new(device: Option<DeviceConfig>) -> Self {
         Self {
             device,
             max_pending_per_session: 16,
+            witness: None,
         }
+    }
+
+    /// The same, with `witness`.
+    #[must_use]
+    pub fn with_witness(mut self, witness: Arc<dyn Witness>) -> Self {
+        self.witness = Some(witness);
+        self
     }
 }
 
@@ -150,6 +164,13 @@ pub enum MediatorError {
     /// No such proposal (or not the caller's).
     #[error("no proposal {0}")]
     UnknownProposal(String),
+    /// A proposal with this id exists already.
+    #[error("proposal {0} exists already")]
+    DuplicateProposal(String),
+    /// The witness did not record the decision (or refused it): it did
+    /// not take effect.
+    #[error("the decision did not take effect: {0}")]
+    Witness(String),
     /// The proposal was decided already.
     #[error("proposal {0} is not waiting for a decision")]
     NotPending(String),
@@ -255,6 +276,33 @@ impl Mediator {
         }
     }
 
+    /// Asks the witness (if any) to record a decision before it takes
+    /// effect.
+    fn witness_decided(&self, decided: &witness::Decided<'_>) -> Result<(), MediatorError> {
+        match &self.config.witness {
+            Some(w) => w.decided(decided).map_err(|e| {
+                tracing::error!(proposal = %decided.proposal, error = %e, "HID decision not recorded");
+                MediatorError::Witness(e)
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Asks the witness (if any) to record an approved proposal's end; on
+    /// failure, the reason execution must halt.
+    fn witness_finished(&self, finished: &witness::Finished<'_>) -> Result<(), String> {
+        match &self.config.witness {
+            Some(w) => w.finished(finished).map_err(|e| {
+                tracing::error!(proposal = %finished.proposal, error = %e, "HID execution not recorded");
+                format!(
+                    "the end of proposal {} could not be recorded: {e}",
+                    finished.proposal
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+
     fn append(&self, event: Event) -> Result<crate::log::LogEntry, LogError> {
         lock(&self.log).append(event)
     }
@@ -308,9 +356,29 @@ impl Mediator {
         session: &str,
         request: ProposalRequest,
     ) -> Result<ProposalId, MediatorError> {
+        self.propose_as(session, ProposalId::new(), request)
+    }
+
+    /// [`Mediator::propose`] under an id chosen beforehand (the host names
+    /// the proposal in the receipt of the guest's call before it reaches
+    /// the mediator).
+    ///
+    /// # Errors
+    ///
+    /// As [`Mediator::propose`]; [`MediatorError::DuplicateProposal`] when
+    /// `id` is taken.
+    pub fn propose_as(
+        &self,
+        session: &str,
+        id: ProposalId,
+        request: ProposalRequest,
+    ) -> Result<ProposalId, MediatorError> {
         let mut inner = lock(&self.inner);
+        if inner.records.contains_key(&id) {
+            return Err(MediatorError::DuplicateProposal(id.to_string()));
+        }
         let mode = inner.mode;
-        let proposal = match proposal::check(session, request, mode) {
+        let proposal = match proposal::check(session, id, request, mode) {
             Ok(p) => p,
             Err(e) => {
                 let mut details = Map::new();
@@ -415,6 +483,16 @@ impl Mediator {
         let mut inner = lock(&self.inner);
         let mode = inner.mode;
         let record = pending(&mut inner, id)?;
+        self.witness_decided(&witness::Decided {
+            proposal: id,
+            session: &record.proposal.session,
+            operator: operator.as_str(),
+            verdict: witness::Verdict::Reject,
+            reason: Some(reason),
+            mode,
+            credential_warning: record.proposal.credential_warning,
+            credential_acknowledged: false,
+        })?;
         let mut details = Map::new();
         details.insert("decision".into(), json!("REJECTED"));
         details.insert("override_reason".into(), json!(reason));
@@ -464,19 +542,28 @@ impl Mediator {
             match record.state {
                 State::Executing => continue,
                 State::Pending => {
+                    // Withdrawn whether or not the witness records it: the
+                    // session is gone, its proposals must not stay.
+                    let _ = self.witness_decided(&witness::Decided {
+                        proposal: &id,
+                        session,
+                        operator: HOST_OPERATOR,
+                        verdict: witness::Verdict::Withdraw,
+                        reason: Some(WITHDRAWN),
+                        mode,
+                        credential_warning: record.proposal.credential_warning,
+                        credential_acknowledged: false,
+                    });
                     let mut details = Map::new();
                     details.insert("decision".into(), json!("REJECTED"));
-                    details.insert(
-                        "override_reason".into(),
-                        json!("the session ended before a decision"),
-                    );
+                    details.insert("override_reason".into(), json!(WITHDRAWN));
                     details.insert("session_id".into(), json!(session));
                     let mut event = host_event(EventType::Decision, mode, details);
                     event.proposal_id = Some(id.to_string());
                     self.append(event)?;
                     record.state = State::Done(Outcome::Rejected {
                         operator_id: HOST_OPERATOR.into(),
-                        reason: "the session ended before a decision".into(),
+                        reason: WITHDRAWN.into(),
                     });
                 }
                 State::Done(_) => {}
@@ -549,6 +636,9 @@ fn proposal_details(p: &Proposal) -> Map<String, Value> {
     d.insert("rationale".into(), json!(bounded(&p.rationale, 500)));
     d
 }
+
+/// Why the host withdraws a proposal.
+const WITHDRAWN: &str = "the session ended before a decision";
 
 /// The shortest time between actions.
 const MIN_DELAY: Duration = Duration::from_millis(MIN_ACTION_DELAY_MS);

@@ -242,3 +242,100 @@ fn rejections_need_a_reason() {
         ));
     }
 }
+
+/// Writes down what it is asked to witness; refuses while `refuse` is set.
+#[derive(Debug, Default)]
+struct Notary {
+    seen: Mutex<Vec<String>>,
+    refuse: std::sync::atomic::AtomicBool,
+}
+
+impl witness::Witness for Notary {
+    fn decided(&self, d: &witness::Decided<'_>) -> Result<(), String> {
+        if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err("the receipt store is full".into());
+        }
+        lock(&self.seen).push(format!(
+            "{} {} {} by {} ({})",
+            d.verdict.as_str(),
+            d.proposal,
+            d.session,
+            d.operator,
+            d.reason.unwrap_or("-")
+        ));
+        Ok(())
+    }
+
+    fn finished(&self, f: &witness::Finished<'_>) -> Result<(), String> {
+        lock(&self.seen).push(format!(
+            "{} {} {} {} {}",
+            f.result.as_str(),
+            f.proposal,
+            f.action_type,
+            f.mode.as_str(),
+            f.readiness.as_str()
+        ));
+        Ok(())
+    }
+}
+
+fn witnessed() -> (tempfile::TempDir, Mediator, Arc<Notary>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = SessionLog::open(&dir.path().join("hcp.db")).expect("log");
+    let notary = Arc::new(Notary::default());
+    let m = Mediator::start(log, MediatorConfig::new(None).with_witness(notary.clone()));
+    (dir, m, notary)
+}
+
+#[test]
+fn every_decision_is_witnessed_before_it_takes_effect() {
+    let (_dir, m, notary) = witnessed();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let chosen: ProposalId = "prop-chosen-by-the-host".parse().expect("id");
+    let a = m
+        .propose_as("s1", chosen.clone(), request("ls"))
+        .expect("a");
+    assert_eq!(a, chosen, "the id chosen beforehand");
+    assert!(matches!(
+        m.propose_as("s1", chosen.clone(), request("ls")),
+        Err(MediatorError::DuplicateProposal(_))
+    ));
+    let b = m.propose("s1", request("pwd")).expect("b");
+    let c = m.propose("s1", request("whoami")).expect("c");
+
+    // A witness that cannot record: the decision does not happen.
+    notary
+        .refuse
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let entries_before = entries(&m).len();
+    assert!(matches!(
+        m.approve(&alice(), &a, false),
+        Err(MediatorError::Witness(e)) if e == "the receipt store is full"
+    ));
+    assert!(matches!(
+        m.reject(&alice(), &b, "Not now."),
+        Err(MediatorError::Witness(_))
+    ));
+    assert_eq!(entries(&m).len(), entries_before, "nothing logged");
+    assert_eq!(
+        m.wait("s1", &a, Duration::ZERO).expect("wait"),
+        Outcome::TimedOut,
+        "still pending"
+    );
+    notary
+        .refuse
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+
+    m.approve(&alice(), &a, false).expect("approve");
+    m.reject(&alice(), &b, "Not now.").expect("reject");
+    m.close_session("s1").expect("close");
+    assert_eq!(
+        *lock(&notary.seen),
+        [
+            format!("approve {a} s1 by alice (-)"),
+            format!("not_executed {a} TYPE_TEXT SUGGEST off"),
+            format!("reject {b} s1 by alice (Not now.)"),
+            format!("withdraw {c} s1 by host (the session ended before a decision)"),
+        ]
+    );
+}

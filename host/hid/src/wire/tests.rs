@@ -238,6 +238,7 @@ proptest::proptest! {
     fn accepted_texts_pass_the_firmware(s in "[ -~]{1,1024}") {
         let proposal = crate::proposal::check(
             "s",
+            ProposalId::new(),
             crate::proposal::ProposalRequest {
                 action: Action::TypeText { text: s },
                 rationale: "Property test rationale.".into(),

@@ -289,6 +289,9 @@ pub struct HidArgs<'a> {
     pub action_type: Text<'a>,
     /// The action's `payload` (JSON text).
     pub payload: Text<'a>,
+    /// The id the proposal will have: the operator's decision and the
+    /// execution name it, and their receipts follow from this call's.
+    pub proposal: Text<'a>,
     /// Why the guest proposes it (shown to the operator).
     pub rationale: Text<'a>,
 }
@@ -399,14 +402,21 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// `hid.propose` of `action_type` with `payload` (JSON text).
-    pub fn hid_propose(action_type: &'a str, payload: &'a str, rationale: &'a str) -> Self {
+    /// `hid.propose` of `action_type` with `payload` (JSON text), to become
+    /// proposal `proposal`.
+    pub fn hid_propose(
+        action_type: &'a str,
+        payload: &'a str,
+        proposal: &'a str,
+        rationale: &'a str,
+    ) -> Self {
         Self {
             op: Op::HidPropose,
             target: Text::Borrowed("hid"),
             args: Args::Hid(HidArgs {
                 action_type: t(action_type),
                 payload: t(payload),
+                proposal: t(proposal),
                 rationale: t(rationale),
             }),
         }
@@ -471,6 +481,7 @@ impl<'a> Call<'a> {
             Args::Hid(a) => Args::Hid(HidArgs {
                 action_type: o(a.action_type),
                 payload: o(a.payload),
+                proposal: o(a.proposal),
                 rationale: o(a.rationale),
             }),
             Args::Empty(e) => Args::Empty(e),

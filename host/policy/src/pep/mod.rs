@@ -29,6 +29,7 @@
 mod call;
 mod decide;
 pub mod gate;
+pub mod hid;
 pub mod input;
 mod replay;
 mod scope;

@@ -120,7 +120,10 @@ fn at_ms(input: &Value) -> Result<u64, String> {
 impl Decider for PepDecider {
     fn decide(&self, _policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
         let kind = field(input, "kind")?.as_str().unwrap_or_default();
-        if let Some(decision) = super::gate::decide(self.policy()?, kind, input) {
+        let policy = self.policy()?;
+        let recorded = super::gate::decide(policy, kind, input)
+            .or_else(|| super::hid::decide(policy, kind, input));
+        if let Some(decision) = recorded {
             let decision = decision?;
             return Ok(Decision {
                 verdict: decision.verdict,
@@ -147,7 +150,7 @@ impl Decider for PepDecider {
             }
             other => {
                 return Err(format!(
-                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL} and the gate's)"
+                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's and the HID mediator's)"
                 ));
             }
         };
