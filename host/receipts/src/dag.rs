@@ -10,6 +10,8 @@
 
 use crate::hash::Digest;
 use crate::receipt::Receipt;
+use crate::view::Parents;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 /// A receipt with its hash.
@@ -19,6 +21,37 @@ pub struct Node<'a> {
     pub hash: Digest,
     /// The receipt.
     pub receipt: &'a Receipt,
+}
+
+/// What the chain and DAG checks read of a receipt.
+pub(crate) trait Linked {
+    fn hash(&self) -> Digest;
+    fn host_id(&self) -> &str;
+    fn seq(&self) -> u64;
+    fn lamport(&self) -> u64;
+    fn prev_hash(&self) -> Option<Digest>;
+    fn parents(&self) -> Parents<'_>;
+}
+
+impl Linked for Node<'_> {
+    fn hash(&self) -> Digest {
+        self.hash
+    }
+    fn host_id(&self) -> &str {
+        &self.receipt.host_id
+    }
+    fn seq(&self) -> u64 {
+        self.receipt.seq
+    }
+    fn lamport(&self) -> u64 {
+        self.receipt.lamport
+    }
+    fn prev_hash(&self) -> Option<Digest> {
+        self.receipt.prev_hash
+    }
+    fn parents(&self) -> Parents<'_> {
+        Parents::Slice(&self.receipt.parents)
+    }
 }
 
 /// Where a host's chain segment starts.
@@ -145,68 +178,77 @@ fn missing(expected: u64, found: u64) -> String {
 /// receipt belongs to the host, seqs run on from `start.first_seq` without a
 /// gap, `prev_hash` names the previous receipt, and clocks increase.
 pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
+    chain(start, nodes)
+}
+
+/// As [`check_chain`], for anything [`Linked`].
+pub(crate) fn chain<N: Linked>(start: &ChainStart, nodes: &[N]) -> Vec<Issue> {
     let mut issues = Vec::new();
     let show = |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
     let mut expected_seq = start.first_seq;
-    // Where each seq appears last, to tell a reordered receipt from a deleted one.
-    let last_at: HashMap<u64, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.receipt.seq, i))
-        .collect();
+    // Where each seq appears last, to tell a reordered receipt from a
+    // deleted one: made the first time a seq skips ahead.
+    let mut last_at: Option<HashMap<u64, usize>> = None;
     for (i, node) in nodes.iter().enumerate() {
-        let r = node.receipt;
         let mut push = |problem| issues.push(Issue { node: i, problem });
-        if r.host_id != start.host_id {
+        if node.host_id() != start.host_id {
             push(Problem::WrongHost {
                 expected: start.host_id.clone(),
-                found: r.host_id.clone(),
+                found: node.host_id().to_owned(),
             });
         }
-        if r.seq > expected_seq {
+        let seq = node.seq();
+        if seq > expected_seq {
+            let last_at = last_at.get_or_insert_with(|| {
+                nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.seq(), i))
+                    .collect()
+            });
             if last_at.get(&expected_seq).is_some_and(|&j| j > i) {
                 push(Problem::Reordered {
                     expected: expected_seq,
-                    found: r.seq,
+                    found: seq,
                 });
             } else {
                 push(Problem::Missing {
                     expected: expected_seq,
-                    found: r.seq,
+                    found: seq,
                 });
             }
-        } else if r.seq < expected_seq {
+        } else if seq < expected_seq {
             push(Problem::OutOfOrder {
                 expected: expected_seq,
-                found: r.seq,
+                found: seq,
             });
         }
-        match i.checked_sub(1).map(|p| nodes[p]) {
+        match i.checked_sub(1).map(|p| &nodes[p]) {
             None => {
-                if r.prev_hash != start.prev_hash {
+                if node.prev_hash() != start.prev_hash {
                     push(Problem::StartMismatch {
                         expected: show(start.prev_hash),
-                        found: show(r.prev_hash),
+                        found: show(node.prev_hash()),
                     });
                 }
             }
             Some(prev) => {
-                if r.prev_hash != Some(prev.hash) {
+                if node.prev_hash() != Some(prev.hash()) {
                     push(Problem::ChainBroken {
-                        prev_seq: prev.receipt.seq,
-                        expected: prev.hash,
-                        found: show(r.prev_hash),
+                        prev_seq: prev.seq(),
+                        expected: prev.hash(),
+                        found: show(node.prev_hash()),
                     });
                 }
-                if r.lamport <= prev.receipt.lamport {
+                if node.lamport() <= prev.lamport() {
                     push(Problem::ClockNotAfterPrev {
-                        lamport: r.lamport,
-                        prev: prev.receipt.lamport,
+                        lamport: node.lamport(),
+                        prev: prev.lamport(),
                     });
                 }
             }
         }
-        expected_seq = r.seq.max(expected_seq) + 1;
+        expected_seq = seq.max(expected_seq) + 1;
     }
     issues
 }
@@ -215,16 +257,24 @@ pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
 /// parent in `nodes` or in `external`, every parent's clock below its
 /// child's, and no cycle through `parents` and `prev_hash` links.
 pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue> {
+    graph(nodes, external)
+}
+
+/// As [`check_graph`], for anything [`Linked`].
+pub(crate) fn graph<N: Linked>(nodes: &[N], external: &HashSet<Digest>) -> Vec<Issue> {
     let mut issues = Vec::new();
     let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len());
     for (i, node) in nodes.iter().enumerate() {
-        if let Some(&first) = index.get(&node.hash) {
-            issues.push(Issue {
+        match index.entry(node.hash()) {
+            Entry::Occupied(first) => issues.push(Issue {
                 node: i,
-                problem: Problem::Duplicate { first },
-            });
-        } else {
-            index.insert(node.hash, i);
+                problem: Problem::Duplicate {
+                    first: *first.get(),
+                },
+            }),
+            Entry::Vacant(slot) => {
+                slot.insert(i);
+            }
         }
     }
     // Edges parent -> child inside the set. If every one goes from a smaller
@@ -233,35 +283,35 @@ pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue>
     let mut edges: Vec<(usize, usize)> = Vec::new();
     let mut ordered = true;
     for (i, node) in nodes.iter().enumerate() {
-        let r = node.receipt;
-        for parent in &r.parents {
-            match index.get(parent) {
+        let lamport = node.lamport();
+        for parent in node.parents().iter() {
+            match index.get(&parent) {
                 Some(&p) => {
                     edges.push((p, i));
-                    let parent_lamport = nodes[p].receipt.lamport;
-                    if r.lamport <= parent_lamport {
+                    let parent_lamport = nodes[p].lamport();
+                    if lamport <= parent_lamport {
                         ordered = false;
                         issues.push(Issue {
                             node: i,
                             problem: Problem::ClockNotAfterParent {
-                                parent: *parent,
+                                parent,
                                 parent_lamport,
-                                lamport: r.lamport,
+                                lamport,
                             },
                         });
                     }
                 }
-                None if external.contains(parent) => {}
+                None if external.contains(&parent) => {}
                 None => issues.push(Issue {
                     node: i,
-                    problem: Problem::MissingParent(*parent),
+                    problem: Problem::MissingParent(parent),
                 }),
             }
         }
-        if let Some(&p) = r.prev_hash.as_ref().and_then(|h| index.get(h)) {
+        if let Some(&p) = node.prev_hash().as_ref().and_then(|h| index.get(h)) {
             edges.push((p, i));
             // The chain check reports it; here it only means "look for cycles".
-            ordered &= r.lamport > nodes[p].receipt.lamport;
+            ordered &= lamport > nodes[p].lamport();
         }
     }
     if !ordered {

@@ -2,24 +2,145 @@
 
 use super::{Check, CheckpointRef, Failure, ReceiptRef, Report, VerifyOptions};
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
-use crate::dag::{self, ChainStart, Node};
+use crate::dag::{self, ChainStart, Linked};
 use crate::hash::Digest;
 use crate::keys::{KeyId, PublicKey, SignatureFailure};
 use crate::merkle::{InclusionVerifier, Tree};
-use crate::pack::{HostSection, Pack};
-use crate::receipt::Verdict;
+use crate::pack::{ConsistencyProof, InclusionRef, Pack, Read, StoredReceipt};
+use crate::receipt::{Receipt, Verdict};
+use crate::view::{Parents, ReceiptView};
 use std::collections::{HashMap, HashSet};
 
-type Keys<'a> = HashMap<&'a KeyId, &'a PublicKey>;
+type Keys<'a> = HashMap<&'a str, &'a PublicKey>;
 
-pub(super) fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
+/// A receipt as verification holds it.
+pub(super) trait Record: Sync {
+    fn view(&self) -> ReceiptView<'_>;
+}
+
+impl Record for Receipt {
+    fn view(&self) -> ReceiptView<'_> {
+        ReceiptView::of(self)
+    }
+}
+
+impl Record for StoredReceipt<'_> {
+    fn view(&self) -> ReceiptView<'_> {
+        StoredReceipt::view(self)
+    }
+}
+
+/// A host section, borrowed from a [`Pack`] or from a pack as read.
+#[derive(Debug)]
+struct SectionView<'a, R> {
+    host_id: &'a str,
+    keys: &'a [KeyId],
+    first_seq: u64,
+    prev_hash: Option<Digest>,
+    prev_checkpoint: Option<Digest>,
+    receipts: &'a [R],
+    checkpoints: &'a [Checkpoint],
+    inclusion: &'a [InclusionRef<'a>],
+    consistency: &'a [ConsistencyProof],
+}
+
+/// A receipt with its hash, for the chain and DAG checks.
+struct Link<'a, R> {
+    hash: Digest,
+    receipt: &'a R,
+}
+
+impl<R: Record> Linked for Link<'_, R> {
+    fn hash(&self) -> Digest {
+        self.hash
+    }
+    fn host_id(&self) -> &str {
+        self.receipt.view().host_id
+    }
+    fn seq(&self) -> u64 {
+        self.receipt.view().seq
+    }
+    fn lamport(&self) -> u64 {
+        self.receipt.view().lamport
+    }
+    fn prev_hash(&self) -> Option<Digest> {
+        self.receipt.view().prev_hash
+    }
+    fn parents(&self) -> Parents<'_> {
+        self.receipt.view().parents
+    }
+}
+
+pub(super) fn verify_pack(pack: &Pack, options: &VerifyOptions) -> Report {
+    let inclusion: Vec<Vec<InclusionRef<'_>>> = pack
+        .hosts
+        .iter()
+        .map(|s| s.inclusion.iter().map(InclusionRef::of).collect())
+        .collect();
+    let sections: Vec<SectionView<'_, Receipt>> = pack
+        .hosts
+        .iter()
+        .zip(&inclusion)
+        .map(|(s, inclusion)| SectionView {
+            host_id: &s.host_id,
+            keys: &s.keys,
+            first_seq: s.first_seq,
+            prev_hash: s.prev_hash,
+            prev_checkpoint: s.prev_checkpoint,
+            receipts: &s.receipts,
+            checkpoints: &s.checkpoints,
+            inclusion,
+            consistency: &s.consistency,
+        })
+        .collect();
+    verify(
+        &sections,
+        &pack.public_keys,
+        &pack.external_parents,
+        options,
+    )
+}
+
+pub(super) fn verify_read(read: &Read<'_, StoredReceipt<'_>>, options: &VerifyOptions) -> Report {
+    let sections: Vec<SectionView<'_, StoredReceipt<'_>>> = read
+        .hosts
+        .iter()
+        .map(|s| SectionView {
+            host_id: &s.host_id,
+            keys: &s.keys,
+            first_seq: s.first_seq,
+            prev_hash: s.prev_hash,
+            prev_checkpoint: s.prev_checkpoint,
+            receipts: &s.receipts,
+            checkpoints: &s.checkpoints,
+            inclusion: &s.inclusion,
+            consistency: &s.consistency,
+        })
+        .collect();
+    verify(
+        &sections,
+        &read.public_keys,
+        &read.external_parents,
+        options,
+    )
+}
+
+fn verify<R: Record>(
+    sections: &[SectionView<'_, R>],
+    public_keys: &[PublicKey],
+    external_parents: &[Digest],
+    options: &VerifyOptions,
+) -> Report {
     let mut report = Report {
-        hosts: pack.hosts.len(),
+        hosts: sections.len(),
         ..Report::default()
     };
-    let keys: Keys<'_> = pack.public_keys.iter().map(|k| (k.key_id(), k)).collect();
+    let keys: Keys<'_> = public_keys
+        .iter()
+        .map(|k| (k.key_id().as_str(), k))
+        .collect();
     if let Some(trusted) = &options.trusted_keys {
-        for key in &pack.public_keys {
+        for key in public_keys {
             if !trusted.contains(key) {
                 report.failures.push(failure(
                     Check::Key,
@@ -33,30 +154,30 @@ pub(super) fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
             }
         }
     }
-    let hashes: Vec<Vec<Digest>> = pack
-        .hosts
+    let hashes: Vec<Vec<Digest>> = sections
         .iter()
         .map(|section| Section::new(section, &keys, options, &mut report).run())
         .collect();
 
-    let mut nodes = Vec::new();
-    let mut origin = Vec::new();
-    for (s, section) in pack.hosts.iter().enumerate() {
-        for (i, receipt) in section.receipts.iter().enumerate() {
-            nodes.push(Node {
-                hash: hashes[s][i],
-                receipt,
-            });
-            origin.push((s, i));
-        }
+    let mut nodes = Vec::with_capacity(hashes.iter().map(Vec::len).sum());
+    let mut starts = Vec::with_capacity(sections.len());
+    for (section, hashes) in sections.iter().zip(hashes) {
+        starts.push(nodes.len());
+        nodes.extend(
+            section
+                .receipts
+                .iter()
+                .zip(hashes)
+                .map(|(receipt, hash)| Link { hash, receipt }),
+        );
     }
-    let external: HashSet<Digest> = pack.external_parents.iter().copied().collect();
-    for issue in dag::check_graph(&nodes, &external) {
-        let (s, i) = origin[issue.node];
-        let section = &pack.hosts[s];
+    let external: HashSet<Digest> = external_parents.iter().copied().collect();
+    for issue in dag::graph(&nodes, &external) {
+        let s = starts.partition_point(|&start| start <= issue.node) - 1;
+        let section = &sections[s];
         report.failures.push(failure(
             Check::Dag,
-            Some(receipt_ref(section, i)),
+            Some(receipt_ref(section, issue.node - starts[s])),
             None,
             issue.problem.to_string(),
         ));
@@ -78,34 +199,34 @@ fn failure(
     }
 }
 
-fn receipt_ref(section: &HostSection, index: usize) -> ReceiptRef {
+fn receipt_ref<R: Record>(section: &SectionView<'_, R>, index: usize) -> ReceiptRef {
     ReceiptRef {
-        receipt_id: section.receipts[index].receipt_id.clone(),
-        host_id: section.host_id.clone(),
+        receipt_id: section.receipts[index].view().receipt_id.to_owned(),
+        host_id: section.host_id.to_owned(),
         index,
     }
 }
 
-struct Section<'a, 'r> {
-    s: &'a HostSection,
+struct Section<'a, 'r, R> {
+    s: &'a SectionView<'a, R>,
     all_keys: &'a Keys<'a>,
     host_keys: Keys<'a>,
     options: &'a VerifyOptions,
     report: &'r mut Report,
 }
 
-impl<'a, 'r> Section<'a, 'r> {
+impl<'a, 'r, R: Record> Section<'a, 'r, R> {
     fn new(
-        s: &'a HostSection,
+        s: &'a SectionView<'a, R>,
         all_keys: &'a Keys<'a>,
         options: &'a VerifyOptions,
         report: &'r mut Report,
     ) -> Self {
         let mut host_keys = HashMap::new();
-        for id in &s.keys {
-            match all_keys.get(id) {
+        for id in s.keys {
+            match all_keys.get(id.as_str()) {
                 Some(key) => {
-                    host_keys.insert(id, *key);
+                    host_keys.insert(id.as_str(), *key);
                 }
                 None => report.failures.push(failure(
                     Check::Key,
@@ -127,14 +248,14 @@ impl<'a, 'r> Section<'a, 'r> {
         }
     }
 
-    fn key(&self, id: &KeyId) -> Result<&'a PublicKey, SignatureFailure> {
+    fn key(&self, id: &str) -> Result<&'a PublicKey, SignatureFailure> {
         match (self.host_keys.get(id), self.all_keys.contains_key(id)) {
             (Some(key), _) => Ok(*key),
             (None, true) => Err(SignatureFailure::ForeignKey {
-                key: id.clone(),
-                host: self.s.host_id.clone(),
+                key: KeyId::from_checked(id),
+                host: self.s.host_id.to_owned(),
             }),
-            (None, false) => Err(SignatureFailure::UnknownKey(id.clone())),
+            (None, false) => Err(SignatureFailure::UnknownKey(KeyId::from_checked(id))),
         }
     }
 
@@ -147,7 +268,7 @@ impl<'a, 'r> Section<'a, 'r> {
 
     fn on_checkpoint(&mut self, check: Check, index: usize, message: String) {
         let c = CheckpointRef {
-            host_id: self.s.host_id.clone(),
+            host_id: self.s.host_id.to_owned(),
             index,
             tree_size: self.s.checkpoints[index].tree_size,
         };
@@ -167,24 +288,24 @@ impl<'a, 'r> Section<'a, 'r> {
     fn run(mut self) -> Vec<Digest> {
         let s = self.s;
         self.report.receipts += s.receipts.len();
-        self.report.signed_receipts += s.receipts.iter().filter(|r| r.is_signed()).count();
+        self.report.signed_receipts += s.receipts.iter().filter(|r| r.view().is_signed()).count();
         self.report.checkpoints += s.checkpoints.len();
         let hashes = self.receipts();
-        let nodes: Vec<Node<'_>> = s
+        let nodes: Vec<Link<'_, R>> = s
             .receipts
             .iter()
             .zip(&hashes)
-            .map(|(receipt, hash)| Node {
+            .map(|(receipt, hash)| Link {
                 hash: *hash,
                 receipt,
             })
             .collect();
         let start = ChainStart {
-            host_id: s.host_id.clone(),
+            host_id: s.host_id.to_owned(),
             first_seq: s.first_seq,
             prev_hash: s.prev_hash,
         };
-        for issue in dag::check_chain(&start, &nodes) {
+        for issue in dag::chain(&start, &nodes) {
             self.on_receipt(Check::Chain, issue.node, issue.problem.to_string());
         }
         self.checkpoints(&hashes);
@@ -211,7 +332,8 @@ impl<'a, 'r> Section<'a, 'r> {
         let covered = s.checkpoints.iter().map(|c| c.tree_size).max().unwrap_or(0);
         let this = &*self;
         let verifier = || None::<InclusionVerifier>;
-        let outcomes = crate::par::map_init(&s.receipts, verifier, |verifier, _, r| {
+        let outcomes = crate::par::map_init(s.receipts, verifier, |verifier, _, r| {
+            let r = r.view();
             let mut problems: Vec<(Check, String)> = Vec::new();
             if let Err(e) = r.check() {
                 problems.push((Check::Record, e.to_string()));
@@ -223,7 +345,7 @@ impl<'a, 'r> Section<'a, 'r> {
                     Digest::default()
                 }
             };
-            match &r.key_id {
+            match r.key_id {
                 Some(id) if r.is_signed() => {
                     if let Err(e) = this.key(id).and_then(|k| r.verify_signature(k)) {
                         problems.push((Check::Signature, e.to_string()));
@@ -272,7 +394,7 @@ impl<'a, 'r> Section<'a, 'r> {
                             Some(v) if v.size() == cp.tree_size => v,
                             _ => verifier.insert(InclusionVerifier::new(cp.tree_size, cp.root_hash)),
                         };
-                        if let Err(e) = v.verify(&hash.0, r.seq, &proof.path) {
+                        if let Err(e) = v.verify_path(&hash.0, r.seq, proof.path) {
                             problems.push((
                                 Check::Inclusion,
                                 format!(
@@ -293,8 +415,8 @@ impl<'a, 'r> Section<'a, 'r> {
                 self.on_receipt(check, i, message);
             }
         }
-        let seqs: HashSet<u64> = s.receipts.iter().map(|r| r.seq).collect();
-        for proof in &s.inclusion {
+        let seqs: HashSet<u64> = s.receipts.iter().map(|r| r.view().seq).collect();
+        for proof in s.inclusion {
             if !seqs.contains(&proof.seq) {
                 self.on_host(
                     Check::Inclusion,
@@ -311,7 +433,7 @@ impl<'a, 'r> Section<'a, 'r> {
     /// Index of receipt `seq` in the section, if it is there where expected.
     fn position(&self, seq: u64) -> Option<usize> {
         let i = usize::try_from(seq.checked_sub(self.s.first_seq)?).ok()?;
-        (self.s.receipts.get(i)?.seq == seq).then_some(i)
+        (self.s.receipts.get(i)?.view().seq == seq).then_some(i)
     }
 
     fn checkpoints(&mut self, hashes: &[Digest]) {
@@ -328,7 +450,10 @@ impl<'a, 'r> Section<'a, 'r> {
                     format!("belongs to host {}", cp.host_id),
                 );
             }
-            if let Err(e) = self.key(&cp.key_id).and_then(|k| cp.verify_signature(k)) {
+            if let Err(e) = self
+                .key(cp.key_id.as_str())
+                .and_then(|k| cp.verify_signature(k))
+            {
                 self.on_checkpoint(Check::Checkpoint, c, format!("signature: {e}"));
             }
             match c.checked_sub(1).map(|p| &s.checkpoints[p]) {
