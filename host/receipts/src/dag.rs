@@ -277,6 +277,7 @@ pub(crate) fn graph<N: Linked>(nodes: &[N], external: &HashSet<Digest>) -> Vec<I
             }
         }
     }
+    let unique = issues.is_empty();
     // Edges parent -> child inside the set. If every one goes from a smaller
     // clock to a larger one there can be no cycle; only otherwise is the
     // cycle search run.
@@ -308,7 +309,13 @@ pub(crate) fn graph<N: Linked>(nodes: &[N], external: &HashSet<Digest>) -> Vec<I
                 }),
             }
         }
-        if let Some(&p) = node.prev_hash().as_ref().and_then(|h| index.get(h)) {
+        let prev = match node.prev_hash() {
+            // With no hash twice, the node before is the only one with its hash.
+            Some(h) if unique && i > 0 && nodes[i - 1].hash() == h => Some(i - 1),
+            Some(h) => index.get(&h).copied(),
+            None => None,
+        };
+        if let Some(p) = prev {
             edges.push((p, i));
             // The chain check reports it; here it only means "look for cycles".
             ordered &= lamport > nodes[p].lamport();

@@ -44,9 +44,13 @@ struct SectionView<'a, R> {
     consistency: &'a [ConsistencyProof],
 }
 
-/// A receipt with its hash, for the chain and DAG checks.
+/// A receipt with its hash and what the chain and DAG checks read most,
+/// side by side for them to read in order.
 struct Link<'a, R> {
     hash: Digest,
+    prev_hash: Option<Digest>,
+    seq: u64,
+    lamport: u64,
     receipt: &'a R,
 }
 
@@ -58,13 +62,13 @@ impl<R: Record> Linked for Link<'_, R> {
         self.receipt.view().host_id
     }
     fn seq(&self) -> u64 {
-        self.receipt.view().seq
+        self.seq
     }
     fn lamport(&self) -> u64 {
-        self.receipt.view().lamport
+        self.lamport
     }
     fn prev_hash(&self) -> Option<Digest> {
-        self.receipt.view().prev_hash
+        self.prev_hash
     }
     fn parents(&self) -> Parents<'_> {
         self.receipt.view().parents
@@ -154,22 +158,16 @@ fn verify<R: Record>(
             }
         }
     }
-    let hashes: Vec<Vec<Digest>> = sections
-        .iter()
-        .map(|section| Section::new(section, &keys, options, &mut report).run())
-        .collect();
-
-    let mut nodes = Vec::with_capacity(hashes.iter().map(Vec::len).sum());
+    let mut nodes = Vec::new();
     let mut starts = Vec::with_capacity(sections.len());
-    for (section, hashes) in sections.iter().zip(hashes) {
+    for section in sections {
+        let links = Section::new(section, &keys, options, &mut report).run();
         starts.push(nodes.len());
-        nodes.extend(
-            section
-                .receipts
-                .iter()
-                .zip(hashes)
-                .map(|(receipt, hash)| Link { hash, receipt }),
-        );
+        if nodes.is_empty() {
+            nodes = links;
+        } else {
+            nodes.extend(links);
+        }
     }
     let external: HashSet<Digest> = external_parents.iter().copied().collect();
     for issue in dag::graph(&nodes, &external) {
@@ -284,22 +282,12 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
             .push(failure(check, None, None, message));
     }
 
-    /// Runs every check of the section; returns the receipts' hashes.
-    fn run(mut self) -> Vec<Digest> {
+    /// Runs every check of the section; returns the receipts with their hashes.
+    fn run(mut self) -> Vec<Link<'a, R>> {
         let s = self.s;
         self.report.receipts += s.receipts.len();
-        self.report.signed_receipts += s.receipts.iter().filter(|r| r.view().is_signed()).count();
         self.report.checkpoints += s.checkpoints.len();
-        let hashes = self.receipts();
-        let nodes: Vec<Link<'_, R>> = s
-            .receipts
-            .iter()
-            .zip(&hashes)
-            .map(|(receipt, hash)| Link {
-                hash: *hash,
-                receipt,
-            })
-            .collect();
+        let nodes = self.receipts();
         let start = ChainStart {
             host_id: s.host_id.to_owned(),
             first_seq: s.first_seq,
@@ -308,21 +296,35 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
         for issue in dag::chain(&start, &nodes) {
             self.on_receipt(Check::Chain, issue.node, issue.problem.to_string());
         }
-        self.checkpoints(&hashes);
-        self.known_checkpoints(&hashes);
-        hashes
+        self.checkpoints(&nodes);
+        self.known_checkpoints(&nodes);
+        nodes
     }
 
     /// Hash, signature and inclusion proof of every receipt, in parallel.
-    fn receipts(&mut self) -> Vec<Digest> {
+    fn receipts(&mut self) -> Vec<Link<'a, R>> {
         let s = self.s;
-        let mut proof_of: HashMap<u64, usize> = HashMap::with_capacity(s.inclusion.len());
-        for (p, proof) in s.inclusion.iter().enumerate() {
-            if proof_of.insert(proof.seq, p).is_some() {
-                self.on_host(
-                    Check::Inclusion,
-                    format!("two inclusion proofs for seq {}", proof.seq),
-                );
+        // In a pack as written, proof i is receipt i's and seqs increase:
+        // then each receipt has its proof and each proof its receipt, and
+        // no map by seq is needed.
+        let mut previous = None;
+        let aligned = s.inclusion.len() == s.receipts.len()
+            && s.inclusion.iter().zip(s.receipts).all(|(proof, r)| {
+                let seq = r.view().seq;
+                let increasing = previous.is_none_or(|p| p < seq);
+                previous = Some(seq);
+                increasing && proof.seq == seq
+            });
+        let mut proof_of: HashMap<u64, usize> = HashMap::new();
+        if !aligned {
+            proof_of.reserve(s.inclusion.len());
+            for (p, proof) in s.inclusion.iter().enumerate() {
+                if proof_of.insert(proof.seq, p).is_some() {
+                    self.on_host(
+                        Check::Inclusion,
+                        format!("two inclusion proofs for seq {}", proof.seq),
+                    );
+                }
             }
         }
         let mut checkpoint_of: HashMap<u64, usize> = HashMap::new();
@@ -332,7 +334,7 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
         let covered = s.checkpoints.iter().map(|c| c.tree_size).max().unwrap_or(0);
         let this = &*self;
         let verifier = || None::<InclusionVerifier>;
-        let outcomes = crate::par::map_init(s.receipts, verifier, |verifier, _, r| {
+        let outcomes = crate::par::map_init(s.receipts, verifier, |verifier, i, r| {
             let r = r.view();
             let mut problems: Vec<(Check, String)> = Vec::new();
             if let Err(e) = r.check() {
@@ -369,7 +371,12 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
                     }
                 }
             }
-            match proof_of.get(&r.seq).map(|&p| &s.inclusion[p]) {
+            let proof = if aligned {
+                s.inclusion.get(i)
+            } else {
+                proof_of.get(&r.seq).map(|&p| &s.inclusion[p])
+            };
+            match proof {
                 None if covered > r.seq => problems.push((
                     Check::Inclusion,
                     format!("no inclusion proof, though a checkpoint of size {covered} covers seq {}", r.seq),
@@ -406,16 +413,30 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
                     }
                 },
             }
-            (hash, problems)
+            let link = (hash, r.prev_hash, r.seq, r.lamport);
+            (link, r.is_signed(), problems)
         });
-        let mut hashes = Vec::with_capacity(outcomes.len());
-        for (i, (hash, problems)) in outcomes.into_iter().enumerate() {
-            hashes.push(hash);
+        let mut links = Vec::with_capacity(outcomes.len());
+        let outcomes = outcomes.into_iter().zip(s.receipts);
+        for (i, (((hash, prev_hash, seq, lamport), signed, problems), receipt)) in
+            outcomes.enumerate()
+        {
+            links.push(Link {
+                hash,
+                prev_hash,
+                seq,
+                lamport,
+                receipt,
+            });
+            self.report.signed_receipts += usize::from(signed);
             for (check, message) in problems {
                 self.on_receipt(check, i, message);
             }
         }
-        let seqs: HashSet<u64> = s.receipts.iter().map(|r| r.view().seq).collect();
+        if aligned {
+            return links;
+        }
+        let seqs: HashSet<u64> = links.iter().map(|l| l.seq).collect();
         for proof in s.inclusion {
             if !seqs.contains(&proof.seq) {
                 self.on_host(
@@ -427,7 +448,7 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
                 );
             }
         }
-        hashes
+        links
     }
 
     /// Index of receipt `seq` in the section, if it is there where expected.
@@ -436,7 +457,7 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
         (self.s.receipts.get(i)?.view().seq == seq).then_some(i)
     }
 
-    fn checkpoints(&mut self, hashes: &[Digest]) {
+    fn checkpoints(&mut self, nodes: &[Link<'_, R>]) {
         let s = self.s;
         let end = s.first_seq.saturating_add(s.receipts.len() as u64);
         for (c, cp) in s.checkpoints.iter().enumerate() {
@@ -477,14 +498,14 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
             }
             if let (Some(head), Some(seq)) = (cp.head, cp.tree_size.checked_sub(1))
                 && let Some(i) = self.position(seq)
-                && hashes[i] != head
+                && nodes[i].hash != head
             {
                 self.on_checkpoint(
                     Check::Checkpoint,
                     c,
                     format!(
                         "head is {head}, but receipt seq {seq} hashes to {}",
-                        hashes[i]
+                        nodes[i].hash
                     ),
                 );
             }
@@ -528,7 +549,7 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
     }
 
     /// The pack must not roll back or fork away from checkpoints known before.
-    fn known_checkpoints(&mut self, hashes: &[Digest]) {
+    fn known_checkpoints(&mut self, nodes: &[Link<'_, R>]) {
         let s = self.s;
         let known: Vec<&Checkpoint> = self
             .options
@@ -572,7 +593,7 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
             // Recompute the known tree from the receipts, when the pack holds them all.
             if s.first_seq == 0 && (s.receipts.len() as u64) >= k.tree_size {
                 let n = usize::try_from(k.tree_size).unwrap_or(usize::MAX);
-                let tree = Tree::from_data(hashes[..n].iter().map(|h| h.0.as_slice()));
+                let tree = Tree::from_data(nodes[..n].iter().map(|l| l.hash.0.as_slice()));
                 if tree.root_at(k.tree_size).ok() != Some(k.root_hash) {
                     self.on_host(
                         Check::Consistency,
