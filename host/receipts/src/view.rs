@@ -267,15 +267,15 @@ fn is_receipt_id(id: &str, host_id: &str, seq: u64) -> bool {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Scanned<'a> {
     line: &'a str,
-    args_hash: Digest,
+    args_hash: &'a str,
     call: &'a str,
     capability: &'a str,
     host_id: &'a str,
-    input_hash: Digest,
+    input_hash: &'a str,
     key_id: Option<&'a str>,
     lamport: u64,
     parents: &'a str,
-    policy_hash: Digest,
+    policy_hash: &'a str,
     prev_hash: Option<Digest>,
     reason_code: &'a str,
     receipt_id: &'a str,
@@ -295,7 +295,7 @@ pub(crate) struct Scanned<'a> {
 pub(crate) fn scan(line: &str) -> Option<Scanned<'_>> {
     let mut c = Cursor { text: line, at: 0 };
     c.eat("{\"args_hash\":")?;
-    let args_hash = c.digest()?;
+    let args_hash = c.digest_hex()?;
     c.eat(",\"call\":")?;
     let call = c.string()?;
     c.eat(",\"capability\":")?;
@@ -303,7 +303,7 @@ pub(crate) fn scan(line: &str) -> Option<Scanned<'_>> {
     c.eat(",\"host_id\":")?;
     let host_id = c.string()?;
     c.eat(",\"input_hash\":")?;
-    let input_hash = c.digest()?;
+    let input_hash = c.digest_hex()?;
     c.eat(",\"key_id\":")?;
     let key_id = c.optional(|c| c.hex(16))?;
     c.eat(",\"lamport\":")?;
@@ -311,7 +311,7 @@ pub(crate) fn scan(line: &str) -> Option<Scanned<'_>> {
     c.eat(",\"parents\":[")?;
     let parents = c.digests()?;
     c.eat(",\"policy_hash\":")?;
-    let policy_hash = c.digest()?;
+    let policy_hash = c.digest_hex()?;
     c.eat(",\"prev_hash\":")?;
     let prev_hash = c.optional(Cursor::digest)?;
     c.eat(",\"reason_code\":")?;
@@ -395,16 +395,18 @@ impl<'a> Scanned<'a> {
     /// The receipt serde would read from the line.
     pub(crate) fn to_receipt(self) -> Receipt {
         let owned = |s: &str| s.to_owned();
+        // Checked by `scan`: 64 lowercase hex digits.
+        let digest = |hex: &str| Digest::from_hex(hex).unwrap_or_default();
         Receipt {
-            args_hash: self.args_hash,
+            args_hash: digest(self.args_hash),
             call: owned(self.call),
             capability: owned(self.capability),
             host_id: owned(self.host_id),
-            input_hash: self.input_hash,
+            input_hash: digest(self.input_hash),
             key_id: self.key_id.map(KeyId::from_checked),
             lamport: self.lamport,
             parents: Parents::Text(self.parents).iter().collect(),
-            policy_hash: self.policy_hash,
+            policy_hash: digest(self.policy_hash),
             prev_hash: self.prev_hash,
             reason_code: owned(self.reason_code),
             receipt_id: owned(self.receipt_id),
@@ -467,8 +469,13 @@ impl<'a> Cursor<'a> {
 
     /// `"sha256:`, 64 lowercase hex digits, `"`.
     fn digest(&mut self) -> Option<Digest> {
+        Digest::from_hex(self.digest_hex()?).ok()
+    }
+
+    /// As [`Cursor::digest`]; returns the hex digits.
+    fn digest_hex(&mut self) -> Option<&'a str> {
         self.eat("\"sha256:")?;
-        Digest::from_hex(self.hex_digits(64)?).ok()
+        self.hex_digits(64)
     }
 
     /// `digits` lowercase hex digits then `"`; returns the digits.
@@ -492,7 +499,7 @@ impl<'a> Cursor<'a> {
             return Some("");
         }
         loop {
-            self.digest()?;
+            self.digest_hex()?;
             if self.eat(",").is_none() {
                 break;
             }
