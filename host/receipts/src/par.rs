@@ -55,6 +55,46 @@ pub(crate) fn map_init<T: Sync, R: Send, S>(
     })
 }
 
+/// `f(item)` for every item, in order, the items handed out one at a time
+/// to one thread per core (the calling thread among them): for a few items
+/// of very different sizes, best given largest first.
+pub(crate) fn map_each<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len());
+    if threads < 2 {
+        return items.iter().map(f).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(item) = items.get(i) else {
+                return done;
+            };
+            done.push((i, f(item)));
+        }
+    };
+    let work = &work;
+    let mut all = std::thread::scope(|scope| {
+        // A thread that cannot be had leaves its share to the others.
+        let handles: Vec<_> = (1..threads)
+            .filter_map(|_| std::thread::Builder::new().spawn_scoped(scope, work).ok())
+            .collect();
+        let mut all = work();
+        for handle in handles {
+            match handle.join() {
+                Ok(part) => all.extend(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    all.sort_unstable_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, r)| r).collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -66,5 +106,13 @@ mod tests {
                 .enumerate()
                 .all(|(i, &(j, y))| i == j && y == i * 2)
         );
+    }
+
+    #[test]
+    fn map_each_keeps_order() {
+        let items: Vec<usize> = (0..100).rev().collect();
+        let out = super::map_each(&items, |x| x * 2);
+        assert_eq!(out, items.iter().map(|x| x * 2).collect::<Vec<_>>());
+        assert!(super::map_each(&[] as &[usize], |x| *x).is_empty());
     }
 }

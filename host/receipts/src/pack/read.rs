@@ -239,7 +239,14 @@ fn check_index(files: &mut BTreeMap<String, &[u8]>) -> Result<(), PackError> {
         }
     }
     let items: Vec<(&String, &&[u8])> = files.iter().collect();
-    let hashed = crate::par::map(&items, |_, (_, bytes)| Digest::of(bytes));
+    // Largest first, one entry per thread at a time; then back in path order.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(items[k].1.len()));
+    let mut hashed = vec![Digest::default(); items.len()];
+    let digests = crate::par::map_each(&order, |&k| Digest::of(items[k].1));
+    for (k, digest) in order.into_iter().zip(digests) {
+        hashed[k] = digest;
+    }
     for ((path, bytes), actual) in items.into_iter().zip(hashed) {
         let Some(e) = listed.get(path.as_str()) else {
             return Err(PackError::NotInIndex { path: path.clone() });
