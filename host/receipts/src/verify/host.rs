@@ -51,6 +51,7 @@ struct Link<'a, R> {
     prev_hash: Option<Digest>,
     seq: u64,
     lamport: u64,
+    signed: bool,
     receipt: &'a R,
 }
 
@@ -333,50 +334,55 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
         }
         let covered = s.checkpoints.iter().map(|c| c.tree_size).max().unwrap_or(0);
         let this = &*self;
-        let verifier = || None::<InclusionVerifier>;
-        let outcomes = crate::par::map_init(s.receipts, verifier, |verifier, i, r| {
-            let r = r.view();
-            let mut problems: Vec<(Check, String)> = Vec::new();
-            if let Err(e) = r.check() {
-                problems.push((Check::Record, e.to_string()));
-            }
-            let hash = match r.hash() {
-                Ok(h) => h,
-                Err(e) => {
-                    problems.push((Check::Chain, e.to_string()));
-                    Digest::default()
+        // Each run keeps its inclusion verifier and the problems it found.
+        type Found = Vec<(usize, Check, String)>;
+        let state = || (None::<InclusionVerifier>, Found::new());
+        let (links, runs) = crate::par::map_init(
+            s.receipts,
+            state,
+            |(verifier, found), i, receipt| {
+                let r = receipt.view();
+                let mut problems: Vec<(Check, String)> = Vec::new();
+                if let Err(e) = r.check() {
+                    problems.push((Check::Record, e.to_string()));
                 }
-            };
-            match r.key_id {
-                Some(id) if r.is_signed() => {
-                    if let Err(e) = this.key(id).and_then(|k| r.verify_signature(k)) {
-                        problems.push((Check::Signature, e.to_string()));
+                let hash = match r.hash() {
+                    Ok(h) => h,
+                    Err(e) => {
+                        problems.push((Check::Chain, e.to_string()));
+                        Digest::default()
                     }
-                }
-                _ => {
-                    if let Some(policy) = &this.options.signing
-                        && policy.must_sign(r.verdict, r.risk)
-                    {
-                        let what = if r.verdict == Verdict::Deny {
-                            "a DENY"
-                        } else {
-                            "a receipt"
-                        };
-                        problems.push((
+                };
+                match r.key_id {
+                    Some(id) if r.is_signed() => {
+                        if let Err(e) = this.key(id).and_then(|k| r.verify_signature(k)) {
+                            problems.push((Check::Signature, e.to_string()));
+                        }
+                    }
+                    _ => {
+                        if let Some(policy) = &this.options.signing
+                            && policy.must_sign(r.verdict, r.risk)
+                        {
+                            let what = if r.verdict == Verdict::Deny {
+                                "a DENY"
+                            } else {
+                                "a receipt"
+                            };
+                            problems.push((
                                 Check::Signature,
                                 format!("{what} at risk {} is unsigned; the signing policy signs every receipt at {} or above{}",
                                     r.risk, policy.sign_from_risk,
                                     if policy.sign_denies { " and every DENY" } else { "" }),
                             ));
+                        }
                     }
                 }
-            }
-            let proof = if aligned {
-                s.inclusion.get(i)
-            } else {
-                proof_of.get(&r.seq).map(|&p| &s.inclusion[p])
-            };
-            match proof {
+                let proof = if aligned {
+                    s.inclusion.get(i)
+                } else {
+                    proof_of.get(&r.seq).map(|&p| &s.inclusion[p])
+                };
+                match proof {
                 None if covered > r.seq => problems.push((
                     Check::Inclusion,
                     format!("no inclusion proof, though a checkpoint of size {covered} covers seq {}", r.seq),
@@ -413,23 +419,24 @@ impl<'a, 'r, R: Record> Section<'a, 'r, R> {
                     }
                 },
             }
-            let link = (hash, r.prev_hash, r.seq, r.lamport);
-            (link, r.is_signed(), problems)
-        });
-        let mut links = Vec::with_capacity(outcomes.len());
-        let outcomes = outcomes.into_iter().zip(s.receipts);
-        for (i, (((hash, prev_hash, seq, lamport), signed, problems), receipt)) in
-            outcomes.enumerate()
-        {
-            links.push(Link {
-                hash,
-                prev_hash,
-                seq,
-                lamport,
-                receipt,
-            });
-            self.report.signed_receipts += usize::from(signed);
-            for (check, message) in problems {
+                found.extend(
+                    problems
+                        .into_iter()
+                        .map(|(check, message)| (i, check, message)),
+                );
+                Link {
+                    hash,
+                    prev_hash: r.prev_hash,
+                    seq: r.seq,
+                    lamport: r.lamport,
+                    signed: r.is_signed(),
+                    receipt,
+                }
+            },
+        );
+        self.report.signed_receipts += links.iter().filter(|l| l.signed).count();
+        for (_, found) in runs {
+            for (i, check, message) in found {
                 self.on_receipt(check, i, message);
             }
         }
