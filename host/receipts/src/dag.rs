@@ -261,37 +261,56 @@ pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue>
 }
 
 /// As [`check_graph`], for anything [`Linked`].
-pub(crate) fn graph<N: Linked>(nodes: &[N], external: &HashSet<Digest>) -> Vec<Issue> {
-    let mut issues = Vec::new();
-    let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
-        match index.entry(node.hash()) {
-            Entry::Occupied(first) => issues.push(Issue {
-                node: i,
-                problem: Problem::Duplicate {
-                    first: *first.get(),
-                },
-            }),
-            Entry::Vacant(slot) => {
-                slot.insert(i);
+pub(crate) fn graph<N: Linked + Sync>(nodes: &[N], external: &HashSet<Digest>) -> Vec<Issue> {
+    // The first node of each hash: one map per part of the hashes (by their
+    // first byte), the parts made in parallel, each in node order.
+    let parts = crate::par::runs(nodes.len());
+    let part_of = |hash: &Digest| usize::from(hash.0[0]) % parts;
+    let part_ids: Vec<usize> = (0..parts).collect();
+    let made = crate::par::map_each(&part_ids, |&part| {
+        let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len() / parts + 1);
+        let mut duplicates = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let hash = node.hash();
+            if part_of(&hash) != part {
+                continue;
+            }
+            match index.entry(hash) {
+                Entry::Occupied(first) => duplicates.push(Issue {
+                    node: i,
+                    problem: Problem::Duplicate {
+                        first: *first.get(),
+                    },
+                }),
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
             }
         }
+        (index, duplicates)
+    });
+    let mut index = Vec::with_capacity(parts);
+    let mut issues = Vec::new();
+    for (part, duplicates) in made {
+        index.push(part);
+        issues.extend(duplicates);
     }
+    issues.sort_by_key(|issue| issue.node);
+    let find = |hash: &Digest| index[part_of(hash)].get(hash).copied();
     let unique = issues.is_empty();
-    // Edges parent -> child inside the set. If every one goes from a smaller
-    // clock to a larger one there can be no cycle; only otherwise is the
-    // cycle search run.
-    let mut edges: Vec<(usize, usize)> = Vec::new();
-    let mut ordered = true;
-    for (i, node) in nodes.iter().enumerate() {
+    // Edges parent -> child inside the set, found in parallel over runs of
+    // nodes. If every one goes from a smaller clock to a larger one there
+    // can be no cycle; only otherwise is the cycle search run.
+    let run = || (Vec::<Issue>::new(), Vec::<(usize, usize)>::new(), true);
+    let (_, runs) = crate::par::map_init(nodes, run, |(issues, edges, ordered), i, node| {
         let lamport = node.lamport();
         for parent in node.parents().iter() {
-            match index.get(&parent) {
-                Some(&p) => {
+            match find(&parent) {
+                Some(p) => {
                     edges.push((p, i));
                     let parent_lamport = nodes[p].lamport();
                     if lamport <= parent_lamport {
-                        ordered = false;
+                        *ordered = false;
                         issues.push(Issue {
                             node: i,
                             problem: Problem::ClockNotAfterParent {
@@ -312,14 +331,21 @@ pub(crate) fn graph<N: Linked>(nodes: &[N], external: &HashSet<Digest>) -> Vec<I
         let prev = match node.prev_hash() {
             // With no hash twice, the node before is the only one with its hash.
             Some(h) if unique && i > 0 && nodes[i - 1].hash() == h => Some(i - 1),
-            Some(h) => index.get(&h).copied(),
+            Some(h) => find(&h),
             None => None,
         };
         if let Some(p) = prev {
             edges.push((p, i));
             // The chain check reports it; here it only means "look for cycles".
-            ordered &= lamport > nodes[p].lamport();
+            *ordered &= lamport > nodes[p].lamport();
         }
+    });
+    let mut edges = Vec::new();
+    let mut ordered = true;
+    for (run_issues, run_edges, run_ordered) in runs {
+        issues.extend(run_issues);
+        edges.extend(run_edges);
+        ordered &= run_ordered;
     }
     if !ordered {
         issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
@@ -372,4 +398,135 @@ pub fn merge_order(nodes: &[Node<'_>]) -> Vec<usize> {
         ))
     });
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestNode {
+        hash: Digest,
+        lamport: u64,
+        prev: Option<Digest>,
+        parents: Vec<Digest>,
+    }
+
+    impl Linked for TestNode {
+        fn hash(&self) -> Digest {
+            self.hash
+        }
+        fn host_id(&self) -> &str {
+            "h"
+        }
+        fn seq(&self) -> u64 {
+            0
+        }
+        fn lamport(&self) -> u64 {
+            self.lamport
+        }
+        fn prev_hash(&self) -> Option<Digest> {
+            self.prev
+        }
+        fn parents(&self) -> Parents<'_> {
+            Parents::Slice(&self.parents)
+        }
+    }
+
+    /// The check in one pass, one map, as it was first written.
+    fn one_pass(nodes: &[TestNode], external: &HashSet<Digest>) -> Vec<Issue> {
+        let mut issues = Vec::new();
+        let mut index: HashMap<Digest, usize> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(&first) = index.get(&node.hash) {
+                issues.push(Issue {
+                    node: i,
+                    problem: Problem::Duplicate { first },
+                });
+            } else {
+                index.insert(node.hash, i);
+            }
+        }
+        let mut edges = Vec::new();
+        let mut ordered = true;
+        for (i, node) in nodes.iter().enumerate() {
+            for &parent in &node.parents {
+                match index.get(&parent) {
+                    Some(&p) => {
+                        edges.push((p, i));
+                        let parent_lamport = nodes[p].lamport;
+                        if node.lamport <= parent_lamport {
+                            ordered = false;
+                            issues.push(Issue {
+                                node: i,
+                                problem: Problem::ClockNotAfterParent {
+                                    parent,
+                                    parent_lamport,
+                                    lamport: node.lamport,
+                                },
+                            });
+                        }
+                    }
+                    None if external.contains(&parent) => {}
+                    None => issues.push(Issue {
+                        node: i,
+                        problem: Problem::MissingParent(parent),
+                    }),
+                }
+            }
+            if let Some(&p) = node.prev.as_ref().and_then(|h| index.get(h)) {
+                edges.push((p, i));
+                ordered &= node.lamport > nodes[p].lamport;
+            }
+        }
+        if !ordered {
+            issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
+                node,
+                problem: Problem::Cycle,
+            }));
+        }
+        issues
+    }
+
+    #[test]
+    fn the_graph_check_in_parallel_finds_what_one_pass_finds() {
+        let hash_of = |i: usize| Digest::of(&i.to_le_bytes());
+        let chain = |n: usize| -> Vec<TestNode> {
+            (0..n)
+                .map(|i| TestNode {
+                    hash: hash_of(i),
+                    lamport: i as u64 + 1,
+                    prev: i.checked_sub(1).map(hash_of),
+                    parents: i.checked_sub(8).map(hash_of).into_iter().collect(),
+                })
+                .collect()
+        };
+        let external = HashSet::from([Digest::of(b"external")]);
+        let n = 10_000;
+        let good = chain(n);
+        assert_eq!(graph(&good, &external), Vec::new());
+        let mut bad = chain(n);
+        bad[5000].hash = bad[4000].hash;
+        bad[7000].hash = bad[10].hash;
+        bad[6000].parents.push(Digest::of(b"missing"));
+        bad[6001].parents.push(Digest::of(b"external"));
+        bad[3000].lamport = 1;
+        bad[9000].parents.push(hash_of(9500));
+        bad[9999].prev = Some(Digest::of(b"nowhere"));
+        let found = graph(&bad, &external);
+        assert_eq!(found, one_pass(&bad, &external));
+        assert!(
+            found.iter().any(|i| i.problem == Problem::Cycle)
+                && found
+                    .iter()
+                    .any(|i| matches!(i.problem, Problem::Duplicate { .. }))
+                && found
+                    .iter()
+                    .any(|i| matches!(i.problem, Problem::MissingParent(_))),
+            "{found:?}"
+        );
+        // Without duplicates, prev_hash naming the node before is found without a lookup.
+        let mut clocks = chain(n);
+        clocks[4321].lamport = 0;
+        assert_eq!(graph(&clocks, &external), one_pass(&clocks, &external));
+    }
 }
