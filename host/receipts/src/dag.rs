@@ -10,6 +10,8 @@
 
 use crate::hash::Digest;
 use crate::receipt::Receipt;
+use crate::view::Parents;
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 /// A receipt with its hash.
@@ -19,6 +21,37 @@ pub struct Node<'a> {
     pub hash: Digest,
     /// The receipt.
     pub receipt: &'a Receipt,
+}
+
+/// What the chain and DAG checks read of a receipt.
+pub(crate) trait Linked {
+    fn hash(&self) -> Digest;
+    fn host_id(&self) -> &str;
+    fn seq(&self) -> u64;
+    fn lamport(&self) -> u64;
+    fn prev_hash(&self) -> Option<Digest>;
+    fn parents(&self) -> Parents<'_>;
+}
+
+impl Linked for Node<'_> {
+    fn hash(&self) -> Digest {
+        self.hash
+    }
+    fn host_id(&self) -> &str {
+        &self.receipt.host_id
+    }
+    fn seq(&self) -> u64 {
+        self.receipt.seq
+    }
+    fn lamport(&self) -> u64 {
+        self.receipt.lamport
+    }
+    fn prev_hash(&self) -> Option<Digest> {
+        self.receipt.prev_hash
+    }
+    fn parents(&self) -> Parents<'_> {
+        Parents::Slice(&self.receipt.parents)
+    }
 }
 
 /// Where a host's chain segment starts.
@@ -145,68 +178,77 @@ fn missing(expected: u64, found: u64) -> String {
 /// receipt belongs to the host, seqs run on from `start.first_seq` without a
 /// gap, `prev_hash` names the previous receipt, and clocks increase.
 pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
+    chain(start, nodes)
+}
+
+/// As [`check_chain`], for anything [`Linked`].
+pub(crate) fn chain<N: Linked>(start: &ChainStart, nodes: &[N]) -> Vec<Issue> {
     let mut issues = Vec::new();
     let show = |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
     let mut expected_seq = start.first_seq;
-    // Where each seq appears last, to tell a reordered receipt from a deleted one.
-    let last_at: HashMap<u64, usize> = nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.receipt.seq, i))
-        .collect();
+    // Where each seq appears last, to tell a reordered receipt from a
+    // deleted one: made the first time a seq skips ahead.
+    let mut last_at: Option<HashMap<u64, usize>> = None;
     for (i, node) in nodes.iter().enumerate() {
-        let r = node.receipt;
         let mut push = |problem| issues.push(Issue { node: i, problem });
-        if r.host_id != start.host_id {
+        if node.host_id() != start.host_id {
             push(Problem::WrongHost {
                 expected: start.host_id.clone(),
-                found: r.host_id.clone(),
+                found: node.host_id().to_owned(),
             });
         }
-        if r.seq > expected_seq {
+        let seq = node.seq();
+        if seq > expected_seq {
+            let last_at = last_at.get_or_insert_with(|| {
+                nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (n.seq(), i))
+                    .collect()
+            });
             if last_at.get(&expected_seq).is_some_and(|&j| j > i) {
                 push(Problem::Reordered {
                     expected: expected_seq,
-                    found: r.seq,
+                    found: seq,
                 });
             } else {
                 push(Problem::Missing {
                     expected: expected_seq,
-                    found: r.seq,
+                    found: seq,
                 });
             }
-        } else if r.seq < expected_seq {
+        } else if seq < expected_seq {
             push(Problem::OutOfOrder {
                 expected: expected_seq,
-                found: r.seq,
+                found: seq,
             });
         }
-        match i.checked_sub(1).map(|p| nodes[p]) {
+        match i.checked_sub(1).map(|p| &nodes[p]) {
             None => {
-                if r.prev_hash != start.prev_hash {
+                if node.prev_hash() != start.prev_hash {
                     push(Problem::StartMismatch {
                         expected: show(start.prev_hash),
-                        found: show(r.prev_hash),
+                        found: show(node.prev_hash()),
                     });
                 }
             }
             Some(prev) => {
-                if r.prev_hash != Some(prev.hash) {
+                if node.prev_hash() != Some(prev.hash()) {
                     push(Problem::ChainBroken {
-                        prev_seq: prev.receipt.seq,
-                        expected: prev.hash,
-                        found: show(r.prev_hash),
+                        prev_seq: prev.seq(),
+                        expected: prev.hash(),
+                        found: show(node.prev_hash()),
                     });
                 }
-                if r.lamport <= prev.receipt.lamport {
+                if node.lamport() <= prev.lamport() {
                     push(Problem::ClockNotAfterPrev {
-                        lamport: r.lamport,
-                        prev: prev.receipt.lamport,
+                        lamport: node.lamport(),
+                        prev: prev.lamport(),
                     });
                 }
             }
         }
-        expected_seq = r.seq.max(expected_seq) + 1;
+        expected_seq = seq.max(expected_seq) + 1;
     }
     issues
 }
@@ -215,54 +257,95 @@ pub fn check_chain(start: &ChainStart, nodes: &[Node<'_>]) -> Vec<Issue> {
 /// parent in `nodes` or in `external`, every parent's clock below its
 /// child's, and no cycle through `parents` and `prev_hash` links.
 pub fn check_graph(nodes: &[Node<'_>], external: &HashSet<Digest>) -> Vec<Issue> {
-    let mut issues = Vec::new();
-    let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len());
-    for (i, node) in nodes.iter().enumerate() {
-        if let Some(&first) = index.get(&node.hash) {
-            issues.push(Issue {
-                node: i,
-                problem: Problem::Duplicate { first },
-            });
-        } else {
-            index.insert(node.hash, i);
+    graph(nodes, external)
+}
+
+/// As [`check_graph`], for anything [`Linked`].
+pub(crate) fn graph<N: Linked + Sync>(nodes: &[N], external: &HashSet<Digest>) -> Vec<Issue> {
+    // The first node of each hash: one map per part of the hashes (by their
+    // first byte), the parts made in parallel, each in node order.
+    let parts = crate::par::runs(nodes.len());
+    let part_of = |hash: &Digest| usize::from(hash.0[0]) % parts;
+    let part_ids: Vec<usize> = (0..parts).collect();
+    let made = crate::par::map_each(&part_ids, |&part| {
+        let mut index: HashMap<Digest, usize> = HashMap::with_capacity(nodes.len() / parts + 1);
+        let mut duplicates = Vec::new();
+        for (i, node) in nodes.iter().enumerate() {
+            let hash = node.hash();
+            if part_of(&hash) != part {
+                continue;
+            }
+            match index.entry(hash) {
+                Entry::Occupied(first) => duplicates.push(Issue {
+                    node: i,
+                    problem: Problem::Duplicate {
+                        first: *first.get(),
+                    },
+                }),
+                Entry::Vacant(slot) => {
+                    slot.insert(i);
+                }
+            }
         }
+        (index, duplicates)
+    });
+    let mut index = Vec::with_capacity(parts);
+    let mut issues = Vec::new();
+    for (part, duplicates) in made {
+        index.push(part);
+        issues.extend(duplicates);
     }
-    // Edges parent -> child inside the set. If every one goes from a smaller
-    // clock to a larger one there can be no cycle; only otherwise is the
-    // cycle search run.
-    let mut edges: Vec<(usize, usize)> = Vec::new();
-    let mut ordered = true;
-    for (i, node) in nodes.iter().enumerate() {
-        let r = node.receipt;
-        for parent in &r.parents {
-            match index.get(parent) {
-                Some(&p) => {
+    issues.sort_by_key(|issue| issue.node);
+    let find = |hash: &Digest| index[part_of(hash)].get(hash).copied();
+    let unique = issues.is_empty();
+    // Edges parent -> child inside the set, found in parallel over runs of
+    // nodes. If every one goes from a smaller clock to a larger one there
+    // can be no cycle; only otherwise is the cycle search run.
+    let run = || (Vec::<Issue>::new(), Vec::<(usize, usize)>::new(), true);
+    let (_, runs) = crate::par::map_init(nodes, run, |(issues, edges, ordered), i, node| {
+        let lamport = node.lamport();
+        for parent in node.parents().iter() {
+            match find(&parent) {
+                Some(p) => {
                     edges.push((p, i));
-                    let parent_lamport = nodes[p].receipt.lamport;
-                    if r.lamport <= parent_lamport {
-                        ordered = false;
+                    let parent_lamport = nodes[p].lamport();
+                    if lamport <= parent_lamport {
+                        *ordered = false;
                         issues.push(Issue {
                             node: i,
                             problem: Problem::ClockNotAfterParent {
-                                parent: *parent,
+                                parent,
                                 parent_lamport,
-                                lamport: r.lamport,
+                                lamport,
                             },
                         });
                     }
                 }
-                None if external.contains(parent) => {}
+                None if external.contains(&parent) => {}
                 None => issues.push(Issue {
                     node: i,
-                    problem: Problem::MissingParent(*parent),
+                    problem: Problem::MissingParent(parent),
                 }),
             }
         }
-        if let Some(&p) = r.prev_hash.as_ref().and_then(|h| index.get(h)) {
+        let prev = match node.prev_hash() {
+            // With no hash twice, the node before is the only one with its hash.
+            Some(h) if unique && i > 0 && nodes[i - 1].hash() == h => Some(i - 1),
+            Some(h) => find(&h),
+            None => None,
+        };
+        if let Some(p) = prev {
             edges.push((p, i));
             // The chain check reports it; here it only means "look for cycles".
-            ordered &= r.lamport > nodes[p].receipt.lamport;
+            *ordered &= lamport > nodes[p].lamport();
         }
+    });
+    let mut edges = Vec::new();
+    let mut ordered = true;
+    for (run_issues, run_edges, run_ordered) in runs {
+        issues.extend(run_issues);
+        edges.extend(run_edges);
+        ordered &= run_ordered;
     }
     if !ordered {
         issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
@@ -315,4 +398,135 @@ pub fn merge_order(nodes: &[Node<'_>]) -> Vec<usize> {
         ))
     });
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct TestNode {
+        hash: Digest,
+        lamport: u64,
+        prev: Option<Digest>,
+        parents: Vec<Digest>,
+    }
+
+    impl Linked for TestNode {
+        fn hash(&self) -> Digest {
+            self.hash
+        }
+        fn host_id(&self) -> &str {
+            "h"
+        }
+        fn seq(&self) -> u64 {
+            0
+        }
+        fn lamport(&self) -> u64 {
+            self.lamport
+        }
+        fn prev_hash(&self) -> Option<Digest> {
+            self.prev
+        }
+        fn parents(&self) -> Parents<'_> {
+            Parents::Slice(&self.parents)
+        }
+    }
+
+    /// The check in one pass, one map, as it was first written.
+    fn one_pass(nodes: &[TestNode], external: &HashSet<Digest>) -> Vec<Issue> {
+        let mut issues = Vec::new();
+        let mut index: HashMap<Digest, usize> = HashMap::new();
+        for (i, node) in nodes.iter().enumerate() {
+            if let Some(&first) = index.get(&node.hash) {
+                issues.push(Issue {
+                    node: i,
+                    problem: Problem::Duplicate { first },
+                });
+            } else {
+                index.insert(node.hash, i);
+            }
+        }
+        let mut edges = Vec::new();
+        let mut ordered = true;
+        for (i, node) in nodes.iter().enumerate() {
+            for &parent in &node.parents {
+                match index.get(&parent) {
+                    Some(&p) => {
+                        edges.push((p, i));
+                        let parent_lamport = nodes[p].lamport;
+                        if node.lamport <= parent_lamport {
+                            ordered = false;
+                            issues.push(Issue {
+                                node: i,
+                                problem: Problem::ClockNotAfterParent {
+                                    parent,
+                                    parent_lamport,
+                                    lamport: node.lamport,
+                                },
+                            });
+                        }
+                    }
+                    None if external.contains(&parent) => {}
+                    None => issues.push(Issue {
+                        node: i,
+                        problem: Problem::MissingParent(parent),
+                    }),
+                }
+            }
+            if let Some(&p) = node.prev.as_ref().and_then(|h| index.get(h)) {
+                edges.push((p, i));
+                ordered &= node.lamport > nodes[p].lamport;
+            }
+        }
+        if !ordered {
+            issues.extend(cycles(nodes.len(), &edges).into_iter().map(|node| Issue {
+                node,
+                problem: Problem::Cycle,
+            }));
+        }
+        issues
+    }
+
+    #[test]
+    fn the_graph_check_in_parallel_finds_what_one_pass_finds() {
+        let hash_of = |i: usize| Digest::of(&i.to_le_bytes());
+        let chain = |n: usize| -> Vec<TestNode> {
+            (0..n)
+                .map(|i| TestNode {
+                    hash: hash_of(i),
+                    lamport: i as u64 + 1,
+                    prev: i.checked_sub(1).map(hash_of),
+                    parents: i.checked_sub(8).map(hash_of).into_iter().collect(),
+                })
+                .collect()
+        };
+        let external = HashSet::from([Digest::of(b"external")]);
+        let n = 10_000;
+        let good = chain(n);
+        assert_eq!(graph(&good, &external), Vec::new());
+        let mut bad = chain(n);
+        bad[5000].hash = bad[4000].hash;
+        bad[7000].hash = bad[10].hash;
+        bad[6000].parents.push(Digest::of(b"missing"));
+        bad[6001].parents.push(Digest::of(b"external"));
+        bad[3000].lamport = 1;
+        bad[9000].parents.push(hash_of(9500));
+        bad[9999].prev = Some(Digest::of(b"nowhere"));
+        let found = graph(&bad, &external);
+        assert_eq!(found, one_pass(&bad, &external));
+        assert!(
+            found.iter().any(|i| i.problem == Problem::Cycle)
+                && found
+                    .iter()
+                    .any(|i| matches!(i.problem, Problem::Duplicate { .. }))
+                && found
+                    .iter()
+                    .any(|i| matches!(i.problem, Problem::MissingParent(_))),
+            "{found:?}"
+        );
+        // Without duplicates, prev_hash naming the node before is found without a lookup.
+        let mut clocks = chain(n);
+        clocks[4321].lamport = 0;
+        assert_eq!(graph(&clocks, &external), one_pass(&clocks, &external));
+    }
 }

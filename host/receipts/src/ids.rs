@@ -35,7 +35,13 @@ pub fn check_host_id(id: &str) -> Result<(), String> {
 ///
 /// What is wrong with `value`.
 pub fn check_text(field: &str, value: &str) -> Result<(), String> {
-    if value.is_empty() || value.len() > 256 || value.chars().any(char::is_control) {
+    // Control characters in ASCII are 0x00-0x1f and 0x7f (and 0x80-0x9f beyond).
+    let control = if value.is_ascii() {
+        value.bytes().any(|b| b < 0x20 || b == 0x7f)
+    } else {
+        value.chars().any(char::is_control)
+    };
+    if value.is_empty() || value.len() > 256 || control {
         Err(format!(
             "{field} {value:?} must be 1 to 256 characters without control characters"
         ))

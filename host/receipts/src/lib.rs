@@ -35,6 +35,7 @@ pub mod receipt;
 pub mod replay;
 pub mod tar_read;
 pub mod verify;
+mod view;
 
 pub use checkpoint::Checkpoint;
 pub use hash::Digest;

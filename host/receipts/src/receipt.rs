@@ -16,9 +16,7 @@
 //!   signed). Unsigned receipts have `key_id` and `signature` both `null`.
 
 use crate::hash::Digest;
-use crate::ids::{self, MAX_SAFE_INTEGER};
 use crate::keys::{HostKey, KeyId, PublicKey, Signature, SignatureFailure};
-use crate::reason;
 use hcp_contracts::RiskLevel;
 use serde::{Deserialize, Serialize};
 
@@ -230,76 +228,7 @@ impl Receipt {
     ///
     /// The first rule broken.
     pub fn check(&self) -> Result<(), ReceiptError> {
-        self.check_rules().map_err(|reason| ReceiptError::Invalid {
-            receipt_id: self.receipt_id.clone(),
-            reason,
-        })
-    }
-
-    fn check_rules(&self) -> Result<(), String> {
-        if self.version != RECEIPT_VERSION {
-            return Err(format!(
-                "version {} is not supported (expected {RECEIPT_VERSION})",
-                self.version
-            ));
-        }
-        ids::check_host_id(&self.host_id)?;
-        for (field, value) in [("seq", self.seq), ("lamport", self.lamport)] {
-            if value > MAX_SAFE_INTEGER {
-                return Err(format!("{field} {value} is above 2^53 - 1"));
-            }
-        }
-        let expected_id = format!("{}:{}", self.host_id, self.seq);
-        if self.receipt_id != expected_id {
-            return Err(format!(
-                "receipt_id must be {expected_id:?} (host_id:seq), not {:?}",
-                self.receipt_id
-            ));
-        }
-        ids::check_text("call", &self.call)?;
-        ids::check_text("capability", &self.capability)?;
-        if !self.capability.contains('@') {
-            return Err(format!(
-                "capability {:?} must be name@version",
-                self.capability
-            ));
-        }
-        for (field, value) in [("session_id", &self.session_id), ("task_id", &self.task_id)] {
-            if let Some(value) = value {
-                ids::check_text(field, value)?;
-            }
-        }
-        if !reason::is_well_formed(&self.reason_code) {
-            return Err(format!(
-                "reason_code {:?} must match [A-Z][A-Z0-9_]* (at most 64)",
-                self.reason_code
-            ));
-        }
-        match (self.verdict, self.reason_code == reason::ALLOW) {
-            (Verdict::Allow, false) => {
-                return Err(format!(
-                    "an ALLOW carries reason_code ALLOW, not {}",
-                    self.reason_code
-                ));
-            }
-            (Verdict::Deny, true) => return Err("a DENY cannot carry reason_code ALLOW".into()),
-            _ => {}
-        }
-        if self.key_id.is_some() != self.signature.is_some() {
-            return Err("key_id and signature must be both set or both null".into());
-        }
-        if self.parents.len() > MAX_PARENTS {
-            return Err(format!("more than {MAX_PARENTS} parents"));
-        }
-        let mut seen = std::collections::HashSet::with_capacity(self.parents.len());
-        if let Some(dup) = self.parents.iter().find(|p| !seen.insert(**p)) {
-            return Err(format!("parent {dup} is named twice"));
-        }
-        match (self.seq, self.prev_hash) {
-            (0, Some(_)) => Err("the first receipt of a log (seq 0) has no prev_hash".into()),
-            (1.., None) => Err(format!("seq {} needs a prev_hash", self.seq)),
-            _ => Ok(()),
-        }
+        crate::view::ReceiptView::of(self).check()
     }
 }
 

@@ -6,6 +6,7 @@ mod common;
 use common::standard_pack;
 use hcp_receipts::Digest;
 use hcp_receipts::pack::{self, Index, IndexEntry, Pack, PackError, ReadLimits};
+use hcp_receipts::{SigningPolicy, VerifyOptions, verify_bytes};
 
 fn write(p: &Pack) -> Vec<u8> {
     pack::write(p).expect("write")
@@ -351,5 +352,97 @@ fn a_host_declared_twice_is_refused() {
     assert_eq!(
         refused(&raw_tar(&all)),
         "pack.json: host host-a appears twice"
+    );
+}
+
+/// `bytes` with entry `path` replaced by `data`, the index updated.
+fn with_entry(bytes: &[u8], path: &str, data: &[u8]) -> Vec<u8> {
+    let mut archive = tar::Archive::new(bytes);
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    for entry in archive.entries().expect("entries") {
+        let mut entry = entry.expect("entry");
+        let name = String::from_utf8(entry.path_bytes().into_owned()).expect("utf8");
+        let mut old = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut old).expect("read");
+        files.push((name.clone(), if name == path { data.to_vec() } else { old }));
+    }
+    let index = Index {
+        entries: files
+            .iter()
+            .filter(|(n, _)| n != "index.json")
+            .map(|(n, d)| IndexEntry {
+                path: n.clone(),
+                size: d.len() as u64,
+                sha256: Digest::of(d),
+            })
+            .collect(),
+    };
+    let index_bytes = serde_json::to_vec(&index).expect("json");
+    let all: Vec<(&str, tar::EntryType, &[u8])> = files
+        .iter()
+        .map(|(n, d)| {
+            let d = if n == "index.json" { &index_bytes } else { d };
+            (n.as_str(), tar::EntryType::Regular, d.as_slice())
+        })
+        .collect();
+    raw_tar(&all)
+}
+
+/// A receipts file with each line rewritten by `rewrite`.
+fn rewritten(bytes: &[u8], rewrite: impl Fn(&str) -> String) -> Vec<u8> {
+    let read = pack::read(bytes, &ReadLimits::default()).expect("read");
+    let mut file = String::new();
+    for r in &read.hosts[0].receipts {
+        let line = String::from_utf8(r.canonical_bytes().expect("bytes")).expect("utf8");
+        file.push_str(&rewrite(&line));
+        file.push('\n');
+    }
+    with_entry(bytes, "receipts/host-a.jsonl", file.as_bytes())
+}
+
+#[test]
+fn receipt_lines_in_another_json_form_verify_as_their_canonical_form() {
+    let options = VerifyOptions {
+        signing: Some(SigningPolicy::default()),
+        ..VerifyOptions::default()
+    };
+    let verify = |bytes: &[u8]| verify_bytes(bytes, &ReadLimits::default(), &options);
+    let good = write(&standard_pack());
+    let mut tampered = standard_pack();
+    tampered.hosts[0].receipts[2].lamport += 1;
+    tampered.hosts[0].receipts[5].call = "fs.open/x".into();
+    let tampered = write(&tampered);
+    assert!(verify(&good).ok());
+    assert!(!verify(&tampered).ok());
+    type Rewrite = fn(&str) -> String;
+    let rewrites: [(&str, Rewrite); 4] = [
+        ("spaces", |l| {
+            l.replace("\":", "\": ").replace(",\"", ", \"")
+        }),
+        ("keys in reverse order", |l| {
+            let value: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(l).expect("object");
+            let reversed: serde_json::Map<_, _> = value.into_iter().rev().collect();
+            serde_json::to_string(&reversed).expect("json")
+        }),
+        ("escapes", |l| {
+            l.replace("fs.open", "fs\\u002eopen").replace('/', "\\/")
+        }),
+        ("nulls left out", |l| l.replace(",\"task_id\":null", "")),
+    ];
+    for (what, rewrite) in rewrites {
+        for bytes in [&good, &tampered] {
+            let other = rewritten(bytes, rewrite);
+            assert_ne!(&other, bytes, "{what}");
+            assert_eq!(verify(&other), verify(bytes), "{what}");
+        }
+    }
+    // What serde refuses is refused as before, with its message.
+    let other = rewritten(&good, |l| l.replace("\"seq\":0,", "\"seq\":-0,"));
+    assert_eq!(
+        verify(&other).messages(),
+        [
+            "[pack] receipts/host-a.jsonl line 1: invalid type: floating point `-0.0`, expected u64 at line 1 column 466"
+        ]
     );
 }

@@ -19,7 +19,20 @@ fn options() -> VerifyOptions {
 }
 
 fn check(pack: &Pack) -> Report {
-    verify(pack, &options())
+    verify_both(pack, &options())
+}
+
+/// Verifies `pack` in memory (receipts re-serialized for their hashes) and,
+/// written out, as bytes (receipts hashed as stored): both report the same.
+fn verify_both(pack: &Pack, options: &VerifyOptions) -> Report {
+    let report = verify(pack, options);
+    let bytes = pack::write(pack).expect("write");
+    let from_bytes = verify_bytes(&bytes, &ReadLimits::default(), options);
+    assert_eq!(
+        from_bytes, report,
+        "in memory:\n{report}\nas bytes:\n{from_bytes}"
+    );
+    report
 }
 
 /// (check, receipt index in host-a) of every failure that names a receipt.
@@ -317,7 +330,7 @@ fn a_rollback_to_an_older_checkpoint() {
     );
     let current = standard_pack();
     let known = current.hosts[0].checkpoints.last().expect("latest").clone();
-    let report = verify(
+    let report = verify_both(
         &old,
         &VerifyOptions {
             known_checkpoints: vec![known],
@@ -336,7 +349,7 @@ fn a_fork_away_from_a_known_checkpoint() {
     let other = standard_pack_with_salt("y");
     // Same size, another history.
     let known = other.hosts[0].checkpoints[1].clone();
-    let report = verify(
+    let report = verify_both(
         &pack,
         &VerifyOptions {
             known_checkpoints: vec![known.clone()],
@@ -352,7 +365,7 @@ fn a_fork_away_from_a_known_checkpoint() {
     );
     // A size the pack has no checkpoint of: recomputed from the receipts.
     let six = checkpoint_at_6(&other);
-    let report = verify(
+    let report = verify_both(
         &pack,
         &VerifyOptions {
             known_checkpoints: vec![six.clone()],
@@ -368,7 +381,7 @@ fn a_fork_away_from_a_known_checkpoint() {
     );
     // The same checkpoint of this history is fine.
     let same = checkpoint_at_6(&pack);
-    let report = verify(
+    let report = verify_both(
         &pack,
         &VerifyOptions {
             known_checkpoints: vec![same],
@@ -481,7 +494,7 @@ fn a_stripped_signature() {
 #[test]
 fn an_untrusted_key() {
     let pack = standard_pack();
-    let report = verify(
+    let report = verify_both(
         &pack,
         &VerifyOptions {
             trusted_keys: Some(vec![key_a().public().clone()]),

@@ -1,7 +1,7 @@
 //! Verifying many inclusion proofs against one tree, in leaf order, without
 //! rehashing the path nodes they share.
 
-use super::{ProofError, leaf_hash, node_hash, verify_inclusion_of_leaf_hash};
+use super::{AuditPath, ProofError, ProofHash, inclusion_of_leaf_hash, leaf_hash, node_hash_of};
 use crate::hash::Digest;
 
 /// The state of RFC 9162's inclusion verification after one proof hash:
@@ -59,6 +59,28 @@ impl InclusionVerifier {
         index: u64,
         proof: &[Digest],
     ) -> Result<(), ProofError> {
+        self.verify_hashes(leaf_data, index, proof)
+    }
+
+    /// As [`InclusionVerifier::verify`], for either form of a path.
+    pub(crate) fn verify_path(
+        &mut self,
+        leaf_data: &[u8],
+        index: u64,
+        proof: AuditPath<'_>,
+    ) -> Result<(), ProofError> {
+        match proof {
+            AuditPath::Digests(path) => self.verify_hashes(leaf_data, index, path),
+            AuditPath::Bytes(path) => self.verify_hashes(leaf_data, index, path),
+        }
+    }
+
+    fn verify_hashes<H: ProofHash>(
+        &mut self,
+        leaf_data: &[u8],
+        index: u64,
+        proof: &[H],
+    ) -> Result<(), ProofError> {
         let leaf = leaf_hash(leaf_data);
         if index >= self.size {
             return Err(ProofError::IndexOutOfRange {
@@ -73,13 +95,13 @@ impl InclusionVerifier {
                 break;
             }
             if f & 1 == 1 || f == s {
-                r = node_hash(p, &r);
+                r = node_hash_of(p.bytes(), &r.0);
                 while f & 1 == 0 && f != 0 {
                     f >>= 1;
                     s >>= 1;
                 }
             } else {
-                r = node_hash(&r, p);
+                r = node_hash_of(&r.0, p.bytes());
             }
             f >>= 1;
             s >>= 1;
@@ -87,7 +109,7 @@ impl InclusionVerifier {
             self.steps.push(Step { f, s, r, consumed });
             if let Some(j) = self.trace.iter().position(|t| t.f == f && t.s == s) {
                 let known = self.trace[j];
-                if known.r == r && proof[consumed..] == self.proof[known.consumed..] {
+                if known.r == r && same_hashes(&proof[consumed..], &self.proof[known.consumed..]) {
                     // Same node, same hash, same way up: accepted before.
                     let shift = consumed as isize - known.consumed as isize;
                     let upper: Vec<Step> = self.trace[j + 1..]
@@ -99,19 +121,27 @@ impl InclusionVerifier {
                         .collect();
                     self.steps.extend(upper);
                     std::mem::swap(&mut self.trace, &mut self.steps);
-                    self.proof.clear();
-                    self.proof.extend_from_slice(proof);
+                    self.keep(proof);
                     return Ok(());
                 }
             }
         }
         // No shortcut: the full check decides, and gives the precise error.
-        verify_inclusion_of_leaf_hash(&leaf, index, self.size, proof, &self.root)?;
+        inclusion_of_leaf_hash(&leaf, index, self.size, proof, &self.root)?;
         std::mem::swap(&mut self.trace, &mut self.steps);
-        self.proof.clear();
-        self.proof.extend_from_slice(proof);
+        self.keep(proof);
         Ok(())
     }
+
+    /// Remembers the accepted proof.
+    fn keep<H: ProofHash>(&mut self, proof: &[H]) {
+        self.proof.clear();
+        self.proof.extend(proof.iter().map(|h| Digest(*h.bytes())));
+    }
+}
+
+fn same_hashes<H: ProofHash>(a: &[H], b: &[Digest]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.bytes() == &y.0)
 }
 
 #[cfg(test)]

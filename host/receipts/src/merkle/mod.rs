@@ -89,11 +89,60 @@ pub fn leaf_hash(data: &[u8]) -> Digest {
 
 /// `SHA-256(0x01 || left || right)`.
 pub fn node_hash(left: &Digest, right: &Digest) -> Digest {
+    node_hash_of(&left.0, &right.0)
+}
+
+fn node_hash_of(left: &[u8; 32], right: &[u8; 32]) -> Digest {
     let mut h = Sha256::new();
     h.update([1u8]);
-    h.update(left.0);
-    h.update(right.0);
+    h.update(left);
+    h.update(right);
     Digest(h.finalize().into())
+}
+
+/// A hash of a proof: a [`Digest`], or 32 bytes of a binary proof file.
+pub(crate) trait ProofHash {
+    /// The 32 bytes.
+    fn bytes(&self) -> &[u8; 32];
+}
+
+impl ProofHash for Digest {
+    fn bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl ProofHash for [u8; 32] {
+    fn bytes(&self) -> &[u8; 32] {
+        self
+    }
+}
+
+/// An inclusion proof's audit path, parsed or as bytes of a proof file.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AuditPath<'a> {
+    /// Parsed digests.
+    Digests(&'a [Digest]),
+    /// 32-byte hashes, as stored.
+    Bytes(&'a [[u8; 32]]),
+}
+
+impl AuditPath<'_> {
+    /// How many hashes.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Digests(p) => p.len(),
+            Self::Bytes(p) => p.len(),
+        }
+    }
+
+    /// The hashes, copied (for the rare paths that need them owned).
+    pub(crate) fn to_digests(self) -> Vec<Digest> {
+        match self {
+            Self::Digests(p) => p.to_vec(),
+            Self::Bytes(p) => p.iter().map(|b| Digest(*b)).collect(),
+        }
+    }
 }
 
 /// The root of a tree whose leaf hashes are `leaves` (RFC 9162 MTH).
@@ -134,6 +183,16 @@ pub fn verify_inclusion_of_leaf_hash(
     proof: &[Digest],
     root: &Digest,
 ) -> Result<(), ProofError> {
+    inclusion_of_leaf_hash(leaf, index, size, proof, root)
+}
+
+fn inclusion_of_leaf_hash<H: ProofHash>(
+    leaf: &Digest,
+    index: u64,
+    size: u64,
+    proof: &[H],
+    root: &Digest,
+) -> Result<(), ProofError> {
     if index >= size {
         return Err(ProofError::IndexOutOfRange { index, size });
     }
@@ -148,7 +207,7 @@ pub fn verify_inclusion_of_leaf_hash(
             return Err(wrong_length());
         }
         if f & 1 == 1 || f == s {
-            r = node_hash(p, &r);
+            r = node_hash_of(p.bytes(), &r.0);
             if f & 1 == 0 {
                 while f & 1 == 0 && f != 0 {
                     f >>= 1;
@@ -156,7 +215,7 @@ pub fn verify_inclusion_of_leaf_hash(
                 }
             }
         } else {
-            r = node_hash(&r, p);
+            r = node_hash_of(&r.0, p.bytes());
         }
         f >>= 1;
         s >>= 1;

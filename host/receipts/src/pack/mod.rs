@@ -35,8 +35,9 @@ mod proofs;
 mod read;
 mod write;
 
+pub(crate) use proofs::InclusionRef;
 pub use proofs::prove;
-pub(crate) use read::read_with;
+pub(crate) use read::{Read, StoredReceipt, read_with};
 pub use read::{ReadLimits, read};
 pub use write::write;
 

@@ -3,7 +3,7 @@
 
 use super::{ConsistencyProof, HostSection, InclusionProof, PackError};
 use crate::hash::Digest;
-use crate::merkle::Tree;
+use crate::merkle::{AuditPath, Tree};
 
 /// Magic of the binary inclusion proof file.
 pub(crate) const INCLUSION_MAGIC: &[u8; 8] = b"HCPINCL1";
@@ -69,8 +69,55 @@ pub(crate) fn encode_inclusion(proofs: &[InclusionProof]) -> Result<Vec<u8>, Pac
     Ok(out)
 }
 
+/// An inclusion proof as stored in the proof file: its path is a slice of
+/// the file, not a copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InclusionRef<'a> {
+    /// The receipt's seq.
+    pub(crate) seq: u64,
+    /// The checkpoint's tree size.
+    pub(crate) tree_size: u64,
+    /// Audit path, bottom-up.
+    pub(crate) path: AuditPath<'a>,
+}
+
+impl<'a> InclusionRef<'a> {
+    /// The proof, borrowed.
+    pub(crate) fn of(proof: &'a InclusionProof) -> Self {
+        Self {
+            seq: proof.seq,
+            tree_size: proof.tree_size,
+            path: AuditPath::Digests(&proof.path),
+        }
+    }
+
+    /// The proof, owned.
+    pub(crate) fn to_owned_proof(self) -> InclusionProof {
+        InclusionProof {
+            seq: self.seq,
+            tree_size: self.tree_size,
+            path: match self.path {
+                AuditPath::Digests(path) => path.to_vec(),
+                AuditPath::Bytes(path) => path.iter().map(|h| Digest(*h)).collect(),
+            },
+        }
+    }
+}
+
 /// Parses the binary form.
+#[cfg(test)]
 pub(crate) fn decode_inclusion(path: &str, bytes: &[u8]) -> Result<Vec<InclusionProof>, PackError> {
+    Ok(decode_inclusion_refs(path, bytes)?
+        .into_iter()
+        .map(InclusionRef::to_owned_proof)
+        .collect())
+}
+
+/// Parses the binary form, borrowing the paths from `bytes`.
+pub(crate) fn decode_inclusion_refs<'a>(
+    path: &str,
+    bytes: &'a [u8],
+) -> Result<Vec<InclusionRef<'a>>, PackError> {
     let bad = |reason: String| PackError::Content {
         path: path.to_owned(),
         line: None,
@@ -88,18 +135,11 @@ pub(crate) fn decode_inclusion(path: &str, bytes: &[u8]) -> Result<Vec<Inclusion
         let tree_size = u64::from_be_bytes(head[8..16].try_into().map_err(|_| truncated())?);
         let n = usize::from(head[16]);
         let (hashes, tail) = tail.split_at_checked(32 * n).ok_or_else(truncated)?;
-        let path = hashes
-            .chunks_exact(32)
-            .map(|c| {
-                let mut d = [0u8; 32];
-                d.copy_from_slice(c);
-                Digest(d)
-            })
-            .collect();
-        proofs.push(InclusionProof {
+        let (hashes, _) = hashes.as_chunks::<32>();
+        proofs.push(InclusionRef {
             seq,
             tree_size,
-            path,
+            path: AuditPath::Bytes(hashes),
         });
         rest = tail;
     }

@@ -1,6 +1,6 @@
 //! Reading a pack, refusing anything hostile.
 
-use super::proofs::decode_inclusion;
+use super::proofs::{InclusionRef, decode_inclusion_refs};
 use super::{
     ConsistencyProof, DecisionInput, HostPaths, HostSection, INDEX_PATH, Index, KEYS_DIR,
     MANIFEST_PATH, MANIFESTS_DIR, MESSAGES_DIR, PACK_FORMAT, POLICY_DIR, Pack, PackError,
@@ -9,9 +9,10 @@ use super::{
 use crate::checkpoint::Checkpoint;
 use crate::hash::Digest;
 use crate::ids;
-use crate::keys::PublicKey;
+use crate::keys::{KeyId, PublicKey};
 use crate::receipt::Receipt;
 use crate::tar_read::{TarLimits, TarProblem, read_entries};
+use crate::view::{self, ReceiptView};
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
 
@@ -48,17 +49,126 @@ impl Default for ReadLimits {
 ///
 /// The first of these found.
 pub fn read(bytes: &[u8], limits: &ReadLimits) -> Result<Pack, PackError> {
-    read_with(bytes, limits, true)
+    let read: Read<'_, Receipt> = read_with(bytes, limits, true)?;
+    Ok(Pack {
+        hosts: read
+            .hosts
+            .into_iter()
+            .map(|s| HostSection {
+                host_id: s.host_id,
+                keys: s.keys,
+                first_seq: s.first_seq,
+                prev_hash: s.prev_hash,
+                prev_checkpoint: s.prev_checkpoint,
+                receipts: s.receipts,
+                checkpoints: s.checkpoints,
+                inclusion: s
+                    .inclusion
+                    .into_iter()
+                    .map(InclusionRef::to_owned_proof)
+                    .collect(),
+                consistency: s.consistency,
+                inputs: s.inputs,
+            })
+            .collect(),
+        external_parents: read.external_parents,
+        public_keys: read.public_keys,
+        policy: owned(read.policy),
+        manifests: owned(read.manifests),
+        messages: owned(read.messages),
+    })
 }
 
-/// As [`read`]; with `decision_inputs` false the decision inputs are
-/// checked against the index but not parsed, and the sections' `inputs`
-/// stay empty (verification does not need them; replay does).
-pub(crate) fn read_with(
-    bytes: &[u8],
+fn owned(files: BTreeMap<String, &[u8]>) -> BTreeMap<String, Vec<u8>> {
+    files.into_iter().map(|(k, v)| (k, v.to_vec())).collect()
+}
+
+/// A pack as read, borrowing from its bytes: receipts as `R` (a [`Receipt`],
+/// or a [`StoredReceipt`] that keeps its line), inclusion proofs and opaque
+/// files as slices.
+#[derive(Debug)]
+pub(crate) struct Read<'b, R> {
+    pub(crate) hosts: Vec<ReadSection<'b, R>>,
+    pub(crate) external_parents: Vec<Digest>,
+    pub(crate) public_keys: Vec<PublicKey>,
+    pub(crate) policy: BTreeMap<String, &'b [u8]>,
+    pub(crate) manifests: BTreeMap<String, &'b [u8]>,
+    pub(crate) messages: BTreeMap<String, &'b [u8]>,
+}
+
+/// A [`HostSection`] as read.
+#[derive(Debug)]
+pub(crate) struct ReadSection<'b, R> {
+    pub(crate) host_id: String,
+    pub(crate) keys: Vec<KeyId>,
+    pub(crate) first_seq: u64,
+    pub(crate) prev_hash: Option<Digest>,
+    pub(crate) prev_checkpoint: Option<Digest>,
+    pub(crate) receipts: Vec<R>,
+    pub(crate) checkpoints: Vec<Checkpoint>,
+    pub(crate) inclusion: Vec<InclusionRef<'b>>,
+    pub(crate) consistency: Vec<ConsistencyProof>,
+    pub(crate) inputs: Vec<DecisionInput>,
+}
+
+/// How a line of a receipts file is read.
+pub(crate) trait FromLine<'b>: Sized + Send {
+    /// The record, or serde's message.
+    fn from_line(line: &'b str) -> Result<Self, String>;
+}
+
+impl FromLine<'_> for Receipt {
+    fn from_line(line: &str) -> Result<Self, String> {
+        match view::scan(line) {
+            Some(scanned) => Ok(scanned.to_receipt()),
+            None => serde_json::from_str(line).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// A receipt as verification keeps it: its canonical line, read in place
+/// (see [`crate::view`]), or what serde read from any other line.
+#[derive(Debug)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "lines are the rule: boxing them would allocate once per receipt"
+)]
+pub(crate) enum StoredReceipt<'b> {
+    /// A canonical line.
+    Line(ReceiptView<'b>),
+    /// Any other line.
+    Parsed(Box<Receipt>),
+}
+
+impl<'b> FromLine<'b> for StoredReceipt<'b> {
+    fn from_line(line: &'b str) -> Result<Self, String> {
+        match view::scan(line) {
+            Some(scanned) => Ok(Self::Line(scanned.view())),
+            None => serde_json::from_str(line)
+                .map(|r| Self::Parsed(Box::new(r)))
+                .map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl StoredReceipt<'_> {
+    pub(crate) fn view(&self) -> ReceiptView<'_> {
+        match self {
+            Self::Line(view) => *view,
+            Self::Parsed(r) => ReceiptView::of(r),
+        }
+    }
+}
+
+/// As [`read`], keeping receipts as `R`; with `decision_inputs` false the
+/// decision inputs are checked against the index but not parsed, and the
+/// sections' `inputs` stay empty (verification does not need them; replay
+/// does).
+pub(crate) fn read_with<'b, R: FromLine<'b>>(
+    bytes: &'b [u8],
     limits: &ReadLimits,
     decision_inputs: bool,
-) -> Result<Pack, PackError> {
+) -> Result<Read<'b, R>, PackError> {
     let mut files = entries(bytes, limits)?;
     check_index(&mut files)?;
     parse(files, decision_inputs)
@@ -129,7 +239,14 @@ fn check_index(files: &mut BTreeMap<String, &[u8]>) -> Result<(), PackError> {
         }
     }
     let items: Vec<(&String, &&[u8])> = files.iter().collect();
-    let hashed = crate::par::map(&items, |_, (_, bytes)| Digest::of(bytes));
+    // Largest first, one entry per thread at a time; then back in path order.
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(items[k].1.len()));
+    let mut hashed = vec![Digest::default(); items.len()];
+    let digests = crate::par::map_each(&order, |&k| Digest::of(items[k].1));
+    for (k, digest) in order.into_iter().zip(digests) {
+        hashed[k] = digest;
+    }
     for ((path, bytes), actual) in items.into_iter().zip(hashed) {
         let Some(e) = listed.get(path.as_str()) else {
             return Err(PackError::NotInIndex { path: path.clone() });
@@ -153,11 +270,18 @@ fn parse_json<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, PackEr
     })
 }
 
-/// Parses a JSON lines file in parallel; `check` runs on each record.
-fn parse_lines<T: DeserializeOwned + Send>(
+/// Parses a JSON lines file in parallel.
+fn parse_lines<T: DeserializeOwned + Send>(path: &str, bytes: &[u8]) -> Result<Vec<T>, PackError> {
+    read_lines(path, bytes, |line| {
+        serde_json::from_str(line).map_err(|e| e.to_string())
+    })
+}
+
+/// Reads a lines file in parallel, each line with `read`.
+fn read_lines<'b, T: Send>(
     path: &str,
-    bytes: &[u8],
-    check: impl Fn(&T) -> Result<(), String> + Sync,
+    bytes: &'b [u8],
+    read: impl Fn(&'b str) -> Result<T, String> + Sync,
 ) -> Result<Vec<T>, PackError> {
     if bytes.is_empty() {
         return Ok(Vec::new());
@@ -182,11 +306,7 @@ fn parse_lines<T: DeserializeOwned + Send>(
         reason: format!("not UTF-8: {e}"),
     })?;
     let lines: Vec<&str> = body.split('\n').collect();
-    let parsed = crate::par::map(&lines, |i, line| {
-        let record: T = serde_json::from_str(line).map_err(|e| (i, e.to_string()))?;
-        check(&record).map_err(|e| (i, e))?;
-        Ok(record)
-    });
+    let parsed = crate::par::map(&lines, |i, line| read(line).map_err(|e| (i, e)));
     parsed
         .into_iter()
         .collect::<Result<Vec<T>, (usize, String)>>()
@@ -197,7 +317,10 @@ fn parse_lines<T: DeserializeOwned + Send>(
         })
 }
 
-fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pack, PackError> {
+fn parse<'b, R: FromLine<'b>>(
+    mut files: BTreeMap<String, &'b [u8]>,
+    decision_inputs: bool,
+) -> Result<Read<'b, R>, PackError> {
     let manifest_bytes = files
         .remove(MANIFEST_PATH)
         .ok_or_else(|| PackError::MissingEntry {
@@ -215,9 +338,13 @@ fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pa
             manifest.format
         )));
     }
-    let mut pack = Pack {
+    let mut pack = Read {
+        hosts: Vec::new(),
         external_parents: manifest.external_parents,
-        ..Pack::default()
+        public_keys: Vec::new(),
+        policy: BTreeMap::new(),
+        manifests: BTreeMap::new(),
+        messages: BTreeMap::new(),
     };
     let mut seen = std::collections::HashSet::new();
     for host in manifest.hosts {
@@ -233,11 +360,7 @@ fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pa
         };
         // Each record's own rules are checked by verification, which goes on
         // past a bad record; here only the JSON form is.
-        let receipts: Vec<Receipt> = parse_lines(
-            &paths.receipts,
-            take(&paths.receipts)?,
-            |_: &Receipt| Ok(()),
-        )?;
+        let receipts: Vec<R> = read_lines(&paths.receipts, take(&paths.receipts)?, R::from_line)?;
         if receipts.len() as u64 != host.count {
             return Err(PackError::Content {
                 path: paths.receipts.clone(),
@@ -249,21 +372,18 @@ fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pa
                 ),
             });
         }
-        let checkpoints: Vec<Checkpoint> = parse_lines(
-            &paths.checkpoints,
-            take(&paths.checkpoints)?,
-            |_: &Checkpoint| Ok(()),
-        )?;
-        let inclusion = decode_inclusion(&paths.inclusion, take(&paths.inclusion)?)?;
+        let checkpoints: Vec<Checkpoint> =
+            parse_lines(&paths.checkpoints, take(&paths.checkpoints)?)?;
+        let inclusion = decode_inclusion_refs(&paths.inclusion, take(&paths.inclusion)?)?;
         let consistency: Vec<ConsistencyProof> =
-            parse_lines(&paths.consistency, take(&paths.consistency)?, |_| Ok(()))?;
+            parse_lines(&paths.consistency, take(&paths.consistency)?)?;
         let input_bytes = take(&paths.inputs)?;
         let inputs: Vec<DecisionInput> = if decision_inputs {
-            parse_lines(&paths.inputs, input_bytes, |_| Ok(()))?
+            parse_lines(&paths.inputs, input_bytes)?
         } else {
             Vec::new()
         };
-        pack.hosts.push(HostSection {
+        pack.hosts.push(ReadSection {
             host_id: host.host_id,
             keys: host.keys,
             first_seq: host.first_seq,
@@ -299,11 +419,11 @@ fn parse(mut files: BTreeMap<String, &[u8]>, decision_inputs: bool) -> Result<Pa
             }
             pack.public_keys.push(key);
         } else if let Some(name) = path.strip_prefix(POLICY_DIR) {
-            pack.policy.insert(name.to_owned(), bytes.to_vec());
+            pack.policy.insert(name.to_owned(), bytes);
         } else if let Some(name) = path.strip_prefix(MANIFESTS_DIR) {
-            pack.manifests.insert(name.to_owned(), bytes.to_vec());
+            pack.manifests.insert(name.to_owned(), bytes);
         } else if let Some(name) = path.strip_prefix(MESSAGES_DIR) {
-            pack.messages.insert(name.to_owned(), bytes.to_vec());
+            pack.messages.insert(name.to_owned(), bytes);
         } else {
             return Err(PackError::BadName {
                 path,

@@ -38,7 +38,7 @@ mod host;
 use crate::checkpoint::Checkpoint;
 use crate::keys::PublicKey;
 use crate::log::SigningPolicy;
-use crate::pack::{Pack, ReadLimits};
+use crate::pack::{Pack, ReadLimits, StoredReceipt};
 use std::fmt;
 
 /// What verification is told beyond the pack.
@@ -201,10 +201,13 @@ impl fmt::Display for Report {
 
 /// Verifies a pack's bytes: a pack that cannot be read is one failure. The
 /// decision inputs are checked against the index but not parsed (replay
-/// reads them: [`crate::pack::read`], then [`crate::replay()`]).
+/// reads them: [`crate::pack::read`], then [`crate::replay()`]). Receipts
+/// are read in place: a line in canonical form is hashed as stored, any
+/// other through serde and its canonical form, as [`verify`] does; the
+/// report is the same either way.
 pub fn verify_bytes(bytes: &[u8], limits: &ReadLimits, options: &VerifyOptions) -> Report {
-    match crate::pack::read_with(bytes, limits, false) {
-        Ok(pack) => verify(&pack, options),
+    match crate::pack::read_with::<StoredReceipt<'_>>(bytes, limits, false) {
+        Ok(read) => host::verify_read(&read, options),
         Err(e) => Report {
             failures: vec![Failure {
                 check: Check::Pack,
@@ -219,5 +222,5 @@ pub fn verify_bytes(bytes: &[u8], limits: &ReadLimits, options: &VerifyOptions) 
 
 /// Verifies a pack that was read (see the module doc).
 pub fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
-    host::verify(pack, options)
+    host::verify_pack(pack, options)
 }
