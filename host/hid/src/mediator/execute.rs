@@ -101,12 +101,10 @@ impl Mediator {
             let outcome = Outcome::NotExecuted { mode, reason };
             record.state = State::Done(outcome.clone());
             self.changed.notify_all();
-            if let Err(e) = witnessed
+            if let Err(reason) = witnessed
                 && mode == Mode::Execute
             {
-                inner.execution = Execution::Halted { reason: e };
-                drop(inner);
-                tell_observe(&mut exec);
+                stop_executing(&mut exec, inner, reason);
             }
             return Ok(outcome);
         }
@@ -192,16 +190,10 @@ impl Mediator {
             self.halt(&mut exec, inner, &e, Some(&cmd.execution_id));
         } else if let Err(e) = &logged {
             // The log is mandatory: without it, nothing more runs.
-            inner.execution = Execution::Halted {
-                reason: format!("the session log failed: {e}"),
-            };
-            drop(inner);
-            tell_observe(&mut exec);
+            stop_executing(&mut exec, inner, format!("the session log failed: {e}"));
         } else if let Err(reason) = witnessed {
             // So are the host's receipts.
-            inner.execution = Execution::Halted { reason };
-            drop(inner);
-            tell_observe(&mut exec);
+            stop_executing(&mut exec, inner, reason);
         }
         logged?;
         Ok(outcome)
@@ -434,6 +426,14 @@ fn forget_if_gone(exec: &mut Exec, fault: &DeviceError) {
 }
 
 /// Tells the device OBSERVE, best effort (it may be gone or mute).
+/// Halts execution for `reason` (no device fault: nothing more to log)
+/// and tells the device OBSERVE once `inner` is released.
+fn stop_executing(exec: &mut Exec, mut inner: MutexGuard<'_, Inner>, reason: String) {
+    inner.execution = Execution::Halted { reason };
+    drop(inner);
+    tell_observe(exec);
+}
+
 fn tell_observe(exec: &mut Exec) {
     if let Some(device) = exec.device.as_mut()
         && let Err(e) = device.set_mode(Mode::Observe)
