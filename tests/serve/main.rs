@@ -6,6 +6,7 @@
 //! durability across SIGKILL.
 
 mod browser;
+mod durability;
 mod hid;
 
 use hcp::engine::{Host, HostConfig, HostPaths};

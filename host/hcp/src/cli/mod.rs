@@ -18,6 +18,7 @@ mod replay;
 mod review;
 mod run;
 mod serve;
+mod store;
 mod surface;
 mod tasks;
 mod trust;
@@ -94,6 +95,9 @@ pub enum Command {
     Review(review::ReviewArgs),
     /// Serve the HTTP API and the operator's page.
     Serve(serve::ServeArgs),
+    /// The data directory's database: check it, back it up, restore it.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Submit a task_submit through the admission gate (and run it).
     Submit(tasks::SubmitArgs),
     /// Tasks on this host.
@@ -146,6 +150,7 @@ pub fn main() -> ExitCode {
         Command::Remove(args) => installed::remove(&paths, args),
         Command::Review(args) => review::run(&paths, args),
         Command::Serve(args) => serve::run(&paths, args),
+        Command::Store(cmd) => store::run(&paths, cmd),
         Command::Submit(args) => tasks::submit(&paths, args),
         Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),

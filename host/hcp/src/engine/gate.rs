@@ -154,14 +154,17 @@ impl Host {
             &submit.capability,
             message,
         )? {
-            Submitted::Duplicate(task) => return self.duplicate(task, caller),
+            Submitted::Duplicate(task) => {
+                let answered = self.duplicate(task.clone(), caller);
+                return self.settle_submission(&task, answered);
+            }
             Submitted::New(task) => task,
         };
-        let checked = match submit.check() {
-            Ok(c) => c,
-            Err(p) => return self.refuse_invalid(&task, caller, &p),
+        let answered = match submit.check() {
+            Ok(checked) => self.admit(&task, caller, &checked),
+            Err(p) => self.refuse_invalid(&task, caller, &p),
         };
-        self.admit(&task, caller, &checked)
+        self.settle_submission(&task, answered)
     }
 
     /// Refuses a task whose `task_submit` does not check, with its receipt.

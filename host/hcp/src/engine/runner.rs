@@ -98,14 +98,10 @@ impl Host {
         } else {
             TaskState::Failed
         };
-        self.store.update_task(
-            task_id,
-            state,
-            TaskUpdate {
-                result: Some(answer.clone()),
-                ..TaskUpdate::default()
-            },
-        )?;
+        // A final state the store cannot take now (a full disk) is written
+        // once it can (`Store::settle_pending`).
+        self.store
+            .settle(task_id, TaskState::Running, state, answer.clone())?;
         Ok(Some(answer))
     }
 
@@ -211,6 +207,13 @@ impl Host {
                 session,
                 ErrorCode::InternalError,
                 &format!("the task's receipts could not be stored: {e:#}"),
+            );
+        }
+        if self.recorder.session_lost(session) {
+            return failure(
+                session,
+                ErrorCode::InternalError,
+                "the task's receipts could not be stored: some were lost to a failed write",
             );
         }
         let answer = crate::lifecycle::answer(manifest, &checked, session, &run?)?;

@@ -4,6 +4,7 @@
 use super::writer::Writer;
 use crate::hostkey::HostIdentity;
 use crate::store::Store;
+use crate::store::durable::StorageFull;
 use anyhow::{Context as _, Result};
 use hcp_contracts::RiskLevel;
 use hcp_policy::PolicySet;
@@ -12,6 +13,7 @@ use hcp_receipts::{Digest, HostLog, LogState, Parent, SigningPolicy, Verdict};
 use hcp_sandbox::pep::{DecidedCall, VerdictSink, now_ms};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
+use std::collections::HashSet;
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,35 +102,74 @@ pub(super) enum Msg {
     Stop,
 }
 
-impl Msg {
-    /// Answers the message with `why` without doing it.
+/// Where to answer a message that was not stored.
+pub(super) enum Refuser {
+    Parent(Sender<Result<Parent, String>>),
+    Done(Sender<Result<(), String>>),
+}
+
+impl Refuser {
+    /// Answers `why` (an answer already sent is read first).
     pub(super) fn refuse(self, why: &str) {
-        let why = why.to_owned();
         match self {
-            Msg::Append(_, reply) | Msg::Open(_, reply) => {
-                let _ = reply.send(Err(why));
+            Refuser::Parent(tx) => {
+                let _ = tx.send(Err(why.to_owned()));
             }
-            Msg::Flush(reply) => {
-                let _ = reply.send(Err(why));
+            Refuser::Done(tx) => {
+                let _ = tx.send(Err(why.to_owned()));
             }
-            Msg::Call(_) | Msg::Close(_) | Msg::Stop => {}
         }
     }
 }
 
-/// Set once the writer cannot store receipts; from then on every PEP
-/// decision fails closed.
+impl Msg {
+    /// Where to answer the message if its batch fails (whether or not the
+    /// batch reached it).
+    pub(super) fn refuser(&self) -> Option<Refuser> {
+        match self {
+            Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
+            Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
+            Msg::Call(_) | Msg::Close(_) | Msg::Stop => None,
+        }
+    }
+
+    /// The session whose receipt this is, if any.
+    pub(super) fn session(&self) -> Option<String> {
+        match self {
+            Msg::Call(d) => Some(d.scope.facts().session_id.clone()),
+            Msg::Open(o, _) => Some(o.facts.session_id.clone()),
+            Msg::Append(e, _) => e.session_id.clone(),
+            Msg::Close(_) | Msg::Flush(_) | Msg::Stop => None,
+        }
+    }
+}
+
+/// Set while the writer cannot store receipts (its last batch failed):
+/// meanwhile every PEP decision fails closed. The next batch that commits
+/// clears it; the sessions whose receipts were lost stay marked.
 #[derive(Debug, Default)]
 pub(super) struct Failure {
     set: AtomicBool,
+    /// The failure is a full disk ([`StorageFull`]).
+    full: AtomicBool,
     why: Mutex<Option<String>>,
+    /// Sessions with receipts in a batch that failed.
+    lost: Mutex<HashSet<String>>,
 }
 
 impl Failure {
-    pub(super) fn set(&self, why: String) {
-        let mut slot = self.why.lock().unwrap_or_else(|e| e.into_inner());
-        slot.get_or_insert(why);
+    pub(super) fn set(&self, why: String, full: bool, lost: Vec<String>) {
+        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(lost);
+        self.full.store(full, Ordering::Release);
         self.set.store(true, Ordering::Release);
+    }
+
+    pub(super) fn clear(&self) {
+        self.set.store(false, Ordering::Release);
     }
 
     pub(super) fn is_set(&self) -> bool {
@@ -142,6 +183,23 @@ impl Failure {
             .clone()
             .unwrap_or_else(|| "the receipt writer stopped".into())
     }
+
+    /// The error for a message the writer answered `why`.
+    fn error(&self, why: String) -> anyhow::Error {
+        if self.full.load(Ordering::Acquire) {
+            anyhow::Error::new(StorageFull(format!("receipts: {why}")))
+        } else {
+            anyhow::anyhow!("receipts: {why}")
+        }
+    }
+
+    /// Whether receipts of `session` were lost (forgets it).
+    fn take_lost(&self, session: &str) -> bool {
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session)
+    }
 }
 
 /// The sink PEP governors record into.
@@ -153,7 +211,8 @@ struct Sink {
 impl VerdictSink for Sink {
     fn record(&self, decided: DecidedCall) {
         if self.tx.send(Msg::Call(Box::new(decided))).is_err() {
-            self.failure.set("the receipt writer stopped".into());
+            self.failure
+                .set("the receipt writer stopped".into(), false, Vec::new());
         }
     }
 
@@ -185,9 +244,6 @@ impl Appender {
     ///
     /// The receipt breaks a rule of receipts, or cannot be stored.
     pub fn append_sealed(&self, entry: Entry) -> Result<Parent> {
-        if self.failure.is_set() {
-            anyhow::bail!("receipts: {}", self.failure.why());
-        }
         let stopped = || anyhow::anyhow!("receipts: the writer stopped");
         let (append_tx, append_rx) = channel();
         let (flush_tx, flush_rx) = channel();
@@ -200,11 +256,11 @@ impl Appender {
         let parent = append_rx
             .recv()
             .map_err(|_| stopped())?
-            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+            .map_err(|e| self.failure.error(e))?;
         flush_rx
             .recv()
             .map_err(|_| stopped())?
-            .map_err(|e| anyhow::anyhow!("receipts: {e}"))?;
+            .map_err(|e| self.failure.error(e))?;
         Ok(parent)
     }
 }
@@ -298,7 +354,7 @@ impl Recorder {
         }
         let log = HostLog::resume(state, key, signing)?;
         let failure = Arc::new(Failure::default());
-        let mut writer = Writer::new(db, log, saved);
+        let mut writer = Writer::new(db, log, saved, &dir);
         writer.seal_on_open()?;
         let (tx, rx) = sync_channel(CHANNEL);
         let thread = std::thread::Builder::new()
@@ -329,17 +385,17 @@ impl Recorder {
         })
     }
 
+    /// Hands a message to the writer and waits for its answer. While the
+    /// writer fails, it is tried all the same: the first that is stored
+    /// ends the failure.
     fn ask<T>(&self, make: impl FnOnce(Sender<Result<T, String>>) -> Msg) -> Result<T> {
-        if self.failure.is_set() {
-            anyhow::bail!("receipts: {}", self.failure.why());
-        }
         let (tx, rx) = channel();
         self.tx
             .send(make(tx))
             .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))?;
         rx.recv()
             .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))?
-            .map_err(|e| anyhow::anyhow!("receipts: {e}"))
+            .map_err(|e| self.failure.error(e))
     }
 
     /// Appends a receipt of the gate's; durable when this returns.
@@ -467,6 +523,13 @@ impl Recorder {
     /// were.
     pub fn flush(&self) -> Result<()> {
         self.ask(Msg::Flush)
+    }
+
+    /// Whether receipts of `session` were lost to a failed write (a full
+    /// disk) while it ran: its task must fail even once the writer
+    /// recovered. Asked once, when the session ends.
+    pub fn session_lost(&self, session_id: &str) -> bool {
+        self.failure.take_lost(session_id)
     }
 
     /// Records a message of a task (`task_submit.json`, its answer) for

@@ -9,7 +9,7 @@
 //! ([`HostLog::resync`]). A session's receipts are written by the one
 //! process that runs it, so its chain stays in memory.
 
-use super::recorder::{Entry, Msg, Open};
+use super::recorder::{Entry, Msg, Open, Refuser};
 use anyhow::Result;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
@@ -23,6 +23,7 @@ use std::sync::mpsc::Receiver;
 const BATCH: usize = 8192;
 
 /// The last receipt of a session, and its stored range.
+#[derive(Clone)]
 struct Chain {
     last: Parent,
     last_seq: u64,
@@ -33,6 +34,7 @@ struct Chain {
 }
 
 /// The receipts about one HID proposal so far: the parents of the next.
+#[derive(Clone)]
 struct Thread {
     session: String,
     parents: Vec<Parent>,
@@ -45,6 +47,10 @@ pub(super) type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 pub(super) struct Writer {
     pub(super) db: Connection,
     pub(super) core: Core,
+    /// The data directory, where the store's mark is written.
+    dir: std::path::PathBuf,
+    /// The receipts the mark last recorded.
+    marked: Option<u64>,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -81,9 +87,11 @@ fn begin(db: &Connection) -> Result<Transaction<'_>> {
 }
 
 impl Writer {
-    pub(super) fn new(db: Connection, log: HostLog, saved: String) -> Self {
+    pub(super) fn new(db: Connection, log: HostLog, saved: String, dir: &std::path::Path) -> Self {
         Self {
             db,
+            dir: dir.to_path_buf(),
+            marked: None,
             core: Core {
                 log,
                 saved,
@@ -105,26 +113,42 @@ impl Writer {
                 }
             }
             let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
-            if failure.is_set() {
-                let why = failure.why();
-                for m in batch {
-                    m.refuse(&why);
-                }
-            } else {
-                let mut replies: Vec<Reply> = Vec::new();
-                let result = self.batch(batch, &mut replies);
-                if let Err(e) = result {
-                    // The log may have moved on in memory: take the stored
-                    // state again before anything else is written.
+            // While writes fail (a full disk), each batch is tried again:
+            // the first that commits ends the failure.
+            let touched: Vec<String> = batch.iter().filter_map(Msg::session).collect();
+            let refusers: Vec<Refuser> = batch.iter().filter_map(Msg::refuser).collect();
+            let sessions = self.core.sessions.clone();
+            let threads = self.core.threads.clone();
+            let mut replies: Vec<Reply> = Vec::new();
+            match self.batch(batch, &mut replies) {
+                Err(e) => {
+                    // Nothing of the batch is stored: the log and the
+                    // chains go back to the stored state, so that no later
+                    // receipt names a lost one as its parent (no gap, no
+                    // fork), and the sessions whose receipts were lost are
+                    // remembered (their tasks fail).
                     self.core.saved.clear();
-                    failure.set(format!("{e:#}"));
+                    self.core.sessions = sessions;
+                    self.core.threads = threads;
+                    let full = crate::store::durable::storage_full(&e).is_some();
+                    tracing::error!("receipts: {e:#}");
+                    failure.set(format!("{e:#}"), full, touched);
+                    // Every message of the batch is refused, also those the
+                    // batch did not reach.
+                    drop(replies);
                     let why = failure.why();
-                    for reply in replies {
-                        reply(Err(why.clone()));
+                    for r in refusers {
+                        r.refuse(&why);
                     }
-                } else {
+                }
+                Ok(flushed) => {
+                    drop(refusers);
+                    failure.clear();
                     for reply in replies {
                         reply(Ok(()));
+                    }
+                    if flushed {
+                        self.mark();
                     }
                 }
             }
@@ -134,8 +158,27 @@ impl Writer {
         }
     }
 
+    /// Records what the store now holds in its mark (see
+    /// [`crate::store::durable`]); a mark that cannot be written stays
+    /// behind the store, which the startup check allows.
+    fn mark(&mut self) {
+        let receipts = self.core.log.size();
+        if self.marked == Some(receipts) {
+            return;
+        }
+        let mark = crate::store::durable::Mark {
+            receipts,
+            head: self.core.log.state().head.map(|d| hex::encode(d.0)),
+        };
+        match mark.write(&self.dir) {
+            Ok(()) => self.marked = Some(receipts),
+            Err(e) => tracing::warn!("the store's mark: {e:#}"),
+        }
+    }
+
     /// Stores one batch in one transaction; `replies` are answered after.
-    fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<()> {
+    /// Returns whether a checkpoint sealed it.
+    fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<bool> {
         let tx = begin(&self.db)?;
         let core = &mut self.core;
         core.sync(&tx)?;
@@ -188,7 +231,7 @@ impl Writer {
         let state = core.store_state(&tx)?;
         tx.commit()?;
         core.saved = state;
-        Ok(())
+        Ok(flush)
     }
 
     /// Seals receipts a stopped process left without a checkpoint.
@@ -201,7 +244,10 @@ impl Writer {
             let state = core.store_state(&tx)?;
             tx.commit()?;
             core.saved = state;
+        } else {
+            drop(tx);
         }
+        self.mark();
         Ok(())
     }
 }

@@ -5,6 +5,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+/// The code of a 503 for a full disk (answered with `Retry-After: 5`).
+const STORAGE_FULL: &str = "storage_full";
+
 /// An API error.
 #[derive(Debug)]
 pub(crate) struct ApiError {
@@ -117,6 +120,11 @@ impl IntoResponse for ApiError {
             body["error"]["problems"] = p;
         }
         let mut response = (self.status, axum::Json(body)).into_response();
+        if self.code == STORAGE_FULL {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(5u32));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response
                 .headers_mut()
@@ -127,7 +135,23 @@ impl IntoResponse for ApiError {
 }
 
 impl From<anyhow::Error> for ApiError {
+    /// A write that failed for want of space is a 503 `storage_full` with
+    /// its reason (nothing was admitted; the host recovers by itself once
+    /// space returns); any other fault a 500.
     fn from(e: anyhow::Error) -> Self {
-        Self::internal(&e)
+        match crate::store::durable::storage_full(&e) {
+            Some(why) => {
+                tracing::error!("storage full: {e:#}");
+                Self::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    STORAGE_FULL,
+                    format!(
+                        "the host's storage is full ({why}); the request was not carried out; \
+                         try again once space is freed"
+                    ),
+                )
+            }
+            None => Self::internal(&e),
+        }
     }
 }

@@ -94,6 +94,9 @@ pub async fn serve(
     for id in host.recover()? {
         tracing::warn!("task {id} was running when the host stopped: answered task_failed");
     }
+    for id in host.settle_unanswered()? {
+        tracing::warn!("task {id} was never answered by the gate: answered task_failed");
+    }
     let state = AppState {
         host: host.clone(),
         tracker: TaskTracker::new(),
@@ -123,7 +126,8 @@ pub async fn serve(
     Ok(())
 }
 
-/// Every second: expire approvals, start queued tasks; every five, while
+/// Every second: write final states a full disk held back, expire
+/// approvals, start queued tasks; every five, while
 /// HID execution is armed, ask the executor for its status (a disabled kill
 /// switch or a silent device halts execution).
 async fn maintain(state: AppState) {
@@ -147,6 +151,8 @@ async fn maintain(state: AppState) {
         }
         let host = state.host.clone();
         let queued = tokio::task::spawn_blocking(move || -> Result<Vec<String>> {
+            // Final states a full disk held back, once it takes them.
+            host.store.settle_pending();
             host.expire_approvals()?;
             Ok(host
                 .store

@@ -18,7 +18,9 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+pub mod durable;
 mod registry;
+mod settle;
 mod tasks;
 mod trust;
 
@@ -137,6 +139,8 @@ pub struct Store {
     /// Bumped whenever a task is recorded or changes state, so that event
     /// streams wake at once instead of polling.
     changes: tokio::sync::watch::Sender<u64>,
+    /// Final states not yet written (see [`Store::settle`]).
+    unsettled: Mutex<Vec<settle::Unsettled>>,
 }
 
 impl Store {
@@ -145,8 +149,9 @@ impl Store {
     ///
     /// # Errors
     ///
-    /// The directory or database cannot be created or opened, or was written
-    /// by a newer host.
+    /// The directory or database cannot be created or opened, was written
+    /// by a newer host, or holds less than its mark recorded
+    /// ([`durable::Damaged`]).
     pub fn open(dir: &Path) -> Result<Self> {
         create_private_dir(dir).with_context(|| format!("data directory {}", dir.display()))?;
         create_private_dir(&dir.join("blobs/sha256"))
@@ -157,6 +162,9 @@ impl Store {
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "FULL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
+        // Before anything is written: a store that lost acknowledged data
+        // is not migrated over.
+        durable::check_mark(dir, &db)?;
         migrate(&db).with_context(|| format!("database {}", path.display()))?;
         let data_key = DataKey::load_or_create(dir)?;
         create_private_dir(&dir.join("blobs/sealed"))?;
@@ -165,6 +173,7 @@ impl Store {
             db: Mutex::new(db),
             data_key,
             changes: tokio::sync::watch::Sender::new(0),
+            unsettled: Mutex::new(Vec::new()),
         })
     }
 
@@ -211,10 +220,17 @@ impl Store {
         };
         let dir = path.parent().unwrap_or(&self.dir).to_path_buf();
         let tmp = dir.join(format!(".{hex}.{}.tmp", uuid::Uuid::new_v4()));
-        let mut f = std::fs::File::create(&tmp).with_context(|| format!("{}", tmp.display()))?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)?;
+        let written = (|| -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&bytes)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if written.is_err() {
+            // A full disk leaves no partial blob behind.
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.with_context(|| format!("{}", tmp.display()))?;
         sync_dir(&dir);
         Ok(hex)
     }

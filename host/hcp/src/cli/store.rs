@@ -1,0 +1,82 @@
+//! `hcp store`: check the data directory's database, back it up, restore
+//! a backup.
+
+use super::{Outcome, Paths};
+use crate::store::durable::{self, Checked, Mark};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Store subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum StoreCommand {
+    /// Check the database as `hcp serve` does at startup: SQLite's
+    /// quick_check, and that it holds every receipt its mark (hcp.db.mark)
+    /// recorded. Exit 2 with what is wrong and how to recover.
+    Check {
+        /// Accept the loss: the mark becomes what the store holds now, so
+        /// that the host serves from it (what it lost stays lost).
+        #[arg(long)]
+        accept_loss: bool,
+    },
+    /// Copy the database to DEST (a new file) with SQLite's online backup:
+    /// consistent while `hcp serve` runs.
+    Backup {
+        /// The backup file to write (refused if it exists).
+        dest: PathBuf,
+    },
+    /// Put a backup in place as the database (stop every hcp process on
+    /// the data directory first): what the store recorded after the backup
+    /// is lost, and the backup becomes the store's mark.
+    Restore {
+        /// The backup file (from `hcp store backup`).
+        backup: PathBuf,
+    },
+}
+
+fn describe(m: &Mark) -> String {
+    match &m.head {
+        Some(head) => format!("{} receipts, last {head}", m.receipts),
+        None => "no receipts".into(),
+    }
+}
+
+fn print_checked(label: &str, c: &Checked) {
+    println!("{label:<9} {}", describe(&c.store));
+    match &c.mark {
+        Some(m) => println!("mark was  {}", describe(m)),
+        None => println!("mark was  none"),
+    }
+}
+
+pub(super) fn run(paths: &Paths, cmd: StoreCommand) -> Outcome {
+    let dir = &paths.data_dir;
+    match cmd {
+        StoreCommand::Check { accept_loss: false } => {
+            let c = durable::check(dir)?;
+            println!("{}: ok", dir.join(durable::DB).display());
+            print_checked("store", &c);
+        }
+        StoreCommand::Check { accept_loss: true } => {
+            let c = durable::accept_loss(dir)?;
+            println!(
+                "{}: the mark now records the store as it is",
+                dir.join(durable::DB).display()
+            );
+            print_checked("store", &c);
+        }
+        StoreCommand::Backup { dest } => {
+            let mark = durable::backup(dir, &dest)?;
+            println!("{}: {}", dest.display(), describe(&mark));
+        }
+        StoreCommand::Restore { backup } => {
+            let c = durable::restore(dir, &backup)?;
+            println!(
+                "{}: restored from {}",
+                dir.join(durable::DB).display(),
+                backup.display()
+            );
+            print_checked("store", &c);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,84 @@
+//! Every acknowledged task gets a final state: a submission that fails on
+//! a host fault after its task was recorded fails the task (instead of
+//! leaving it `received`, reported queued, forever), and at startup the
+//! tasks a stopped host left `received` are failed the same way.
+
+use super::Host;
+use super::gate::Submission;
+use crate::store::{TaskRecord, TaskState};
+use anyhow::Result;
+use hcp_contracts::message::{Envelope, ErrorCode, MessageType, TaskFailed};
+use serde_json::Value;
+
+fn internal_failure(task: &TaskRecord, message: &str) -> Result<Value> {
+    Ok(serde_json::to_value(Envelope::new(
+        MessageType::TaskFailed,
+        task.session_id.clone(),
+        TaskFailed {
+            error_code: ErrorCode::InternalError,
+            error_message: message.to_owned(),
+            error_details: None,
+            partial_outputs: None,
+            artifacts: Vec::new(),
+            execution_summary: None,
+        },
+    )?)?)
+}
+
+impl Host {
+    /// The gate's answer, or, on a host fault, the task (if the gate had
+    /// not answered it yet) failed with `internal_error`, and the fault.
+    pub(super) fn settle_submission(
+        &self,
+        task: &TaskRecord,
+        answered: Result<Submission>,
+    ) -> Result<Submission> {
+        let Err(fault) = answered else {
+            return answered;
+        };
+        let message = match crate::store::durable::storage_full(&fault) {
+            Some(_) => {
+                "the host's storage was full: the task was not admitted; submit it again \
+                        with a new message_id once the host accepts tasks"
+            }
+            None => "the host failed while admitting the task; see its log",
+        };
+        // If even this cannot be written, the store writes it once it can.
+        if let Ok(answer) = internal_failure(task, message) {
+            let _ = self.store.settle(
+                &task.task_id,
+                TaskState::Received,
+                TaskState::Failed,
+                answer,
+            );
+        }
+        Err(fault)
+    }
+
+    /// At startup: tasks left `received` (the gate never answered them)
+    /// are failed with `internal_error`. Returns their ids.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn settle_unanswered(&self) -> Result<Vec<String>> {
+        let mut settled = Vec::new();
+        for id in self.store.unanswered()? {
+            let Some(task) = self.store.task(&id)? else {
+                continue;
+            };
+            let answer = internal_failure(
+                &task,
+                "the host stopped or failed before the gate answered the task; submit it again \
+                 with a new message_id",
+            )?;
+            if self
+                .store
+                .settle(&id, TaskState::Received, TaskState::Failed, answer)?
+            {
+                settled.push(id);
+            }
+        }
+        Ok(settled)
+    }
+}

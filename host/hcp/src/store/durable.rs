@@ -1,0 +1,456 @@
+//! What the store does about a full disk and a damaged database.
+//!
+//! - A write that fails because the data directory's filesystem is full
+//!   (SQLite's `SQLITE_FULL`, a write error, `ENOSPC`, `EFBIG`, `EDQUOT`)
+//!   is a [`StorageFull`]: the HTTP API answers it 503 `storage_full`, and
+//!   the host goes on once space returns.
+//! - The mark (`hcp.db.mark` beside the database) records how many
+//!   receipts the store held, and the hash of the last, after each batch
+//!   that a checkpoint sealed (written to a temporary file, synced and
+//!   renamed). A store that holds fewer, or another receipt there, lost
+//!   acknowledged data: [`check`] refuses it, and [`Store::open`] with it.
+//! - [`backup`] copies the database with SQLite's online backup; [`restore`]
+//!   puts a backup in place and takes it as the store's new mark.
+//!
+//! [`Store::open`]: super::Store::open
+
+use anyhow::{Context as _, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
+use serde::{Deserialize, Serialize};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// The mark's file name, in the data directory.
+pub const MARK: &str = "hcp.db.mark";
+
+/// The database's file name, in the data directory.
+pub const DB: &str = "hcp.db";
+
+/// A write failed because the data directory's storage is full.
+#[derive(Debug, thiserror::Error)]
+#[error("the host's storage is full: {0}")]
+pub struct StorageFull(pub String);
+
+/// Whether `e` (or any error it wraps) is a write that failed for want of
+/// space, and why.
+pub fn storage_full(e: &anyhow::Error) -> Option<String> {
+    e.chain().find_map(|c| {
+        if let Some(StorageFull(why)) = c.downcast_ref::<StorageFull>() {
+            return Some(why.clone());
+        }
+        if let Some(rusqlite::Error::SqliteFailure(f, _)) = c.downcast_ref::<rusqlite::Error>()
+            && sqlite_full(f)
+        {
+            return Some(c.to_string());
+        }
+        c.downcast_ref::<std::io::Error>()
+            .filter(|io| io_full(io))
+            .map(ToString::to_string)
+    })
+}
+
+fn sqlite_full(f: &rusqlite::ffi::Error) -> bool {
+    f.code == rusqlite::ErrorCode::DiskFull
+        || matches!(
+            f.extended_code,
+            rusqlite::ffi::SQLITE_IOERR_WRITE | rusqlite::ffi::SQLITE_IOERR_FSYNC
+        )
+}
+
+/// `ENOSPC`, `EFBIG` (a file size limit), `EDQUOT`.
+fn io_full(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(28 | 27 | 122))
+        || e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::FileTooLarge
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+}
+
+/// What the store held when its mark was last written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mark {
+    /// Receipts stored (the next receipt's `seq`).
+    pub receipts: u64,
+    /// The hex SHA-256 of the last of them (`None` when there is none).
+    pub head: Option<String>,
+}
+
+impl Mark {
+    fn read(dir: &Path) -> Result<Option<Self>> {
+        let path = dir.join(MARK);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .with_context(|| format!("{} is not a store mark", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| path.display().to_string()),
+        }
+    }
+
+    /// Writes the mark atomically: a temporary file, synced, renamed over
+    /// the mark, the directory synced.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be written (the old mark stays).
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let tmp = dir.join(format!(".{MARK}.{}.tmp", uuid::Uuid::new_v4()));
+        let written = (|| -> Result<()> {
+            let mut f = std::fs::File::create(&tmp)?;
+            f.write_all(&serde_json::to_vec(self)?)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, dir.join(MARK))?;
+            Ok(())
+        })();
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written.with_context(|| format!("{}", dir.join(MARK).display()))?;
+        super::sync_dir(dir);
+        Ok(())
+    }
+
+    /// The mark of the store as it is.
+    fn of(db: &Connection) -> Result<Self> {
+        let last: Option<(i64, Vec<u8>)> = if has_receipts(db)? {
+            db.query_row(
+                "SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+        } else {
+            None
+        };
+        Ok(match last {
+            Some((seq, hash)) => Self {
+                receipts: u64::try_from(seq)? + 1,
+                head: Some(hex::encode(hash)),
+            },
+            None => Self {
+                receipts: 0,
+                head: None,
+            },
+        })
+    }
+}
+
+fn has_receipts(db: &Connection) -> Result<bool> {
+    Ok(db
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'receipts'",
+            [],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// The store is damaged or lost acknowledged data: the host must not
+/// serve from it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path}: {what}. The host will not serve from this store.\nRecovery: stop every hcp process using this data directory, then {steps}"
+)]
+pub struct Damaged {
+    path: String,
+    what: String,
+    steps: &'static str,
+}
+
+const RESTORE: &str = "restore the database from a backup with `hcp store restore <backup>` \
+(see \"Backup and restore\" in the README), and start again.";
+const RESTORE_OR_ACCEPT: &str = "restore the database from a backup with `hcp store restore \
+<backup>` (see \"Backup and restore\" in the README), and start again; or, to accept the loss \
+and serve from the store as it is, run `hcp store check --accept-loss`.";
+
+fn damaged(dir: &Path, what: String, steps: &'static str) -> anyhow::Error {
+    Damaged {
+        path: dir.join(DB).display().to_string(),
+        what,
+        steps,
+    }
+    .into()
+}
+
+/// Compares the store with its mark (cheap: two lookups); every open of
+/// the store does it.
+///
+/// # Errors
+///
+/// A [`Damaged`] when the store holds less than the mark recorded, or
+/// other receipts; the database or the mark cannot be read.
+pub(super) fn check_mark(dir: &Path, db: &Connection) -> Result<()> {
+    let Some(mark) = Mark::read(dir)? else {
+        return Ok(());
+    };
+    let now = match Mark::of(db) {
+        Ok(m) => m,
+        Err(e) => {
+            return Err(damaged(
+                dir,
+                format!("the database cannot be read ({e:#})"),
+                RESTORE,
+            ));
+        }
+    };
+    if now.receipts < mark.receipts {
+        return Err(damaged(
+            dir,
+            format!(
+                "the store holds {} receipts, but {} recorded {} (the database or its \
+                 write-ahead log {DB}-wal was emptied, truncated, deleted or replaced): \
+                 acknowledged data is lost",
+                now.receipts, MARK, mark.receipts
+            ),
+            RESTORE_OR_ACCEPT,
+        ));
+    }
+    if let Some(head) = &mark.head {
+        let seq = i64::try_from(mark.receipts.saturating_sub(1))?;
+        let stored: Option<Vec<u8>> = db
+            .query_row(
+                "SELECT hash FROM receipts WHERE seq = ?1",
+                params![seq],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if stored.map(hex::encode).as_deref() != Some(head.as_str()) {
+            return Err(damaged(
+                dir,
+                format!(
+                    "receipt {seq} is not the one {MARK} recorded (the store was replaced or \
+                     went another way)"
+                ),
+                RESTORE_OR_ACCEPT,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn open_existing(path: &Path) -> rusqlite::Result<Connection> {
+    let db = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    db.busy_timeout(std::time::Duration::from_secs(10))?;
+    Ok(db)
+}
+
+/// What [`check`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked {
+    /// The store as it is now.
+    pub store: Mark,
+    /// The mark it was checked against (`None`: there was none).
+    pub mark: Option<Mark>,
+}
+
+/// The startup check of `hcp serve` and `hcp store check`: SQLite's
+/// `quick_check` of the whole database, then the mark.
+///
+/// # Errors
+///
+/// A [`Damaged`] naming the file, what is wrong and the recovery steps.
+pub fn check(dir: &Path) -> Result<Checked> {
+    let path = dir.join(DB);
+    let mark = Mark::read(dir)?;
+    let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    if len == 0 {
+        return match &mark {
+            Some(m) if m.receipts > 0 => Err(damaged(
+                dir,
+                format!(
+                    "the database is missing or empty, but {MARK} recorded {} receipts: \
+                     acknowledged data is lost",
+                    m.receipts
+                ),
+                RESTORE_OR_ACCEPT,
+            )),
+            _ => Ok(Checked {
+                store: Mark {
+                    receipts: 0,
+                    head: None,
+                },
+                mark,
+            }),
+        };
+    }
+    let quick = |db: &Connection| -> rusqlite::Result<Vec<String>> {
+        let mut stmt = db.prepare("PRAGMA quick_check")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        rows.collect()
+    };
+    let db = open_existing(&path)
+        .map_err(|e| damaged(dir, format!("the database cannot be opened ({e})"), RESTORE))?;
+    match quick(&db) {
+        Ok(rows) if rows == ["ok"] => {}
+        Ok(rows) => {
+            let mut found: Vec<String> = rows.into_iter().take(5).collect();
+            found.dedup();
+            return Err(damaged(
+                dir,
+                format!(
+                    "the database is damaged (quick_check: {})",
+                    found.join("; ")
+                ),
+                RESTORE,
+            ));
+        }
+        Err(e) => {
+            return Err(damaged(
+                dir,
+                format!("the database is damaged (quick_check: {e})"),
+                RESTORE,
+            ));
+        }
+    }
+    check_mark(dir, &db)?;
+    Ok(Checked {
+        store: Mark::of(&db)?,
+        mark,
+    })
+}
+
+/// Accepts the store as it is: after `quick_check`, its mark becomes what
+/// it holds now. Returns the old mark and the new.
+///
+/// # Errors
+///
+/// The database is damaged (nothing to accept), or the mark cannot be
+/// written.
+pub fn accept_loss(dir: &Path) -> Result<Checked> {
+    let path = dir.join(DB);
+    let mark = Mark::read(dir)?;
+    let store = if std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) == 0 {
+        Mark {
+            receipts: 0,
+            head: None,
+        }
+    } else {
+        let db = open_existing(&path)?;
+        let rows: String = db.query_row("PRAGMA quick_check", [], |r| r.get(0))?;
+        if rows != "ok" {
+            return Err(damaged(
+                dir,
+                format!("the database is damaged (quick_check: {rows})"),
+                RESTORE,
+            ));
+        }
+        Mark::of(&db)?
+    };
+    store.write(dir)?;
+    Ok(Checked { store, mark })
+}
+
+/// Copies the database of `dir` to `dest` (a new file) with SQLite's online
+/// backup: consistent while the host runs. Returns the copy's mark.
+///
+/// # Errors
+///
+/// `dest` exists; the database cannot be read or the copy written.
+pub fn backup(dir: &Path, dest: &Path) -> Result<Mark> {
+    if dest.exists() {
+        anyhow::bail!("{}: already exists", dest.display());
+    }
+    let src = open_existing(&dir.join(DB)).with_context(|| dir.join(DB).display().to_string())?;
+    let tmp = temp_beside(dest)?;
+    let copied = (|| -> Result<Mark> {
+        src.backup(
+            rusqlite::MAIN_DB,
+            &tmp,
+            None::<fn(rusqlite::backup::Progress)>,
+        )?;
+        let copy = open_existing(&tmp)?;
+        copy.pragma_update(None, "journal_mode", "DELETE")?;
+        let mark = Mark::of(&copy)?;
+        drop(copy);
+        std::fs::File::open(&tmp)?.sync_all()?;
+        std::fs::rename(&tmp, dest)?;
+        Ok(mark)
+    })();
+    if copied.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    let mark = copied.with_context(|| format!("backup to {}", dest.display()))?;
+    if let Some(parent) = dest.parent() {
+        super::sync_dir(parent);
+    }
+    Ok(mark)
+}
+
+fn temp_beside(dest: &Path) -> Result<PathBuf> {
+    let name = dest
+        .file_name()
+        .with_context(|| format!("{}: not a file name", dest.display()))?
+        .to_string_lossy();
+    Ok(dest.with_file_name(format!(".{name}.{}.tmp", uuid::Uuid::new_v4())))
+}
+
+/// Puts the backup `from` in place as the database of `dir` (no host may
+/// be running on it): checks it (`quick_check`), copies it beside the
+/// database, syncs it, removes the old write-ahead log and renames it
+/// over `hcp.db`; its mark becomes the store's. Returns the old mark and
+/// the new.
+///
+/// # Errors
+///
+/// The backup is damaged or cannot be read; the copy cannot be written.
+pub fn restore(dir: &Path, from: &Path) -> Result<Checked> {
+    let source = open_existing(from).with_context(|| from.display().to_string())?;
+    let rows: String = source
+        .query_row("PRAGMA quick_check", [], |r| r.get(0))
+        .with_context(|| from.display().to_string())?;
+    if rows != "ok" {
+        anyhow::bail!(
+            "{}: the backup is damaged (quick_check: {rows})",
+            from.display()
+        );
+    }
+    let store = Mark::of(&source)?;
+    drop(source);
+    let mark = Mark::read(dir)?;
+    let path = dir.join(DB);
+    let tmp = temp_beside(&path)?;
+    let placed = (|| -> Result<()> {
+        std::fs::copy(from, &tmp)?;
+        std::fs::File::open(&tmp)?.sync_all()?;
+        for stale in [format!("{DB}-wal"), format!("{DB}-shm")] {
+            match std::fs::remove_file(dir.join(stale)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                _ => {}
+            }
+        }
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    })();
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    placed.with_context(|| format!("restoring {}", path.display()))?;
+    super::sync_dir(dir);
+    store.write(dir)?;
+    Ok(Checked { store, mark })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_disk_errors_are_recognised() {
+        let sqlite = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("database or disk is full".into()),
+        );
+        let e = anyhow::Error::from(sqlite).context("receipts");
+        assert_eq!(
+            storage_full(&e).as_deref(),
+            Some("database or disk is full")
+        );
+        let io = anyhow::Error::from(std::io::Error::from_raw_os_error(28)).context("blob");
+        assert!(storage_full(&io).is_some());
+        let other = anyhow::anyhow!("database disk image is malformed");
+        assert_eq!(storage_full(&other), None);
+    }
+}

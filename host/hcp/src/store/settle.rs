@@ -1,0 +1,158 @@
+//! Final states that could not be written when they were reached (a full
+//! disk): kept in memory and written by [`Store::settle_pending`], which
+//! `hcp serve` calls every second, so that every acknowledged task gets
+//! its final answer once space returns. Until then the task reads as it is
+//! stored (e.g. `running`): nothing is answered that is not durable.
+
+use super::{Store, TaskState, now};
+use anyhow::Result;
+use rusqlite::params;
+use serde_json::Value;
+
+/// A final state waiting to be written.
+#[derive(Debug, Clone)]
+pub(super) struct Unsettled {
+    task_id: String,
+    from: TaskState,
+    to: TaskState,
+    result: Value,
+}
+
+impl Store {
+    /// Moves a task from `from` to the final state `to` with its final
+    /// answer `result`, if it is still in `from`; returns whether it moved.
+    /// When the write fails, the move is kept and tried again by
+    /// [`Store::settle_pending`], and the error returned.
+    ///
+    /// # Errors
+    ///
+    /// The database fails (the move is pending).
+    pub fn settle(
+        &self,
+        task_id: &str,
+        from: TaskState,
+        to: TaskState,
+        result: Value,
+    ) -> Result<bool> {
+        let u = Unsettled {
+            task_id: task_id.to_owned(),
+            from,
+            to,
+            result,
+        };
+        match self.write_settled(&u) {
+            Ok(moved) => Ok(moved),
+            Err(e) => {
+                tracing::error!(
+                    "task {task_id}: its final state ({}) could not be written; it will be \
+                     written once the store accepts writes: {e:#}",
+                    to.as_str()
+                );
+                self.unsettled().push(u);
+                Err(e)
+            }
+        }
+    }
+
+    fn write_settled(&self, u: &Unsettled) -> Result<bool> {
+        let moved = self.db().execute(
+            "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
+             WHERE task_id = ?1 AND state = ?2",
+            params![
+                u.task_id,
+                u.from.as_str(),
+                u.to.as_str(),
+                u.result.to_string(),
+                now()
+            ],
+        )? == 1;
+        if moved {
+            self.task_changed();
+        }
+        Ok(moved)
+    }
+
+    fn unsettled(&self) -> std::sync::MutexGuard<'_, Vec<Unsettled>> {
+        self.unsettled.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes the final states [`Store::settle`] could not; returns how
+    /// many it wrote (those that still fail stay pending).
+    pub fn settle_pending(&self) -> usize {
+        let pending = std::mem::take(&mut *self.unsettled());
+        let mut written = 0;
+        let mut failed = Vec::new();
+        for u in pending {
+            match self.write_settled(&u) {
+                Ok(_) => {
+                    tracing::info!("task {}: final state {} written", u.task_id, u.to.as_str());
+                    written += 1;
+                }
+                Err(_) => failed.push(u),
+            }
+        }
+        self.unsettled().extend(failed);
+        written
+    }
+
+    /// Tasks recorded but never answered by the gate (`received`), e.g.
+    /// because the host failed or stopped in the middle of a submission:
+    /// at startup, nothing is in the middle of one.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn unanswered(&self) -> Result<Vec<String>> {
+        let db = self.db();
+        let mut stmt =
+            db.prepare("SELECT task_id FROM tasks WHERE state = 'received' ORDER BY created_at")?;
+        let ids = stmt.query_map([], |r| r.get(0))?;
+        Ok(ids.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_final_state_is_written_once_and_only_from_its_state() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let super::super::Submitted::New(task) =
+            store.submit("c", "m-1", "cap", &json!({})).expect("submit")
+        else {
+            panic!("not new")
+        };
+        assert_eq!(
+            store.unanswered().expect("unanswered"),
+            std::slice::from_ref(&task.task_id)
+        );
+        // Not from another state.
+        assert!(
+            !store
+                .settle(
+                    &task.task_id,
+                    TaskState::Running,
+                    TaskState::Failed,
+                    json!(1)
+                )
+                .expect("settle")
+        );
+        assert!(
+            store
+                .settle(
+                    &task.task_id,
+                    TaskState::Received,
+                    TaskState::Failed,
+                    json!(2)
+                )
+                .expect("settle")
+        );
+        let t = store.task(&task.task_id).expect("task").expect("exists");
+        assert_eq!((t.state, t.result), (TaskState::Failed, Some(json!(2))));
+        assert!(store.unanswered().expect("unanswered").is_empty());
+        assert_eq!(store.settle_pending(), 0);
+    }
+}
