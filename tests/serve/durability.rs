@@ -263,6 +263,38 @@ fn a_full_disk_fails_closed_with_503_and_the_host_recovers_when_space_returns() 
     );
 }
 
+#[test]
+fn a_log_on_the_full_disk_does_not_stop_the_host() {
+    let lab = lab();
+    let used = used_bytes(lab.path());
+    let Some(mount) = Mount::small((used + (4 << 20)).next_multiple_of(1 << 20)) else {
+        return;
+    };
+    let data = mount.dir.clone();
+    copy_dir(lab.path(), &data);
+    // The server's stderr goes to `serve.log` on the same filesystem.
+    let server = Server::start(&data);
+    let filler = fill(&data);
+    for i in 0..3 {
+        let (status, body, _) = server.post(
+            "/v1/tasks",
+            LOCAL,
+            &with_id(example("document-analysis"), &format!("msg-log-{i}")),
+        );
+        assert_eq!((status, error_code(&body)), (503, "storage_full"), "{body}");
+    }
+    std::fs::remove_file(&filler).expect("free the space");
+    let (status, answer, task) = server.post(
+        "/v1/tasks",
+        LOCAL,
+        &with_id(example("document-analysis"), "msg-log-after"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let result = server.wait_result(&task.expect("task id"), LOCAL);
+    assert_eq!(result["type"], "task_completed", "{result}");
+    verify_ok(&server);
+}
+
 /// Runs `hcp serve` on a data directory it must refuse: its exit code and
 /// stderr.
 fn refused(data: &Path) -> (Option<i32>, String) {

@@ -172,6 +172,9 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A log that cannot be written (its disk is full) is not reported
+        // on that same stderr: `eprintln!` would panic the thread.
+        .log_internal_errors(false)
         .try_init();
 }
 

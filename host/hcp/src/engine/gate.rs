@@ -583,7 +583,8 @@ impl Host {
         let record = self
             .store
             .update_task(task_id, TaskState::Received, TaskUpdate::default())?;
-        self.accept(&record, &manifest, &checked, &admission)
+        let accepted = self.accept(&record, &manifest, &checked, &admission);
+        self.settle_submission(&record, accepted)
     }
 
     /// Rejects, with `approval_expired`, every task whose approval expired.
