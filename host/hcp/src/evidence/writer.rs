@@ -117,6 +117,13 @@ impl Writer {
             // the first that commits ends the failure.
             let touched: Vec<String> = batch.iter().filter_map(Msg::session).collect();
             let refusers: Vec<Refuser> = batch.iter().filter_map(Msg::refuser).collect();
+            let closed: Vec<String> = batch
+                .iter()
+                .filter_map(|m| match m {
+                    Msg::Close(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect();
             let sessions = self.core.sessions.clone();
             let threads = self.core.threads.clone();
             let mut replies: Vec<Reply> = Vec::new();
@@ -130,6 +137,15 @@ impl Writer {
                     self.core.saved.clear();
                     self.core.sessions = sessions;
                     self.core.threads = threads;
+                    // Every successful batch saved its sessions' ranges: a
+                    // session that ended in this one is forgotten all the
+                    // same.
+                    for s in &closed {
+                        self.core.sessions.remove(s);
+                        self.core
+                            .threads
+                            .retain(|_, t| &t.session != s || t.parents.len() > 1);
+                    }
                     let full = crate::store::durable::storage_full(&e).is_some();
                     tracing::error!("receipts: {e:#}");
                     failure.set(format!("{e:#}"), full, touched);
