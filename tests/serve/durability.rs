@@ -595,3 +595,61 @@ fn a_task_the_gate_never_answered_is_failed_at_startup_not_queued_forever() {
         "{result}"
     );
 }
+
+/// The receipt writer itself: refuses while the disk is full (a typed
+/// `StorageFull`), stores again once space returns, and the log it leaves
+/// verifies (no gap, no fork).
+#[test]
+fn the_receipt_writer_fails_closed_while_the_disk_is_full_and_goes_on_after() {
+    let Some(mount) = Mount::small(4 << 20) else {
+        return;
+    };
+    let dir = mount.dir.clone();
+    let store = std::sync::Arc::new(hcp::store::Store::open(&dir).expect("store"));
+    let identity = hcp::hostkey::load_or_init(&dir).expect("host key");
+    let recorder = hcp::evidence::Recorder::open(
+        store.clone(),
+        identity,
+        hcp_receipts::SigningPolicy::default(),
+    )
+    .expect("recorder");
+    let entry = |i: u32| hcp::evidence::Entry {
+        session_id: None,
+        task_id: Some(format!("task-{i}")),
+        capability: "probe@1.0.0".into(),
+        call: "gate.admission".into(),
+        args: serde_json::json!({ "i": i }),
+        input: serde_json::json!({ "i": i }),
+        verdict: hcp_receipts::Verdict::Allow,
+        reason_code: "ALLOW".into(),
+        risk: hcp_contracts::RiskLevel::R1,
+        policy_hash: hcp_receipts::Digest::of(b"policy"),
+        parents: Vec::new(),
+        manifest: None,
+        policy_sources: None,
+        follows: None,
+    };
+    recorder.append_sealed(entry(0)).expect("stored");
+    let filler = fill(&dir);
+    for i in 1..=3 {
+        let err = recorder
+            .append_sealed(entry(i))
+            .expect_err("stored on a full disk");
+        assert_eq!(
+            err.to_string(),
+            "the host's storage is full: receipts: database or disk is full: Error code 13: \
+             database or disk is full"
+        );
+        assert!(hcp::store::durable::storage_full(&err).is_some());
+    }
+    std::fs::remove_file(&filler).expect("free the space");
+    recorder
+        .append_sealed(entry(4))
+        .expect("stored once space returns");
+    recorder.close().expect("close");
+    let check = hcp::evidence::verify_store(&store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    assert_eq!(check.receipts, 2, "{check:?}");
+    // The mark follows the store.
+    assert_eq!(marked(&dir), 2);
+}
