@@ -653,3 +653,46 @@ fn the_receipt_writer_fails_closed_while_the_disk_is_full_and_goes_on_after() {
     // The mark follows the store.
     assert_eq!(marked(&dir), 2);
 }
+
+/// A final state the full disk refuses is kept and written once space
+/// returns: the task never stays `running` for good.
+#[test]
+fn a_final_state_refused_by_the_full_disk_is_written_once_space_returns() {
+    use hcp::store::{Submitted, TaskState};
+    let Some(mount) = Mount::small(4 << 20) else {
+        return;
+    };
+    let dir = mount.dir.clone();
+    let store = hcp::store::Store::open(&dir).expect("store");
+    let Submitted::New(task) = store
+        .submit("caller", "msg-settle", "cap", &serde_json::json!({}))
+        .expect("submit")
+    else {
+        panic!("not a new task")
+    };
+    store
+        .update_task(&task.task_id, TaskState::Running, Default::default())
+        .expect("running");
+    let filler = fill(&dir);
+    let answer = serde_json::json!({"type": "task_failed"});
+    let err = store
+        .settle(
+            &task.task_id,
+            TaskState::Running,
+            TaskState::Failed,
+            answer.clone(),
+        )
+        .expect_err("written on a full disk");
+    assert_eq!(
+        hcp::store::durable::storage_full(&err).as_deref(),
+        Some("database or disk is full")
+    );
+    assert_eq!(store.settle_pending(), 0, "written on a full disk");
+    let t = store.task(&task.task_id).expect("read").expect("task");
+    assert_eq!(t.state, TaskState::Running);
+    std::fs::remove_file(&filler).expect("free the space");
+    assert_eq!(store.settle_pending(), 1);
+    let t = store.task(&task.task_id).expect("read").expect("task");
+    assert_eq!((t.state, t.result), (TaskState::Failed, Some(answer)));
+    assert_eq!(store.settle_pending(), 0);
+}
