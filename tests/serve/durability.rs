@@ -359,7 +359,7 @@ fn with_tasks(n: usize, kill: bool) -> (tempfile::TempDir, Vec<String>) {
 
 const RECOVERY: &str = "The host will not serve from this store.\nRecovery: stop every hcp \
 process using this data directory, then restore the database from a backup with `hcp store \
-restore <backup>` (see \"Backup and restore\" in the README), and start again";
+restore <backup>` (see \"Durability, backup and restore\" in the README), and start again";
 
 fn assert_refused(data: &Path, what: &str) {
     let (code, err) = refused(data);

@@ -14,9 +14,9 @@ use std::sync::Arc;
     long_about = "Serves the HTTP API (docs/openapi.json) and the operator's page on the \
 embedded default: SQLite under the data directory, loopback only unless --listen says \
 otherwise. Prints `listening on http://ADDR` once it accepts connections. Tasks a crash left \
-running are answered task_failed on start. The database is checked first (`hcp store check`): a \
-damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTERM or Ctrl-C stops accepting, lets running tasks \
-finish (up to --shutdown-grace) and exits 0."
+running are answered task_failed on start. The database is checked first (`hcp store check`): \
+a damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTERM or Ctrl-C \
+stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0."
 )]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).

@@ -158,9 +158,9 @@ pub struct Damaged {
 }
 
 const RESTORE: &str = "restore the database from a backup with `hcp store restore <backup>` \
-(see \"Backup and restore\" in the README), and start again.";
+(see \"Durability, backup and restore\" in the README), and start again.";
 const RESTORE_OR_ACCEPT: &str = "restore the database from a backup with `hcp store restore \
-<backup>` (see \"Backup and restore\" in the README), and start again; or, to accept the loss \
+<backup>` (see \"Durability, backup and restore\" in the README), and start again; or, to accept the loss \
 and serve from the store as it is, run `hcp store check --accept-loss`.";
 
 fn damaged(dir: &Path, what: String, steps: &'static str) -> anyhow::Error {
