@@ -6,6 +6,7 @@
 //! durability across SIGKILL.
 
 mod browser;
+mod fs_containment;
 mod hid;
 
 use hcp::engine::{Host, HostConfig, HostPaths};

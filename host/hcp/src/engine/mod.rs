@@ -178,18 +178,15 @@ impl Host {
     }
 
     /// Loads an installed capability's manifest (digest required: installs
-    /// are pinned).
+    /// are pinned), with the granted directories its install recorded;
+    /// looks at none of them (each task does, see
+    /// [`crate::install::installed_manifest`]).
     ///
     /// # Errors
     ///
     /// The installed files are missing or do not match.
     pub fn manifest(&self, installed: &Installed) -> Result<Manifest> {
-        let manifest = hcp_contracts::manifest::load(
-            &installed.manifest_path(),
-            hcp_contracts::LoadOptions {
-                require_digest: true,
-            },
-        )?;
+        let manifest = crate::install::installed_manifest(installed)?;
         if manifest.component.digest != installed.digest {
             anyhow::bail!(
                 "{}: the installed component is {}, the registry recorded {}",

@@ -119,6 +119,29 @@ enum Action {
         partial: Option<Value>,
     },
     Panic,
+    /// Removes the empty directory `path`.
+    RemoveDir {
+        path: String,
+    },
+    /// Creates, in the preopened directory `preopen`, the symbolic link
+    /// `name` holding `target` (`wasi:filesystem` `symlink-at`).
+    Symlink {
+        preopen: String,
+        target: String,
+        name: String,
+    },
+    /// Writes `bytes` bytes to the new file `path`, `chunk` bytes per
+    /// write call; reports how many were written before an error.
+    WriteLarge {
+        path: String,
+        bytes: u64,
+        chunk: usize,
+    },
+    /// Sets the length of the file `path` (created when missing).
+    SetLen {
+        path: String,
+        len: u64,
+    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -311,6 +334,46 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             return Err(f);
         }
         Action::Panic => panic!("the probe panicked on request"),
+        Action::RemoveDir { path } => report(std::fs::remove_dir(&path).map(|()| Value::Null)),
+        Action::Symlink {
+            preopen,
+            target,
+            name,
+        } => {
+            let dirs = wasip2::filesystem::preopens::get_directories();
+            match dirs.iter().find(|(_, p)| *p == preopen) {
+                None => json!({"ok": false, "error": format!("no preopen {preopen}")}),
+                Some((dir, _)) => match dir.symlink_at(&target, &name) {
+                    Ok(()) => json!({"ok": true, "value": null}),
+                    Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+                },
+            }
+        }
+        Action::WriteLarge { path, bytes, chunk } => {
+            let buf = vec![b'w'; chunk.max(1)];
+            let mut written = 0u64;
+            let result = std::fs::File::create(&path).and_then(|mut f| {
+                while written < bytes {
+                    let n = usize::try_from(bytes - written).map_or(buf.len(), |r| r.min(buf.len()));
+                    f.write_all(&buf[..n])?;
+                    written += n as u64;
+                }
+                f.flush()
+            });
+            match result {
+                Ok(()) => json!({"ok": true, "value": written}),
+                Err(e) => json!({"ok": false, "error": e.to_string(), "written": written}),
+            }
+        }
+        Action::SetLen { path, len } => report(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(len))
+                .map(|()| Value::Null),
+        ),
     })
 }
 
