@@ -386,3 +386,30 @@ async fn growing_a_file_by_set_size_counts_as_written() {
         [(false, 1u64 << 40, "BUDGET_EXCEEDED")]
     );
 }
+
+#[tokio::test]
+async fn a_stream_write_over_budget_reports_quota() {
+    let (_tmp, out, prepared) = writer();
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "stream_write", "preopen": "/out", "name": "streamed.bin", "bytes": 4 * MIB}),
+        2 * MIB,
+        sink.clone(),
+    )
+    .await;
+    assert_eq!(
+        completed(&run),
+        &json!({"ok": false, "written": 2 * MIB, "error": "quota"})
+    );
+    assert_eq!(
+        std::fs::metadata(out.join("streamed.bin"))
+            .expect("file")
+            .len(),
+        2 * MIB
+    );
+    assert_eq!(
+        write_verdicts(&sink).last(),
+        Some(&(false, 4096, "BUDGET_EXCEEDED"))
+    );
+}

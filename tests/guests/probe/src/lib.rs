@@ -142,6 +142,14 @@ enum Action {
         path: String,
         len: u64,
     },
+    /// Writes `bytes` bytes to the new file `name` of the preopen `preopen`
+    /// through its `wasi:filesystem` output stream, 4 KiB a call; reports
+    /// the `filesystem-error-code` of a failed write.
+    StreamWrite {
+        preopen: String,
+        name: String,
+        bytes: u64,
+    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -158,6 +166,49 @@ fn recurse(depth: Option<u64>, n: u64) -> u64 {
         return n;
     }
     black_box(recurse(depth, black_box(n + 1))).wrapping_add(1)
+}
+
+/// See [`Action::StreamWrite`].
+fn stream_write(preopen: &str, name: &str, bytes: u64) -> Value {
+    use wasip2::filesystem::types::{
+        DescriptorFlags, OpenFlags, PathFlags, filesystem_error_code,
+    };
+    use wasip2::io::streams::StreamError;
+    let dirs = wasip2::filesystem::preopens::get_directories();
+    let Some((dir, _)) = dirs.iter().find(|(_, p)| p == preopen) else {
+        return json!({"ok": false, "error": format!("no preopen {preopen}")});
+    };
+    let stream = dir
+        .open_at(
+            PathFlags::empty(),
+            name,
+            OpenFlags::CREATE,
+            DescriptorFlags::WRITE,
+        )
+        .and_then(|file| file.write_via_stream(0));
+    let stream = match stream {
+        Ok(s) => s,
+        Err(e) => return json!({"ok": false, "error": format!("{e:?}")}),
+    };
+    let chunk = [b's'; 4096];
+    let mut written = 0u64;
+    while written < bytes {
+        let n = usize::try_from(bytes - written).map_or(chunk.len(), |r| r.min(chunk.len()));
+        match stream.blocking_write_and_flush(&chunk[..n]) {
+            Ok(()) => written += n as u64,
+            Err(StreamError::LastOperationFailed(e)) => {
+                return json!({
+                    "ok": false,
+                    "written": written,
+                    "error": filesystem_error_code(&e).map_or("none", |c| c.name()),
+                });
+            }
+            Err(StreamError::Closed) => {
+                return json!({"ok": false, "written": written, "error": "closed"});
+            }
+        }
+    }
+    json!({"ok": true, "value": written})
 }
 
 fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
@@ -365,6 +416,11 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
                 Err(e) => json!({"ok": false, "error": e.to_string(), "written": written}),
             }
         }
+        Action::StreamWrite {
+            preopen,
+            name,
+            bytes,
+        } => stream_write(&preopen, &name, bytes),
         Action::SetLen { path, len } => report(
             std::fs::OpenOptions::new()
                 .create(true)
