@@ -119,3 +119,60 @@ fn a_grant_a_task_could_redirect_is_refused_by_hcp_run() {
     );
     assert!(!stdout(&out).contains("root:"), "{}", stdout(&out));
 }
+
+/// Issue 12, item 6: 200 MiB written into a read-write grant under the
+/// shipped 64 MiB byte budget.
+#[test]
+fn file_writes_stop_at_the_shipped_byte_budget() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    let out = base.join("out");
+    std::fs::create_dir(&out).expect("mkdir");
+    let out_dir = base.join("writer");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+        .set(
+            "/grants/filesystem",
+            json!([{"path": out, "guest_path": "/out", "access": "read-write"}]),
+        )
+        .set(
+            "/grants/network",
+            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
+        )
+        .set("/grants/instruments", json!(["cvd-rig"]))
+        .set("/limits/log_bytes", json!(1 << 20))
+        .write(&out_dir);
+    let input = write_json(
+        &out_dir,
+        "submit.json",
+        &submit(json!({"action": "write_large", "path": "/out/big.bin",
+                       "bytes": 200u64 << 20, "chunk": 1 << 20})),
+    );
+    let out_run = hcp.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().expect("utf8"),
+        "--input",
+        input.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code(&out_run), 0, "{}", stderr(&out_run));
+    let outputs = parse_answer(&out_run).payload["outputs"].clone();
+    assert_eq!(outputs["ok"], false, "{outputs}");
+    let written = outputs["written"].as_u64().expect("written");
+    assert!(written <= 64 << 20, "{written} bytes written");
+    let on_disk = std::fs::metadata(out.join("big.bin")).expect("file").len();
+    assert!(on_disk <= 64 << 20, "{on_disk} bytes on disk");
+    assert!(
+        stderr(&out_run).contains("denied (BUDGET_EXCEEDED): fs.write ("),
+        "{}",
+        stderr(&out_run)
+    );
+    assert!(
+        stderr(&out_run).contains(
+            "the session may move 67108864 bytes through host calls, 67108864 are used (budgets.bytes)"
+        ),
+        "{}",
+        stderr(&out_run)
+    );
+}
