@@ -175,4 +175,19 @@ fn file_writes_stop_at_the_shipped_byte_budget() {
         "{}",
         stderr(&out_run)
     );
+    // The fs.write receipts verify and replay to the same verdicts.
+    let pack = base.join("pack.tar");
+    let o = hcp.run(&[
+        "evidence",
+        "export",
+        "--all",
+        "-o",
+        pack.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = hcp.run(&["evidence", "verify", pack.to_str().expect("utf8")]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    let o = hcp.run(&["replay", pack.to_str().expect("utf8")]);
+    assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("ok: "), "{}", stdout(&o));
 }
