@@ -225,3 +225,64 @@ fn a_redirected_grant_fails_only_its_own_tasks() {
         })
     );
 }
+
+/// After a grant's directory was replaced, reinstalling the capability
+/// records the new directory, and the running host uses it (its prepared
+/// capability is not reused).
+#[tokio::test]
+async fn a_reinstall_grants_the_new_directory() {
+    use hcp::engine::Auth;
+    let data = tempfile::tempdir().expect("tempdir");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    let sub = base.join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::write(sub.join("note.txt"), "first note").expect("write");
+    let host = Host::open(paths(data.path()), HostConfig::default()).expect("host");
+    let manifest = probe_manifest(
+        &base.join("reader"),
+        "1.1.0",
+        json!([{"path": sub, "guest_path": "/sub", "access": "read-only"}]),
+    );
+    host.install_manifest(&manifest).expect("install");
+    let read = |id: &str| {
+        submit(
+            "1.1.0",
+            id,
+            json!({"action": "read_file", "path": "/sub/note.txt"}),
+        )
+    };
+    let run = |message: Value| {
+        let host = &host;
+        async move {
+            let s = host
+                .submit(&message, Auth::Transport("harness-local-01"))
+                .expect("submit");
+            assert!(s.runnable, "{}", s.answer);
+            let id = s.task_id.expect("task id");
+            host.run_task(&id).await.expect("run").expect("ran")
+        }
+    };
+    let answer = run(read("m-1")).await;
+    assert_eq!(
+        answer["payload"]["outputs"]["value"], "first note",
+        "{answer}"
+    );
+
+    std::fs::rename(&sub, base.join("old-sub")).expect("move aside");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::write(sub.join("note.txt"), "second note").expect("write");
+    let answer = run(read("m-2")).await;
+    assert_eq!(
+        answer["payload"]["error_code"], "resource_unavailable",
+        "{answer}"
+    );
+
+    hcp::install::remove(&host.store, "document-analysis", "1.1.0").expect("remove");
+    host.install_manifest(&manifest).expect("reinstall");
+    let answer = run(read("m-3")).await;
+    assert_eq!(
+        answer["payload"]["outputs"]["value"], "second note",
+        "{answer}"
+    );
+}

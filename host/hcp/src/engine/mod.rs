@@ -205,7 +205,13 @@ impl Host {
     ///
     /// The manifest or component cannot be loaded, or preparation refuses it.
     pub async fn prepared(&self, installed: &Installed) -> Result<PreparedCapability> {
-        let key = format!("{}@{}", installed.id(), installed.digest);
+        // A reinstall (new recorded directories) is prepared anew.
+        let key = format!(
+            "{}@{}@{}",
+            installed.id(),
+            installed.digest,
+            installed.installed_at
+        );
         if let Some(p) = self.lock_prepared().get(&key) {
             return Ok(p.clone());
         }
