@@ -70,7 +70,9 @@ impl WriteMeter {
                     st.allowance = st.allowance + QUANTUM - bytes;
                     return Ok(());
                 }
-                Err(_) => st.exact = true,
+                // The budget cannot cover a quantum: exact amounts from now.
+                Err(d) if d.reason == hcp_receipts::reason::BUDGET_EXCEEDED => st.exact = true,
+                Err(denial) => return Err(self.denied(&mut st, denial)),
             }
         }
         match self.pep.check(&Call::fs_write(target.to_owned(), need)) {
@@ -78,16 +80,19 @@ impl WriteMeter {
                 st.allowance = 0;
                 Ok(())
             }
-            Err(denial) => {
-                self.log.host_note(&format!(
-                    "denied ({}): {}",
-                    denial.reason,
-                    crate::tasklog::escape_controls(&denial.message)
-                ));
-                st.events.push(format!("denied:{}", denial.reason));
-                Err(denial)
-            }
+            Err(denial) => Err(self.denied(&mut st, denial)),
         }
+    }
+
+    /// Notes a denied write in the task log and its risk events.
+    fn denied(&self, st: &mut MeterState, denial: Denial) -> Denial {
+        self.log.host_note(&format!(
+            "denied ({}): {}",
+            denial.reason,
+            crate::tasklog::escape_controls(&denial.message)
+        ));
+        st.events.push(format!("denied:{}", denial.reason));
+        denial
     }
 
     /// The risk events of the writes denied so far (taken once).
@@ -145,5 +150,132 @@ impl OutputStream for MeteredStream {
 
     async fn cancel(&mut self) {
         self.inner.cancel().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pep::{BudgetCaps, MemorySink, PolicyGovernor, Standalone, UNLIMITED};
+    use hcp_contracts::manifest::Manifest;
+
+    /// A real manifest granting `<tmp>/out` read-write at `/out`.
+    fn manifest(tmp: &std::path::Path) -> Manifest {
+        std::fs::create_dir(tmp.join("out")).expect("mkdir");
+        std::fs::write(tmp.join("c.wasm"), b"\0asm").expect("component");
+        let doc = serde_json::json!({
+            "capability": {
+                "name": "writer", "version": "1.0.0", "description": "test capability writer",
+                "input_schema": {"type": "object"}, "output_schema": {"type": "object"},
+                "safety": {"risk_ceiling": "R1", "requires_human_approval": false,
+                           "involves_physical_resources": false},
+                "constraints": {"max_duration": "PT30S", "concurrent_limit": 1}
+            },
+            "component": {"path": "c.wasm", "world": "hcp:capability/capability@1.0.0"},
+            "grants": {"filesystem": [
+                {"path": "${manifest_dir}/out", "guest_path": "/out", "access": "read-write"}
+            ]}
+        });
+        let path = tmp.join("manifest.json");
+        std::fs::write(&path, doc.to_string()).expect("manifest");
+        hcp_contracts::manifest::load(&path, Default::default()).expect("loads")
+    }
+
+    /// A meter under a real governor allowing `bytes` bytes.
+    fn meter(bytes: u64) -> (tempfile::TempDir, Arc<WriteMeter>, Arc<MemorySink>, TaskLog) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let manifest = manifest(&tmp.path().canonicalize().expect("canonical"));
+        let facts = Standalone {
+            task_id: "task-1",
+            session_id: "session-1",
+            caller: "tester",
+            risk_level: hcp_contracts::RiskLevel::R1,
+            data_classification: hcp_contracts::DataClass::T1,
+            envelope: &Default::default(),
+            expires_at_ms: crate::pep::now_ms() + 60_000,
+            budgets: BudgetCaps {
+                artifacts: UNLIMITED,
+                bytes,
+                host_calls: UNLIMITED,
+            },
+        }
+        .facts(&manifest);
+        let sink = Arc::new(MemorySink::new());
+        let governor = PolicyGovernor::standalone(facts, sink.clone()).expect("governor");
+        let log = TaskLog::new(1 << 16);
+        let meter = WriteMeter::new(Pep::new(Some(Arc::new(governor))), log.clone());
+        (tmp, meter, sink, log)
+    }
+
+    /// `(allowed, bytes)` of each `fs.write` decided.
+    fn asked(sink: &MemorySink) -> Vec<(bool, u64)> {
+        sink.decided()
+            .iter()
+            .map(|d| match &d.call.args {
+                crate::pep::Args::FsWrite(a) => {
+                    (d.verdict == hcp_receipts::Verdict::Allow, a.bytes)
+                }
+                other => panic!("not fs.write: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn small_writes_spend_a_quantum_then_exact_amounts_until_the_budget() {
+        let (_tmp, meter, sink, log) = meter(QUANTUM + 10_000);
+        for _ in 0..256 {
+            meter
+                .charge("/out/f", 4096)
+                .expect("within the first quantum");
+        }
+        assert_eq!(asked(&sink), [(true, QUANTUM)]);
+        // The next quantum does not fit: refused once, then exact.
+        meter.charge("/out/f", 4096).expect("fits exactly");
+        meter.charge("/out/f", 4096).expect("fits exactly");
+        let denial = meter.charge("/out/f", 4096).expect_err("over budget");
+        assert_eq!(denial.reason, "BUDGET_EXCEEDED");
+        assert_eq!(
+            denial.message,
+            format!(
+                "fs.write (4096 bytes): the session may move {} bytes through host calls, {} are used (budgets.bytes)",
+                QUANTUM + 10_000,
+                QUANTUM + 8192
+            )
+        );
+        assert_eq!(
+            asked(&sink),
+            [
+                (true, QUANTUM),
+                (false, QUANTUM),
+                (true, 4096),
+                (true, 4096),
+                (false, 4096)
+            ]
+        );
+        assert_eq!(meter.take_events(), ["denied:BUDGET_EXCEEDED"]);
+        assert!(meter.take_events().is_empty());
+        let notes: Vec<String> = log
+            .finish()
+            .entries
+            .into_iter()
+            .map(|e| e.message)
+            .collect();
+        assert_eq!(
+            notes,
+            [format!("denied (BUDGET_EXCEEDED): {}", denial.message)]
+        );
+    }
+
+    #[test]
+    fn a_large_write_is_asked_for_exactly_and_outside_a_grant_is_refused() {
+        let (_tmp, meter, sink, _log) = meter(8 * QUANTUM);
+        meter.charge("/out/f", 3 * QUANTUM).expect("fits");
+        meter.charge("/out/f", 0).expect("nothing to ask");
+        assert_eq!(asked(&sink), [(true, 3 * QUANTUM)]);
+        // Outside the read-write grants: refused once, not asked again.
+        let denial = meter.charge("/elsewhere/f", 10).expect_err("not granted");
+        assert_eq!(denial.reason, "DENY_TOOL_NOT_FOUND");
+        assert_eq!(asked(&sink), [(true, 3 * QUANTUM), (false, QUANTUM)]);
+        assert_eq!(meter.take_events(), ["denied:DENY_TOOL_NOT_FOUND"]);
     }
 }
