@@ -6,6 +6,7 @@
 //! replaced by placeholders before comparing.
 
 mod bundles;
+mod fs_containment;
 
 use hcp_contracts::message::{Envelope, MessageType};
 use hcp_tests::{ManifestBuilder, REPO_ROOT, cache_dir, http_server};

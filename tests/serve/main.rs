@@ -7,6 +7,7 @@
 
 mod browser;
 mod durability;
+mod fs_containment;
 mod hid;
 
 use hcp::engine::{Host, HostConfig, HostPaths};

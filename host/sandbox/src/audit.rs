@@ -370,6 +370,7 @@ mod tests {
                 host_path: "/tmp".into(),
                 guest_path: "/tmp".into(),
                 access: Access::ReadOnly,
+                identity: None,
             }],
             ..Grants::default()
         };

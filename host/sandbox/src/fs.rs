@@ -10,7 +10,12 @@
 //! resolved lexically. cap-std still confines every operation to its
 //! granted directory (symbolic links included); the PEP's decision comes
 //! first.
+//!
+//! Bytes written into files (`write`, the output streams of a file,
+//! `set-size` growth) pass the PEP as `fs.write` against the byte budget
+//! (see [`crate::fs_write`]).
 
+use crate::fs_write::{MeteredStream, WriteMeter};
 use crate::hcp_units::HcpCtx;
 use crate::pep::{Call, FsAccess, Op};
 use std::collections::HashMap;
@@ -55,6 +60,7 @@ pub(crate) struct GovernedFs<'a> {
     pub(crate) inner: WasiFilesystemCtxView<'a>,
     pub(crate) paths: &'a mut FsPaths,
     pub(crate) hcp: &'a mut HcpCtx,
+    pub(crate) writes: &'a Arc<WriteMeter>,
 }
 
 pub(crate) struct GovernedFsData;
@@ -96,6 +102,31 @@ impl GovernedFs<'_> {
     }
 }
 
+impl GovernedFs<'_> {
+    /// Admits `bytes` about to be written through `fd`; over budget, the
+    /// guest sees `quota`.
+    fn charge_write(&mut self, fd: &Resource<Descriptor>, bytes: u64) -> FsResult<()> {
+        let target = self.path_of(fd, "");
+        self.writes
+            .charge(&target, bytes)
+            .map_err(|_| ErrorCode::Quota.into())
+    }
+
+    /// Replaces the output stream `stream` of `fd` by one that passes the
+    /// meter before each write.
+    fn metered(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        stream: Resource<DynOutputStream>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let target = self.path_of(fd, "");
+        let inner = self.inner.table.delete(stream)?;
+        let wrapped: DynOutputStream =
+            Box::new(MeteredStream::wrap(inner, self.writes.clone(), target));
+        Ok(self.inner.table.push(wrapped)?)
+    }
+}
+
 impl preopens::Host for GovernedFs<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         let dirs = preopens::Host::get_directories(&mut self.inner)?;
@@ -120,6 +151,13 @@ impl types::Host for GovernedFs<'_> {
         &mut self,
         err: Resource<wasmtime::Error>,
     ) -> wasmtime::Result<Option<ErrorCode>> {
+        let error = self.inner.table.get(&err)?;
+        if error
+            .downcast_ref::<crate::fs_write::OverBudget>()
+            .is_some()
+        {
+            return Ok(Some(ErrorCode::Quota));
+        }
         types::Host::filesystem_error_code(&mut self.inner, err)
     }
 }
@@ -301,6 +339,9 @@ impl HostDescriptor for GovernedFs<'_> {
     }
 
     async fn set_size(&mut self, fd: Resource<Descriptor>, size: types::Filesize) -> FsResult<()> {
+        // Growth counts as written: a sparse file still promises its bytes.
+        let now = self.inner.stat(Resource::new_borrow(fd.rep())).await?.size;
+        self.charge_write(&fd, size.saturating_sub(now))?;
         self.inner.set_size(fd, size).await
     }
 
@@ -328,6 +369,7 @@ impl HostDescriptor for GovernedFs<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
+        self.charge_write(&fd, buf.len() as u64)?;
         self.inner.write(fd, buf, offset).await
     }
 
@@ -359,14 +401,18 @@ impl HostDescriptor for GovernedFs<'_> {
         fd: Resource<Descriptor>,
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
-        self.inner.write_via_stream(fd, offset)
+        let borrowed = Resource::new_borrow(fd.rep());
+        let stream = self.inner.write_via_stream(fd, offset)?;
+        self.metered(&borrowed, stream)
     }
 
     fn append_via_stream(
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
-        self.inner.append_via_stream(fd)
+        let borrowed = Resource::new_borrow(fd.rep());
+        let stream = self.inner.append_via_stream(fd)?;
+        self.metered(&borrowed, stream)
     }
 
     async fn is_same_object(

@@ -26,6 +26,8 @@ pub mod audit;
 mod bindings;
 mod engine;
 mod fs;
+mod fs_write;
+mod grant_dir;
 mod hcp_units;
 mod hid_unit;
 mod instrument_unit;
@@ -296,8 +298,10 @@ impl PreparedCapability {
             let session = hcp.meta.session_id.clone();
             let _ = tokio::task::spawn_blocking(move || link.broker.close(&session)).await;
         }
+        let write_events = store.data().fs_writes.take_events();
         let hcp = &mut store.data_mut().hcp;
         let mut risk_events = std::mem::take(&mut hcp.risk_events);
+        risk_events.extend(write_events);
         if let RunResult::Failed(f) = &result
             && f.code == ErrorCode::Timeout
         {

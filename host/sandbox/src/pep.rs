@@ -8,6 +8,7 @@
 //! |---|---|
 //! | `hcp:capability/{log,artifacts,checkpoints,instrument}` | at the top of each host function (`hcp_units`, `instrument_unit`) |
 //! | `wasi:filesystem/types` `*-at` (open, stat, mkdir, unlink, rename, link, symlink, readlink, set-times, metadata-hash) | a governed view ([`crate::fs`]) linked in place of the stock interface, delegating to it |
+//! | bytes written into files (`write`, output streams of files, `set-size` growth) | the same view, through a write meter ([`crate::fs_write`]) |
 //! | TCP bind, connect, listen, accept; UDP | `socket_addr_check` of the WASI context |
 //! | `wasi:sockets/ip-name-lookup` | a governed view delegating to the stock one |
 //! | outgoing `wasi:http` | `WasiHttpHooks::send_request` |
@@ -23,8 +24,8 @@
 //! [`VerdictSink`] (the receipt pipeline) without waiting for it.
 
 pub use hcp_policy::pep::{
-    BudgetCaps, Call, Counters, Decision, FsAccess, InstrumentArgs, Op, PlanArgs, Scope,
-    SessionFacts, SettingArgs, Signals, Surface,
+    Args, BudgetCaps, Call, Counters, Decision, FsAccess, FsWriteArgs, InstrumentArgs, Op,
+    PlanArgs, Scope, SessionFacts, SettingArgs, Signals, Surface,
 };
 
 use hcp_contracts::manifest::{Manifest, SafetyEnvelope};

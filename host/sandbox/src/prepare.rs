@@ -152,6 +152,7 @@ pub(crate) fn linker(
                 },
                 paths: &mut s.fs_paths,
                 hcp: &mut s.hcp,
+                writes: &s.fs_writes,
             }
         }
         filesystem::types::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;

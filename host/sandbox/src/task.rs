@@ -3,6 +3,7 @@
 
 use crate::bindings::hcp::capability::types as wit;
 use crate::fs::FsPaths;
+use crate::fs_write::WriteMeter;
 use crate::hcp_units::HcpCtx;
 use crate::limits::TaskLimiter;
 use crate::net::{NetPolicy, http::GovernedHttp, socket_check};
@@ -30,6 +31,8 @@ pub(crate) struct TaskState {
     pub(crate) hcp: HcpCtx,
     /// Guest paths of open descriptors, for the governed filesystem.
     pub(crate) fs_paths: FsPaths,
+    /// Bytes written into files, against the byte budget.
+    pub(crate) fs_writes: Arc<WriteMeter>,
 }
 
 impl WasiView for TaskState {
@@ -159,7 +162,7 @@ pub struct TaskRun {
 /// # Ambient authority
 ///
 /// Reads the host's values of the environment variables `grants.env` names,
-/// and opens the granted directories.
+/// and opens the granted directories (see [`crate::grant_dir`]).
 pub(crate) fn wasi_ctx(
     manifest: &Manifest,
     log: &TaskLog,
@@ -179,7 +182,10 @@ pub(crate) fn wasi_ctx(
             Access::ReadOnly => FsPerms::ReadOnly,
             Access::ReadWrite => FsPerms::ReadWrite,
         };
-        b.preopened_dir(&dir.host_path, &dir.guest_path, perms)
+        // Opened without following a link, checked against the recorded
+        // directory, then handed over as that very handle.
+        let opened = crate::grant_dir::open(dir).map_err(|e| e.to_string())?;
+        b.preopened_dir(opened.proc_path(), &dir.guest_path, perms)
             .map_err(|e| {
                 format!(
                     "granted directory {} cannot be opened: {e:#}",
@@ -221,6 +227,7 @@ pub(crate) fn state(
     } else {
         None
     };
+    let fs_writes = WriteMeter::new(pep.clone(), log.clone());
     Ok(TaskState {
         wasi,
         table: ResourceTable::new(),
@@ -246,6 +253,7 @@ pub(crate) fn state(
             hid,
         },
         fs_paths: FsPaths::default(),
+        fs_writes,
     })
 }
 

@@ -6,9 +6,10 @@
 //! of granted directories (to refuse ones that do not exist). It opens nothing
 //! else and writes nothing.
 
-use super::doc::{FsGrantDoc, ManifestDoc, NetGrantDoc};
+use super::doc::{ManifestDoc, NetGrantDoc};
+use super::fs_grant::Resolve;
 use super::{
-    ComponentFile, DEFAULT_MAX_DURATION, FsGrant, Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION,
+    ComponentFile, DEFAULT_MAX_DURATION, Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION,
     HOST_WIT_WORLD, Limits, Manifest, NetGrant, NetHost, WorldRef,
 };
 use crate::duration::IsoDuration;
@@ -26,7 +27,7 @@ const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// Largest component file read.
 const MAX_COMPONENT_BYTES: u64 = 256 << 20;
 /// The only variable grant paths may start with.
-const MANIFEST_DIR_VAR: &str = "${manifest_dir}";
+pub(super) const MANIFEST_DIR_VAR: &str = "${manifest_dir}";
 
 /// How strict loading is.
 #[derive(Debug, Clone, Copy, Default)]
@@ -85,6 +86,35 @@ impl ManifestError {
 ///
 /// An unreadable file, invalid JSON, or every problem of the document.
 pub fn load(path: &Path, options: LoadOptions) -> Result<Manifest, ManifestError> {
+    load_with(path, options, Resolve::Now)
+}
+
+/// Reads and checks the manifest of an installed capability (digest
+/// required). Its grant paths are taken as the install wrote them, without
+/// looking at the filesystem: the directories they name are checked when a
+/// task opens them, against the identities the install recorded (which the
+/// caller attaches to [`FsGrant::identity`](super::FsGrant)). A grant that
+/// has gone missing or been replaced fails that capability's tasks, not
+/// the loading of its manifest.
+///
+/// # Errors
+///
+/// An unreadable file, invalid JSON, or every problem of the document.
+pub fn load_installed(path: &Path) -> Result<Manifest, ManifestError> {
+    load_with(
+        path,
+        LoadOptions {
+            require_digest: true,
+        },
+        Resolve::Recorded,
+    )
+}
+
+fn load_with(
+    path: &Path,
+    options: LoadOptions,
+    resolve: Resolve,
+) -> Result<Manifest, ManifestError> {
     let shown = path.display().to_string();
     let read_err = |source| ManifestError::Read {
         path: shown.clone(),
@@ -118,7 +148,7 @@ pub fn load(path: &Path, options: LoadOptions) -> Result<Manifest, ManifestError
         path: shown.clone(),
         source,
     })?;
-    from_value(value, &base, Some(absolute), &shown, options)
+    check_value(value, &base, Some(absolute), &shown, options, resolve)
 }
 
 /// Checks a manifest document already parsed; `base` is the directory
@@ -133,6 +163,17 @@ pub fn from_value(
     source: Option<PathBuf>,
     shown: &str,
     options: LoadOptions,
+) -> Result<Manifest, ManifestError> {
+    check_value(value, base, source, shown, options, Resolve::Now)
+}
+
+fn check_value(
+    value: Value,
+    base: &Path,
+    source: Option<PathBuf>,
+    shown: &str,
+    options: LoadOptions,
+    resolve: Resolve,
 ) -> Result<Manifest, ManifestError> {
     let invalid = |problems| ManifestError::Invalid {
         path: shown.to_owned(),
@@ -153,7 +194,11 @@ pub fn from_value(
             return Err(invalid(problems));
         }
     };
-    let mut checker = Checker { problems, base };
+    let mut checker = Checker {
+        problems,
+        base,
+        resolve,
+    };
     let manifest = checker.check(doc, source, options);
     if checker.problems.is_empty()
         && let Some(manifest) = manifest
@@ -166,13 +211,15 @@ pub fn from_value(
     Err(invalid(problems))
 }
 
-struct Checker<'a> {
-    problems: Vec<Problem>,
-    base: &'a Path,
+pub(super) struct Checker<'a> {
+    pub(super) problems: Vec<Problem>,
+    pub(super) base: &'a Path,
+    /// How grant paths are resolved.
+    pub(super) resolve: Resolve,
 }
 
 impl Checker<'_> {
-    fn problem(&mut self, pointer: impl Into<String>, message: impl Into<String>) {
+    pub(super) fn problem(&mut self, pointer: impl Into<String>, message: impl Into<String>) {
         self.problems.push(Problem::new(pointer, message));
     }
 
@@ -354,6 +401,7 @@ impl Checker<'_> {
             ..Grants::default()
         };
         let mut guest_paths = BTreeSet::new();
+        let mut indices = Vec::new();
         for (i, fs) in g.filesystem.iter().enumerate() {
             if let Some(grant) = self.fs_grant(i, fs) {
                 if !guest_paths.insert(grant.guest_path.clone()) {
@@ -363,8 +411,10 @@ impl Checker<'_> {
                     );
                 }
                 grants.filesystem.push(grant);
+                indices.push(i);
             }
         }
+        self.nested_grants(&grants.filesystem, &indices);
         let mut destinations = BTreeSet::new();
         for (i, net) in g.network.iter().enumerate() {
             if let Some(grant) = self.net_grant(i, net) {
@@ -393,69 +443,6 @@ impl Checker<'_> {
             }
         }
         grants
-    }
-
-    fn fs_grant(&mut self, i: usize, fs: &FsGrantDoc) -> Option<FsGrant> {
-        let pointer = format!("/grants/filesystem/{i}/path");
-        let expanded = match fs.path.strip_prefix(MANIFEST_DIR_VAR) {
-            Some(rest) if rest.is_empty() || rest.starts_with('/') => {
-                format!("{}{rest}", self.base.display())
-            }
-            Some(_) => {
-                self.problem(
-                    &pointer,
-                    format!("{MANIFEST_DIR_VAR} must be followed by / or nothing"),
-                );
-                return None;
-            }
-            None if fs.path.contains("${") => {
-                self.problem(
-                    &pointer,
-                    format!("{:?}: the only variable a grant path may use is a leading {MANIFEST_DIR_VAR}", fs.path),
-                );
-                return None;
-            }
-            None => fs.path.clone(),
-        };
-        let Some(normal) = normalize_absolute(&expanded) else {
-            self.problem(
-                &pointer,
-                format!(
-                    "{:?} is not absolute: grant an absolute directory, or one under {MANIFEST_DIR_VAR}/",
-                    fs.path
-                ),
-            );
-            return None;
-        };
-        let host_path = match std::fs::canonicalize(&normal) {
-            Ok(p) if p.is_dir() => p,
-            Ok(_) => {
-                self.problem(&pointer, format!("{normal} is not a directory"));
-                return None;
-            }
-            Err(e) => {
-                self.problem(&pointer, format!("{normal}: {e}"));
-                return None;
-            }
-        };
-        let guest_path = match &fs.guest_path {
-            None => normal,
-            Some(g) => match normalize_absolute(g) {
-                Some(g) => g,
-                None => {
-                    self.problem(
-                        format!("/grants/filesystem/{i}/guest_path"),
-                        format!("{g:?} must be an absolute path without . or .. components"),
-                    );
-                    return None;
-                }
-            },
-        };
-        Some(FsGrant {
-            host_path,
-            guest_path,
-            access: fs.access,
-        })
     }
 
     fn net_grant(&mut self, i: usize, net: &NetGrantDoc) -> Option<NetGrant> {
@@ -501,7 +488,7 @@ fn read_bounded(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 }
 
 /// `Some(path)` with `.` removed when `text` is absolute and has no `..`.
-fn normalize_absolute(text: &str) -> Option<String> {
+pub(super) fn normalize_absolute(text: &str) -> Option<String> {
     let path = Path::new(text);
     if !path.is_absolute() {
         return None;

@@ -9,13 +9,15 @@
 //! with its JSON pointer, all at once.
 
 mod doc;
+mod fs_grant;
 mod load;
 
 pub use doc::{
     Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FsGrantDoc,
     GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
 };
-pub use load::{LoadOptions, ManifestError, from_value, load};
+pub use fs_grant::dir_identity;
+pub use load::{LoadOptions, ManifestError, from_value, load, load_installed};
 
 use crate::levels::RiskLevel;
 use std::net::IpAddr;
@@ -143,12 +145,34 @@ impl Grants {
 /// A granted directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FsGrant {
-    /// Canonical host directory (symlinks resolved).
+    /// Host directory: absolute, normalized, with no symbolic link in any
+    /// component (the loader refuses a path that passes through one).
     pub host_path: PathBuf,
     /// Absolute path the guest sees.
     pub guest_path: String,
     /// Read-only or read-write.
     pub access: Access,
+    /// The directory the grant was resolved to (at load, or as the install
+    /// recorded it): each task opens `host_path` without following a link
+    /// and must find this directory there. `None` only for a capability
+    /// installed before identities were recorded.
+    pub identity: Option<DirIdentity>,
+}
+
+/// Which directory a grant is: its device and inode numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirIdentity {
+    /// Device number (`st_dev`).
+    pub dev: u64,
+    /// Inode number (`st_ino`).
+    pub ino: u64,
+}
+
+impl std::fmt::Display for DirIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "device {}, inode {}", self.dev, self.ino)
+    }
 }
 
 /// A granted destination.

@@ -179,18 +179,15 @@ impl Host {
     }
 
     /// Loads an installed capability's manifest (digest required: installs
-    /// are pinned).
+    /// are pinned), with the granted directories its install recorded;
+    /// looks at none of them (each task does, see
+    /// [`crate::install::installed_manifest`]).
     ///
     /// # Errors
     ///
     /// The installed files are missing or do not match.
     pub fn manifest(&self, installed: &Installed) -> Result<Manifest> {
-        let manifest = hcp_contracts::manifest::load(
-            &installed.manifest_path(),
-            hcp_contracts::LoadOptions {
-                require_digest: true,
-            },
-        )?;
+        let manifest = crate::install::installed_manifest(installed)?;
         if manifest.component.digest != installed.digest {
             anyhow::bail!(
                 "{}: the installed component is {}, the registry recorded {}",
@@ -209,7 +206,13 @@ impl Host {
     ///
     /// The manifest or component cannot be loaded, or preparation refuses it.
     pub async fn prepared(&self, installed: &Installed) -> Result<PreparedCapability> {
-        let key = format!("{}@{}", installed.id(), installed.digest);
+        // A reinstall (new recorded directories) is prepared anew.
+        let key = format!(
+            "{}@{}@{}",
+            installed.id(),
+            installed.digest,
+            installed.installed_at
+        );
         if let Some(p) = self.lock_prepared().get(&key) {
             return Ok(p.clone());
         }

@@ -26,7 +26,8 @@ use std::path::Path;
 /// Installs the capability `manifest_path` describes. The manifest and the
 /// component are copied into the data directory, so later edits of the
 /// source do not change what runs; directories it grants stay where they
-/// are (their canonical paths are written into the installed manifest).
+/// are (their paths are written into the installed manifest, their device
+/// and inode numbers into [`super::DIRS_FILE`]).
 ///
 /// # Errors
 ///
@@ -58,6 +59,7 @@ pub fn install_manifest(
     let mut text = serde_json::to_vec_pretty(&doc)?;
     text.push(b'\n');
     staging.write(MANIFEST, &text)?;
+    staging.write(super::DIRS_FILE, &super::dirs::record(&manifest)?)?;
     // The copy must load as the engine will load it: digest required.
     let staged = staging.dir().join(MANIFEST);
     hcp_contracts::manifest::load(

@@ -23,10 +23,12 @@
 //! Reads the bundle file and the install policy it is given; writes under
 //! `<data dir>/capabilities/` (see [`stage`]) and the store.
 
+mod dirs;
 mod manifest;
 mod review;
 mod stage;
 
+pub use dirs::{DIRS_FILE, installed_manifest};
 pub use manifest::install_manifest;
 pub use review::review;
 
@@ -256,6 +258,7 @@ pub fn install(
     let staging = caps.stage()?;
     unpack(&bundle, &staging)?;
     let manifest = check_manifest(&bundle, &staging)?;
+    staging.write(DIRS_FILE, &dirs::record(&manifest)?)?;
     let reasons = policy.check(&manifest);
     if !reasons.is_empty() {
         return Err(InstallError::Refused(format!(

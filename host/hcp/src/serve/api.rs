@@ -334,11 +334,27 @@ async fn capabilities(
         let Some(latest) = versions.last() else {
             continue;
         };
-        let manifest = state.host.manifest(latest)?;
-        out.push(json!({
-            "capability": manifest.doc.capability,
-            "installed_versions": versions.iter().map(|i| i.version.to_string()).collect::<Vec<_>>(),
-        }));
+        let installed_versions: Vec<String> =
+            versions.iter().map(|i| i.version.to_string()).collect();
+        // One damaged install does not hide the others: it is listed as
+        // unavailable, saying why.
+        match state.host.manifest(latest) {
+            Ok(manifest) => out.push(json!({
+                "capability": manifest.doc.capability,
+                "installed_versions": installed_versions,
+            })),
+            Err(e) => {
+                tracing::warn!("{}: cannot be listed: {e:#}", latest.id());
+                out.push(json!({
+                    "capability": {"name": name},
+                    "installed_versions": installed_versions,
+                    "unavailable": format!(
+                        "the installed files of {} cannot be loaded (the host's log says why)",
+                        latest.id()
+                    ),
+                }));
+            }
+        }
     }
     Ok(Json(json!({"capabilities": out})))
 }

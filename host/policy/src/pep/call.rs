@@ -83,6 +83,9 @@ ops! {
     FsSymlink = "fs.symlink", "wasi:filesystem/types";
     /// `descriptor.set-times-at`.
     FsSetTimes = "fs.set_times", "wasi:filesystem/types";
+    /// Bytes written into a file of a read-write grant (`write`, an output
+    /// stream, `set-size` growth), asked for before they are written.
+    FsWrite = "fs.write", "wasi:filesystem/types";
     /// A TCP connect.
     NetConnect = "net.connect", "wasi:sockets/tcp";
     /// A TCP bind (only the implicit bind of a client connect is admissible).
@@ -139,6 +142,8 @@ pub enum Args<'a> {
     Instrument(InstrumentArgs<'a>),
     /// `fs.*`.
     Fs(FsArgs<'a>),
+    /// `fs.write`.
+    FsWrite(FsWriteArgs),
     /// `net.connect`.
     Connect(ConnectArgs<'a>),
     /// `http.request`.
@@ -258,6 +263,14 @@ pub struct FsArgs<'a> {
     /// (checked like the target), the contents of a `fs.symlink` (recorded,
     /// not resolved: following a link out of a grant fails in the sandbox).
     pub to: Option<Text<'a>>,
+}
+
+/// `fs.write`: the target is the guest path of the file written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsWriteArgs {
+    /// Bytes about to be written (counted against the `bytes` budget).
+    pub bytes: u64,
 }
 
 /// `net.connect`.
@@ -380,6 +393,15 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// `fs.write` of `bytes` bytes into the file at the guest path `target`.
+    pub fn fs_write(target: String, bytes: u64) -> Self {
+        Self {
+            op: Op::FsWrite,
+            target: Text::Owned(target),
+            args: Args::FsWrite(FsWriteArgs { bytes }),
+        }
+    }
+
     /// `net.connect` to `ip:port`, `via` the granted name it was pinned for.
     pub fn connect(target: String, via: Option<&'a str>) -> Self {
         Self {
@@ -423,8 +445,8 @@ impl<'a> Call<'a> {
     }
 
     /// Bytes the call moves through the host, for the `bytes` budget:
-    /// log text, artifact and checkpoint content, instrument arguments, the
-    /// request path.
+    /// log text, artifact and checkpoint content, bytes written into files,
+    /// instrument arguments, the request path.
     pub fn bytes(&self) -> u64 {
         match &self.args {
             Args::Log(a) => {
@@ -433,6 +455,7 @@ impl<'a> Call<'a> {
             }
             Args::Artifact(a) => a.bytes,
             Args::CheckpointSave(a) => a.bytes,
+            Args::FsWrite(a) => a.bytes,
             Args::Instrument(a) => a.arguments.len() as u64,
             Args::Http(a) => a.path.len() as u64,
             Args::Hid(a) => (a.payload.len() + a.rationale.len()) as u64,
@@ -472,6 +495,7 @@ impl<'a> Call<'a> {
                 access: a.access,
                 to: a.to.map(o),
             }),
+            Args::FsWrite(a) => Args::FsWrite(a),
             Args::Connect(a) => Args::Connect(ConnectArgs { via: a.via.map(o) }),
             Args::Http(a) => Args::Http(HttpArgs {
                 method: o(a.method),
@@ -551,6 +575,7 @@ impl<'a> Call<'a> {
             | Op::FsLink
             | Op::FsSymlink
             | Op::FsSetTimes => Args::Fs(de(op, raw)?),
+            Op::FsWrite => Args::FsWrite(de(op, raw)?),
             Op::NetConnect => Args::Connect(de(op, raw)?),
             Op::HttpRequest => Args::Http(de(op, raw)?),
             Op::HidPropose => Args::Hid(de(op, raw)?),

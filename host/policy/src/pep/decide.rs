@@ -221,6 +221,7 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
                 _ => Ok(()),
             }
         }
+        (Op::FsWrite, Args::FsWrite(_)) => fs_path(scope, call.op, target, true),
         (Op::NetConnect, Args::Connect(a)) => {
             let Ok(addr) = target.parse::<SocketAddr>() else {
                 return malformed(call);
@@ -534,7 +535,7 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
             }
             s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
-        Args::Empty(_) => {}
+        Args::FsWrite(_) | Args::Empty(_) => {}
     }
     signals
 }

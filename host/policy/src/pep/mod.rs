@@ -37,7 +37,7 @@ pub mod threat;
 
 pub use call::{
     Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
-    FsArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
+    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
 };
 pub use decide::{Counters, Decision, decide};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};

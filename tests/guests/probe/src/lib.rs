@@ -119,6 +119,37 @@ enum Action {
         partial: Option<Value>,
     },
     Panic,
+    /// Removes the empty directory `path`.
+    RemoveDir {
+        path: String,
+    },
+    /// Creates, in the preopened directory `preopen`, the symbolic link
+    /// `name` holding `target` (`wasi:filesystem` `symlink-at`).
+    Symlink {
+        preopen: String,
+        target: String,
+        name: String,
+    },
+    /// Writes `bytes` bytes to the new file `path`, `chunk` bytes per
+    /// write call; reports how many were written before an error.
+    WriteLarge {
+        path: String,
+        bytes: u64,
+        chunk: usize,
+    },
+    /// Sets the length of the file `path` (created when missing).
+    SetLen {
+        path: String,
+        len: u64,
+    },
+    /// Writes `bytes` bytes to the new file `name` of the preopen `preopen`
+    /// through its `wasi:filesystem` output stream, 4 KiB a call; reports
+    /// the `filesystem-error-code` of a failed write.
+    StreamWrite {
+        preopen: String,
+        name: String,
+        bytes: u64,
+    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -135,6 +166,49 @@ fn recurse(depth: Option<u64>, n: u64) -> u64 {
         return n;
     }
     black_box(recurse(depth, black_box(n + 1))).wrapping_add(1)
+}
+
+/// See [`Action::StreamWrite`].
+fn stream_write(preopen: &str, name: &str, bytes: u64) -> Value {
+    use wasip2::filesystem::types::{
+        DescriptorFlags, OpenFlags, PathFlags, filesystem_error_code,
+    };
+    use wasip2::io::streams::StreamError;
+    let dirs = wasip2::filesystem::preopens::get_directories();
+    let Some((dir, _)) = dirs.iter().find(|(_, p)| p == preopen) else {
+        return json!({"ok": false, "error": format!("no preopen {preopen}")});
+    };
+    let stream = dir
+        .open_at(
+            PathFlags::empty(),
+            name,
+            OpenFlags::CREATE,
+            DescriptorFlags::WRITE,
+        )
+        .and_then(|file| file.write_via_stream(0));
+    let stream = match stream {
+        Ok(s) => s,
+        Err(e) => return json!({"ok": false, "error": format!("{e:?}")}),
+    };
+    let chunk = [b's'; 4096];
+    let mut written = 0u64;
+    while written < bytes {
+        let n = usize::try_from(bytes - written).map_or(chunk.len(), |r| r.min(chunk.len()));
+        match stream.blocking_write_and_flush(&chunk[..n]) {
+            Ok(()) => written += n as u64,
+            Err(StreamError::LastOperationFailed(e)) => {
+                return json!({
+                    "ok": false,
+                    "written": written,
+                    "error": filesystem_error_code(&e).map_or("none", |c| c.name()),
+                });
+            }
+            Err(StreamError::Closed) => {
+                return json!({"ok": false, "written": written, "error": "closed"});
+            }
+        }
+    }
+    json!({"ok": true, "value": written})
 }
 
 fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
@@ -311,6 +385,51 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             return Err(f);
         }
         Action::Panic => panic!("the probe panicked on request"),
+        Action::RemoveDir { path } => report(std::fs::remove_dir(&path).map(|()| Value::Null)),
+        Action::Symlink {
+            preopen,
+            target,
+            name,
+        } => {
+            let dirs = wasip2::filesystem::preopens::get_directories();
+            match dirs.iter().find(|(_, p)| *p == preopen) {
+                None => json!({"ok": false, "error": format!("no preopen {preopen}")}),
+                Some((dir, _)) => match dir.symlink_at(&target, &name) {
+                    Ok(()) => json!({"ok": true, "value": null}),
+                    Err(e) => json!({"ok": false, "error": format!("{e:?}")}),
+                },
+            }
+        }
+        Action::WriteLarge { path, bytes, chunk } => {
+            let buf = vec![b'w'; chunk.max(1)];
+            let mut written = 0u64;
+            let result = std::fs::File::create(&path).and_then(|mut f| {
+                while written < bytes {
+                    let n = usize::try_from(bytes - written).map_or(buf.len(), |r| r.min(buf.len()));
+                    f.write_all(&buf[..n])?;
+                    written += n as u64;
+                }
+                f.flush()
+            });
+            match result {
+                Ok(()) => json!({"ok": true, "value": written}),
+                Err(e) => json!({"ok": false, "error": e.to_string(), "written": written}),
+            }
+        }
+        Action::StreamWrite {
+            preopen,
+            name,
+            bytes,
+        } => stream_write(&preopen, &name, bytes),
+        Action::SetLen { path, len } => report(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(len))
+                .map(|()| Value::Null),
+        ),
     })
 }
 

@@ -1,0 +1,415 @@
+//! Containment holds at run time: a task that replaces a directory another
+//! grant names (with a link to `/etc`, a dangling link, or a directory of
+//! its own) redirects nothing. The grant's next task fails with
+//! `resource_unavailable`, naming what is wrong, and runs again once the
+//! directory is back. And bytes written through the filesystem count
+//! against the byte budget.
+
+use hcp_contracts::message::ErrorCode;
+use hcp_contracts::{DataClass, RiskLevel};
+use hcp_sandbox::pep::{BudgetCaps, MemorySink, PolicyGovernor, Standalone, UNLIMITED};
+use hcp_sandbox::{
+    MemoryStore, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig, TaskRequest,
+    TaskRun, TaskStore,
+};
+use hcp_tests::{ManifestBuilder, cache_dir};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
+    Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache_dir()),
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox")
+});
+
+/// The probe granted `grants` (a `/grants/filesystem` array), from a
+/// manifest in its own directory under `base`.
+fn probe(base: &Path, name: &str, grants: Value) -> PreparedCapability {
+    let dir = base.join(format!("manifest-{name}"));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+        .set("/grants/filesystem", grants)
+        // The probe imports every interface: the rest is granted too.
+        .set(
+            "/grants/network",
+            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
+        )
+        .set("/grants/instruments", json!(["cvd-rig"]))
+        .set("/limits/memory_bytes", json!(64 << 20))
+        .load(&dir);
+    SANDBOX.prepare(Arc::new(manifest)).expect("probe prepares")
+}
+
+async fn run_with(
+    prepared: &PreparedCapability,
+    inputs: Value,
+    budget_bytes: u64,
+    sink: Arc<MemorySink>,
+) -> TaskRun {
+    let deadline = Duration::from_secs(60);
+    let facts = Standalone {
+        task_id: "task-1",
+        session_id: "session-1",
+        caller: "tester",
+        risk_level: RiskLevel::R1,
+        data_classification: DataClass::T1,
+        envelope: &Default::default(),
+        expires_at_ms: hcp_sandbox::pep::now_ms() + 120_000,
+        budgets: BudgetCaps {
+            artifacts: UNLIMITED,
+            bytes: budget_bytes,
+            host_calls: UNLIMITED,
+        },
+    }
+    .facts(prepared.manifest());
+    let governor = Arc::new(PolicyGovernor::standalone(facts, sink).expect("governor"));
+    let request = TaskRequest {
+        task_id: "task-1".into(),
+        session_id: "session-1".into(),
+        caller_id: "tester".into(),
+        intent: "probe the containment".into(),
+        inputs,
+        constraints: json!({}),
+        context: None,
+        resume: None,
+        risk_level: RiskLevel::R1,
+        data_classification: DataClass::T1,
+        deadline,
+        envelope: Default::default(),
+        governor,
+        hid: None,
+    };
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    prepared.run(request, store).await
+}
+
+async fn run(prepared: &PreparedCapability, inputs: Value) -> TaskRun {
+    run_with(prepared, inputs, UNLIMITED, Arc::new(MemorySink::new())).await
+}
+
+/// The outputs of a task that completed.
+fn completed(run: &TaskRun) -> &Value {
+    match &run.result {
+        RunResult::Completed { outputs, .. } => outputs,
+        RunResult::Failed(f) => panic!("the task failed: {f:?}"),
+    }
+}
+
+fn failed(run: &TaskRun) -> &RunFailure {
+    match &run.result {
+        RunResult::Failed(f) => f,
+        RunResult::Completed { outputs, .. } => panic!("the task completed: {outputs}"),
+    }
+}
+
+/// `../` enough times to climb from `dir` to `/`, then `etc`.
+fn up_to_etc(dir: &Path) -> String {
+    let depth = dir.components().count() - 1;
+    format!("{}etc", "../".repeat(depth))
+}
+
+/// `<tmp>/shared` granted read-write to one capability; `<tmp>/shared/sub`
+/// read-only to another (two manifests: one manifest cannot grant both).
+struct Pair {
+    _tmp: tempfile::TempDir,
+    shared: PathBuf,
+    writer: PreparedCapability,
+    reader: PreparedCapability,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let base = tmp.path().canonicalize().expect("canonical");
+        let shared = base.join("shared");
+        std::fs::create_dir_all(shared.join("sub")).expect("mkdir");
+        std::fs::write(shared.join("sub/note.txt"), "granted note").expect("write");
+        let writer = probe(
+            &base,
+            "writer",
+            json!([{"path": shared, "guest_path": "/rw", "access": "read-write"}]),
+        );
+        let reader = probe(
+            &base,
+            "reader",
+            json!([{"path": shared.join("sub"), "guest_path": "/sub", "access": "read-only"}]),
+        );
+        Self {
+            _tmp: tmp,
+            shared,
+            writer,
+            reader,
+        }
+    }
+
+    /// The writer's task runs `actions`; each must succeed.
+    async fn write(&self, actions: Value) {
+        let run = run(&self.writer, json!({"action": "each", "actions": actions})).await;
+        let reports = completed(&run)["value"]
+            .as_array()
+            .expect("reports")
+            .clone();
+        for r in reports {
+            assert_eq!(r["ok"], true, "{r}");
+        }
+    }
+
+    async fn read(&self, path: &str) -> TaskRun {
+        run(&self.reader, json!({"action": "read_file", "path": path})).await
+    }
+
+    fn unavailable(&self, why: &str) -> String {
+        let sub = self.shared.join("sub");
+        format!(
+            "granted directory {} (guest /sub) is unavailable: {why}",
+            sub.display()
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_link_planted_by_another_task_redirects_no_grant() {
+    let pair = Pair::new();
+    let before = pair.read("/sub/note.txt").await;
+    assert_eq!(completed(&before)["value"], "granted note");
+
+    // The attack of issue 12: the writer swaps the reader's directory for a
+    // link to the host's /etc.
+    pair.write(json!([
+        {"action": "remove", "path": "/rw/sub/note.txt"},
+        {"action": "remove_dir", "path": "/rw/sub"},
+        {"action": "symlink", "preopen": "/rw", "target": up_to_etc(&pair.shared), "name": "sub"}
+    ]))
+    .await;
+    assert_eq!(
+        std::fs::canonicalize(pair.shared.join("sub")).expect("link"),
+        Path::new("/etc")
+    );
+    let run = pair.read("/sub/passwd").await;
+    let f = failed(&run);
+    assert_eq!(f.code, ErrorCode::ResourceUnavailable);
+    let sub = pair.shared.join("sub");
+    assert_eq!(
+        f.message,
+        pair.unavailable(&format!(
+            "{} is a symbolic link (granted directories are opened without following links)",
+            sub.display()
+        ))
+    );
+
+    // A dangling link: the same clear failure, and only for this grant.
+    pair.write(json!([
+        {"action": "remove", "path": "/rw/sub"},
+        {"action": "symlink", "preopen": "/rw", "target": "gone", "name": "sub"}
+    ]))
+    .await;
+    let run = pair.read("/sub/note.txt").await;
+    let f = failed(&run);
+    assert_eq!(f.code, ErrorCode::ResourceUnavailable);
+    assert_eq!(
+        f.message,
+        pair.unavailable(&format!(
+            "{} is a symbolic link (granted directories are opened without following links)",
+            sub.display()
+        ))
+    );
+    // The writer's own grant is unaffected.
+    pair.write(json!([{"action": "list_dir", "path": "/rw"}]))
+        .await;
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_another_is_not_the_grant() {
+    let pair = Pair::new();
+    pair.write(json!([
+        {"action": "rename", "from": "/rw/sub", "to": "/rw/kept"},
+        {"action": "mkdir", "path": "/rw/sub"},
+        {"action": "write_file", "path": "/rw/sub/note.txt", "content": "planted"}
+    ]))
+    .await;
+    let run = pair.read("/sub/note.txt").await;
+    let f = failed(&run);
+    assert_eq!(f.code, ErrorCode::ResourceUnavailable);
+    assert!(
+        f.message.starts_with(
+            &pair.unavailable("it is not the directory recorded for this grant (device ")
+        ),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message
+            .ends_with("is there now: reinstall the capability to grant the new directory"),
+        "{}",
+        f.message
+    );
+
+    // Put back, the granted directory serves its tasks again.
+    pair.write(json!([
+        {"action": "remove", "path": "/rw/sub/note.txt"},
+        {"action": "remove_dir", "path": "/rw/sub"},
+        {"action": "rename", "from": "/rw/kept", "to": "/rw/sub"}
+    ]))
+    .await;
+    let run = pair.read("/sub/note.txt").await;
+    assert_eq!(completed(&run)["value"], "granted note");
+}
+
+const MIB: u64 = 1 << 20;
+
+/// The probe granted `<tmp>/out` read-write at `/out`.
+fn writer() -> (tempfile::TempDir, PathBuf, PreparedCapability) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    let out = base.join("out");
+    std::fs::create_dir(&out).expect("mkdir");
+    let prepared = probe(
+        &base,
+        "out",
+        json!([{"path": out, "guest_path": "/out", "access": "read-write"}]),
+    );
+    (tmp, out, prepared)
+}
+
+/// The `fs.write` verdicts the sink saw: `(allowed, bytes, reason)`.
+fn write_verdicts(sink: &MemorySink) -> Vec<(bool, u64, &'static str)> {
+    sink.decided()
+        .into_iter()
+        .filter(|d| d.call.op.name() == "fs.write")
+        .map(|d| {
+            let args = serde_json::to_value(&d.call.args).expect("json");
+            (
+                d.verdict == hcp_receipts::Verdict::Allow,
+                args["bytes"].as_u64().expect("bytes"),
+                d.reason,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn file_writes_count_against_the_byte_budget() {
+    let (_tmp, out, prepared) = writer();
+    let sink = Arc::new(MemorySink::new());
+    // 20 MiB in 4 KiB writes under an 8 MiB budget.
+    let run = run_with(
+        &prepared,
+        json!({"action": "write_large", "path": "/out/big.bin", "bytes": 20 * MIB, "chunk": 4096}),
+        8 * MIB,
+        sink.clone(),
+    )
+    .await;
+    let outputs = completed(&run);
+    assert_eq!(outputs["ok"], false, "{outputs}");
+    // std writes files through an output stream; wasi-libc reports a
+    // failed stream write as EIO (the stream error's
+    // `filesystem-error-code` is `quota`).
+    assert_eq!(outputs["error"], "I/O error (os error 29)", "{outputs}");
+    let written = outputs["written"].as_u64().expect("written");
+    assert!(written <= 8 * MIB && written > 7 * MIB, "{written}");
+    let on_disk = std::fs::metadata(out.join("big.bin")).expect("file").len();
+    assert!(on_disk <= 8 * MIB, "{on_disk} bytes reached the disk");
+    assert!(
+        run.risk_events
+            .contains(&"denied:BUDGET_EXCEEDED".to_owned()),
+        "{:?}",
+        run.risk_events
+    );
+    // Asked a quantum at a time, not once per write; the last request
+    // denied, with the stable reason code.
+    let verdicts = write_verdicts(&sink);
+    assert!(verdicts.len() <= 12, "{verdicts:?}");
+    assert_eq!(
+        verdicts.iter().filter(|v| v.0).map(|v| v.1).sum::<u64>(),
+        8 * MIB,
+        "{verdicts:?}"
+    );
+    assert_eq!(
+        verdicts.last().map(|v| (v.0, v.2)),
+        Some((false, "BUDGET_EXCEEDED")),
+        "{verdicts:?}"
+    );
+    let denied = sink
+        .decided()
+        .into_iter()
+        .rfind(|d| d.reason == "BUDGET_EXCEEDED")
+        .expect("a denial");
+    assert_eq!(denied.call.target, "/out/big.bin");
+
+    // Within the budget, a write goes through.
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "write_large", "path": "/out/small.bin", "bytes": 3 * MIB, "chunk": 65536}),
+        8 * MIB,
+        sink.clone(),
+    )
+    .await;
+    assert_eq!(completed(&run)["value"], 3 * MIB);
+    assert_eq!(
+        std::fs::metadata(out.join("small.bin"))
+            .expect("file")
+            .len(),
+        3 * MIB
+    );
+    assert!(write_verdicts(&sink).iter().all(|v| v.0));
+}
+
+#[tokio::test]
+async fn growing_a_file_by_set_size_counts_as_written() {
+    let (_tmp, out, prepared) = writer();
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "set_len", "path": "/out/sparse.bin", "len": 1u64 << 40}),
+        8 * MIB,
+        sink.clone(),
+    )
+    .await;
+    let outputs = completed(&run);
+    assert_eq!(
+        outputs,
+        &json!({"ok": false, "error": "Quota exceeded (os error 19)"})
+    );
+    assert_eq!(
+        std::fs::metadata(out.join("sparse.bin"))
+            .expect("file")
+            .len(),
+        0
+    );
+    assert_eq!(
+        write_verdicts(&sink),
+        [(false, 1u64 << 40, "BUDGET_EXCEEDED")]
+    );
+}
+
+#[tokio::test]
+async fn a_stream_write_over_budget_reports_quota() {
+    let (_tmp, out, prepared) = writer();
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "stream_write", "preopen": "/out", "name": "streamed.bin", "bytes": 4 * MIB}),
+        2 * MIB,
+        sink.clone(),
+    )
+    .await;
+    assert_eq!(
+        completed(&run),
+        &json!({"ok": false, "written": 2 * MIB, "error": "quota"})
+    );
+    assert_eq!(
+        std::fs::metadata(out.join("streamed.bin"))
+            .expect("file")
+            .len(),
+        2 * MIB
+    );
+    assert_eq!(
+        write_verdicts(&sink).last(),
+        Some(&(false, 4096, "BUDGET_EXCEEDED"))
+    );
+}
