@@ -6,6 +6,7 @@
 //! durability across SIGKILL.
 
 mod browser;
+mod fuzz;
 mod hid;
 mod policy;
 
