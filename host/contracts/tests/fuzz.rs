@@ -57,10 +57,14 @@ fn repo() -> PathBuf {
 static MANIFEST: LazyLock<(tempfile::TempDir, Vec<u8>)> = LazyLock::new(|| {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("component.wasm"), b"\0asm\x0d\0\x01\0").expect("component");
+    std::fs::create_dir(dir.path().join("samples")).expect("granted directory");
     let text = std::fs::read_to_string(repo().join("plugins/document-analysis/manifest.json"))
         .expect("manifest");
     let mut doc: Value = serde_json::from_str(&text).expect("json");
-    doc["component"] = serde_json::json!({"path": "component.wasm"});
+    doc["component"]["path"] = "component.wasm".into();
+    if let Some(component) = doc["component"].as_object_mut() {
+        component.remove("digest");
+    }
     (dir, serde_json::to_vec_pretty(&doc).expect("bytes"))
 });
 
