@@ -51,6 +51,56 @@ fn mutate(base: &[u8], edits: &[(f64, u8, u8)], cut: Option<f64>) -> Vec<u8> {
 
 static PACK: LazyLock<Vec<u8>> = LazyLock::new(|| pack::write(&standard_pack()).expect("write"));
 
+/// The pack's entries, in order.
+static ENTRIES: LazyLock<Vec<(String, Vec<u8>)>> = LazyLock::new(|| {
+    let mut archive = tar::Archive::new(&PACK[..]);
+    archive
+        .entries()
+        .expect("entries")
+        .map(|e| {
+            let mut e = e.expect("entry");
+            let name = String::from_utf8(e.path_bytes().into_owned()).expect("utf8");
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).expect("read");
+            (name, data)
+        })
+        .collect()
+});
+
+/// The pack with entry `which` replaced by `data` and a fresh, consistent
+/// index, so that the content's own parsers see the change.
+fn with_entry(which: usize, data: &[u8]) -> Vec<u8> {
+    let mut files = ENTRIES.clone();
+    files[which].1 = data.to_vec();
+    let index = pack::Index {
+        entries: files
+            .iter()
+            .filter(|(n, _)| n != pack::INDEX_PATH)
+            .map(|(n, d)| pack::IndexEntry {
+                path: n.clone(),
+                size: d.len() as u64,
+                sha256: hcp_receipts::Digest::of(d),
+            })
+            .collect(),
+    };
+    let index = serde_json::to_vec(&index).expect("index");
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, data) in &files {
+        let data = if name == pack::INDEX_PATH {
+            &index
+        } else {
+            data
+        };
+        let mut header = tar::Header::new_ustar();
+        header.set_path(name).expect("path");
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, &data[..]).expect("append");
+    }
+    builder.into_inner().expect("tar")
+}
+
 fn check(bytes: &[u8]) {
     let limits = ReadLimits::default();
     match pack::read(bytes, &limits) {
@@ -84,6 +134,18 @@ proptest! {
         check(&mutate(&PACK, &edits, cut));
     }
 
+    /// One entry's content mutated under a consistent index: the receipts,
+    /// checkpoints, proofs, inputs, keys and manifest parsers see it.
+    #[test]
+    fn mutated_entries_under_a_consistent_index(
+        which in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        cut in proptest::option::of(0.0..1.0f64),
+    ) {
+        let which = which.index(ENTRIES.len());
+        check(&with_entry(which, &mutate(&ENTRIES[which].1, &edits, cut)));
+    }
+
     /// A first header declaring any size up to the largest octal field: it
     /// is refused by the bytes the archive holds, not allocated.
     #[test]
@@ -100,6 +162,8 @@ proptest! {
 #[test]
 fn the_unmutated_pack_reads_and_verifies() {
     pack::read(&PACK, &ReadLimits::default()).expect("reads");
+    let rebuilt = with_entry(0, &ENTRIES[0].1);
+    pack::read(&rebuilt, &ReadLimits::default()).expect("the rebuilt pack reads");
     let report = verify_bytes(&PACK, &ReadLimits::default(), &VerifyOptions::default());
     assert!(report.ok(), "{report}");
 }
