@@ -164,4 +164,39 @@ fn reload_swaps_the_checked_set_records_it_and_keeps_it_on_a_bad_edit() {
         .collect();
     assert!(hashes.len() >= 3, "{body}");
     assert!(hashes.iter().all(|h| **h == json!(first)), "{body}");
+
+    // `hcp policy reload` asks the server: nothing changed, then a refusal
+    // with every problem (exit 1), the set kept.
+    let cli = |token: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_hcp"))
+            .args(["policy", "reload", "--server", &server.base])
+            .env("HCP_CREDENTIAL", token)
+            .output()
+            .expect("hcp policy reload")
+    };
+    let out = cli(OPERATOR);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        ),
+        (Some(0), format!("policy unchanged: {first}\n"))
+    );
+    std::fs::write(&callers, "{}").expect("break callers");
+    let out = cli(OPERATOR);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "policy reload refused: the policy set does not check (1 problem); the set in force ({first}) is kept\n  callers.json: "
+        )),
+        "{text}"
+    );
+    let out = cli(ALPHA);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: POST /v1/policy/reload: 403: harness-alpha-001 is not an operator\n"
+    );
+    assert_eq!(risk_of(&server, ALPHA), "R4");
 }

@@ -44,8 +44,9 @@ pub(crate) async fn reload(
                 "error": {
                     "code": "invalid_policy",
                     "message": format!(
-                        "the policy set does not check ({} problems); the set in force ({kept}) is kept",
-                        problems.len()
+                        "the policy set does not check ({} problem{}); the set in force ({kept}) is kept",
+                        problems.len(),
+                        if problems.len() == 1 { "" } else { "s" }
                     ),
                     "problems": problems,
                 },
