@@ -116,6 +116,36 @@ pub enum ReloadError {
     Host(anyhow::Error),
 }
 
+/// At most this many problems, each of at most this many characters, go
+/// into a refused reload's receipt (the answer carries them all): no set of
+/// files, however broken, makes its own refusal unrecordable.
+const RECORDED_PROBLEMS: usize = 50;
+const RECORDED_PROBLEM_CHARS: usize = 300;
+
+fn recorded_problems(error: &PolicyError) -> Vec<String> {
+    let mut out: Vec<String> = error
+        .problems
+        .iter()
+        .take(RECORDED_PROBLEMS)
+        .map(|p| {
+            let text = p.to_string();
+            if text.chars().count() > RECORDED_PROBLEM_CHARS {
+                let cut: String = text.chars().take(RECORDED_PROBLEM_CHARS).collect();
+                format!("{cut}...")
+            } else {
+                text
+            }
+        })
+        .collect();
+    if error.problems.len() > RECORDED_PROBLEMS {
+        out.push(format!(
+            "... and {} more",
+            error.problems.len() - RECORDED_PROBLEMS
+        ));
+    }
+    out
+}
+
 /// The host itself, as the capability its own receipts name.
 const HOST_CAPABILITY: &str = concat!("hcp@", env!("CARGO_PKG_VERSION"));
 
@@ -157,7 +187,7 @@ impl Host {
                 })
             }
             Err(error) => {
-                let problems = error.problems.iter().map(ToString::to_string).collect();
+                let problems = recorded_problems(&error);
                 self.record_reload(&old, &old, by, problems)
                     .map_err(ReloadError::Host)?;
                 tracing::error!("policy reload by {by} refused: {error}");
@@ -207,5 +237,34 @@ impl Host {
             follows: None,
         })?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcp_contracts::Problem;
+    use hcp_policy::FileProblem;
+
+    #[test]
+    fn a_refusal_records_a_bounded_list_of_problems() {
+        let error = PolicyError {
+            origin: "policies".into(),
+            problems: (0..120)
+                .map(|i| FileProblem {
+                    file: "callers.json".into(),
+                    problem: Problem::new(format!("/callers/{i}"), "x".repeat(1000)),
+                })
+                .collect(),
+        };
+        let recorded = recorded_problems(&error);
+        assert_eq!(recorded.len(), 51);
+        assert_eq!(recorded[50], "... and 70 more");
+        assert_eq!(recorded[0].chars().count(), 303);
+        assert!(
+            recorded[0].starts_with("callers.json: /callers/0: xxx"),
+            "{}",
+            recorded[0]
+        );
     }
 }
