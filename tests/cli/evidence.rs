@@ -526,3 +526,78 @@ fn an_edited_policy_snapshot_changes_replayed_verdicts() {
         "{out}"
     );
 }
+
+#[test]
+fn a_pack_of_receipts_under_two_policies_carries_both_and_replays_the_same() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policies = tmp.path().join("policies");
+    std::fs::create_dir(&policies).expect("mkdir");
+    for entry in std::fs::read_dir(Path::new(REPO_ROOT).join("policies")).expect("policies") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), policies.join(entry.file_name())).expect("copy");
+    }
+    let dir = policies.to_str().expect("utf8");
+    let input = format!("{REPO_ROOT}/plugins/document-analysis/examples/task_submit.json");
+    let manifest = doc_manifest();
+    let run = || {
+        let out = hcp.run(&[
+            "--policies",
+            dir,
+            "run",
+            "-q",
+            "--manifest",
+            &manifest,
+            "--input",
+            &input,
+        ]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+    };
+    run();
+    // The policy changes between the two tasks (a fact that decides
+    // nothing here, so both tasks are allowed under either set).
+    let callers = policies.join("callers.json");
+    let text = std::fs::read_to_string(&callers).expect("callers");
+    let edited = text.replacen(
+        "\"description\": \"The seed's",
+        "\"description\": \"Edited: the seed's",
+        1,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&callers, edited).expect("edit");
+    run();
+
+    let all = tmp.path().join("all.tar");
+    let bytes = export(&hcp, &["--all"], &all);
+    let p = read(&bytes);
+    let hashes: std::collections::BTreeSet<String> = p.hosts[0]
+        .receipts
+        .iter()
+        .map(|r| r.policy_hash.to_hex())
+        .collect();
+    assert_eq!(hashes.len(), 2, "{hashes:?}");
+    // Each snapshot the receipts name, under the hex of its hash.
+    let dirs: std::collections::BTreeSet<String> = p
+        .policy
+        .keys()
+        .map(|k| k.split_once('/').expect("policy/<hex>/<file>").0.to_owned())
+        .collect();
+    assert_eq!(dirs, hashes);
+    assert_eq!(p.policy.len(), 14, "{:?}", p.policy.keys());
+    assert_eq!(
+        export(&hcp, &["--all"], &tmp.path().join("again.tar")),
+        bytes
+    );
+
+    let (c, out) = verify(&hcp, &all, &[]);
+    assert_eq!(c, 0, "{out}");
+    let (c, out) = replay(&hcp, &all);
+    assert_eq!(c, 0, "{out}");
+    let total = p.hosts[0].receipts.len();
+    assert_eq!(
+        out.trim_end(),
+        format!(
+            "ok: {total} receipts, {total} replayed, {total} the same, 0 verdicts differ, 0 other findings"
+        )
+    );
+}

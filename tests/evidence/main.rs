@@ -5,6 +5,8 @@
 //! receipts tampered with fail with their own message; the log survives a
 //! restart and is shared by two hosts on one data directory.
 
+mod reload;
+
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::evidence::{self, ReceiptFilter, Selection};
 use hcp_contracts::RiskLevel;

@@ -8,7 +8,9 @@
 mod browser;
 mod durability;
 mod fs_containment;
+mod fuzz;
 mod hid;
+mod policy;
 
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::{REPO_ROOT, cache_dir};

@@ -42,8 +42,21 @@ fn check(bytes: &[u8]) {
     }
 }
 
+/// `PROPTEST_CASES` cases (256 by default; `scripts/fuzz` runs many more).
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(config())]
 
     #[test]
     fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
@@ -61,6 +74,20 @@ proptest! {
         cut in proptest::option::of(0.0..1.0f64),
     ) {
         check(&mutate(&PLAIN, &edits, cut));
+    }
+
+    /// A first header declaring any size up to the largest octal field:
+    /// refused by the bytes the archive holds and the limits, never
+    /// allocated.
+    #[test]
+    fn declared_sizes_are_not_trusted(size in any::<u64>().prop_map(|s| s % 0o77_777_777_777)) {
+        let mut bytes = PLAIN.clone();
+        let mut header = tar::Header::from_byte_slice(&bytes[..512]).clone();
+        prop_assume!(header.size().ok() != Some(size));
+        header.set_size(size);
+        header.set_cksum();
+        bytes[..512].copy_from_slice(header.as_bytes());
+        prop_assert!(read(&bytes).is_err());
     }
 
     #[test]

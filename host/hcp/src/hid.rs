@@ -15,13 +15,12 @@ use hcp_hid::log::SessionLog;
 use hcp_hid::mediator::witness::{self, Decided, Finished, Readiness, Witness};
 use hcp_hid::mediator::{Mediator, MediatorConfig, MediatorError, Outcome};
 use hcp_hid::proposal::ProposalRequest;
-use hcp_policy::PolicySet;
 use hcp_policy::pep::hid::{
     self as pep_hid, CALL_HID_DECISION, CALL_HID_EXECUTION, HidDecisionInput, HidExecutionInput,
     HidReadiness, HidResult, HidVerdict,
 };
 use hcp_policy::pep::{Decision, SessionFacts};
-use hcp_receipts::{Digest, Verdict};
+use hcp_receipts::Verdict;
 use hcp_sandbox::{HidBroker, HidOutcome, HidRefusal};
 use rusqlite::OptionalExtension as _;
 use serde_json::{Value, json};
@@ -37,9 +36,8 @@ use std::time::Duration;
 pub struct HidReceipts {
     pub(crate) appender: Appender,
     pub(crate) store: Arc<Store>,
-    pub(crate) policy: Arc<PolicySet>,
-    pub(crate) policy_hash: Digest,
-    pub(crate) policy_sources: String,
+    /// The policy in force (read once per decision).
+    pub(crate) policy: Arc<crate::engine::LivePolicy>,
 }
 
 /// What a session's receipts say of it.
@@ -72,6 +70,10 @@ impl HidReceipts {
         })
     }
 
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one receipt's fields and the policy it was decided under"
+    )]
     fn record(
         &self,
         session_id: &str,
@@ -79,6 +81,7 @@ impl HidReceipts {
         args: Value,
         input: Value,
         decision: &Decision,
+        policy: &crate::engine::CurrentPolicy,
         follows: Follows,
     ) -> Result<(), String> {
         let session = self.session(session_id)?;
@@ -93,10 +96,10 @@ impl HidReceipts {
                 verdict: decision.verdict,
                 reason_code: decision.reason.to_owned(),
                 risk: session.risk,
-                policy_hash: self.policy_hash,
+                policy_hash: policy.digest,
                 parents: Vec::new(),
                 manifest: None,
-                policy_sources: Some(self.policy_sources.clone()),
+                policy_sources: Some(policy.sources.clone()),
                 follows: Some(follows),
             })
             .map(|_| ())
@@ -123,7 +126,8 @@ impl Witness for HidReceipts {
             reason: d.reason.map(str::to_owned),
             session_id: d.session.to_owned(),
         };
-        let decision = pep_hid::decide_decision(&self.policy, &input);
+        let policy = self.policy.current();
+        let decision = pep_hid::decide_decision(&policy, &input);
         let args = json!({
             "decision": verdict,
             "operator": d.operator,
@@ -136,6 +140,7 @@ impl Witness for HidReceipts {
             args,
             input,
             &decision,
+            &policy,
             Follows {
                 proposal: d.proposal.to_string(),
                 // An approval is followed by its execution's receipt; an
@@ -202,6 +207,7 @@ impl Witness for HidReceipts {
             args,
             input,
             &decision,
+            &self.policy.current(),
             Follows {
                 proposal: f.proposal.to_string(),
                 last: true,

@@ -2,7 +2,9 @@
 //!
 //! For each receipt of a pack, replay takes its decision input (from
 //! `inputs/<host>.jsonl`), checks it against the receipt's `input_hash`,
-//! asks a [`Decider`] for the verdict under the pack's policy snapshot, and
+//! asks a [`Decider`] for the verdict under the receipt's own policy
+//! snapshot (the one of the pack's snapshots whose hash is the receipt's
+//! `policy_hash`; a pack of one snapshot decides everything under it), and
 //! reports every receipt whose verdict or reason code comes out different.
 //! The real decider (the host's PDP) lives in another crate; this crate only
 //! defines the trait.
@@ -64,6 +66,23 @@ pub trait Decider {
     fn policy_hash(&self, policy: &PolicySnapshot<'_>) -> Option<Digest> {
         Some(policy.digest())
     }
+
+    /// [`Decider::decide`] for a snapshot whose [`Decider::policy_hash`] was
+    /// `policy_hash` (replay asks for it once per snapshot, then decides
+    /// each receipt with it, so a decider can keep what it loaded by hash).
+    ///
+    /// # Errors
+    ///
+    /// As [`Decider::decide`].
+    fn decide_under(
+        &self,
+        policy: &PolicySnapshot<'_>,
+        policy_hash: Option<Digest>,
+        input: &serde_json::Value,
+    ) -> Result<Decision, String> {
+        let _ = policy_hash;
+        self.decide(policy, input)
+    }
 }
 
 /// What replay found wrong with one receipt.
@@ -84,6 +103,14 @@ pub enum Finding {
         recorded: Digest,
         /// The snapshot's hash.
         snapshot: Digest,
+    },
+    /// The pack holds several policy snapshots and none of them is the one
+    /// the receipt was decided under: it is not replayed.
+    NoSnapshot {
+        /// `policy_hash` of the receipt.
+        recorded: Digest,
+        /// The hashes of the pack's snapshots (those that have one).
+        snapshots: Vec<Digest>,
     },
     /// The decider failed.
     DeciderFailed(String),
@@ -114,6 +141,18 @@ impl fmt::Display for Finding {
             Self::PolicyHashMismatch { recorded, snapshot } => write!(
                 f,
                 "decided under policy {recorded}, but the pack's policy snapshot is {snapshot}"
+            ),
+            Self::NoSnapshot {
+                recorded,
+                snapshots,
+            } => write!(
+                f,
+                "decided under policy {recorded}, but the pack holds no snapshot of it (its snapshots: {})",
+                snapshots
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Self::DeciderFailed(e) => write!(f, "the decider failed: {e}"),
             Self::VerdictChanged { recorded, replayed } => write!(
@@ -172,10 +211,22 @@ impl ReplayReport {
 /// Receipts whose input is missing or does not match `input_hash` are
 /// reported and not replayed.
 pub fn replay(pack: &Pack, decider: &dyn Decider) -> ReplayReport {
-    let snapshot = PolicySnapshot {
-        files: &pack.policy,
-    };
-    let policy_hash = decider.policy_hash(&snapshot);
+    let mut groups = pack.policy_snapshots();
+    if groups.is_empty() {
+        groups.push(BTreeMap::new());
+    }
+    let snapshots: Vec<(PolicySnapshot<'_>, Option<Digest>)> = groups
+        .iter()
+        .map(|files| {
+            let snapshot = PolicySnapshot { files };
+            (snapshot, decider.policy_hash(&snapshot))
+        })
+        .collect();
+    let by_hash: HashMap<Digest, usize> = snapshots
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, hash))| hash.map(|h| (h, i)))
+        .collect();
     let mut report = ReplayReport::default();
     for section in &pack.hosts {
         let inputs: HashMap<u64, &serde_json::Value> =
@@ -191,14 +242,25 @@ pub fn replay(pack: &Pack, decider: &dyn Decider) -> ReplayReport {
                     finding,
                 });
             };
-            if let Some(snapshot_hash) = policy_hash
-                && receipt.policy_hash != snapshot_hash
-            {
-                issue(Finding::PolicyHashMismatch {
-                    recorded: receipt.policy_hash,
-                    snapshot: snapshot_hash,
-                });
-            }
+            let (snapshot, policy_hash) = match by_hash.get(&receipt.policy_hash) {
+                Some(&i) => snapshots[i],
+                None if snapshots.len() == 1 => {
+                    if let Some(snapshot_hash) = snapshots[0].1 {
+                        issue(Finding::PolicyHashMismatch {
+                            recorded: receipt.policy_hash,
+                            snapshot: snapshot_hash,
+                        });
+                    }
+                    snapshots[0]
+                }
+                None => {
+                    issue(Finding::NoSnapshot {
+                        recorded: receipt.policy_hash,
+                        snapshots: snapshots.iter().filter_map(|s| s.1).collect(),
+                    });
+                    continue;
+                }
+            };
             let Some(input) = inputs.get(&receipt.seq) else {
                 issue(Finding::MissingInput);
                 continue;
@@ -217,7 +279,7 @@ pub fn replay(pack: &Pack, decider: &dyn Decider) -> ReplayReport {
                     continue;
                 }
             }
-            let replayed = match decider.decide(&snapshot, input) {
+            let replayed = match decider.decide_under(&snapshot, policy_hash, input) {
                 Ok(d) => d,
                 Err(e) => {
                     issue(Finding::DeciderFailed(e));

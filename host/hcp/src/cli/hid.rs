@@ -23,10 +23,10 @@ use std::time::Duration;
 pub struct Remote {
     /// The running `hcp serve`.
     #[arg(long, env = "HCP_SERVER", default_value = "http://127.0.0.1:8787")]
-    server: String,
+    pub(super) server: String,
     /// The operator's bearer credential (from callers.json).
     #[arg(long, env = "HCP_CREDENTIAL", hide_env_values = true)]
-    credential: String,
+    pub(super) credential: String,
 }
 
 /// HID subcommands.
@@ -117,7 +117,7 @@ pub struct SimArgs {
     contract_version: String,
 }
 
-fn agent() -> ureq::Agent {
+pub(super) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(60)))

@@ -14,6 +14,7 @@ mod hid;
 mod installed;
 mod keys;
 mod manifest;
+mod policy;
 mod replay;
 mod review;
 mod run;
@@ -110,6 +111,9 @@ pub enum Command {
     /// session log, the simulated executor.
     #[command(subcommand)]
     Hid(hid::HidCommand),
+    /// The running server's policy: reload it (through `hcp serve`).
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
     /// Artifacts by their hcp:// URI.
     #[command(subcommand)]
     Artifacts(tasks::ArtifactsCommand),
@@ -156,6 +160,7 @@ pub fn main() -> ExitCode {
         Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
         Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
         Command::Hid(cmd) => hid::run(&paths, cmd),
+        Command::Policy(cmd) => policy::run(cmd),
     });
     match result {
         Ok(code) => code,

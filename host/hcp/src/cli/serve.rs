@@ -16,7 +16,9 @@ embedded default: SQLite under the data directory, loopback only unless --listen
 otherwise. Prints `listening on http://ADDR` once it accepts connections. Tasks a crash left \
 running are answered task_failed on start. The database is checked first (`hcp store check`): \
 a damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTERM or Ctrl-C \
-stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0."
+stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0. SIGHUP reloads \
+the policy directory (as `hcp policy reload` does): the whole set is checked first and kept on \
+any problem; each reload is a `policy.reload` receipt."
 )]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).
@@ -63,6 +65,22 @@ pub(super) async fn stop_signal() {
     }
 }
 
+/// Reloads the policy on every SIGHUP until the server stops. The signal is
+/// listened for from the call on, so a SIGHUP never kills the server once
+/// it listens.
+#[cfg(unix)]
+fn reload_on_sighup(host: Arc<Host>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("cannot listen for SIGHUP")?;
+    Ok(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let host = host.clone();
+            // Refusals and outcomes are logged and recorded by the reload.
+            let _ = tokio::task::spawn_blocking(move || host.reload_policy("signal:SIGHUP")).await;
+        }
+    }))
+}
+
 pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
     let duration = |flag: &str, text: &str| {
         hcp_contracts::IsoDuration::parse(text)
@@ -99,16 +117,24 @@ pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
         ..ServeConfig::default()
     };
     super::runtime()?
-        .block_on(serve(
-            host,
-            config,
-            |addr| {
-                println!("listening on http://{addr}");
-                use std::io::Write as _;
-                let _ = std::io::stdout().flush();
-            },
-            stop_signal(),
-        ))
+        .block_on(async move {
+            #[cfg(unix)]
+            let reloads = reload_on_sighup(host.clone())?;
+            let served = serve(
+                host,
+                config,
+                |addr| {
+                    println!("listening on http://{addr}");
+                    use std::io::Write as _;
+                    let _ = std::io::stdout().flush();
+                },
+                stop_signal(),
+            )
+            .await;
+            #[cfg(unix)]
+            reloads.abort();
+            served
+        })
         .context("hcp serve")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -127,12 +127,12 @@ impl Host {
             Ok(s) => s,
             Err(p) => return refuse(RejectReason::InvalidInput, problem::list(&p)),
         };
-        // The caller, before anything is recorded under its name.
+        // The caller, before anything is recorded under its name; the whole
+        // gate decides under the policy in force now.
+        let policy = self.policy();
         let caller = match auth {
-            Auth::Transport(id) => self.policy.caller(id).filter(|_| id == submit.caller_id),
-            Auth::Bearer(credential) => {
-                self.policy.authenticate(&submit.caller_id, credential).ok()
-            }
+            Auth::Transport(id) => policy.caller(id).filter(|_| id == submit.caller_id),
+            Auth::Bearer(credential) => policy.authenticate(&submit.caller_id, credential).ok(),
         };
         let Some(caller) = caller else {
             let who = match auth {
@@ -155,14 +155,14 @@ impl Host {
             message,
         )? {
             Submitted::Duplicate(task) => {
-                let answered = self.duplicate(task.clone(), caller);
+                let answered = self.duplicate(&policy, task.clone(), caller);
                 return self.settle_submission(&task, answered);
             }
             Submitted::New(task) => task,
         };
         let answered = match submit.check() {
-            Ok(checked) => self.admit(&task, caller, &checked),
-            Err(p) => self.refuse_invalid(&task, caller, &p),
+            Ok(checked) => self.admit(&policy, &task, caller, &checked),
+            Err(p) => self.refuse_invalid(&policy, &task, caller, &p),
         };
         self.settle_submission(&task, answered)
     }
@@ -170,11 +170,13 @@ impl Host {
     /// Refuses a task whose `task_submit` does not check, with its receipt.
     fn refuse_invalid(
         &self,
+        policy: &super::CurrentPolicy,
         task: &TaskRecord,
         caller: &hcp_policy::Caller,
         problems: &[hcp_contracts::Problem],
     ) -> Result<Submission> {
         let facts = GateFacts {
+            policy,
             at: self.gate_now(),
             caller: caller.id.as_str(),
             busy: Vec::new(),
@@ -214,14 +216,19 @@ impl Host {
 
     /// The answer to a message submitted before. A task the gate never
     /// answered (the host stopped mid-gate) goes through the gate now.
-    fn duplicate(&self, task: TaskRecord, caller: &hcp_policy::Caller) -> Result<Submission> {
+    fn duplicate(
+        &self,
+        policy: &super::CurrentPolicy,
+        task: TaskRecord,
+        caller: &hcp_policy::Caller,
+    ) -> Result<Submission> {
         if task.state == TaskState::Received && task.answer.is_none() {
             let submit: TaskSubmit = serde_json::from_value(task.submit["payload"].clone())?;
             let checked = match submit.check() {
                 Ok(c) => c,
-                Err(p) => return self.refuse_invalid(&task, caller, &p),
+                Err(p) => return self.refuse_invalid(policy, &task, caller, &p),
             };
-            return self.admit(&task, caller, &checked);
+            return self.admit(policy, &task, caller, &checked);
         }
         let answer = match (&task.state, &task.answer) {
             (TaskState::PendingApproval, _) => {
@@ -267,12 +274,14 @@ impl Host {
 
     fn admit(
         &self,
+        policy: &super::CurrentPolicy,
         task: &TaskRecord,
         caller: &hcp_policy::Caller,
         checked: &CheckedSubmit,
     ) -> Result<Submission> {
         let submit = &checked.submit;
         let mut facts = GateFacts {
+            policy,
             at: self.gate_now(),
             caller: caller.id.as_str(),
             busy: Vec::new(),
@@ -334,7 +343,7 @@ impl Host {
             now: facts.at,
             equipment: &equipment,
         };
-        let admission = match self.policy.admit_authenticated(caller, &request) {
+        let admission = match policy.admit_authenticated(caller, &request) {
             Ok(a) => a,
             Err(rejection) => {
                 return self.refuse_at_gate(task, &facts, rejection.payload(), false);
@@ -545,16 +554,15 @@ impl Host {
                 )
             })?;
         let manifest = self.manifest(&installed)?;
+        let policy = self.policy();
         let op = match operator {
-            Auth::Transport(id) => self.policy.caller(id).filter(|_| id == operator_id),
-            Auth::Bearer(credential) => self.policy.authenticate(operator_id, credential).ok(),
+            Auth::Transport(id) => policy.caller(id).filter(|_| id == operator_id),
+            Auth::Bearer(credential) => policy.authenticate(operator_id, credential).ok(),
         }
         .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
-        if let Err(r) = self
-            .policy
-            .authorize_approval_by(op, &admission, &manifest.doc.capability)
-        {
+        if let Err(r) = policy.authorize_approval_by(op, &admission, &manifest.doc.capability) {
             self.record_approval(
+                &policy,
                 &task,
                 &manifest,
                 &admission,
@@ -565,7 +573,15 @@ impl Host {
             anyhow::bail!("{}", r.reason_message);
         }
         self.store.decide(task_id, approved, operator_id, reason)?;
-        self.record_approval(&task, &manifest, &admission, operator_id, approved, None)?;
+        self.record_approval(
+            &policy,
+            &task,
+            &manifest,
+            &admission,
+            operator_id,
+            approved,
+            None,
+        )?;
         if !approved {
             return self.reject_task(
                 &task,

@@ -16,11 +16,13 @@
 //! approval receipts are the DAG parents of the session's first receipts.
 
 mod gate;
+mod policy;
 mod receipts;
 mod runner;
 mod settle;
 
 pub use gate::{Auth, Submission, job_status};
+pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 
 use crate::evidence::Recorder;
 use crate::hostkey::{self, HostIdentity};
@@ -75,15 +77,13 @@ pub struct Host {
     config: HostConfig,
     /// The durable state.
     pub store: Arc<Store>,
-    /// The operator's policies.
-    pub policy: Arc<PolicySet>,
+    /// The operator's policies (see [`Host::policy`], [`Host::reload_policy`]).
+    policy: Arc<LivePolicy>,
     sandbox: Sandbox,
     identity: HostIdentity,
     tokens: TokenKeys,
     /// Receipts of every decision.
     pub(crate) recorder: Recorder,
-    /// The policy files as JSON, stored with receipts as the policy snapshot.
-    policy_sources: String,
     prepared: Mutex<HashMap<String, PreparedCapability>>,
     /// Submissions of the same `(caller_id, message_id)` go through the gate
     /// one at a time, so a duplicate that arrives with the original gets the
@@ -114,13 +114,12 @@ impl Host {
     /// The data directory, the policies or the engine cannot be opened.
     pub fn open(paths: HostPaths, config: HostConfig) -> Result<Self> {
         let store = Arc::new(Store::open(&paths.data_dir)?);
-        let policy = Arc::new(
+        let policy = Arc::new(LivePolicy::new(
             PolicySet::load(&paths.policies_dir)
                 .with_context(|| format!("policies {}", paths.policies_dir.display()))?,
-        );
+        )?);
         let identity = hostkey::load_or_init(&paths.data_dir)?;
         let tokens = TokenKeys::from_host_key(&identity.key, &identity.host_id)?;
-        let policy_sources = serde_json::to_string(policy.sources())?;
         // The receipt log signs with the same key, loaded once more: the
         // log owns its copy.
         let recorder = Recorder::open(
@@ -136,11 +135,6 @@ impl Host {
             appender: recorder.appender(),
             store: store.clone(),
             policy: policy.clone(),
-            policy_hash: policy
-                .policy_hash()
-                .parse()
-                .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
-            policy_sources: policy_sources.clone(),
         };
         let hid = Arc::new(crate::hid::HidService::start(
             &paths.data_dir,
@@ -157,7 +151,6 @@ impl Host {
             identity,
             tokens,
             recorder,
-            policy_sources,
             prepared: Mutex::new(HashMap::new()),
             submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
         })

@@ -17,11 +17,12 @@ use hcp_policy::pep::gate::{
     self, AdmissionInput, ApprovalInput, CALL_ADMISSION, CALL_APPROVAL, CALL_EXPIRY,
     CALL_SESSION_TOKEN, ExpiryInput, HostCheck, TokenInput,
 };
-use hcp_receipts::{Digest, Parent, Verdict, reason};
-use std::str::FromStr as _;
+use hcp_receipts::{Parent, Verdict, reason};
 
 /// What the gate decided on, for the admission receipt.
 pub(crate) struct GateFacts<'a> {
+    /// The policy the gate decided under.
+    pub(crate) policy: &'a super::CurrentPolicy,
     /// The gate's clock.
     pub(crate) at: time::OffsetDateTime,
     /// The authenticated caller.
@@ -70,10 +71,6 @@ fn printable(s: &str) -> String {
 }
 
 impl Host {
-    fn policy_digest(&self) -> Result<Digest> {
-        Digest::from_str(self.policy.policy_hash()).map_err(anyhow::Error::msg)
-    }
-
     /// Records the gate's decision on `task`: ALLOW at `risk`, or the
     /// refusal `rejected` (by the policy, or by the host's own check when
     /// `host_check`). Durable, and covered by a checkpoint, on return.
@@ -122,17 +119,20 @@ impl Host {
             verdict,
             reason_code: code.to_owned(),
             risk,
-            policy_hash: self.policy_digest()?,
+            policy_hash: facts.policy.digest,
             parents: Vec::new(),
             manifest,
-            policy_sources: Some(self.policy_sources.clone()),
+            policy_sources: Some(facts.policy.sources.clone()),
             follows: None,
         })
     }
 
-    /// Records an operator's decision (or a refusal of the operator).
+    /// Records an operator's decision (or a refusal of the operator),
+    /// decided under `policy`.
+    #[expect(clippy::too_many_arguments, reason = "the facts of one decision")]
     pub(crate) fn record_approval(
         &self,
+        policy: &super::CurrentPolicy,
         task: &TaskRecord,
         manifest: &Manifest,
         admission: &Admission,
@@ -163,10 +163,10 @@ impl Host {
             verdict,
             reason_code: code.to_owned(),
             risk: admission.risk_level,
-            policy_hash: self.policy_digest()?,
+            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
-            policy_sources: Some(self.policy_sources.clone()),
+            policy_sources: Some(policy.sources.clone()),
             follows: None,
         })
     }
@@ -184,6 +184,7 @@ impl Host {
             kind: CALL_EXPIRY.to_owned(),
         };
         let capability = task_capability(task);
+        let policy = self.policy();
         self.recorder.append_sealed(Entry {
             session_id: None,
             task_id: Some(task.task_id.clone()),
@@ -198,10 +199,10 @@ impl Host {
                 .as_deref()
                 .and_then(|r| r.parse().ok())
                 .unwrap_or(RiskLevel::R1),
-            policy_hash: self.policy_digest()?,
+            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
-            policy_sources: Some(self.policy_sources.clone()),
+            policy_sources: Some(policy.sources.clone()),
             follows: None,
         })
     }
@@ -220,6 +221,7 @@ impl Host {
             kind: CALL_SESSION_TOKEN.to_owned(),
             session_id: session.to_owned(),
         };
+        let policy = self.policy();
         self.recorder.append_sealed(Entry {
             session_id: Some(session.to_owned()),
             task_id: Some(task.task_id.clone()),
@@ -230,10 +232,10 @@ impl Host {
             verdict: Verdict::Deny,
             reason_code: reason::DELEGATION_INVALID.to_owned(),
             risk: admission.risk_level,
-            policy_hash: self.policy_digest()?,
+            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
             manifest: None,
-            policy_sources: Some(self.policy_sources.clone()),
+            policy_sources: Some(policy.sources.clone()),
             follows: None,
         })
     }

@@ -157,7 +157,7 @@ impl Host {
         );
         let causes = self.recorder.task_causes(&task.task_id)?;
         let opened = match self.recorder.open_session(
-            &self.policy,
+            &self.policy(),
             facts,
             &super::receipts::manifest_bytes(manifest)?,
             causes,

@@ -76,6 +76,43 @@ pub(crate) fn range_of(
     })
 }
 
+/// Every policy snapshot the receipts name, as pack files: a snapshot's
+/// files by name when they name one (the layout of every older pack), under
+/// `<hex of its hash>/` for each when they name several. A hash whose
+/// snapshot the store does not hold is left out (replay says so).
+///
+/// # Errors
+///
+/// The database fails, or a stored snapshot does not read.
+fn policy_snapshots(
+    db: &rusqlite::Connection,
+    receipts: &[Receipt],
+) -> Result<BTreeMap<String, Vec<u8>>> {
+    let hashes: BTreeSet<Digest> = receipts.iter().map(|r| r.policy_hash).collect();
+    let mut policy = BTreeMap::new();
+    for hash in &hashes {
+        let sources: Option<String> = db
+            .query_row(
+                "SELECT sources FROM policy_snapshots WHERE policy_hash = ?1",
+                params![hash.to_string()],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(sources) = sources else { continue };
+        let files: BTreeMap<String, String> = serde_json::from_str(&sources)
+            .with_context(|| format!("stored policy snapshot {hash}"))?;
+        for (name, text) in files {
+            let path = if hashes.len() == 1 {
+                component(&name)
+            } else {
+                format!("{}/{}", hash.to_hex(), component(&name))
+            };
+            policy.insert(path, text.into_bytes());
+        }
+    }
+    Ok(policy)
+}
+
 /// Builds the evidence pack of `selection` from `store`.
 ///
 /// # Errors
@@ -191,25 +228,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let tree = Tree::from_data(hashes.iter().map(|h| h.0.as_slice()));
     pack::prove(&mut section, &tree)?;
 
-    // The policy the newest receipt was decided under.
-    let mut policy = BTreeMap::new();
-    if let Some(hash) = section.receipts.last().map(|r| r.policy_hash.to_string()) {
-        let sources: Option<String> = db
-            .query_row(
-                "SELECT sources FROM policy_snapshots WHERE policy_hash = ?1",
-                params![hash],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if let Some(sources) = sources {
-            let files: BTreeMap<String, String> =
-                serde_json::from_str(&sources).context("stored policy snapshot")?;
-            policy = files
-                .into_iter()
-                .map(|(name, text)| (component(&name), text.into_bytes()))
-                .collect();
-        }
-    }
+    let policy = policy_snapshots(&db, &section.receipts)?;
 
     // Manifests, WIT, and the facts of every session in the stretch.
     let mut manifests: BTreeMap<String, Vec<u8>> = WIT_FILES

@@ -59,6 +59,8 @@ pub struct ReceiptSummary {
     pub task_id: Option<String>,
     /// The session, if any.
     pub session_id: Option<String>,
+    /// The policy it was decided under.
+    pub policy_hash: String,
     /// Signed one by one (DENY, or R4 and above).
     pub signed: bool,
     /// Covered by a signed checkpoint already.
@@ -122,6 +124,7 @@ pub fn recent_receipts(
             capability: r.capability,
             verdict: r.verdict,
             reason_code: r.reason_code,
+            policy_hash: r.policy_hash.to_string(),
             risk: r.risk,
             task_id: r.task_id,
             session_id: r.session_id,

@@ -47,6 +47,7 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/hid/proposals", get(super::hid_api::proposals))
         .route("/v1/hid/proposals/{id}", post(super::hid_api::decide))
         .route("/v1/hid/log/verify", get(super::hid_api::verify_log))
+        .route("/v1/policy/reload", post(super::policy_api::reload))
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -79,18 +80,17 @@ fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
         })
 }
 
-fn caller<'a>(state: &'a AppState, headers: &HeaderMap) -> Result<&'a Caller, ApiError> {
+/// The caller of a request, under the policy in force.
+fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     state
         .host
-        .policy
+        .policy()
         .authenticate_bearer(bearer(headers)?)
+        .cloned()
         .ok_or_else(|| ApiError::unauthorized("unknown credential"))
 }
 
-pub(crate) fn operator<'a>(
-    state: &'a AppState,
-    headers: &HeaderMap,
-) -> Result<&'a Caller, ApiError> {
+pub(crate) fn operator(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
     let c = caller(state, headers)?;
     if !c.is_operator() {
         return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
@@ -254,7 +254,7 @@ async fn status(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
-    let t = visible_task(&state, who, &id)?;
+    let t = visible_task(&state, &who, &id)?;
     Ok(Json(job_status(&t, status_message(&t))))
 }
 
@@ -264,7 +264,7 @@ async fn result(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let who = caller(&state, &headers)?;
-    let t = visible_task(&state, who, &id)?;
+    let t = visible_task(&state, &who, &id)?;
     if let Some(answer) = t.result.clone().or_else(|| {
         (t.state == TaskState::Rejected)
             .then(|| t.answer.clone())
@@ -285,7 +285,7 @@ async fn events(
     Path(id): Path<String>,
 ) -> Result<Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let who = caller(&state, &headers)?;
-    visible_task(&state, who, &id)?;
+    visible_task(&state, &who, &id)?;
     let store = state.host.store.clone();
     let mut changes = store.task_changes();
     let stream = async_stream::stream! {

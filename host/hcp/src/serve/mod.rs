@@ -11,6 +11,7 @@
 mod api;
 mod error;
 mod hid_api;
+mod policy_api;
 mod receipts_api;
 
 use crate::engine::Host;

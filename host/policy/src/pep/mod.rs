@@ -31,6 +31,7 @@ mod decide;
 pub mod gate;
 pub mod hid;
 pub mod input;
+pub mod reload;
 mod replay;
 mod scope;
 pub mod threat;

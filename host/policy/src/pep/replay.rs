@@ -1,7 +1,9 @@
 //! The host's [`Decider`] for `hcp_receipts::replay`: re-derives the
-//! verdict of every `session.open` and `host_call` receipt, and of the
-//! gate's receipts ([`super::gate`]), from the pack's policy snapshot and
-//! the recorded decision input.
+//! verdict of every `session.open` and `host_call` receipt, of the gate's
+//! receipts ([`super::gate`]), the HID mediator's ([`super::hid`]) and the
+//! policy reloads ([`super::reload`]), from the receipt's own policy
+//! snapshot and the recorded decision input. Each snapshot is loaded once,
+//! and a session's scope compiled once per snapshot.
 //!
 //! A call's input names its session's facts by hash; the decider finds them
 //! in the pack, either in the decision input of the session's
@@ -34,14 +36,16 @@ pub fn scope_file(hash: &Digest) -> String {
 /// Replays PEP decisions from a pack. See the module doc.
 #[derive(Debug)]
 pub struct PepDecider {
-    policy: Result<PolicySet, String>,
+    /// Snapshots loaded, by the policy hash they load to.
+    policies: RefCell<HashMap<Digest, Rc<PolicySet>>>,
     facts: HashMap<Digest, SessionFacts>,
-    scopes: RefCell<HashMap<Digest, Rc<Scope>>>,
+    /// Scopes compiled, by policy hash and facts hash.
+    scopes: RefCell<HashMap<(Digest, Digest), Rc<Scope>>>,
 }
 
 impl PepDecider {
-    /// A decider for `pack`: its policy snapshot loaded as a policy set, its
-    /// session facts indexed by hash.
+    /// A decider for `pack`: its session facts indexed by hash (policy
+    /// snapshots are loaded as replay names them).
     pub fn new(pack: &Pack) -> Self {
         let mut facts = HashMap::new();
         let mut add = |value: &Value| {
@@ -68,30 +72,79 @@ impl PepDecider {
             }
         }
         Self {
-            policy: load(&pack.policy),
+            policies: RefCell::default(),
             facts,
             scopes: RefCell::default(),
         }
     }
 
-    fn policy(&self) -> Result<&PolicySet, String> {
-        self.policy
-            .as_ref()
-            .map_err(|e| format!("the pack's policy snapshot does not load: {e}"))
+    /// Loads a snapshot (and keeps it by its hash).
+    fn load(&self, snapshot: &PolicySnapshot<'_>) -> Result<(Digest, Rc<PolicySet>), String> {
+        let policy = load(snapshot.files)
+            .map_err(|e| format!("the pack's policy snapshot does not load: {e}"))?;
+        let hash = Digest::from_str(policy.policy_hash())?;
+        let policy = Rc::new(policy);
+        self.policies.borrow_mut().insert(hash, policy.clone());
+        Ok((hash, policy))
     }
 
-    fn scope(&self, hash: Digest) -> Result<Rc<Scope>, String> {
-        if let Some(scope) = self.scopes.borrow().get(&hash) {
+    fn scope(&self, policy: &PolicySet, hash: Digest) -> Result<Rc<Scope>, String> {
+        let policy_hash = Digest::from_str(policy.policy_hash())?;
+        if let Some(scope) = self.scopes.borrow().get(&(policy_hash, hash)) {
             return Ok(scope.clone());
         }
         let facts = self
             .facts
             .get(&hash)
             .ok_or_else(|| format!("the session facts {hash} are not in the pack"))?;
-        let scope =
-            Rc::new(Scope::compile(self.policy()?, facts.clone()).map_err(|e| e.to_string())?);
-        self.scopes.borrow_mut().insert(hash, scope.clone());
+        let scope = Rc::new(Scope::compile(policy, facts.clone()).map_err(|e| e.to_string())?);
+        self.scopes
+            .borrow_mut()
+            .insert((policy_hash, hash), scope.clone());
         Ok(scope)
+    }
+
+    /// Decides `input` under `policy`.
+    fn decide_with(&self, policy: &PolicySet, input: &Value) -> Result<Decision, String> {
+        let kind = field(input, "kind")?.as_str().unwrap_or_default();
+        let recorded = super::gate::decide(policy, kind, input)
+            .or_else(|| super::hid::decide(policy, kind, input))
+            .or_else(|| super::reload::decide(policy, kind, input));
+        if let Some(decision) = recorded {
+            let decision = decision?;
+            return Ok(Decision {
+                verdict: decision.verdict,
+                reason_code: decision.reason.to_owned(),
+            });
+        }
+        let decision = match kind {
+            KIND_SESSION_OPEN => {
+                let facts: SessionFacts = serde_json::from_value(field(input, "facts")?.clone())
+                    .map_err(|e| format!("session facts: {e}"))?;
+                let scope = Scope::compile(policy, facts.clone());
+                decide_open(&scope, &facts, at_ms(input)?)
+            }
+            KIND_HOST_CALL => {
+                let hash = field(input, "scope")?
+                    .as_str()
+                    .and_then(|s| Digest::from_str(s).ok())
+                    .ok_or("scope is not a sha256: digest")?;
+                let scope = self.scope(policy, hash)?;
+                let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
+                    .map_err(|e| format!("counters: {e}"))?;
+                let call = Call::from_value(field(input, "call")?)?;
+                decide(&scope, &counters, &call, at_ms(input)?)
+            }
+            other => {
+                return Err(format!(
+                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's, the HID mediator's and policy reloads)"
+                ));
+            }
+        };
+        Ok(Decision {
+            verdict: decision.verdict,
+            reason_code: decision.reason.to_owned(),
+        })
     }
 }
 
@@ -118,52 +171,25 @@ fn at_ms(input: &Value) -> Result<u64, String> {
 }
 
 impl Decider for PepDecider {
-    fn decide(&self, _policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
-        let kind = field(input, "kind")?.as_str().unwrap_or_default();
-        let policy = self.policy()?;
-        let recorded = super::gate::decide(policy, kind, input)
-            .or_else(|| super::hid::decide(policy, kind, input));
-        if let Some(decision) = recorded {
-            let decision = decision?;
-            return Ok(Decision {
-                verdict: decision.verdict,
-                reason_code: decision.reason.to_owned(),
-            });
-        }
-        let decision = match kind {
-            KIND_SESSION_OPEN => {
-                let facts: SessionFacts = serde_json::from_value(field(input, "facts")?.clone())
-                    .map_err(|e| format!("session facts: {e}"))?;
-                let scope = Scope::compile(self.policy()?, facts.clone());
-                decide_open(&scope, &facts, at_ms(input)?)
-            }
-            KIND_HOST_CALL => {
-                let hash = field(input, "scope")?
-                    .as_str()
-                    .and_then(|s| Digest::from_str(s).ok())
-                    .ok_or("scope is not a sha256: digest")?;
-                let scope = self.scope(hash)?;
-                let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
-                    .map_err(|e| format!("counters: {e}"))?;
-                let call = Call::from_value(field(input, "call")?)?;
-                decide(&scope, &counters, &call, at_ms(input)?)
-            }
-            other => {
-                return Err(format!(
-                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's and the HID mediator's)"
-                ));
-            }
-        };
-        Ok(Decision {
-            verdict: decision.verdict,
-            reason_code: decision.reason.to_owned(),
-        })
+    fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
+        let (_, policy) = self.load(policy)?;
+        self.decide_with(&policy, input)
     }
 
-    fn policy_hash(&self, _policy: &PolicySnapshot<'_>) -> Option<Digest> {
-        self.policy
-            .as_ref()
-            .ok()
-            .and_then(|p| Digest::from_str(p.policy_hash()).ok())
+    fn decide_under(
+        &self,
+        policy: &PolicySnapshot<'_>,
+        policy_hash: Option<Digest>,
+        input: &Value,
+    ) -> Result<Decision, String> {
+        let loaded = policy_hash.and_then(|h| self.policies.borrow().get(&h).cloned());
+        match loaded {
+            Some(loaded) => self.decide_with(&loaded, input),
+            None => self.decide(policy, input),
+        }
+    }
+
+    fn policy_hash(&self, policy: &PolicySnapshot<'_>) -> Option<Digest> {
+        self.load(policy).ok().map(|(hash, _)| hash)
     }
 }

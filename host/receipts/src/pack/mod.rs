@@ -12,7 +12,8 @@
 //! proofs/<host>.consistency.jsonl   consistency proofs between successive checkpoints
 //! inputs/<host>.jsonl               decision inputs, {"input":...,"seq":n} per line
 //! keys/<key_id>.pub                 public keys, "ed25519:<hex>\n"
-//! policy/<name>                     the policy snapshot (opaque files)
+//! policy/<name>                     the policy snapshot (opaque files), when the receipts name one
+//! policy/<hex>/<name>               each snapshot, by the hex of its hash, when they name several
 //! manifests/<name>                  manifests and WIT files (opaque)
 //! messages/<name>                   task messages (opaque)
 //! ```
@@ -66,12 +67,43 @@ pub struct Pack {
     pub external_parents: Vec<Digest>,
     /// Public keys of every signer.
     pub public_keys: Vec<PublicKey>,
-    /// The policy snapshot, by file name.
+    /// The policy snapshots, by path under `policy/`: `<name>` for a pack
+    /// of one snapshot, `<dir>/<name>` for each of several (the exporter
+    /// names each directory by the hex of the snapshot's hash; replay
+    /// recomputes it). See [`Pack::policy_snapshots`].
     pub policy: BTreeMap<String, Vec<u8>>,
     /// Manifests and WIT files, by file name.
     pub manifests: BTreeMap<String, Vec<u8>>,
     /// Task messages, by file name.
     pub messages: BTreeMap<String, Vec<u8>>,
+}
+
+impl Pack {
+    /// The policy snapshots of [`Pack::policy`], each by file name: the
+    /// files directly under `policy/` (one snapshot, as every pack of one
+    /// policy holds it), then one per directory under it, in name order.
+    pub fn policy_snapshots(&self) -> Vec<BTreeMap<String, Vec<u8>>> {
+        let mut flat = BTreeMap::new();
+        let mut dirs: BTreeMap<&str, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
+        for (path, bytes) in &self.policy {
+            match path.split_once('/') {
+                Some((dir, name)) => {
+                    dirs.entry(dir)
+                        .or_default()
+                        .insert(name.to_owned(), bytes.clone());
+                }
+                None => {
+                    flat.insert(path.clone(), bytes.clone());
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(dirs.len() + 1);
+        if !flat.is_empty() {
+            out.push(flat);
+        }
+        out.extend(dirs.into_values());
+        out
+    }
 }
 
 /// One host's contiguous stretch of its log, with its checkpoints and proofs.

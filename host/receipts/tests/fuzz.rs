@@ -1,0 +1,169 @@
+//! Whatever bytes arrive as an evidence pack, reading, verifying and
+//! replaying it answers with a pack, a report or a clear error, never a
+//! panic, and never allocates what a header only declares: arbitrary
+//! bytes, and a good pack with bytes flipped, inserted, deleted or cut.
+//! `PROPTEST_CASES` sets the number of cases (64 by default; `scripts/fuzz`
+//! runs many more).
+
+mod common;
+
+use common::{RulesDecider, standard_pack};
+use hcp_receipts::pack::{self, ReadLimits};
+use hcp_receipts::{VerifyOptions, replay, verify_bytes};
+use proptest::prelude::*;
+use std::sync::LazyLock;
+
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Applies `edits` (position as a fraction of the length, byte, how) to
+/// `base`: set, flip a bit, insert or delete; then cuts it at `cut`.
+fn mutate(base: &[u8], edits: &[(f64, u8, u8)], cut: Option<f64>) -> Vec<u8> {
+    let mut bytes = base.to_vec();
+    for &(at, byte, how) in edits {
+        if bytes.is_empty() {
+            break;
+        }
+        let i = ((bytes.len() - 1) as f64 * at) as usize;
+        match how % 4 {
+            0 => bytes[i] = byte,
+            1 => bytes[i] ^= 1 << (byte % 8),
+            2 => bytes.insert(i, byte),
+            _ => {
+                bytes.remove(i);
+            }
+        }
+    }
+    if let Some(cut) = cut {
+        bytes.truncate((bytes.len() as f64 * cut) as usize);
+    }
+    bytes
+}
+
+static PACK: LazyLock<Vec<u8>> = LazyLock::new(|| pack::write(&standard_pack()).expect("write"));
+
+/// The pack's entries, in order.
+static ENTRIES: LazyLock<Vec<(String, Vec<u8>)>> = LazyLock::new(|| {
+    let mut archive = tar::Archive::new(&PACK[..]);
+    archive
+        .entries()
+        .expect("entries")
+        .map(|e| {
+            let mut e = e.expect("entry");
+            let name = String::from_utf8(e.path_bytes().into_owned()).expect("utf8");
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut e, &mut data).expect("read");
+            (name, data)
+        })
+        .collect()
+});
+
+/// The pack with entry `which` replaced by `data` and a fresh, consistent
+/// index, so that the content's own parsers see the change.
+fn with_entry(which: usize, data: &[u8]) -> Vec<u8> {
+    let mut files = ENTRIES.clone();
+    files[which].1 = data.to_vec();
+    let index = pack::Index {
+        entries: files
+            .iter()
+            .filter(|(n, _)| n != pack::INDEX_PATH)
+            .map(|(n, d)| pack::IndexEntry {
+                path: n.clone(),
+                size: d.len() as u64,
+                sha256: hcp_receipts::Digest::of(d),
+            })
+            .collect(),
+    };
+    let index = serde_json::to_vec(&index).expect("index");
+    let mut builder = tar::Builder::new(Vec::new());
+    for (name, data) in &files {
+        let data = if name == pack::INDEX_PATH {
+            &index
+        } else {
+            data
+        };
+        let mut header = tar::Header::new_ustar();
+        header.set_path(name).expect("path");
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        builder.append(&header, &data[..]).expect("append");
+    }
+    builder.into_inner().expect("tar")
+}
+
+fn check(bytes: &[u8]) {
+    let limits = ReadLimits::default();
+    match pack::read(bytes, &limits) {
+        Ok(p) => {
+            let _ = replay(&p, &RulesDecider);
+            let _ = p.policy_snapshots();
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+    let report = verify_bytes(bytes, &limits, &VerifyOptions::default());
+    assert!(report.failures.iter().all(|f| !f.message.is_empty()));
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+        check(&bytes);
+        // With a tar-looking first block.
+        let mut tarish = PACK[..512].to_vec();
+        tarish.extend_from_slice(&bytes);
+        check(&tarish);
+    }
+
+    #[test]
+    fn mutated_packs(
+        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        cut in proptest::option::of(0.0..1.0f64),
+    ) {
+        check(&mutate(&PACK, &edits, cut));
+    }
+
+    /// One entry's content mutated under a consistent index: the receipts,
+    /// checkpoints, proofs, inputs, keys and manifest parsers see it.
+    #[test]
+    fn mutated_entries_under_a_consistent_index(
+        which in any::<prop::sample::Index>(),
+        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        cut in proptest::option::of(0.0..1.0f64),
+    ) {
+        let which = which.index(ENTRIES.len());
+        check(&with_entry(which, &mutate(&ENTRIES[which].1, &edits, cut)));
+    }
+
+    /// A first header declaring any size up to the largest octal field: it
+    /// is refused by the bytes the archive holds, not allocated.
+    #[test]
+    fn declared_sizes_are_not_trusted(size in any::<u64>().prop_map(|s| s % 0o77_777_777_777)) {
+        let mut bytes = PACK.clone();
+        let mut header = tar::Header::from_byte_slice(&bytes[..512]).clone();
+        header.set_size(size);
+        header.set_cksum();
+        bytes[..512].copy_from_slice(header.as_bytes());
+        check(&bytes);
+    }
+}
+
+#[test]
+fn the_unmutated_pack_reads_and_verifies() {
+    pack::read(&PACK, &ReadLimits::default()).expect("reads");
+    let rebuilt = with_entry(0, &ENTRIES[0].1);
+    pack::read(&rebuilt, &ReadLimits::default()).expect("the rebuilt pack reads");
+    let report = verify_bytes(&PACK, &ReadLimits::default(), &VerifyOptions::default());
+    assert!(report.ok(), "{report}");
+}
