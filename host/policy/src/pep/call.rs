@@ -95,6 +95,8 @@ ops! {
     NetUdp = "net.udp", "wasi:sockets/udp";
     /// A name lookup.
     NetLookup = "net.lookup", "wasi:sockets/ip-name-lookup";
+    /// Creating a TCP socket (the target is the address family).
+    NetSocket = "net.socket", "wasi:sockets/tcp-create-socket";
     /// An outgoing HTTP request.
     HttpRequest = "http.request", "wasi:http/outgoing-handler";
     /// `hid.propose`: a keyboard or mouse action proposed to the operator.
@@ -145,6 +147,8 @@ pub enum Args<'a> {
     Http(HttpArgs<'a>),
     /// `hid.propose`.
     Hid(HidArgs<'a>),
+    /// `net.lookup` with the host's resolution.
+    Lookup(LookupArgs<'a>),
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, ...).
     Empty(Empty),
@@ -269,10 +273,25 @@ pub struct ConnectArgs<'a> {
     pub via: Option<Text<'a>>,
 }
 
+/// `net.lookup` of a granted name, with what the host's resolution left
+/// (`Call::bare` records a lookup without it: `{}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupArgs<'a> {
+    /// The addresses the guest may reach (public ones, and private ones
+    /// only where the grant says `allow_private`); empty when none is.
+    pub addresses: Vec<Text<'a>>,
+}
+
 /// `http.request`: the target is `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpArgs<'a> {
+    /// The addresses the host would connect to (its resolution of a granted
+    /// name, after dropping what the grant does not allow); absent when the
+    /// host did not resolve (an ungranted destination).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<Text<'a>>>,
     /// Request method.
     pub method: Text<'a>,
     /// Path and query.
@@ -395,11 +414,33 @@ impl<'a> Call<'a> {
             op: Op::HttpRequest,
             target: Text::Owned(target),
             args: Args::Http(HttpArgs {
+                addresses: None,
                 method: t(method),
                 path: t(path),
                 scheme: t(scheme),
             }),
         }
+    }
+
+    /// `net.lookup` of `name`, which the host resolved to `addresses` (the
+    /// ones the guest may reach).
+    pub fn lookup(name: &'a str, addresses: Vec<String>) -> Self {
+        Self {
+            op: Op::NetLookup,
+            target: t(name),
+            args: Args::Lookup(LookupArgs {
+                addresses: addresses.into_iter().map(Text::Owned).collect(),
+            }),
+        }
+    }
+
+    /// The same `http.request`, with the addresses the host resolved its
+    /// destination to (other calls are returned unchanged).
+    pub fn resolved(mut self, addresses: Vec<String>) -> Self {
+        if let Args::Http(a) = &mut self.args {
+            a.addresses = Some(addresses.into_iter().map(Text::Owned).collect());
+        }
+        self
     }
 
     /// `hid.propose` of `action_type` with `payload` (JSON text), to become
@@ -424,9 +465,10 @@ impl<'a> Call<'a> {
 
     /// Bytes the call moves through the host, for the `bytes` budget:
     /// log text, artifact and checkpoint content, instrument arguments, the
-    /// request path.
+    /// request path, the paths of a filesystem call.
     pub fn bytes(&self) -> u64 {
         match &self.args {
+            Args::Fs(a) => (self.target.len() + a.to.as_ref().map_or(0, |t| t.len())) as u64,
             Args::Log(a) => {
                 let fields: usize = a.fields.iter().map(|(k, v)| k.len() + v.len()).sum();
                 (a.message.len() + fields) as u64
@@ -474,6 +516,7 @@ impl<'a> Call<'a> {
             }),
             Args::Connect(a) => Args::Connect(ConnectArgs { via: a.via.map(o) }),
             Args::Http(a) => Args::Http(HttpArgs {
+                addresses: a.addresses.map(|v| v.into_iter().map(o).collect()),
                 method: o(a.method),
                 path: o(a.path),
                 scheme: o(a.scheme),
@@ -483,6 +526,9 @@ impl<'a> Call<'a> {
                 payload: o(a.payload),
                 proposal: o(a.proposal),
                 rationale: o(a.rationale),
+            }),
+            Args::Lookup(a) => Args::Lookup(LookupArgs {
+                addresses: a.addresses.into_iter().map(o).collect(),
             }),
             Args::Empty(e) => Args::Empty(e),
         };
@@ -554,12 +600,14 @@ impl<'a> Call<'a> {
             Op::NetConnect => Args::Connect(de(op, raw)?),
             Op::HttpRequest => Args::Http(de(op, raw)?),
             Op::HidPropose => Args::Hid(de(op, raw)?),
+            Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
             Op::InstrumentRead
             | Op::NetBind
             | Op::NetListen
             | Op::NetAccept
             | Op::NetUdp
             | Op::NetLookup
+            | Op::NetSocket
             | Op::HidWait => Args::Empty(de(op, raw)?),
         };
         Ok(Call {

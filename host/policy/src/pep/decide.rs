@@ -99,6 +99,16 @@ impl Decision {
     }
 }
 
+/// What the decision input of a bounded call ([`Call::bounded`]) recorded
+/// about the whole call, in place of the text it no longer has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// What the whole call charges to the `bytes` budget.
+    pub bytes: u64,
+    /// The threat signals the scan of the whole call found.
+    pub signals: Signals,
+}
+
 /// Decides `call` at `at_ms` (Unix milliseconds) under `scope`, having spent
 /// `counters`. Pure: the same inputs always give the same decision, which
 /// is how replay re-derives it. Deny by default: a call is allowed only if
@@ -117,6 +127,19 @@ impl Decision {
 /// Arguments that do not fit the operation (a malformed [`Call`]) fail
 /// closed: `FAIL_CLOSED_ERROR`.
 pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -> Decision {
+    decide_recorded(scope, counters, call, at_ms, None)
+}
+
+/// [`decide`], for replay of a bounded call: the bytes it charges and its
+/// threat signals are taken from `recorded` (when given) instead of the
+/// call's text.
+pub fn decide_recorded(
+    scope: &Scope,
+    counters: &Counters,
+    call: &Call<'_>,
+    at_ms: u64,
+    recorded: Option<&Recorded>,
+) -> Decision {
     let facts = &scope.facts;
     if counters.revoked {
         return Decision::deny(
@@ -145,7 +168,8 @@ pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -
     if let Err(d) = arguments(call) {
         return d;
     }
-    if let Err(d) = budgets(scope, counters, call) {
+    let bytes = recorded.map_or_else(|| call.bytes(), |r| r.bytes);
+    if let Err(d) = budgets(scope, counters, call, bytes) {
         return d;
     }
     if let Args::Instrument(a) = &call.args
@@ -153,7 +177,7 @@ pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -
     {
         return d;
     }
-    let signals = scan(scope, call);
+    let signals = recorded.map_or_else(|| scan(scope, call), |r| r.signals);
     if let Some(detector) = scope.scan.denying(signals) {
         return Decision {
             signals,
@@ -251,13 +275,27 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
             "{} {target}: listening, accepting and UDP are never granted",
             call.op
         )),
-        (Op::NetLookup, Args::Empty(_)) => {
-            if scope.names.contains_key(&normalize_name(target)) {
-                Ok(())
-            } else {
+        (Op::NetLookup, Args::Empty(_) | Args::Lookup(_)) => {
+            if !scope.names.contains_key(&normalize_name(target)) {
                 not_found(format!(
                     "name lookup of {target:?}: not a host in grants.network"
                 ))
+            } else if matches!(&call.args, Args::Lookup(a) if a.addresses.is_empty()) {
+                not_found(format!(
+                    "name lookup of {target:?}: it resolves to no address the grant allows (non-public addresses need allow_private)"
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (Op::NetSocket, Args::Empty(_)) => {
+            if scope.addrs.is_empty() && scope.names.is_empty() {
+                not_found(format!(
+                    "net.socket {target}: {} has no grants.network",
+                    scope.facts.capability
+                ))
+            } else {
+                Ok(())
             }
         }
         (Op::HidPropose, Args::Hid(_)) | (Op::HidWait, Args::Empty(_)) => {
@@ -285,13 +323,18 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
                     .get(&normalize_name(host))
                     .is_some_and(|ports| ports.contains(&port)),
             };
-            if granted {
-                Ok(())
-            } else {
+            if !granted {
                 not_found(format!(
                     "{} {}://{target}: not in grants.network",
                     a.method, a.scheme
                 ))
+            } else if a.addresses.as_ref().is_some_and(Vec::is_empty) {
+                not_found(format!(
+                    "{} {}://{target}: {host} resolves to no address the grant allows (non-public addresses need allow_private)",
+                    a.method, a.scheme
+                ))
+            } else {
+                Ok(())
             }
         }
         _ => malformed(call),
@@ -389,7 +432,7 @@ fn exceeded(message: String) -> Result<(), Decision> {
 }
 
 /// Check 4: budgets and per-task limits.
-fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>) -> Result<(), Decision> {
+fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>, bytes: u64) -> Result<(), Decision> {
     let b = &scope.facts.budgets;
     let l = &scope.facts.limits;
     if c.host_calls >= b.host_calls {
@@ -398,7 +441,6 @@ fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>) -> Result<(), Decision>
             call.op, b.host_calls
         ));
     }
-    let bytes = call.bytes();
     if c.bytes.saturating_add(bytes) > b.bytes {
         return exceeded(format!(
             "{} ({bytes} bytes): the session may move {} bytes through host calls, {} are used (budgets.bytes)",
@@ -534,7 +576,7 @@ fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
             }
             s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
-        Args::Empty(_) => {}
+        Args::Lookup(_) | Args::Empty(_) => {}
     }
     signals
 }

@@ -6,11 +6,19 @@
 //! ```text
 //! {"at_ms":<ms>,"facts":{…SessionFacts…},"kind":"session.open"}
 //! {"at_ms":<ms>,"call":{…Call…},"counters":{…Counters…},"kind":"host_call","scope":"sha256:<facts hash>"}
+//! {"at_ms":<ms>,"call":{…bounded Call…},"counters":{…},"full":{…FullArgs…},"kind":"host_call","scope":"sha256:<facts hash>"}
 //! ```
+//!
+//! The third form is a call whose text is larger than
+//! [`super::ARGS_PREFIX_BYTES`]: the call is cut to that prefix
+//! ([`Call::bounded`]) and `full` records the whole call's SHA-256 (the
+//! receipt's `args_hash`), size, the bytes it charges and its threat
+//! signals ([`super::FullArgs`]).
 //!
 //! A session's first receipt (`session.open`) records its facts in full;
 //! every host call names them by hash, so a call's input stays small.
 
+use super::bound::FullArgs;
 use super::call::Call;
 use super::decide::{Counters, Decision};
 use super::scope::{Scope, ScopeError, SessionFacts};
@@ -101,6 +109,57 @@ pub fn call_input(at_ms: u64, call_bytes: &[u8], counters: &Counters, scope: &Di
         ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
     );
     out
+}
+
+/// The decision input of a bounded call ([`Call::bounded`], canonical bytes
+/// `call_bytes`) with what `full` records of the whole call.
+pub fn bounded_call_input(
+    at_ms: u64,
+    call_bytes: &[u8],
+    counters: &Counters,
+    full: &FullArgs,
+    scope: &Digest,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(call_bytes.len() + 512);
+    let _ = write!(out, "{{\"at_ms\":{at_ms},\"call\":");
+    out.extend_from_slice(call_bytes);
+    out.extend_from_slice(b",\"counters\":");
+    let _ = serde_json::to_writer(&mut out, counters);
+    // A digest, integers and detector names, fields in key order: canonical.
+    out.extend_from_slice(b",\"full\":");
+    let _ = serde_json::to_writer(&mut out, full);
+    let _ = write!(
+        out,
+        ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
+    );
+    out
+}
+
+/// A receipt's `args_hash` and decision input for `call` as the governor
+/// handed it over: whole (`full` is `None`), or bounded with the facts of
+/// the whole call.
+///
+/// # Errors
+///
+/// As [`Call::canonical_bytes`].
+pub fn receipt_input(
+    at_ms: u64,
+    call: &Call<'_>,
+    full: Option<&FullArgs>,
+    counters: &Counters,
+    scope: &Digest,
+) -> Result<(Digest, Vec<u8>), String> {
+    match full {
+        None => {
+            let (bytes, input) = call_record(at_ms, call, counters, scope)?;
+            Ok((Digest::of(&bytes), input))
+        }
+        Some(full) => {
+            let bytes = call.canonical_bytes()?;
+            let input = bounded_call_input(at_ms, &bytes, counters, full, scope);
+            Ok((full.args_hash, input))
+        }
+    }
 }
 
 /// The canonical bytes of `call` and its decision input, as the host
