@@ -36,6 +36,12 @@ fn large_calls_after_the_budget_is_spent_are_bounded_and_stopped() {
     b["defaults"]["bytes"] = json!(1 << 20);
     write_json(&policies, "budgets.json", &b);
     let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+        .set(
+            "/grants/filesystem",
+            json!([{"path": tmp.path(), "guest_path": "/data", "access": "read-only"}]),
+        )
+        .set("/grants/instruments", json!(["cvd-rig"]))
+        .set("/grants/network", json!([{"host": "localhost", "port": 9}]))
         .set("/limits/memory_bytes", json!(64 << 20))
         .write(tmp.path());
     let mut submit: Value = serde_json::from_str(
