@@ -19,12 +19,14 @@
 //! every host call names them by hash, so a call's input stays small.
 
 use super::bound::FullArgs;
-use super::call::Call;
+use super::call::{Args, Call, Op};
 use super::decide::{Counters, Decision};
 use super::scope::{Scope, ScopeError, SessionFacts};
 use crate::PolicySet;
 use hcp_receipts::{Digest, Verdict, reason};
 use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
 use std::io::Write as _;
 
 /// `kind` of a session's first decision input.
@@ -177,4 +179,70 @@ pub fn call_record(
     let bytes = call.canonical_bytes()?;
     let input = call_input(at_ms, &bytes, counters, scope);
     Ok((bytes, input))
+}
+
+impl Call<'_> {
+    /// Reads a call back from its JSON form (a decision input).
+    ///
+    /// # Errors
+    ///
+    /// Not a call: unknown operation, or arguments that do not fit it.
+    pub fn from_value(value: &Value) -> Result<Call<'static>, String> {
+        let object = value.as_object().ok_or("a call is a JSON object")?;
+        if let Some(key) = object
+            .keys()
+            .find(|k| !matches!(k.as_str(), "args" | "op" | "target"))
+        {
+            return Err(format!("unknown field {key:?} in a call"));
+        }
+        let name = object
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or("a call names its op")?;
+        let op = Op::from_name(name).ok_or_else(|| format!("unknown op {name:?}"))?;
+        let target = object
+            .get("target")
+            .and_then(Value::as_str)
+            .ok_or("a call names its target")?
+            .to_owned();
+        let raw = object.get("args").cloned().unwrap_or(Value::Null);
+        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, String> {
+            serde_json::from_value(raw).map_err(|e| format!("arguments of {op}: {e}"))
+        }
+        let args = match op {
+            Op::LogWrite => Args::Log(de(op, raw)?),
+            Op::ArtifactCreate => Args::Artifact(de(op, raw)?),
+            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
+            Op::CheckpointLoad => Args::CheckpointLoad(de(op, raw)?),
+            Op::InstrumentCommand => Args::Instrument(de(op, raw)?),
+            Op::FsOpen
+            | Op::FsStat
+            | Op::FsMetadataHash
+            | Op::FsReadlink
+            | Op::FsMkdir
+            | Op::FsRmdir
+            | Op::FsUnlink
+            | Op::FsRename
+            | Op::FsLink
+            | Op::FsSymlink
+            | Op::FsSetTimes => Args::Fs(de(op, raw)?),
+            Op::NetConnect => Args::Connect(de(op, raw)?),
+            Op::HttpRequest => Args::Http(de(op, raw)?),
+            Op::HidPropose => Args::Hid(de(op, raw)?),
+            Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
+            Op::InstrumentRead
+            | Op::NetBind
+            | Op::NetListen
+            | Op::NetAccept
+            | Op::NetUdp
+            | Op::NetLookup
+            | Op::NetSocket
+            | Op::HidWait => Args::Empty(de(op, raw)?),
+        };
+        Ok(Call {
+            args,
+            op,
+            target: Cow::Owned(target),
+        })
+    }
 }
