@@ -148,14 +148,6 @@ impl SharedEngine {
             _ticker: Arc::new(Ticker(stop)),
         })
     }
-
-    /// Ticks until `deadline` has passed (at least one).
-    pub(crate) fn ticks(&self, deadline: Duration) -> u64 {
-        let tick = self.config.epoch_tick.as_nanos().max(1);
-        u64::try_from(deadline.as_nanos().div_ceil(tick))
-            .unwrap_or(u64::MAX)
-            .max(1)
-    }
 }
 
 /// Creates the cache directory with mode 0700 and refuses one others can

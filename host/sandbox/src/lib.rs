@@ -43,6 +43,7 @@ pub use audit::SurfaceReport;
 pub use engine::{EngineError, SandboxConfig};
 pub use hcp_units::reason_name;
 pub use hid_unit::{HidBroker, HidOutcome, HidRefusal};
+pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
 pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
@@ -235,8 +236,19 @@ impl PreparedCapability {
         let mut store = wasmtime::Store::new(&self.engine.engine, state);
         store.limiter(|s| &mut s.limiter);
         if self.engine.config.epoch_interruption {
-            store.set_epoch_deadline(self.engine.ticks(request.deadline));
-            store.epoch_deadline_trap();
+            // Every tick: stop a guest the PEP says must stop, or one past
+            // its deadline.
+            let deadline_at = started + request.deadline;
+            store.set_epoch_deadline(1);
+            store.epoch_deadline_callback(move |ctx| {
+                if let Some(why) = ctx.data().hcp.pep.stop_reason() {
+                    return Err(task::Stopped(why).into());
+                }
+                if Instant::now() >= deadline_at {
+                    return Err(wasmtime::Trap::Interrupt.into());
+                }
+                Ok(wasmtime::UpdateDeadline::Continue(1))
+            });
         }
         let wit_task = task::wit_task(manifest, &request);
         let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {

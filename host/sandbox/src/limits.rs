@@ -5,6 +5,22 @@
 
 use hcp_contracts::manifest::Limits;
 use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+
+/// Live guest resources one task may hold at once: every entry of its
+/// resource table (open descriptors, sockets, streams, pollables, name
+/// lookups, HTTP requests and responses). A task at the limit gets an error
+/// (`new-socket-limit` for a socket) or, where the interface has none,
+/// fails `execution_error` saying so; the host's own descriptors stay
+/// bounded.
+pub const MAX_TABLE_ENTRIES: usize = 512;
+
+/// The resource table of one task, capped at [`MAX_TABLE_ENTRIES`].
+pub(crate) fn task_table() -> ResourceTable {
+    let mut table = ResourceTable::new();
+    table.set_max_capacity(MAX_TABLE_ENTRIES);
+    table
+}
 
 /// The limiter of one task's store.
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 //! | `hcp:capability/{log,artifacts,checkpoints,instrument}` | at the top of each host function (`hcp_units`, `instrument_unit`) |
 //! | `wasi:filesystem/types` `*-at` (open, stat, mkdir, unlink, rename, link, symlink, readlink, set-times, metadata-hash) | a governed view ([`crate::fs`]) linked in place of the stock interface, delegating to it |
 //! | bytes written into files (`write`, output streams of files, `set-size` growth) | the same view, through a write meter ([`crate::fs_write`]) |
+//! | TCP and UDP socket creation | a governed view of `tcp-create-socket`, `udp-create-socket` ([`crate::net::sockets`]) |
 //! | TCP bind, connect, listen, accept; UDP | `socket_addr_check` of the WASI context |
 //! | `wasi:sockets/ip-name-lookup` | a governed view delegating to the stock one |
 //! | outgoing `wasi:http` | `WasiHttpHooks::send_request` |
@@ -24,8 +25,8 @@
 //! [`VerdictSink`] (the receipt pipeline) without waiting for it.
 
 pub use hcp_policy::pep::{
-    Args, BudgetCaps, Call, Counters, Decision, FsAccess, FsWriteArgs, InstrumentArgs, Op,
-    PlanArgs, Scope, SessionFacts, SettingArgs, Signals, Surface,
+    ARGS_PREFIX_BYTES, Args, BudgetCaps, Call, Counters, Decision, FsAccess, FsWriteArgs, FullArgs,
+    InstrumentArgs, Op, PlanArgs, Scope, SessionFacts, SettingArgs, Signals, Surface,
 };
 
 use hcp_contracts::manifest::{Manifest, SafetyEnvelope};
@@ -57,7 +58,18 @@ pub trait Governor: Send + Sync + std::fmt::Debug + 'static {
     ///
     /// The call is denied.
     fn check(&self, call: &Call<'_>) -> Result<Signals, Denial>;
+
+    /// Why the task must stop now, if it must: the sandbox traps the guest
+    /// and the task fails `safety_violation` with this message.
+    fn stop_reason(&self) -> Option<String> {
+        None
+    }
 }
+
+/// Calls denied in a row for a spent budget (`BUDGET_EXCEEDED`) after which
+/// the guest is stopped: a guest that keeps calling once its budget is gone
+/// cannot fill the receipt log with denials.
+pub const MAX_DENIALS_AFTER_BUDGET: u32 = 16;
 
 /// Denies every call (`FAIL_CLOSED_ERROR`), saying why: the governor of a
 /// session whose scope could not be built.
@@ -78,8 +90,12 @@ impl Governor for DenyAll {
 pub struct DecidedCall {
     /// The session's scope.
     pub scope: Arc<Scope>,
-    /// The call.
+    /// The call: whole, or bounded ([`Call::bounded`]) when its text is
+    /// larger than [`ARGS_PREFIX_BYTES`].
     pub call: Call<'static>,
+    /// When `call` is bounded: the hash, size, bytes and threat signals of
+    /// the whole call.
+    pub full: Option<FullArgs>,
     /// The counters the decision read.
     pub counters: Counters,
     /// When it was decided (Unix milliseconds).
@@ -156,6 +172,8 @@ pub struct PolicyGovernor {
     scope: Arc<Scope>,
     counters: Mutex<Counters>,
     sink: Arc<dyn VerdictSink>,
+    /// `BUDGET_EXCEEDED` denials in a row, and the last one's message.
+    spent: Mutex<(u32, String)>,
 }
 
 impl std::fmt::Debug for PolicyGovernor {
@@ -173,6 +191,7 @@ impl PolicyGovernor {
             scope,
             counters: Mutex::new(Counters::default()),
             sink,
+            spent: Mutex::new((0, String::new())),
         }
     }
 
@@ -219,9 +238,29 @@ impl PolicyGovernor {
 impl Governor for PolicyGovernor {
     fn check(&self, call: &Call<'_>) -> Result<Signals, Denial> {
         let (decision, counters, at_ms) = self.decide(call);
+        {
+            let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+            if decision.reason == reason::BUDGET_EXCEEDED {
+                spent.0 = spent.0.saturating_add(1);
+                spent.1.clone_from(&decision.message);
+            } else {
+                *spent = (0, String::new());
+            }
+        }
+        // A large call is recorded bounded, with the facts of the whole
+        // (a call without a canonical form is handed over whole: the
+        // writer reports it).
+        let (recorded, full) = match call.bounded() {
+            Some(bounded) => match FullArgs::of(call, decision.signals) {
+                Ok(full) => (bounded, Some(full)),
+                Err(_) => (call.clone().into_owned(), None),
+            },
+            None => (call.clone().into_owned(), None),
+        };
         self.sink.record(DecidedCall {
             scope: self.scope.clone(),
-            call: call.clone().into_owned(),
+            call: recorded,
+            full,
             counters,
             at_ms,
             verdict: decision.verdict,
@@ -236,6 +275,16 @@ impl Governor for PolicyGovernor {
                 message: decision.message,
             })
         }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        let spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        (spent.0 >= MAX_DENIALS_AFTER_BUDGET).then(|| {
+            format!(
+                "stopped after {} host calls in a row were denied for a spent budget (BUDGET_EXCEEDED): {}",
+                spent.0, spent.1
+            )
+        })
     }
 }
 
@@ -254,6 +303,11 @@ impl Pep {
     /// Whether calls are governed (enforcement on).
     pub(crate) fn is_on(&self) -> bool {
         self.governor.is_some()
+    }
+
+    /// Why the task must stop now (see [`Governor::stop_reason`]).
+    pub(crate) fn stop_reason(&self) -> Option<String> {
+        self.governor.as_ref().and_then(|g| g.stop_reason())
     }
 
     /// The one choke point: decides `call` before dispatch.

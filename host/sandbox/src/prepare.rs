@@ -7,6 +7,7 @@ use crate::bindings::CapabilityPre;
 use crate::engine::SharedEngine;
 use crate::hcp_units::HcpData;
 use crate::net::lookup::{GovernedLookup, GovernedLookupData};
+use crate::net::sockets::{GovernedSockets, GovernedSocketsData};
 use crate::task::TaskState;
 use hcp_contracts::manifest::{Grants, Manifest};
 use std::sync::Arc;
@@ -178,16 +179,27 @@ pub(crate) fn linker(
             &mut l,
             TaskState::sockets,
         )?;
-        sockets::tcp_create_socket::add_to_linker::<TaskState, WasiSockets>(
+        // Creating a socket passes the PEP (see `net::sockets`).
+        fn governed_sockets(s: &mut TaskState) -> GovernedSockets<'_> {
+            GovernedSockets {
+                inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
+                    ctx: s.wasi.sockets(),
+                    table: &mut s.table,
+                },
+                log: &s.hcp.log,
+                pep: &s.hcp.pep,
+            }
+        }
+        sockets::tcp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
             &mut l,
-            TaskState::sockets,
+            governed_sockets,
         )?;
         sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
         // Every use of a UDP socket passes `socket_addr_check`, whose PEP
         // never grants it (with enforcement off, creating one fails).
-        sockets::udp_create_socket::add_to_linker::<TaskState, WasiSockets>(
+        sockets::udp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
             &mut l,
-            TaskState::sockets,
+            governed_sockets,
         )?;
         sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;

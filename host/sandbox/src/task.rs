@@ -230,7 +230,7 @@ pub(crate) fn state(
     let fs_writes = WriteMeter::new(pep.clone(), log.clone());
     Ok(TaskState {
         wasi,
-        table: ResourceTable::new(),
+        table: crate::limits::task_table(),
         http: WasiHttpCtx::new(),
         http_hooks: GovernedHttp {
             policy: net.clone(),
@@ -372,6 +372,18 @@ pub(crate) fn returned(result: Result<wit::Outcome, wit::Failure>, output_limit:
 }
 
 /// Classifies a trap or host fault.
+/// The PEP stopped the guest (see `Governor::stop_reason`).
+#[derive(Debug)]
+pub(crate) struct Stopped(pub(crate) String);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
 pub(crate) fn trapped(
     error: &wasmtime::Error,
     limiter: &TaskLimiter,
@@ -379,6 +391,21 @@ pub(crate) fn trapped(
     max_stack: usize,
 ) -> RunFailure {
     use wasmtime::Trap;
+    if let Some(Stopped(why)) = error.downcast_ref::<Stopped>() {
+        return RunFailure::new(ErrorCode::SafetyViolation, why.clone());
+    }
+    if matches!(
+        error.downcast_ref::<wasmtime::component::ResourceTableError>(),
+        Some(wasmtime::component::ResourceTableError::Full)
+    ) {
+        return RunFailure::new(
+            ErrorCode::ExecutionError,
+            format!(
+                "resource limit: the task holds {} resources (descriptors, sockets, streams) and may open no more",
+                crate::limits::MAX_TABLE_ENTRIES
+            ),
+        );
+    }
     if let Some(trap) = error.downcast_ref::<Trap>() {
         match trap {
             Trap::Interrupt => {

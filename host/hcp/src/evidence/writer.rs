@@ -370,8 +370,10 @@ impl Core {
     fn call(&mut self, tx: &Connection, d: &DecidedCall) -> Result<()> {
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
-        let (call_bytes, input) =
-            pep::input::call_record(d.at_ms, &d.call, &d.counters, &scope_hash)
+        // A large call comes bounded: its input keeps a prefix, its
+        // `args_hash` is the whole call's.
+        let (args_hash, input) =
+            pep::input::receipt_input(d.at_ms, &d.call, d.full.as_ref(), &d.counters, &scope_hash)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
         let timestamp = self.timestamp(d.at_ms);
         let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
@@ -387,7 +389,7 @@ impl Core {
             task_id: Some(facts.task_id.clone()),
             capability: facts.capability.clone(),
             call: d.call.op.name().to_owned(),
-            args_hash: Digest::of(&call_bytes),
+            args_hash,
             input_hash: Digest::of(&input),
             verdict: d.verdict,
             reason_code: d.reason.to_owned(),

@@ -10,7 +10,6 @@
 //! to the JCS serializer.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -98,6 +97,8 @@ ops! {
     NetUdp = "net.udp", "wasi:sockets/udp";
     /// A name lookup.
     NetLookup = "net.lookup", "wasi:sockets/ip-name-lookup";
+    /// Creating a TCP socket (the target is the address family).
+    NetSocket = "net.socket", "wasi:sockets/tcp-create-socket";
     /// An outgoing HTTP request.
     HttpRequest = "http.request", "wasi:http/outgoing-handler";
     /// `hid.propose`: a keyboard or mouse action proposed to the operator.
@@ -150,6 +151,8 @@ pub enum Args<'a> {
     Http(HttpArgs<'a>),
     /// `hid.propose`.
     Hid(HidArgs<'a>),
+    /// `net.lookup` with the host's resolution.
+    Lookup(LookupArgs<'a>),
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, ...).
     Empty(Empty),
@@ -282,10 +285,25 @@ pub struct ConnectArgs<'a> {
     pub via: Option<Text<'a>>,
 }
 
+/// `net.lookup` of a granted name, with what the host's resolution left
+/// (`Call::bare` records a lookup without it: `{}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LookupArgs<'a> {
+    /// The addresses the guest may reach (public ones, and private ones
+    /// only where the grant says `allow_private`); empty when none is.
+    pub addresses: Vec<Text<'a>>,
+}
+
 /// `http.request`: the target is `host:port`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpArgs<'a> {
+    /// The addresses the host would connect to (its resolution of a granted
+    /// name, after dropping what the grant does not allow); absent when the
+    /// host did not resolve (an ungranted destination).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<Text<'a>>>,
     /// Request method.
     pub method: Text<'a>,
     /// Path and query.
@@ -417,11 +435,33 @@ impl<'a> Call<'a> {
             op: Op::HttpRequest,
             target: Text::Owned(target),
             args: Args::Http(HttpArgs {
+                addresses: None,
                 method: t(method),
                 path: t(path),
                 scheme: t(scheme),
             }),
         }
+    }
+
+    /// `net.lookup` of `name`, which the host resolved to `addresses` (the
+    /// ones the guest may reach).
+    pub fn lookup(name: &'a str, addresses: Vec<String>) -> Self {
+        Self {
+            op: Op::NetLookup,
+            target: t(name),
+            args: Args::Lookup(LookupArgs {
+                addresses: addresses.into_iter().map(Text::Owned).collect(),
+            }),
+        }
+    }
+
+    /// The same `http.request`, with the addresses the host resolved its
+    /// destination to (other calls are returned unchanged).
+    pub fn resolved(mut self, addresses: Vec<String>) -> Self {
+        if let Args::Http(a) = &mut self.args {
+            a.addresses = Some(addresses.into_iter().map(Text::Owned).collect());
+        }
+        self
     }
 
     /// `hid.propose` of `action_type` with `payload` (JSON text), to become
@@ -446,9 +486,10 @@ impl<'a> Call<'a> {
 
     /// Bytes the call moves through the host, for the `bytes` budget:
     /// log text, artifact and checkpoint content, bytes written into files,
-    /// instrument arguments, the request path.
+    /// instrument arguments, the request path, the paths of a filesystem call.
     pub fn bytes(&self) -> u64 {
         match &self.args {
+            Args::Fs(a) => (self.target.len() + a.to.as_ref().map_or(0, |t| t.len())) as u64,
             Args::Log(a) => {
                 let fields: usize = a.fields.iter().map(|(k, v)| k.len() + v.len()).sum();
                 (a.message.len() + fields) as u64
@@ -498,6 +539,7 @@ impl<'a> Call<'a> {
             Args::FsWrite(a) => Args::FsWrite(a),
             Args::Connect(a) => Args::Connect(ConnectArgs { via: a.via.map(o) }),
             Args::Http(a) => Args::Http(HttpArgs {
+                addresses: a.addresses.map(|v| v.into_iter().map(o).collect()),
                 method: o(a.method),
                 path: o(a.path),
                 scheme: o(a.scheme),
@@ -507,6 +549,9 @@ impl<'a> Call<'a> {
                 payload: o(a.payload),
                 proposal: o(a.proposal),
                 rationale: o(a.rationale),
+            }),
+            Args::Lookup(a) => Args::Lookup(LookupArgs {
+                addresses: a.addresses.into_iter().map(o).collect(),
             }),
             Args::Empty(e) => Args::Empty(e),
         };
@@ -529,68 +574,5 @@ impl<'a> Call<'a> {
         // Strings and integers only, fields in key order: serde_json's
         // compact form is the canonical one.
         serde_json::to_vec(self).map_err(|e| e.to_string())
-    }
-
-    /// Reads a call back from its JSON form (a decision input).
-    ///
-    /// # Errors
-    ///
-    /// Not a call: unknown operation, or arguments that do not fit it.
-    pub fn from_value(value: &Value) -> Result<Call<'static>, String> {
-        let object = value.as_object().ok_or("a call is a JSON object")?;
-        if let Some(key) = object
-            .keys()
-            .find(|k| !matches!(k.as_str(), "args" | "op" | "target"))
-        {
-            return Err(format!("unknown field {key:?} in a call"));
-        }
-        let name = object
-            .get("op")
-            .and_then(Value::as_str)
-            .ok_or("a call names its op")?;
-        let op = Op::from_name(name).ok_or_else(|| format!("unknown op {name:?}"))?;
-        let target = object
-            .get("target")
-            .and_then(Value::as_str)
-            .ok_or("a call names its target")?
-            .to_owned();
-        let raw = object.get("args").cloned().unwrap_or(Value::Null);
-        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, String> {
-            serde_json::from_value(raw).map_err(|e| format!("arguments of {op}: {e}"))
-        }
-        let args = match op {
-            Op::LogWrite => Args::Log(de(op, raw)?),
-            Op::ArtifactCreate => Args::Artifact(de(op, raw)?),
-            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
-            Op::CheckpointLoad => Args::CheckpointLoad(de(op, raw)?),
-            Op::InstrumentCommand => Args::Instrument(de(op, raw)?),
-            Op::FsOpen
-            | Op::FsStat
-            | Op::FsMetadataHash
-            | Op::FsReadlink
-            | Op::FsMkdir
-            | Op::FsRmdir
-            | Op::FsUnlink
-            | Op::FsRename
-            | Op::FsLink
-            | Op::FsSymlink
-            | Op::FsSetTimes => Args::Fs(de(op, raw)?),
-            Op::FsWrite => Args::FsWrite(de(op, raw)?),
-            Op::NetConnect => Args::Connect(de(op, raw)?),
-            Op::HttpRequest => Args::Http(de(op, raw)?),
-            Op::HidPropose => Args::Hid(de(op, raw)?),
-            Op::InstrumentRead
-            | Op::NetBind
-            | Op::NetListen
-            | Op::NetAccept
-            | Op::NetUdp
-            | Op::NetLookup
-            | Op::HidWait => Args::Empty(de(op, raw)?),
-        };
-        Ok(Call {
-            args,
-            op,
-            target: Cow::Owned(target),
-        })
     }
 }

@@ -2,7 +2,7 @@
 
 use super::call::{Args, Call, FsAccess, InstrumentArgs, Op};
 use super::scope::{Scope, canonical, normalize_name};
-use super::threat::{Exposure, ScanMode, Signals};
+use super::threat::{Signals, scan};
 use hcp_contracts::RiskLevel;
 use hcp_contracts::manifest::Access;
 use hcp_instruments::envelope::Violation;
@@ -99,6 +99,16 @@ impl Decision {
     }
 }
 
+/// What the decision input of a bounded call ([`Call::bounded`]) recorded
+/// about the whole call, in place of the text it no longer has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recorded {
+    /// What the whole call charges to the `bytes` budget.
+    pub bytes: u64,
+    /// The threat signals the scan of the whole call found.
+    pub signals: Signals,
+}
+
 /// Decides `call` at `at_ms` (Unix milliseconds) under `scope`, having spent
 /// `counters`. Pure: the same inputs always give the same decision, which
 /// is how replay re-derives it. Deny by default: a call is allowed only if
@@ -117,6 +127,19 @@ impl Decision {
 /// Arguments that do not fit the operation (a malformed [`Call`]) fail
 /// closed: `FAIL_CLOSED_ERROR`.
 pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -> Decision {
+    decide_recorded(scope, counters, call, at_ms, None)
+}
+
+/// [`decide`], for replay of a bounded call: the bytes it charges and its
+/// threat signals are taken from `recorded` (when given) instead of the
+/// call's text.
+pub fn decide_recorded(
+    scope: &Scope,
+    counters: &Counters,
+    call: &Call<'_>,
+    at_ms: u64,
+    recorded: Option<&Recorded>,
+) -> Decision {
     let facts = &scope.facts;
     if counters.revoked {
         return Decision::deny(
@@ -145,7 +168,8 @@ pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -
     if let Err(d) = arguments(call) {
         return d;
     }
-    if let Err(d) = budgets(scope, counters, call) {
+    let bytes = recorded.map_or_else(|| call.bytes(), |r| r.bytes);
+    if let Err(d) = budgets(scope, counters, call, bytes) {
         return d;
     }
     if let Args::Instrument(a) = &call.args
@@ -153,7 +177,7 @@ pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -
     {
         return d;
     }
-    let signals = scan(scope, call);
+    let signals = recorded.map_or_else(|| scan(scope, call), |r| r.signals);
     if let Some(detector) = scope.scan.denying(signals) {
         return Decision {
             signals,
@@ -252,13 +276,27 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
             "{} {target}: listening, accepting and UDP are never granted",
             call.op
         )),
-        (Op::NetLookup, Args::Empty(_)) => {
-            if scope.names.contains_key(&normalize_name(target)) {
-                Ok(())
-            } else {
+        (Op::NetLookup, Args::Empty(_) | Args::Lookup(_)) => {
+            if !scope.names.contains_key(&normalize_name(target)) {
                 not_found(format!(
                     "name lookup of {target:?}: not a host in grants.network"
                 ))
+            } else if matches!(&call.args, Args::Lookup(a) if a.addresses.is_empty()) {
+                not_found(format!(
+                    "name lookup of {target:?}: it resolves to no address the grant allows (non-public addresses need allow_private)"
+                ))
+            } else {
+                Ok(())
+            }
+        }
+        (Op::NetSocket, Args::Empty(_)) => {
+            if scope.addrs.is_empty() && scope.names.is_empty() {
+                not_found(format!(
+                    "net.socket {target}: {} has no grants.network",
+                    scope.facts.capability
+                ))
+            } else {
+                Ok(())
             }
         }
         (Op::HidPropose, Args::Hid(_)) | (Op::HidWait, Args::Empty(_)) => {
@@ -286,13 +324,18 @@ fn surface(scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
                     .get(&normalize_name(host))
                     .is_some_and(|ports| ports.contains(&port)),
             };
-            if granted {
-                Ok(())
-            } else {
+            if !granted {
                 not_found(format!(
                     "{} {}://{target}: not in grants.network",
                     a.method, a.scheme
                 ))
+            } else if a.addresses.as_ref().is_some_and(Vec::is_empty) {
+                not_found(format!(
+                    "{} {}://{target}: {host} resolves to no address the grant allows (non-public addresses need allow_private)",
+                    a.method, a.scheme
+                ))
+            } else {
+                Ok(())
             }
         }
         _ => malformed(call),
@@ -390,7 +433,7 @@ fn exceeded(message: String) -> Result<(), Decision> {
 }
 
 /// Check 4: budgets and per-task limits.
-fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>) -> Result<(), Decision> {
+fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>, bytes: u64) -> Result<(), Decision> {
     let b = &scope.facts.budgets;
     let l = &scope.facts.limits;
     if c.host_calls >= b.host_calls {
@@ -399,7 +442,6 @@ fn budgets(scope: &Scope, c: &Counters, call: &Call<'_>) -> Result<(), Decision>
             call.op, b.host_calls
         ));
     }
-    let bytes = call.bytes();
     if c.bytes.saturating_add(bytes) > b.bytes {
         return exceeded(format!(
             "{} ({bytes} bytes): the session may move {} bytes through host calls, {} are used (budgets.bytes)",
@@ -476,92 +518,6 @@ fn envelope(scope: &Scope, call: &Call<'_>, a: &InstrumentArgs<'_>) -> Result<()
         }
     }
     Ok(())
-}
-
-/// Check 6: the threat scan of every string argument, each as exposed.
-fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
-    let s = &scope.scan;
-    let mut signals = Signals::NONE;
-    if s.terminal_escape == ScanMode::Off
-        && s.prompt_injection == ScanMode::Off
-        && s.shell_metacharacters == ScanMode::Off
-    {
-        return signals;
-    }
-    s.scan(&call.target, Exposure::NAME, &mut signals);
-    match &call.args {
-        Args::Log(a) => {
-            s.scan(&a.message, Exposure::TEXT, &mut signals);
-            for (k, v) in a.fields.iter() {
-                s.scan(k, Exposure::NAME, &mut signals);
-                s.scan(v, Exposure::TEXT, &mut signals);
-            }
-        }
-        Args::Artifact(a) => {
-            s.scan(&a.name, Exposure::NAME, &mut signals);
-            s.scan(&a.mime_type, Exposure::NAME, &mut signals);
-        }
-        Args::CheckpointSave(a) => s.scan(&a.label, Exposure::NAME, &mut signals),
-        Args::CheckpointLoad(a) => s.scan(&a.id, Exposure::NAME, &mut signals),
-        Args::Instrument(a) => {
-            s.scan(&a.action, Exposure::COMMAND, &mut signals);
-            match serde_json::from_str::<serde_json::Value>(&a.arguments) {
-                Ok(v) => scan_json(s, &v, Exposure::COMMAND, &mut signals),
-                Err(_) => s.scan(&a.arguments, Exposure::COMMAND, &mut signals),
-            }
-        }
-        Args::Fs(a) => {
-            if let Some(to) = &a.to {
-                s.scan(to, Exposure::NAME, &mut signals);
-            }
-        }
-        Args::Connect(a) => {
-            if let Some(via) = &a.via {
-                s.scan(via, Exposure::NAME, &mut signals);
-            }
-        }
-        Args::Http(a) => {
-            s.scan(&a.method, Exposure::NAME, &mut signals);
-            s.scan(&a.path, Exposure::TEXT, &mut signals);
-        }
-        Args::Hid(a) => {
-            // Typed text reaches the operator's screen and a model may read
-            // the rationale: text, not a command.
-            // The payload is JSON text: scan its strings as decoded (an
-            // escape character is `\u001b` in the JSON).
-            match serde_json::from_str::<serde_json::Value>(&a.payload) {
-                Ok(v) => scan_json(s, &v, Exposure::TEXT, &mut signals),
-                Err(_) => s.scan(&a.payload, Exposure::TEXT, &mut signals),
-            }
-            s.scan(&a.rationale, Exposure::TEXT, &mut signals);
-        }
-        Args::FsWrite(_) | Args::Empty(_) => {}
-    }
-    signals
-}
-
-/// Keys and string values of JSON arguments, each as `exposure` (an
-/// instrument's arguments are bound for a command; an HID payload is text).
-fn scan_json(
-    s: &super::threat::Scan,
-    v: &serde_json::Value,
-    exposure: Exposure,
-    signals: &mut Signals,
-) {
-    use serde_json::Value;
-    match v {
-        Value::String(text) => s.scan(text, exposure, signals),
-        Value::Array(items) => items
-            .iter()
-            .for_each(|i| scan_json(s, i, exposure, signals)),
-        Value::Object(map) => {
-            for (k, i) in map {
-                s.scan(k, exposure, signals);
-                scan_json(s, i, exposure, signals);
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]

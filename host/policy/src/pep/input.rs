@@ -6,17 +6,27 @@
 //! ```text
 //! {"at_ms":<ms>,"facts":{…SessionFacts…},"kind":"session.open"}
 //! {"at_ms":<ms>,"call":{…Call…},"counters":{…Counters…},"kind":"host_call","scope":"sha256:<facts hash>"}
+//! {"at_ms":<ms>,"call":{…bounded Call…},"counters":{…},"full":{…FullArgs…},"kind":"host_call","scope":"sha256:<facts hash>"}
 //! ```
+//!
+//! The third form is a call whose text is larger than
+//! [`super::ARGS_PREFIX_BYTES`]: the call is cut to that prefix
+//! ([`Call::bounded`]) and `full` records the whole call's SHA-256 (the
+//! receipt's `args_hash`), size, the bytes it charges and its threat
+//! signals ([`super::FullArgs`]).
 //!
 //! A session's first receipt (`session.open`) records its facts in full;
 //! every host call names them by hash, so a call's input stays small.
 
-use super::call::Call;
+use super::bound::FullArgs;
+use super::call::{Args, Call, Op};
 use super::decide::{Counters, Decision};
 use super::scope::{Scope, ScopeError, SessionFacts};
 use crate::PolicySet;
 use hcp_receipts::{Digest, Verdict, reason};
 use serde::Serialize;
+use serde_json::Value;
+use std::borrow::Cow;
 use std::io::Write as _;
 
 /// `kind` of a session's first decision input.
@@ -103,6 +113,57 @@ pub fn call_input(at_ms: u64, call_bytes: &[u8], counters: &Counters, scope: &Di
     out
 }
 
+/// The decision input of a bounded call ([`Call::bounded`], canonical bytes
+/// `call_bytes`) with what `full` records of the whole call.
+pub fn bounded_call_input(
+    at_ms: u64,
+    call_bytes: &[u8],
+    counters: &Counters,
+    full: &FullArgs,
+    scope: &Digest,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(call_bytes.len() + 512);
+    let _ = write!(out, "{{\"at_ms\":{at_ms},\"call\":");
+    out.extend_from_slice(call_bytes);
+    out.extend_from_slice(b",\"counters\":");
+    let _ = serde_json::to_writer(&mut out, counters);
+    // A digest, integers and detector names, fields in key order: canonical.
+    out.extend_from_slice(b",\"full\":");
+    let _ = serde_json::to_writer(&mut out, full);
+    let _ = write!(
+        out,
+        ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
+    );
+    out
+}
+
+/// A receipt's `args_hash` and decision input for `call` as the governor
+/// handed it over: whole (`full` is `None`), or bounded with the facts of
+/// the whole call.
+///
+/// # Errors
+///
+/// As [`Call::canonical_bytes`].
+pub fn receipt_input(
+    at_ms: u64,
+    call: &Call<'_>,
+    full: Option<&FullArgs>,
+    counters: &Counters,
+    scope: &Digest,
+) -> Result<(Digest, Vec<u8>), String> {
+    match full {
+        None => {
+            let (bytes, input) = call_record(at_ms, call, counters, scope)?;
+            Ok((Digest::of(&bytes), input))
+        }
+        Some(full) => {
+            let bytes = call.canonical_bytes()?;
+            let input = bounded_call_input(at_ms, &bytes, counters, full, scope);
+            Ok((full.args_hash, input))
+        }
+    }
+}
+
 /// The canonical bytes of `call` and its decision input, as the host
 /// records them.
 ///
@@ -118,4 +179,71 @@ pub fn call_record(
     let bytes = call.canonical_bytes()?;
     let input = call_input(at_ms, &bytes, counters, scope);
     Ok((bytes, input))
+}
+
+impl Call<'_> {
+    /// Reads a call back from its JSON form (a decision input).
+    ///
+    /// # Errors
+    ///
+    /// Not a call: unknown operation, or arguments that do not fit it.
+    pub fn from_value(value: &Value) -> Result<Call<'static>, String> {
+        let object = value.as_object().ok_or("a call is a JSON object")?;
+        if let Some(key) = object
+            .keys()
+            .find(|k| !matches!(k.as_str(), "args" | "op" | "target"))
+        {
+            return Err(format!("unknown field {key:?} in a call"));
+        }
+        let name = object
+            .get("op")
+            .and_then(Value::as_str)
+            .ok_or("a call names its op")?;
+        let op = Op::from_name(name).ok_or_else(|| format!("unknown op {name:?}"))?;
+        let target = object
+            .get("target")
+            .and_then(Value::as_str)
+            .ok_or("a call names its target")?
+            .to_owned();
+        let raw = object.get("args").cloned().unwrap_or(Value::Null);
+        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, String> {
+            serde_json::from_value(raw).map_err(|e| format!("arguments of {op}: {e}"))
+        }
+        let args = match op {
+            Op::LogWrite => Args::Log(de(op, raw)?),
+            Op::ArtifactCreate => Args::Artifact(de(op, raw)?),
+            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
+            Op::CheckpointLoad => Args::CheckpointLoad(de(op, raw)?),
+            Op::InstrumentCommand => Args::Instrument(de(op, raw)?),
+            Op::FsOpen
+            | Op::FsStat
+            | Op::FsMetadataHash
+            | Op::FsReadlink
+            | Op::FsMkdir
+            | Op::FsRmdir
+            | Op::FsUnlink
+            | Op::FsRename
+            | Op::FsLink
+            | Op::FsSymlink
+            | Op::FsSetTimes => Args::Fs(de(op, raw)?),
+            Op::FsWrite => Args::FsWrite(de(op, raw)?),
+            Op::NetConnect => Args::Connect(de(op, raw)?),
+            Op::HttpRequest => Args::Http(de(op, raw)?),
+            Op::HidPropose => Args::Hid(de(op, raw)?),
+            Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
+            Op::InstrumentRead
+            | Op::NetBind
+            | Op::NetListen
+            | Op::NetAccept
+            | Op::NetUdp
+            | Op::NetLookup
+            | Op::NetSocket
+            | Op::HidWait => Args::Empty(de(op, raw)?),
+        };
+        Ok(Call {
+            args,
+            op,
+            target: Cow::Owned(target),
+        })
+    }
 }

@@ -26,6 +26,7 @@
 //! | `THREAT_SIGNAL_DETECTED` | `threat-signal-detected` | a detector set to `deny` fired |
 //! | `FAIL_CLOSED_ERROR` | `fail-closed-error` | the decision could not be made (malformed call, scope that does not compile) |
 
+mod bound;
 mod call;
 mod decide;
 pub mod gate;
@@ -36,11 +37,13 @@ mod replay;
 mod scope;
 pub mod threat;
 
+pub use bound::{ARGS_PREFIX_BYTES, FullArgs};
 pub use call::{
     Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
-    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, Op, PlanArgs, SettingArgs, Text,
+    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op, PlanArgs, SettingArgs,
+    Text,
 };
-pub use decide::{Counters, Decision, decide};
+pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,

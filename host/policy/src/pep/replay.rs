@@ -11,8 +11,9 @@
 //! exports whose receipts start after a session opened). Facts are trusted
 //! only when they hash to the name the (hash-covered) input gives.
 
+use super::bound::FullArgs;
 use super::call::Call;
-use super::decide::{Counters, decide};
+use super::decide::{Counters, Recorded, decide_recorded};
 use super::input::{KIND_HOST_CALL, KIND_SESSION_OPEN, decide_open};
 use super::scope::{Scope, SessionFacts};
 use crate::PolicySet;
@@ -133,7 +134,20 @@ impl PepDecider {
                 let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
                     .map_err(|e| format!("counters: {e}"))?;
                 let call = Call::from_value(field(input, "call")?)?;
-                decide(&scope, &counters, &call, at_ms(input)?)
+                // A bounded call: decided from the recorded facts of the
+                // whole call (its bytes, its threat signals), not its text.
+                let recorded = match input.get("full") {
+                    None => None,
+                    Some(full) => {
+                        let full: FullArgs = serde_json::from_value(full.clone())
+                            .map_err(|e| format!("full: {e}"))?;
+                        Some(Recorded {
+                            bytes: full.bytes,
+                            signals: full.signals()?,
+                        })
+                    }
+                };
+                decide_recorded(&scope, &counters, &call, at_ms(input)?, recorded.as_ref())
             }
             other => {
                 return Err(format!(

@@ -150,6 +150,20 @@ enum Action {
         name: String,
         bytes: u64,
     },
+    /// Makes `count` log calls of `size` bytes each.
+    BigLogs {
+        count: u64,
+        size: usize,
+    },
+    /// Creates up to `count` TCP sockets and holds them.
+    Sockets {
+        count: u32,
+    },
+    /// Opens `path` up to `count` times and holds the descriptors.
+    OpenFiles {
+        path: String,
+        count: u32,
+    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -430,6 +444,43 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
                 .and_then(|f| f.set_len(len))
                 .map(|()| Value::Null),
         ),
+        Action::BigLogs { count, size } => {
+            let message = "x".repeat(size);
+            for _ in 0..count {
+                log::info(&message);
+            }
+            json!({"ok": true, "value": count})
+        }
+        Action::Sockets { count } => {
+            use wasip2::sockets::network::IpAddressFamily;
+            let mut held = Vec::new();
+            for _ in 0..count {
+                match wasip2::sockets::tcp_create_socket::create_tcp_socket(IpAddressFamily::Ipv4)
+                {
+                    Ok(s) => held.push(s),
+                    Err(e) => {
+                        return Ok(
+                            json!({"ok": false, "created": held.len(), "error": format!("{e:?}")}),
+                        );
+                    }
+                }
+            }
+            json!({"ok": true, "value": held.len()})
+        }
+        Action::OpenFiles { path, count } => {
+            let mut held = Vec::new();
+            for _ in 0..count {
+                match std::fs::File::open(&path) {
+                    Ok(f) => held.push(f),
+                    Err(e) => {
+                        return Ok(
+                            json!({"ok": false, "created": held.len(), "error": e.to_string()}),
+                        );
+                    }
+                }
+            }
+            json!({"ok": true, "value": held.len()})
+        }
     })
 }
 

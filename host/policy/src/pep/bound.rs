@@ -1,0 +1,308 @@
+//! Bounded arguments: what a receipt keeps of a large call.
+//!
+//! A receipt's `args_hash` is the SHA-256 of the whole call
+//! ([`Call::canonical_bytes`]), whatever its size. Its decision input keeps
+//! the call itself only while the call's text fits in
+//! [`ARGS_PREFIX_BYTES`]; a larger call is recorded as [`Call::bounded`]
+//! (every string cut so that their total is at most that many bytes) plus a
+//! [`FullArgs`] with what the decision needs from the rest: the bytes the
+//! call charges to the `bytes` budget and the threat signals the host's scan
+//! found in the whole text. Replay decides a bounded call from these
+//! ([`super::decide_recorded`]): it does not scan text it does not have.
+
+use super::call::{
+    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, FsArgs,
+    FsWriteArgs, HidArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Text,
+};
+use super::threat::{Detector, Signals};
+use hcp_receipts::Digest;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// Bytes of argument text a decision input keeps of one call (4 KiB). A
+/// call whose text is larger is recorded with a prefix of at most this
+/// many bytes, its SHA-256 and its size.
+pub const ARGS_PREFIX_BYTES: usize = 4096;
+
+/// What the decision input of a bounded call records about the whole call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FullArgs {
+    /// SHA-256 of the whole call's canonical form (the receipt's `args_hash`).
+    pub args_hash: Digest,
+    /// What the whole call charges to the `bytes` budget ([`Call::bytes`]).
+    pub bytes: u64,
+    /// The detectors the threat scan of the whole call fired.
+    pub signals: Vec<String>,
+    /// Size of the whole call's canonical form.
+    pub size: u64,
+}
+
+impl FullArgs {
+    /// The facts of `call`, whose decision found `signals`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Call::canonical_bytes`].
+    pub fn of(call: &Call<'_>, signals: Signals) -> Result<Self, String> {
+        let bytes = call.canonical_bytes()?;
+        Ok(Self {
+            args_hash: Digest::of(&bytes),
+            bytes: call.bytes(),
+            signals: signals.detectors().map(|d| d.name().to_owned()).collect(),
+            size: bytes.len() as u64,
+        })
+    }
+
+    /// The recorded signals.
+    ///
+    /// # Errors
+    ///
+    /// A name that is not a detector's.
+    pub fn signals(&self) -> Result<Signals, String> {
+        let mut signals = Signals::NONE;
+        for name in &self.signals {
+            let d = Detector::ALL
+                .into_iter()
+                .find(|d| d.name() == name)
+                .ok_or_else(|| format!("unknown threat detector {name:?}"))?;
+            signals.add(d);
+        }
+        Ok(signals)
+    }
+}
+
+/// The largest index `<= at` on a character boundary of `s`.
+fn floor_boundary(s: &str, at: usize) -> usize {
+    let mut i = at.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Cuts text to what is left of the budget.
+struct Cutter {
+    left: usize,
+}
+
+impl Cutter {
+    fn cut(&mut self, s: &str) -> Text<'static> {
+        let n = floor_boundary(s, self.left);
+        self.left -= n;
+        Cow::Owned(s[..n].to_owned())
+    }
+
+    fn opt(&mut self, s: &Option<Text<'_>>) -> Option<Text<'static>> {
+        s.as_ref().map(|s| self.cut(s))
+    }
+}
+
+impl Call<'_> {
+    /// The text of the call, in bytes (a bound of its canonical form's
+    /// strings, escapes aside).
+    fn text_len(&self) -> usize {
+        let opt = |s: &Option<Text<'_>>| s.as_ref().map_or(0, |s| s.len());
+        let list = |v: &[Text<'_>]| v.iter().map(|s| s.len() + 3).sum::<usize>();
+        self.target.len()
+            + match &self.args {
+                Args::Log(a) => {
+                    a.level.len()
+                        + a.message.len()
+                        + a.fields
+                            .iter()
+                            .map(|(k, v)| k.len() + v.len() + 8)
+                            .sum::<usize>()
+                }
+                Args::Artifact(a) => a.name.len() + a.mime_type.len(),
+                Args::CheckpointSave(a) => a.label.len(),
+                Args::CheckpointLoad(a) => a.id.len(),
+                Args::Instrument(a) => {
+                    a.action.len() + a.arguments.len() + opt(&a.breach) + opt(&a.plan_error)
+                }
+                Args::Fs(a) => opt(&a.to),
+                Args::Connect(a) => opt(&a.via),
+                Args::Http(a) => {
+                    a.method.len()
+                        + a.path.len()
+                        + a.scheme.len()
+                        + a.addresses.as_deref().map_or(0, list)
+                }
+                Args::Hid(a) => {
+                    a.action_type.len() + a.payload.len() + a.proposal.len() + a.rationale.len()
+                }
+                Args::Lookup(a) => list(&a.addresses),
+                Args::FsWrite(_) | Args::Empty(_) => 0,
+            }
+    }
+
+    /// The call as a decision input records it when its text is larger than
+    /// [`ARGS_PREFIX_BYTES`]: every string cut so that the text kept is at
+    /// most that many bytes in total (short identifying strings first, then
+    /// the target, then the bulk: messages, fields, payloads, paths), log
+    /// fields past the budget dropped. `None` when the call fits as it is.
+    pub fn bounded(&self) -> Option<Call<'static>> {
+        if self.text_len() <= ARGS_PREFIX_BYTES {
+            return None;
+        }
+        let mut c = Cutter {
+            left: ARGS_PREFIX_BYTES,
+        };
+        let args = match &self.args {
+            Args::Log(a) => {
+                let level = c.cut(&a.level);
+                let target = c.cut(&self.target);
+                let message = c.cut(&a.message);
+                let mut fields = Vec::new();
+                for (k, v) in a.fields.iter() {
+                    if c.left == 0 {
+                        break;
+                    }
+                    fields.push((c.cut(k).into_owned(), c.cut(v).into_owned()));
+                }
+                return Some(Call {
+                    args: Args::Log(LogArgs {
+                        fields: Cow::Owned(fields),
+                        level,
+                        message,
+                    }),
+                    op: self.op,
+                    target,
+                });
+            }
+            Args::Artifact(a) => Args::Artifact(ArtifactArgs {
+                bytes: a.bytes,
+                mime_type: c.cut(&a.mime_type),
+                name: c.cut(&a.name),
+            }),
+            Args::CheckpointSave(a) => Args::CheckpointSave(CheckpointSaveArgs {
+                bytes: a.bytes,
+                label: c.cut(&a.label),
+            }),
+            Args::CheckpointLoad(a) => {
+                Args::CheckpointLoad(CheckpointLoadArgs { id: c.cut(&a.id) })
+            }
+            Args::Instrument(a) => {
+                let action = c.cut(&a.action);
+                let breach = c.opt(&a.breach);
+                let plan_error = c.opt(&a.plan_error);
+                Args::Instrument(InstrumentArgs {
+                    action,
+                    arguments: Cow::Owned(String::new()),
+                    breach,
+                    plan: a.plan.clone(),
+                    plan_error,
+                })
+            }
+            Args::Fs(a) => Args::Fs(FsArgs {
+                access: a.access,
+                to: None,
+            }),
+            Args::Connect(a) => Args::Connect(ConnectArgs { via: c.opt(&a.via) }),
+            Args::Http(a) => {
+                let method = c.cut(&a.method);
+                let scheme = c.cut(&a.scheme);
+                let addresses = a
+                    .addresses
+                    .as_ref()
+                    .map(|v| v.iter().map(|s| c.cut(s)).collect());
+                Args::Http(HttpArgs {
+                    addresses,
+                    method,
+                    path: Cow::Owned(String::new()),
+                    scheme,
+                })
+            }
+            Args::Hid(a) => {
+                let action_type = c.cut(&a.action_type);
+                let proposal = c.cut(&a.proposal);
+                Args::Hid(HidArgs {
+                    action_type,
+                    payload: Cow::Owned(String::new()),
+                    proposal,
+                    rationale: Cow::Owned(String::new()),
+                })
+            }
+            Args::Lookup(a) => Args::Lookup(LookupArgs {
+                addresses: a.addresses.iter().map(|s| c.cut(s)).collect(),
+            }),
+            Args::FsWrite(a) => Args::FsWrite(FsWriteArgs { bytes: a.bytes }),
+            Args::Empty(e) => Args::Empty(*e),
+        };
+        let target = c.cut(&self.target);
+        // The bulk, with what is left of the budget.
+        let args = match (args, &self.args) {
+            (Args::Instrument(mut b), Args::Instrument(a)) => {
+                b.arguments = c.cut(&a.arguments);
+                Args::Instrument(b)
+            }
+            (Args::Fs(mut b), Args::Fs(a)) => {
+                b.to = c.opt(&a.to);
+                Args::Fs(b)
+            }
+            (Args::Http(mut b), Args::Http(a)) => {
+                b.path = c.cut(&a.path);
+                Args::Http(b)
+            }
+            (Args::Hid(mut b), Args::Hid(a)) => {
+                b.payload = c.cut(&a.payload);
+                b.rationale = c.cut(&a.rationale);
+                Args::Hid(b)
+            }
+            (b, _) => b,
+        };
+        Some(Call {
+            args,
+            op: self.op,
+            target,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_calls_are_kept_whole() {
+        assert_eq!(Call::log("info", "hello", &[]).bounded(), None);
+        let exact = "x".repeat(ARGS_PREFIX_BYTES - 4);
+        assert_eq!(Call::log("info", &exact, &[]).bounded(), None);
+    }
+
+    #[test]
+    fn large_calls_keep_a_bounded_prefix() {
+        let message = "é".repeat(3 << 20);
+        let fields: Vec<(String, String)> = (0..10_000)
+            .map(|i| (format!("k{i}"), "v".repeat(100)))
+            .collect();
+        let call = Call::log("info", &message, &fields);
+        let bounded = call.bounded().expect("bounded");
+        let bytes = bounded.canonical_bytes().expect("bytes");
+        assert!(bytes.len() < ARGS_PREFIX_BYTES + 256, "{}", bytes.len());
+        let Args::Log(a) = &bounded.args else {
+            panic!("{bounded:?}")
+        };
+        assert_eq!(a.level, "info");
+        assert!(message.starts_with(&*a.message));
+        assert!(a.fields.is_empty());
+        let full = FullArgs::of(&call, Signals::NONE).expect("full");
+        assert_eq!(full.bytes, call.bytes());
+        assert_eq!(
+            full.args_hash,
+            Digest::of(&call.canonical_bytes().expect("bytes"))
+        );
+        // A long path: cut, and what the call charges is recorded.
+        let path = format!("/out/{}", "a".repeat(10_000));
+        let fs = Call::fs(
+            super::super::Op::FsOpen,
+            path.clone(),
+            super::super::FsAccess::Write,
+            Some(path.clone()),
+        );
+        assert_eq!(fs.bytes(), 2 * path.len() as u64);
+        let b = fs.bounded().expect("bounded");
+        assert_eq!(b.target.len(), ARGS_PREFIX_BYTES);
+        assert!(matches!(&b.args, Args::Fs(FsArgs { to: Some(t), .. }) if t.is_empty()));
+    }
+}
