@@ -4,7 +4,7 @@
 //! `hcp hid` command line. What the simulator "typed" is read back from its
 //! record file.
 
-use super::{ALPHA, OPERATOR, Server, example, lab, with_id};
+use super::{ALPHA, OPERATOR, Server, error_code, example, lab, with_id};
 use hcp_tests::{REPO_ROOT, cache_dir};
 use serde_json::{Value, json};
 use std::io::BufRead as _;
@@ -308,17 +308,32 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
     // The rejection: a DENY following from the proposal, and nothing ran.
     let secret = of_task(&store, &secret_task);
     let propose = secret.one("hid.propose", |i| i["call"]["args"]["proposal"] == *id);
-    let rejection = secret.one("hid.decision", |i| i["proposal"] == *id);
+    let rejection = secret.one("hid.decision", |i| {
+        i["proposal"] == *id && i["decision"] == "reject"
+    });
     assert_eq!(rejection.0.reason_code, "DENY_APPROVAL_REJECTED");
     assert_eq!(
         rejection.1["reason"],
         "never type credentials through the assistant"
     );
-    assert_eq!(rejection.0.parents, vec![propose.2]);
+    assert!(rejection.0.parents.contains(&propose.2));
     assert!(rejection.0.signature.is_some(), "a DENY is signed");
     assert!(secret.calls("hid.execution").is_empty());
-    // The refused approval (no acknowledgement) took no effect: no receipt.
-    assert_eq!(secret.calls("hid.decision").len(), 1);
+    // The refused approval (no acknowledgement) took no effect, and its
+    // receipt says why (issue 12.10): DENY_ARGS_INVALID, before the
+    // rejection, following from the proposal too.
+    let decisions = secret.calls("hid.decision");
+    assert_eq!(decisions.len(), 2);
+    let refused = secret.one("hid.decision", |i| i["decision"] == "approve");
+    assert_eq!(
+        refused.0.reason_code, "DENY_ARGS_INVALID",
+        "{:?}",
+        refused.1
+    );
+    assert_eq!(refused.1["credential_warning"], true);
+    assert_eq!(refused.1["credential_acknowledged"], false);
+    assert_eq!(refused.0.parents, vec![propose.2]);
+    assert!(refused.0.lamport < rejection.0.lamport);
 
     // Both packs verify offline and replay without a difference.
     for pack in [&approved.pack, &secret.pack] {
@@ -382,5 +397,213 @@ impl TaskPack {
             .collect();
         assert_eq!(found.len(), 1, "one {call} receipt expected");
         found.remove(0)
+    }
+}
+
+/// The token of `operator-docs-r1`, an operator the test adds.
+const DOCS_OPERATOR: &str = "demo-token-operator-docs-r1-not-a-secret";
+
+/// A copy of the shipped policies with one more operator, limited to
+/// document-analysis at R1.
+fn policies_with_a_limited_operator(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("policies dir");
+    for entry in std::fs::read_dir(Path::new(REPO_ROOT).join("policies")).expect("policies") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy");
+    }
+    let path = dir.join("callers.json");
+    let mut callers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("callers")).expect("json");
+    callers["callers"]
+        .as_array_mut()
+        .expect("callers")
+        .push(json!({
+            "id": "operator-docs-r1",
+            "description": "An operator for document analysis only, up to R1.",
+            "kind": "operator",
+            "credential": hcp_policy::hash_credential(DOCS_OPERATOR).expect("hash").to_string(),
+            "capabilities": ["document-analysis"],
+            "max_risk_level": "R1",
+            "max_data_classification": "T1"
+        }));
+    std::fs::write(&path, serde_json::to_string_pretty(&callers).expect("json")).expect("write");
+}
+
+/// Issue 16.1: HID mode changes and decisions ask what a task approval
+/// asks (the operator's capabilities, risk limit, four eyes), each a
+/// receipt that replays. An operator limited to document-analysis at R1
+/// can neither arm EXECUTE nor decide a `hid-assistant` proposal; an
+/// operator cannot approve the proposals of a task it submitted.
+#[test]
+fn hid_decisions_and_arming_need_the_approval_of_a_task() {
+    let data = lab();
+    let policies = data.path().join("policies");
+    policies_with_a_limited_operator(&policies);
+    let record = data.path().join("typed.jsonl");
+    let sim = Sim::start(&record);
+    let server = Server::start_with(
+        data.path(),
+        &[
+            "--hid-device",
+            &sim.pty,
+            "--policies",
+            policies.to_str().expect("utf-8"),
+        ],
+    );
+    let post = |token: &str, path: &str, body: Value| {
+        let (status, body, _) = server.post(path, token, &body);
+        (status, body)
+    };
+
+    // The limited operator cannot arm EXECUTE; the mode does not change.
+    let (status, body) = post(DOCS_OPERATOR, "/v1/hid/mode", json!({"mode": "EXECUTE"}));
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "refused by the policy: arming EXECUTE: operator operator-docs-r1 may not approve hid-assistant (DENY_FORBIDDEN)",
+        "{body}"
+    );
+    let (_, hid) = server.get("/v1/hid", Some(OPERATOR));
+    assert_eq!(hid["mode"], "OBSERVE", "{hid}");
+    // SUGGEST executes nothing: any operator may choose it.
+    let (status, body) = post(DOCS_OPERATOR, "/v1/hid/mode", json!({"mode": "SUGGEST"}));
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(OPERATOR, "/v1/hid/mode", json!({"mode": "EXECUTE"}));
+    assert_eq!(
+        (status, body["execution"]["state"].as_str()),
+        (200, Some("armed")),
+        "{body}"
+    );
+
+    // A proposal of a task someone else submitted: the limited operator may
+    // neither approve nor reject it; it stays pending.
+    let mut steps = with_id(example("hid-assistant"), "msg-hid-authz-1");
+    steps["payload"]["inputs"]["steps"] = json!([
+        {"action_type": "MOUSE_CLICK", "payload": {"button": "left"}, "rationale": "click the Save button"}
+    ]);
+    let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &steps);
+    assert_eq!(status, 200, "{accepted}");
+    let alpha_task = task.expect("task id");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    let p = next_pending(&server, &session);
+    let id = p["proposal"]["proposal_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let path = format!("/v1/hid/proposals/{id}");
+    let (status, body) = post(DOCS_OPERATOR, &path, json!({"decision": "approve"}));
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        "refused by the policy: operator operator-docs-r1 may not approve hid-assistant (DENY_FORBIDDEN)",
+        "{body}"
+    );
+    let (status, body) = post(
+        DOCS_OPERATOR,
+        &path,
+        json!({"decision": "reject", "reason": "not on my watch"}),
+    );
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    assert!(performed(&record).is_empty(), "nothing was typed");
+    let still = next_pending(&server, &session);
+    assert_eq!(still["proposal"]["proposal_id"], id.as_str());
+    // The operator the policy lists for hid-assistant approves it.
+    let (status, outcome) = post(OPERATOR, &path, json!({"decision": "approve"}));
+    assert_eq!(
+        (status, outcome["outcome"].as_str()),
+        (200, Some("executed")),
+        "{outcome}"
+    );
+    assert_eq!(
+        server.wait_result(&alpha_task, ALPHA)["type"],
+        "task_completed"
+    );
+
+    // The operator submits a hid-assistant task itself: it cannot approve
+    // that task's proposals (four eyes).
+    let mut own_steps = with_id(steps.clone(), "msg-hid-authz-own");
+    own_steps["payload"]["caller_id"] = json!("operator-lab-01");
+    // Nobody else decides: the task ends when its wait times out.
+    own_steps["payload"]["inputs"]["decision_timeout_s"] = json!(20);
+    let (status, accepted, task) = server.post("/v1/tasks", OPERATOR, &own_steps);
+    assert_eq!(status, 200, "{accepted}");
+    let own_task = task.expect("task id");
+    let session = accepted["session_id"].as_str().expect("session").to_owned();
+    let p = next_pending(&server, &session);
+    let own = p["proposal"]["proposal_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let (status, body) = post(
+        OPERATOR,
+        &format!("/v1/hid/proposals/{own}"),
+        json!({"decision": "approve"}),
+    );
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no-self-approval") && message.ends_with("(DENY_FORBIDDEN)"),
+        "{body}"
+    );
+    assert_eq!(
+        performed(&record).len(),
+        1,
+        "its own proposal was not typed"
+    );
+
+    // Leaving EXECUTE is any operator's.
+    let (status, body) = post(DOCS_OPERATOR, "/v1/hid/mode", json!({"mode": "OBSERVE"}));
+    assert_eq!(
+        (status, body["mode"].as_str()),
+        (200, Some("OBSERVE")),
+        "{body}"
+    );
+    let _ = server.wait_result(&own_task, OPERATOR);
+
+    // Every decision and mode change is a receipt, allowed or refused.
+    let store = hcp::store::Store::open(data.path()).expect("store");
+    let all = hcp::evidence::recent_receipts(&store, hcp::evidence::ReceiptFilter::All, 10_000)
+        .expect("receipts");
+    let modes: Vec<(String, String)> = all
+        .iter()
+        .rev()
+        .filter(|r| r.call == "hid.mode")
+        .map(|r| (r.reason_code.clone(), r.capability.clone()))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            (
+                "DENY_FORBIDDEN".to_owned(),
+                "hid-assistant@1.0.0".to_owned()
+            ),
+            ("ALLOW".to_owned(), "hid-assistant@1.0.0".to_owned()),
+            ("ALLOW".to_owned(), "hid-assistant@1.0.0".to_owned()),
+            ("ALLOW".to_owned(), "hid-assistant@1.0.0".to_owned()),
+        ]
+    );
+    let alpha = of_task(&store, &alpha_task);
+    let codes: Vec<&str> = alpha
+        .calls("hid.decision")
+        .into_iter()
+        .map(|(r, _, _)| r.reason_code.as_str())
+        .collect();
+    assert_eq!(codes, ["DENY_FORBIDDEN", "DENY_FORBIDDEN", "ALLOW"]);
+    for (r, input, _) in alpha.calls("hid.decision") {
+        assert_eq!(input["task"]["submitter"], "harness-alpha-001", "{input}");
+        assert_eq!(input["task"]["declaration"]["name"], "hid-assistant");
+        if r.reason_code != "ALLOW" {
+            assert_eq!(input["operator"], "operator-docs-r1");
+        }
+    }
+    let own = of_task(&store, &own_task);
+    let refused = own.one("hid.decision", |i| i["operator"] == "operator-lab-01");
+    assert_eq!(refused.0.reason_code, "DENY_FORBIDDEN");
+    // Both packs replay without a difference: the verdicts are re-derived
+    // from the recorded inputs and policy.
+    for pack in [&alpha.pack, &own.pack] {
+        let replayed = hcp_receipts::replay(pack, &hcp_policy::pep::PepDecider::new(pack));
+        assert!(replayed.ok(), "{:?}", replayed.issues);
+        assert_eq!(replayed.matched, replayed.replayed);
     }
 }

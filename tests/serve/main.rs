@@ -5,6 +5,7 @@
 //! events, the operator's approvals, graceful shutdown on SIGTERM, and
 //! durability across SIGKILL.
 
+mod approval_race;
 mod browser;
 mod durability;
 mod fs_containment;

@@ -6,214 +6,78 @@
 //! opens the serial port; any other starts in OBSERVE with no device, so
 //! what its guests propose is recorded and never executed.
 
-use crate::evidence::{Appender, Entry, Follows};
-use crate::store::Store;
-use hcp_contracts::RiskLevel;
 use hcp_hid::action::{Action, Mode, OperatorId, ProposalId};
 use hcp_hid::device::DeviceConfig;
 use hcp_hid::log::SessionLog;
-use hcp_hid::mediator::witness::{self, Decided, Finished, Readiness, Witness};
+use hcp_hid::mediator::witness::Witness;
 use hcp_hid::mediator::{Mediator, MediatorConfig, MediatorError, Outcome};
 use hcp_hid::proposal::ProposalRequest;
-use hcp_policy::pep::hid::{
-    self as pep_hid, CALL_HID_DECISION, CALL_HID_EXECUTION, HidDecisionInput, HidExecutionInput,
-    HidReadiness, HidResult, HidVerdict,
-};
-use hcp_policy::pep::{Decision, SessionFacts};
-use hcp_receipts::Verdict;
 use hcp_sandbox::{HidBroker, HidOutcome, HidRefusal};
-use rusqlite::OptionalExtension as _;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Receipts of the mediator's decisions and executions (`hid.decision`,
-/// `hid.execution`; see `hcp_policy::pep::hid`), each following from the
-/// receipt of the guest's `hid.propose` call and decided by the same
-/// functions `hcp replay` uses.
-#[derive(Debug)]
-pub struct HidReceipts {
-    pub(crate) appender: Appender,
-    pub(crate) store: Arc<Store>,
-    /// The policy in force (read once per decision).
-    pub(crate) policy: Arc<crate::engine::LivePolicy>,
-}
+mod receipts;
 
-/// What a session's receipts say of it.
-struct SessionOf {
-    task_id: String,
-    capability: String,
-    risk: RiskLevel,
-}
+pub use receipts::HidReceipts;
 
-impl HidReceipts {
-    fn session(&self, id: &str) -> Result<SessionOf, String> {
-        let row: Option<(String, String, Vec<u8>)> = self
-            .store
-            .db()
-            .query_row(
-                "SELECT task_id, capability, facts FROM receipt_sessions WHERE session_id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(|e| format!("session {id}: {e}"))?;
-        let (task_id, capability, facts) =
-            row.ok_or_else(|| format!("no receipt opened session {id}"))?;
-        let facts: SessionFacts =
-            serde_json::from_slice(&facts).map_err(|e| format!("session {id}'s facts: {e}"))?;
-        Ok(SessionOf {
-            task_id,
-            capability,
-            risk: facts.risk_level,
-        })
-    }
-
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "one receipt's fields and the policy it was decided under"
-    )]
-    fn record(
-        &self,
-        session_id: &str,
-        call: &str,
-        args: Value,
-        input: Value,
-        decision: &Decision,
-        policy: &crate::engine::CurrentPolicy,
-        follows: Follows,
-    ) -> Result<(), String> {
-        let session = self.session(session_id)?;
-        self.appender
-            .append_sealed(Entry {
-                session_id: Some(session_id.to_owned()),
-                task_id: Some(session.task_id),
-                capability: session.capability,
-                call: call.to_owned(),
-                args,
-                input,
-                verdict: decision.verdict,
-                reason_code: decision.reason.to_owned(),
-                risk: session.risk,
-                policy_hash: policy.digest,
-                parents: Vec::new(),
-                manifest: None,
-                policy_sources: Some(policy.sources.clone()),
-                follows: Some(follows),
-            })
-            .map(|_| ())
-            .map_err(|e| format!("its receipt could not be recorded: {e:#}"))
-    }
-}
-
-impl Witness for HidReceipts {
-    fn decided(&self, d: &Decided<'_>) -> Result<(), String> {
-        let verdict = match d.verdict {
-            witness::Verdict::Approve => HidVerdict::Approve,
-            witness::Verdict::Reject => HidVerdict::Reject,
-            witness::Verdict::Withdraw => HidVerdict::Withdraw,
-        };
-        let input = HidDecisionInput {
-            at: hcp_contracts::message::now_rfc3339(),
-            credential_acknowledged: d.credential_acknowledged,
-            credential_warning: d.credential_warning,
-            decision: verdict,
-            kind: CALL_HID_DECISION.to_owned(),
-            mode: d.mode.as_str().to_owned(),
-            operator: d.operator.to_owned(),
-            proposal: d.proposal.to_string(),
-            reason: d.reason.map(str::to_owned),
-            session_id: d.session.to_owned(),
-        };
-        let policy = self.policy.current();
-        let decision = pep_hid::decide_decision(&policy, &input);
-        let args = json!({
-            "decision": verdict,
-            "operator": d.operator,
-            "proposal": d.proposal,
-        });
-        let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
-        self.record(
-            d.session,
-            CALL_HID_DECISION,
-            args,
-            input,
-            &decision,
-            &policy,
-            Follows {
-                proposal: d.proposal.to_string(),
-                // An approval is followed by its execution's receipt; an
-                // approval the policy refused leaves the proposal pending.
-                last: verdict != HidVerdict::Approve,
-            },
-        )?;
-        if verdict == HidVerdict::Approve && decision.verdict == Verdict::Deny {
-            return Err(format!(
-                "the policy refuses it ({}): {}",
-                decision.reason, decision.message
-            ));
+/// The key of the session log's keyed digest of a withheld credential
+/// text (`payload_hmac_sha256`): `data_dir/keys/hid-digest.key`, 32 random
+/// bytes created with mode 0600 on first use. Whoever holds it can confirm
+/// a guessed text against the log; whoever holds only the log cannot. The
+/// log's chain does not depend on it.
+///
+/// # Errors
+///
+/// The key cannot be read or created, is malformed, or is readable by
+/// others.
+pub fn digest_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    let dir = data_dir.join("keys");
+    let path = dir.join("hid-digest.key");
+    if !path.exists() {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder
+            .create(&dir)
+            .with_context(|| format!("{}", dir.display()))?;
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        match options.open(&path) {
+            Ok(mut f) => {
+                f.write_all(&key)?;
+                f.sync_all()?;
+            }
+            // Another process created it first: use theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
         }
-        Ok(())
     }
-
-    fn finished(&self, f: &Finished<'_>) -> Result<(), String> {
-        let (result, execution_id, sent, reason) = match f.result {
-            witness::Result::Executed { execution_id } => {
-                (HidResult::Executed, Some(execution_id), None, None)
-            }
-            witness::Result::Failed {
-                execution_id,
-                sent,
-                reason,
-            } => (
-                HidResult::Failed,
-                Some(execution_id),
-                Some(sent),
-                Some(reason),
-            ),
-            witness::Result::NotExecuted { reason } => {
-                (HidResult::NotExecuted, None, None, Some(reason))
-            }
-        };
-        let input = HidExecutionInput {
-            action_type: f.action_type.to_owned(),
-            at: hcp_contracts::message::now_rfc3339(),
-            execution_id: execution_id.map(str::to_owned),
-            kind: CALL_HID_EXECUTION.to_owned(),
-            mode: f.mode.as_str().to_owned(),
-            operator: f.operator.to_owned(),
-            proposal: f.proposal.to_string(),
-            readiness: match f.readiness {
-                Readiness::Armed => HidReadiness::Armed,
-                Readiness::Off => HidReadiness::Off,
-                Readiness::Halted => HidReadiness::Halted,
-            },
-            reason: reason.map(str::to_owned),
-            result,
-            sent,
-            session_id: f.session.to_owned(),
-        };
-        let decision = pep_hid::decide_execution(&input);
-        let args = json!({
-            "execution_id": execution_id,
-            "proposal": f.proposal,
-            "result": result,
-        });
-        let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
-        self.record(
-            f.session,
-            CALL_HID_EXECUTION,
-            args,
-            input,
-            &decision,
-            &self.policy.current(),
-            Follows {
-                proposal: f.proposal.to_string(),
-                last: true,
-            },
-        )
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path)?.permissions().mode();
+        if mode & 0o077 != 0 {
+            anyhow::bail!(
+                "{} is readable by others (mode {:o}): refusing to use it",
+                path.display(),
+                mode & 0o777
+            );
+        }
     }
+    let key = std::fs::read(&path).with_context(|| format!("{}", path.display()))?;
+    if key.len() != 32 {
+        anyhow::bail!("{}: not a 32-byte key", path.display());
+    }
+    Ok(key)
 }
 
 /// The mediator, as the sandbox and the operator's interfaces use it.
@@ -223,12 +87,13 @@ pub struct HidService {
 }
 
 impl HidService {
-    /// Starts the mediator with its log in `data_dir/hcp.db`; with `device`,
-    /// tells the executor OBSERVE at once.
+    /// Starts the mediator with its log in `data_dir/hcp.db` and its digest
+    /// key in `data_dir/keys/hid-digest.key`; with `device`, tells the
+    /// executor OBSERVE at once.
     ///
     /// # Errors
     ///
-    /// The session log cannot be opened.
+    /// The session log or the digest key cannot be opened.
     pub fn start(
         data_dir: &Path,
         device: Option<DeviceConfig>,
@@ -237,6 +102,7 @@ impl HidService {
         let log = SessionLog::open(&data_dir.join("hcp.db"))?;
         let mut config = MediatorConfig::new(device);
         config.witness = witness;
+        config.digest_key = Some(digest_key(data_dir)?);
         Ok(Self {
             mediator: Mediator::start(log, config),
         })

@@ -121,6 +121,16 @@ pub enum DeviceError {
     /// The line was refused before it was written.
     #[error("HID line not written: {0}")]
     Wire(#[from] WireError),
+    /// Writing failed before any byte of the line reached the port (the
+    /// line is gone, or it would not take the bytes in time): the device
+    /// received nothing.
+    #[error("HID executor disconnected during {request}: {reason} (nothing was written)")]
+    NotWritten {
+        /// What the host was sending.
+        request: &'static str,
+        /// What the port said.
+        reason: String,
+    },
 }
 
 /// An open line to the executor.
@@ -301,8 +311,36 @@ impl Device {
         }
     }
 
+    /// Writes `line`. A failure before the first byte was taken is
+    /// [`DeviceError::NotWritten`] (the device received nothing); after it,
+    /// a timeout or a disconnect (part of the line may have arrived).
     fn write(&mut self, line: &[u8], request: &'static str) -> Result<(), DeviceError> {
-        self.port.write_all(line).map_err(|e| match e.kind() {
+        let mut written = 0;
+        while written < line.len() {
+            match self.port.write(&line[written..]) {
+                Ok(0) => {
+                    return Err(self.write_error(
+                        written,
+                        request,
+                        std::io::Error::from(ErrorKind::WriteZero),
+                    ));
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.write_error(written, request, e)),
+            }
+        }
+        self.port
+            .flush()
+            .map_err(|e| self.write_error(line.len(), request, e))
+    }
+
+    fn write_error(&self, written: usize, request: &'static str, e: std::io::Error) -> DeviceError {
+        match e.kind() {
+            _ if written == 0 => DeviceError::NotWritten {
+                request,
+                reason: e.to_string(),
+            },
             ErrorKind::TimedOut => DeviceError::Timeout {
                 request,
                 waited_ms: self.config.answer_timeout.as_millis(),
@@ -311,7 +349,7 @@ impl Device {
                 request,
                 reason: e.to_string(),
             },
-        })
+        }
     }
 
     /// The next line from the device, with the answer deadline. A status

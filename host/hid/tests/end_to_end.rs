@@ -1,133 +1,18 @@
 //! The mediator driving the simulated executor over a real pseudo-terminal:
 //! what reaches the device, when, and what stops it.
 
-use hcp_hid::action::Mode;
-use hcp_hid::action::{Action, MouseButton, OperatorId, ProposalId};
-use hcp_hid::device::{DeviceConfig, DeviceError, DeviceKind};
+mod common;
+
+use common::*;
+use hcp_hid::action::{Action, Mode, ProposalId};
+use hcp_hid::device::{DeviceError, DeviceKind};
 use hcp_hid::log::{EventType, IntegrityError, LogError, SessionLog};
-use hcp_hid::mediator::{Execution, Mediator, MediatorConfig, MediatorError, Outcome};
+use hcp_hid::mediator::{Execution, MediatorError, Outcome};
 use hcp_hid::proposal::{ProposalError, ProposalRequest};
-use hcp_hid::sim::{Fault, Flavour, SimConfig, Simulator};
+use hcp_hid::sim::{Fault, Flavour, SimConfig};
 use hcp_hid::wire::KillSwitch;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
-
-const SESSION: &str = "sess-e2e";
-const OBSERVE: &str = r#"{"type":"set_mode","mode":"OBSERVE"}"#;
-const EXECUTE: &str = r#"{"type":"set_mode","mode":"EXECUTE"}"#;
-const GET_STATUS: &str = r#"{"type":"get_status"}"#;
-
-struct Rig {
-    _dir: tempfile::TempDir,
-    db: PathBuf,
-    record: PathBuf,
-    sim: Simulator,
-    m: Arc<Mediator>,
-}
-
-fn rig_with(mut config: SimConfig) -> Rig {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("hcp.db");
-    let record = dir.path().join("typed.jsonl");
-    config.record = Some(record.clone());
-    let sim = Simulator::start(config).expect("simulator");
-    let mut device = DeviceConfig::new(sim.path());
-    device.answer_timeout = Duration::from_millis(300);
-    let log = SessionLog::open(&db).expect("log");
-    let m = Arc::new(Mediator::start(log, MediatorConfig::new(Some(device))));
-    Rig {
-        _dir: dir,
-        db,
-        record,
-        sim,
-        m,
-    }
-}
-
-fn rig(flavour: Flavour) -> Rig {
-    rig_with(SimConfig::new(flavour))
-}
-
-fn alice() -> OperatorId {
-    "alice".parse().expect("operator")
-}
-
-fn text(t: &str) -> ProposalRequest {
-    ProposalRequest {
-        action: Action::TypeText { text: t.into() },
-        rationale: "The prompt is waiting for this input.".into(),
-    }
-}
-
-fn click() -> ProposalRequest {
-    ProposalRequest {
-        action: Action::MouseClick {
-            button: MouseButton::Left,
-        },
-        rationale: "The Save button is under the pointer.".into(),
-    }
-}
-
-impl Rig {
-    fn arm(&self) {
-        let status = self.m.set_mode(&alice(), Mode::Execute).expect("armed");
-        assert!(
-            matches!(status.execution, Execution::Armed { .. }),
-            "{status:?}"
-        );
-    }
-
-    fn propose(&self, r: ProposalRequest) -> ProposalId {
-        self.m.propose(SESSION, r).expect("proposed")
-    }
-
-    /// Proposes and approves; returns the outcome.
-    fn run(&self, r: ProposalRequest) -> (ProposalId, Outcome) {
-        let id = self.propose(r);
-        let outcome = self.m.approve(&alice(), &id, false).expect("approved");
-        assert_eq!(
-            self.m.wait(SESSION, &id, Duration::ZERO).expect("wait"),
-            outcome
-        );
-        (id, outcome)
-    }
-
-    fn performed_ids(&self) -> Vec<String> {
-        self.sim
-            .performed()
-            .into_iter()
-            .map(|p| p.proposal_id)
-            .collect()
-    }
-
-    /// Lines received that carry an `execution_id`.
-    fn action_lines(&self) -> Vec<String> {
-        self.sim
-            .received()
-            .into_iter()
-            .filter(|l| l.contains("execution_id"))
-            .collect()
-    }
-
-    fn last_error(&self) -> String {
-        SessionLog::open(&self.db)
-            .expect("log")
-            .entries()
-            .expect("entries")
-            .into_iter()
-            .rfind(|e| e.event_type == EventType::Error)
-            .and_then(|e| e.details["error_message"].as_str().map(str::to_owned))
-            .expect("an ERROR entry")
-    }
-
-    fn halted(&self) -> String {
-        match self.m.status().execution {
-            Execution::Halted { reason } => reason,
-            other => panic!("not halted: {other:?}"),
-        }
-    }
-}
 
 #[test]
 fn approved_actions_reach_the_device_in_order_exactly_once() {
@@ -431,10 +316,12 @@ fn a_disabled_kill_switch_stops_execution() {
     r.sim.set_kill_switch(KillSwitch::Disabled);
     let (id, outcome) = r.run(click());
     let expected = "HID executor sim-hid-0001 reports its kill switch DISABLED";
+    // Found before the action was written: it did not happen.
     assert_eq!(
         outcome,
-        Outcome::Failed {
-            reason: expected.into()
+        Outcome::NotExecuted {
+            mode: Mode::Execute,
+            reason: format!("the action was not sent: {expected}")
         }
     );
     assert_eq!(r.halted(), expected);
@@ -482,8 +369,10 @@ fn a_disconnect_stops_execution() {
     std::thread::sleep(Duration::from_millis(100));
     let (_, outcome) = r.run(text("into the void"));
     match outcome {
-        Outcome::Failed { reason } => assert!(
-            reason.starts_with("HID executor disconnected during get_status: "),
+        Outcome::NotExecuted { reason, .. } => assert!(
+            reason.starts_with(
+                "the action was not sent: HID executor disconnected during get_status: "
+            ),
             "{reason}"
         ),
         other => panic!("{other:?}"),

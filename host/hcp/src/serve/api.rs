@@ -501,7 +501,18 @@ async fn decide(
     })
     .await
     .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
-    .map_err(|e| ApiError::forbidden(format!("{e:#}")))?;
+    .map_err(|e| {
+        // Another decision won the race: the task is no longer waiting
+        // (409, as when it was decided before this request came).
+        match state.host.store.approval(&id) {
+            Ok(Some(a))
+                if a.decision.is_some() && a.operator_id.as_deref() != Some(op.as_str()) =>
+            {
+                ApiError::conflict(format!("task {id} is not waiting for approval: {e:#}"))
+            }
+            _ => ApiError::forbidden(format!("{e:#}")),
+        }
+    })?;
     if submission.runnable {
         spawn_run(&state, id);
     }

@@ -21,6 +21,7 @@ fn mediator_error(e: MediatorError) -> ApiError {
         MediatorError::BadReason => ApiError::bad_request("invalid_decision", e.to_string()),
         MediatorError::Log(ref l) => ApiError::internal(&anyhow::anyhow!("HID session log: {l}")),
         MediatorError::Witness(_) => ApiError::unavailable(e.to_string()),
+        MediatorError::Forbidden(_) => ApiError::forbidden(e.to_string()),
         MediatorError::NotPending(_)
         | MediatorError::CredentialNotAcknowledged(_)
         | MediatorError::NoDevice

@@ -7,7 +7,7 @@ use super::{
     host_event, lock, pending,
 };
 use crate::action::{ExecutionId, Mode, OperatorId, ProposalId};
-use crate::device::{Device, DeviceError, DeviceKind};
+use crate::device::{DeviceError, DeviceKind};
 use crate::log::{Event, EventType};
 use crate::wire::ActionExecute;
 use serde_json::{Map, json};
@@ -16,17 +16,22 @@ use std::time::Instant;
 
 impl Mediator {
     /// An operator approves a pending proposal. In EXECUTE mode, while
-    /// armed, the action is executed now (after the rate limit) and the call
-    /// returns once the device answered; otherwise the approval is recorded
-    /// and the outcome says why nothing ran. `credential_acknowledged` must
-    /// be true when the proposal carries `credential_warning`.
+    /// armed, a proposal made in EXECUTE mode is executed now (after the
+    /// rate limit) and the call returns once the device answered; otherwise
+    /// the approval is recorded and the outcome says why nothing ran (a
+    /// proposal made in SUGGEST mode is never executed: the guest proposes
+    /// it again). `credential_acknowledged` must be true when the proposal
+    /// carries `credential_warning`; the refusal is witnessed all the same.
     ///
     /// # Errors
     ///
     /// [`MediatorError::UnknownProposal`], [`MediatorError::NotPending`],
-    /// [`MediatorError::CredentialNotAcknowledged`], [`MediatorError::Log`]
-    /// (then nothing was executed). A device fault is not an error here: it
-    /// halts execution and the outcome is [`Outcome::Failed`].
+    /// [`MediatorError::CredentialNotAcknowledged`],
+    /// [`MediatorError::Forbidden`], [`MediatorError::Witness`],
+    /// [`MediatorError::Log`] (then nothing was executed). A device fault is
+    /// not an error here: it halts execution and the outcome is
+    /// [`Outcome::Failed`] (or [`Outcome::NotExecuted`] when nothing reached
+    /// the device).
     pub fn approve(
         &self,
         operator: &OperatorId,
@@ -38,10 +43,7 @@ impl Mediator {
         let mode = inner.mode;
         let execution = inner.execution.clone();
         let record = pending(&mut inner, id)?;
-        if record.proposal.credential_warning && !credential_acknowledged {
-            return Err(MediatorError::CredentialNotAcknowledged(id.to_string()));
-        }
-        self.witness_decided(&Decided {
+        let witnessed = self.witness_decided(&Decided {
             proposal: id,
             session: &record.proposal.session,
             operator: operator.as_str(),
@@ -50,7 +52,17 @@ impl Mediator {
             mode,
             credential_warning: record.proposal.credential_warning,
             credential_acknowledged,
-        })?;
+        });
+        if record.proposal.credential_warning && !credential_acknowledged {
+            // Witnessed (the policy's refusal is a receipt), never effective;
+            // an operator the policy does not let decide hears that first.
+            if let Err(e @ MediatorError::Forbidden(_)) = witnessed {
+                return Err(e);
+            }
+            return Err(MediatorError::CredentialNotAcknowledged(id.to_string()));
+        }
+        witnessed?;
+        let proposed_in = record.mode;
         let readiness = match (&mode, &execution) {
             (Mode::Execute, Execution::Armed { .. }) => Readiness::Armed,
             (Mode::Execute, Execution::Halted { .. }) => Readiness::Halted,
@@ -85,6 +97,11 @@ impl Mediator {
                 "execution is halted until an operator re-arms: {reason}"
             )),
             (Mode::Execute, Execution::Off) => Some("execution is not armed".to_owned()),
+            (Mode::Execute, Execution::Armed { .. }) if proposed_in != Mode::Execute => {
+                Some(format!(
+                    "proposed in {proposed_in} mode: only proposals made in EXECUTE mode are executed; propose it again"
+                ))
+            }
             (Mode::Execute, Execution::Armed { .. }) => None,
         };
         if let Some(reason) = not_executed {
@@ -93,6 +110,7 @@ impl Mediator {
                 session: &record.proposal.session,
                 operator: operator.as_str(),
                 mode,
+                proposed_in,
                 readiness,
                 action_type,
                 result: witness::Result::NotExecuted { reason: &reason },
@@ -140,6 +158,7 @@ impl Mediator {
             session: &session,
             operator: operator.as_str(),
             mode,
+            proposed_in,
             readiness,
             action_type,
             result: match &result {
@@ -171,7 +190,17 @@ impl Mediator {
                 details.insert("result".into(), json!("failed"));
                 details.insert("sent".into(), json!(sent));
                 details.insert("error_message".into(), json!(bounded(&why, 1000)));
-                (Outcome::Failed { reason: why }, Some(e))
+                let outcome = if sent {
+                    // Written, then the device failed: it may have acted.
+                    Outcome::Failed { reason: why }
+                } else {
+                    // Nothing reached the device: the action did not happen.
+                    Outcome::NotExecuted {
+                        mode,
+                        reason: format!("the action was not sent: {why}"),
+                    }
+                };
+                (outcome, Some(e))
             }
         };
         if let Some(r) = inner.records.get_mut(id) {
@@ -220,72 +249,18 @@ impl Mediator {
             lock(&self.inner).device_status = status;
         }
         device.execute(cmd).map_err(|e| {
-            let sent = !matches!(e, DeviceError::Wire(_));
+            let sent = !matches!(e, DeviceError::Wire(_) | DeviceError::NotWritten { .. });
             (e, sent)
         })
     }
 
-    /// An operator changes the mode. Entering EXECUTE arms (see the module
-    /// docs); leaving it sends OBSERVE to the device. Choosing the current
-    /// mode changes nothing, except that EXECUTE while halted re-arms.
-    ///
-    /// # Errors
-    ///
-    /// [`MediatorError::ArmRefused`] / [`MediatorError::NoDevice`] (the mode
-    /// did not change; logged as ERROR), [`MediatorError::Log`].
-    pub fn set_mode(&self, operator: &OperatorId, mode: Mode) -> Result<Status, MediatorError> {
-        let mut exec = lock(&self.exec);
-        let inner = lock(&self.inner);
-        let old = inner.mode;
-        if old == mode {
-            let halted = matches!(inner.execution, Execution::Halted { .. });
-            drop(inner);
-            if mode == Mode::Execute && halted {
-                return self.arm(&mut exec, operator);
-            }
-            return Ok(self.status());
-        }
-        if mode == Mode::Execute {
-            drop(inner);
-            return self.arm(&mut exec, operator);
-        }
-        let mut inner = inner;
-        if old == Mode::Execute {
-            // Leaving EXECUTE is never blocked, not even by a failing log.
-            inner.mode = mode;
-            inner.execution = Execution::Off;
-            let logged = self.append(mode_change(operator, old, mode, false));
-            drop(inner);
-            tell_observe(&mut exec);
-            logged?;
-        } else {
-            self.append(mode_change(operator, old, mode, false))?;
-            inner.mode = mode;
-            inner.execution = Execution::Off;
-            drop(inner);
-        }
-        Ok(self.status())
-    }
-
-    /// An operator re-arms a halted (or armed) EXECUTE mode: a fresh
-    /// handshake, then `set_mode EXECUTE`.
-    ///
-    /// # Errors
-    ///
-    /// [`MediatorError::NotInExecute`], [`MediatorError::ArmRefused`]
-    /// (execution stays halted), [`MediatorError::Log`].
-    pub fn rearm(&self, operator: &OperatorId) -> Result<Status, MediatorError> {
-        let mut exec = lock(&self.exec);
-        let mode = lock(&self.inner).mode;
-        if mode != Mode::Execute {
-            return Err(MediatorError::NotInExecute(mode));
-        }
-        self.arm(&mut exec, operator)
-    }
-
-    /// Asks a reporting device for its status now (nothing is sent to the
-    /// public firmware); a DISABLED kill switch or any fault halts
-    /// execution. The host may call this periodically.
+    /// While armed, checks that the device is there: a reporting device is
+    /// asked for its status; the public firmware, which reports none, is
+    /// sent `set_mode EXECUTE` again (what arming sent: it changes nothing
+    /// and is answered). A hang-up (end of file, a failed write), silence
+    /// (no answer within the answer timeout), an error answer or a DISABLED
+    /// kill switch halts execution, before any approval is spent on a dead
+    /// device. The host calls this periodically.
     ///
     /// # Errors
     ///
@@ -296,6 +271,9 @@ impl Mediator {
             return Ok(self.status());
         }
         let result = match exec.device.as_mut() {
+            Some(d) if matches!(d.kind(), Some(DeviceKind::PublicFirmware)) => {
+                d.set_mode(Mode::Execute).map(|_| None)
+            }
             Some(d) => d.status(),
             None => return Ok(self.status()),
         };
@@ -310,76 +288,6 @@ impl Mediator {
             Err(e) => self.halt(&mut exec, inner, &e, None),
         }
         Ok(self.status())
-    }
-
-    /// Arms EXECUTE: open, handshake, `set_mode EXECUTE`. On success the
-    /// mode is EXECUTE and armed (MODE_CHANGE logged); on failure the mode is
-    /// unchanged, or stays halted (ERROR logged), and OBSERVE is sent.
-    fn arm(&self, exec: &mut Exec, operator: &OperatorId) -> Result<Status, MediatorError> {
-        let Some(config) = self.config.device.clone() else {
-            let mut details = Map::new();
-            details.insert(
-                "error_message".into(),
-                json!(MediatorError::NoDevice.to_string()),
-            );
-            let mode = lock(&self.inner).mode;
-            self.append(operator_event(EventType::Error, mode, operator, details))?;
-            return Err(MediatorError::NoDevice);
-        };
-        let attempt = (|| {
-            if exec.device.is_none() {
-                exec.device = Some(Device::open(config)?);
-            }
-            let device = exec
-                .device
-                .as_mut()
-                .ok_or_else(|| DeviceError::Disconnected {
-                    request: "get_status",
-                    reason: "the port is closed".into(),
-                })?;
-            let kind = device.handshake()?;
-            let status = device.last_status().cloned();
-            device.set_mode(Mode::Execute)?;
-            Ok::<(DeviceKind, _), DeviceError>((kind, status))
-        })();
-        let mut inner = lock(&self.inner);
-        let old = inner.mode;
-        match attempt {
-            Ok((kind, status)) => {
-                self.append(mode_change(
-                    operator,
-                    old,
-                    Mode::Execute,
-                    old == Mode::Execute,
-                ))?;
-                inner.mode = Mode::Execute;
-                inner.execution = Execution::Armed { device: kind };
-                if status.is_some() {
-                    inner.device_status = status;
-                }
-                drop(inner);
-                Ok(self.status())
-            }
-            Err(e) => {
-                let mut details = Map::new();
-                details.insert(
-                    "error_message".into(),
-                    json!(bounded(&format!("arming refused: {e}"), 1000)),
-                );
-                details.insert("requested_mode".into(), json!(Mode::Execute));
-                let logged = self.append(operator_event(EventType::Error, old, operator, details));
-                if let Execution::Halted { .. } = inner.execution {
-                    inner.execution = Execution::Halted {
-                        reason: format!("arming refused: {e}"),
-                    };
-                }
-                drop(inner);
-                forget_if_gone(exec, &e);
-                tell_observe(exec);
-                logged?;
-                Err(MediatorError::ArmRefused(e))
-            }
-        }
     }
 
     /// Halts execution after a device fault: ERROR logged, OBSERVE sent
@@ -416,10 +324,12 @@ impl Mediator {
 }
 
 /// Drops the port when the fault says it is gone, so re-arming reopens it.
-fn forget_if_gone(exec: &mut Exec, fault: &DeviceError) {
+pub(super) fn forget_if_gone(exec: &mut Exec, fault: &DeviceError) {
     if matches!(
         fault,
-        DeviceError::Disconnected { .. } | DeviceError::Open { .. }
+        DeviceError::Disconnected { .. }
+            | DeviceError::Open { .. }
+            | DeviceError::NotWritten { .. }
     ) {
         exec.device = None;
     }
@@ -434,39 +344,16 @@ fn stop_executing(exec: &mut Exec, mut inner: MutexGuard<'_, Inner>, reason: Str
     tell_observe(exec);
 }
 
-fn tell_observe(exec: &mut Exec) {
+pub(super) fn tell_observe(exec: &mut Exec) {
     if let Some(device) = exec.device.as_mut()
         && let Err(e) = device.set_mode(Mode::Observe)
     {
         tracing::warn!(error = %e, "HID executor not told OBSERVE");
-        if matches!(e, DeviceError::Disconnected { .. }) {
+        if matches!(
+            e,
+            DeviceError::Disconnected { .. } | DeviceError::NotWritten { .. }
+        ) {
             exec.device = None;
         }
     }
-}
-
-fn operator_event(
-    event_type: EventType,
-    mode: Mode,
-    operator: &OperatorId,
-    details: Map<String, serde_json::Value>,
-) -> Event {
-    Event {
-        event_type,
-        mode,
-        operator_id: operator.to_string(),
-        proposal_id: None,
-        execution_id: None,
-        details,
-    }
-}
-
-fn mode_change(operator: &OperatorId, old: Mode, new: Mode, rearmed: bool) -> Event {
-    let mut details = Map::new();
-    details.insert("old_mode".into(), json!(old));
-    details.insert("new_mode".into(), json!(new));
-    if rearmed {
-        details.insert("rearmed".into(), json!(true));
-    }
-    operator_event(EventType::ModeChange, new, operator, details)
 }

@@ -26,19 +26,23 @@
 //! - **Guests** see only [`Mediator::propose`] and [`Mediator::wait`], scoped
 //!   to their session.
 
+mod decide;
+mod details;
 mod execute;
+mod mode;
 pub mod witness;
 
-use crate::action::{Action, HOST_OPERATOR, MIN_ACTION_DELAY_MS, Mode, OperatorId, ProposalId};
+use crate::action::{HOST_OPERATOR, MIN_ACTION_DELAY_MS, Mode, ProposalId};
 use crate::device::{Device, DeviceConfig, DeviceError, DeviceKind};
 use crate::log::{Event, EventType, LogError, SessionLog};
 use crate::proposal::{self, Proposal, ProposalError, ProposalRequest};
 use crate::wire::DeviceStatus;
+use details::{bounded, proposal_details};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use witness::Witness;
+use witness::{Witness, WitnessError};
 
 /// Longest operator reason, in characters (the decision schema's bound).
 pub const MAX_REASON_CHARS: usize = 500;
@@ -50,9 +54,12 @@ pub struct MediatorConfig {
     pub device: Option<DeviceConfig>,
     /// Most undecided proposals one session may have.
     pub max_pending_per_session: usize,
-    /// Records every decision before it takes effect, and every approved
-    /// proposal's end (the host's receipts).
+    /// Records every decision and mode change before it takes effect, and
+    /// every approved proposal's end (the host's receipts).
     pub witness: Option<Arc<dyn Witness>>,
+    /// The key of `payload_hmac_sha256`, the keyed digest the session log
+    /// keeps of a credential-like text; without one, it keeps none.
+    pub digest_key: Option<Vec<u8>>,
 }
 
 impl MediatorConfig {
@@ -63,6 +70,7 @@ impl MediatorConfig {
             device,
             max_pending_per_session: 16,
             witness: None,
+            digest_key: None,
         }
     }
 
@@ -167,10 +175,15 @@ pub enum MediatorError {
     /// A proposal with this id exists already.
     #[error("proposal {0} exists already")]
     DuplicateProposal(String),
-    /// The witness did not record the decision (or refused it): it did
-    /// not take effect.
+    /// The witness did not record the decision or mode change: it did not
+    /// take effect.
     #[error("the decision did not take effect: {0}")]
     Witness(String),
+    /// The policy does not let this operator make this decision or mode
+    /// change (as it would not let them approve the proposing task): it did
+    /// not take effect.
+    #[error("refused by the policy: {0}")]
+    Forbidden(String),
     /// The proposal was decided already.
     #[error("proposal {0} is not waiting for a decision")]
     NotPending(String),
@@ -281,8 +294,8 @@ impl Mediator {
     fn witness_decided(&self, decided: &witness::Decided<'_>) -> Result<(), MediatorError> {
         match &self.config.witness {
             Some(w) => w.decided(decided).map_err(|e| {
-                tracing::error!(proposal = %decided.proposal, error = %e, "HID decision not recorded");
-                MediatorError::Witness(e)
+                tracing::warn!(proposal = %decided.proposal, error = %e, "HID decision refused or not recorded");
+                witness_error(e)
             }),
             None => Ok(()),
         }
@@ -402,7 +415,11 @@ impl Mediator {
                 limit: self.config.max_pending_per_session,
             });
         }
-        let mut event = host_event(EventType::Proposal, mode, proposal_details(&proposal));
+        let mut event = host_event(
+            EventType::Proposal,
+            mode,
+            proposal_details(&proposal, self.config.digest_key.as_deref()),
+        );
         event.proposal_id = Some(proposal.id.to_string());
         self.append(event)?;
         let state = match mode {
@@ -463,117 +480,14 @@ impl Mediator {
                 .0;
         }
     }
+}
 
-    /// An operator rejects a pending proposal, with a reason.
-    ///
-    /// # Errors
-    ///
-    /// [`MediatorError::BadReason`], [`MediatorError::UnknownProposal`],
-    /// [`MediatorError::NotPending`], [`MediatorError::Log`].
-    pub fn reject(
-        &self,
-        operator: &OperatorId,
-        id: &ProposalId,
-        reason: &str,
-    ) -> Result<Outcome, MediatorError> {
-        let chars = reason.chars().count();
-        if chars == 0 || chars > MAX_REASON_CHARS || reason.chars().any(char::is_control) {
-            return Err(MediatorError::BadReason);
-        }
-        let mut inner = lock(&self.inner);
-        let mode = inner.mode;
-        let record = pending(&mut inner, id)?;
-        self.witness_decided(&witness::Decided {
-            proposal: id,
-            session: &record.proposal.session,
-            operator: operator.as_str(),
-            verdict: witness::Verdict::Reject,
-            reason: Some(reason),
-            mode,
-            credential_warning: record.proposal.credential_warning,
-            credential_acknowledged: false,
-        })?;
-        let mut details = Map::new();
-        details.insert("decision".into(), json!("REJECTED"));
-        details.insert("override_reason".into(), json!(reason));
-        details.insert("session_id".into(), json!(record.proposal.session));
-        self.append(Event {
-            event_type: EventType::Decision,
-            mode,
-            operator_id: operator.to_string(),
-            proposal_id: Some(id.to_string()),
-            execution_id: None,
-            details,
-        })?;
-        let outcome = Outcome::Rejected {
-            operator_id: operator.to_string(),
-            reason: reason.to_owned(),
-        };
-        record.state = State::Done(outcome.clone());
-        self.changed.notify_all();
-        Ok(outcome)
-    }
-
-    /// Ends `session`: its undecided proposals are withdrawn (logged as a
-    /// DECISION REJECTED by `host`) and its records forgotten, so nothing
-    /// it proposed can be approved after it is gone.
-    ///
-    /// # Errors
-    ///
-    /// [`MediatorError::Log`]; proposals not yet logged as withdrawn stay.
-    pub fn close_session(&self, session: &str) -> Result<(), MediatorError> {
-        let mut inner = lock(&self.inner);
-        let mode = inner.mode;
-        let ids: Vec<ProposalId> = inner
-            .order
-            .iter()
-            .filter(|id| {
-                inner
-                    .records
-                    .get(*id)
-                    .is_some_and(|r| r.proposal.session == session)
-            })
-            .cloned()
-            .collect();
-        for id in ids {
-            let Some(record) = inner.records.get_mut(&id) else {
-                continue;
-            };
-            match record.state {
-                State::Executing => continue,
-                State::Pending => {
-                    // Withdrawn whether or not the witness records it: the
-                    // session is gone, its proposals must not stay.
-                    let _ = self.witness_decided(&witness::Decided {
-                        proposal: &id,
-                        session,
-                        operator: HOST_OPERATOR,
-                        verdict: witness::Verdict::Withdraw,
-                        reason: Some(WITHDRAWN),
-                        mode,
-                        credential_warning: record.proposal.credential_warning,
-                        credential_acknowledged: false,
-                    });
-                    let mut details = Map::new();
-                    details.insert("decision".into(), json!("REJECTED"));
-                    details.insert("override_reason".into(), json!(WITHDRAWN));
-                    details.insert("session_id".into(), json!(session));
-                    let mut event = host_event(EventType::Decision, mode, details);
-                    event.proposal_id = Some(id.to_string());
-                    self.append(event)?;
-                    record.state = State::Done(Outcome::Rejected {
-                        operator_id: HOST_OPERATOR.into(),
-                        reason: WITHDRAWN.into(),
-                    });
-                }
-                State::Done(_) => {}
-            }
-            inner.records.remove(&id);
-        }
-        let Inner { order, records, .. } = &mut *inner;
-        order.retain(|id| records.contains_key(id));
-        self.changed.notify_all();
-        Ok(())
+/// A witness's refusal as the mediator reports it.
+fn witness_error(e: WitnessError) -> MediatorError {
+    match e {
+        WitnessError::Forbidden(m) => MediatorError::Forbidden(m),
+        e @ WitnessError::Invalid(_) => MediatorError::Witness(e.to_string()),
+        WitnessError::Failed(m) => MediatorError::Witness(m),
     }
 }
 
@@ -598,43 +512,6 @@ fn host_event(event_type: EventType, mode: Mode, details: Map<String, Value>) ->
         execution_id: None,
         details,
     }
-}
-
-/// At most `max` characters of `s`.
-fn bounded(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
-    }
-    let mut out: String = s.chars().take(max - 1).collect();
-    out.push('…');
-    out
-}
-
-/// The PROPOSAL entry's details. The text of a credential-like proposal is
-/// never logged: only its length and the payload's hash.
-fn proposal_details(p: &Proposal) -> Map<String, Value> {
-    let summary = match p.action.action() {
-        Action::TypeText { text } if p.credential_warning => {
-            format!(
-                "[{} characters withheld: credential_warning]",
-                text.chars().count()
-            )
-        }
-        Action::TypeText { text } => bounded(text, 200),
-        Action::KeyCombo { keys } => keys.join("+"),
-        Action::MouseMove { x, y } => format!("move by x={x}, y={y}"),
-        Action::MouseClick { button } => format!("{button:?} click").to_lowercase(),
-    };
-    let mut d = Map::new();
-    d.insert("session_id".into(), json!(bounded(&p.session, 256)));
-    d.insert("action_type".into(), json!(p.action.action_type()));
-    d.insert("payload_summary".into(), json!(summary));
-    if let Ok(hash) = hcp_contracts::jcs::sha256(&p.action.payload()) {
-        d.insert("payload_sha256".into(), json!(hex::encode(hash)));
-    }
-    d.insert("credential_warning".into(), json!(p.credential_warning));
-    d.insert("rationale".into(), json!(bounded(&p.rationale, 500)));
-    d
 }
 
 /// Why the host withdraws a proposal.

@@ -1,6 +1,7 @@
 //! The mediator without a device: modes, decisions, waiting, sessions.
 
 use super::*;
+use crate::action::{Action, OperatorId};
 use crate::log::LogEntry;
 
 fn mediator() -> (tempfile::TempDir, Mediator) {
@@ -243,17 +244,20 @@ fn rejections_need_a_reason() {
     }
 }
 
-/// Writes down what it is asked to witness; refuses while `refuse` is set.
+/// Writes down what it is asked to witness; refuses while `refuse` is set;
+/// decides like the host's policy: the operators in `forbidden` may decide
+/// nothing and not arm EXECUTE, an unacknowledged credential is refused.
 #[derive(Debug, Default)]
 struct Notary {
     seen: Mutex<Vec<String>>,
     refuse: std::sync::atomic::AtomicBool,
+    forbidden: Mutex<Vec<String>>,
 }
 
 impl witness::Witness for Notary {
-    fn decided(&self, d: &witness::Decided<'_>) -> Result<(), String> {
+    fn decided(&self, d: &witness::Decided<'_>) -> Result<(), WitnessError> {
         if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err("the receipt store is full".into());
+            return Err(WitnessError::Failed("the receipt store is full".into()));
         }
         lock(&self.seen).push(format!(
             "{} {} {} by {} ({})",
@@ -263,10 +267,33 @@ impl witness::Witness for Notary {
             d.operator,
             d.reason.unwrap_or("-")
         ));
+        if lock(&self.forbidden).iter().any(|o| o == d.operator) {
+            return Err(WitnessError::Forbidden(format!(
+                "operator {} may not decide here",
+                d.operator
+            )));
+        }
+        if d.verdict == witness::Verdict::Approve
+            && d.credential_warning
+            && !d.credential_acknowledged
+        {
+            return Err(WitnessError::Invalid("not acknowledged".into()));
+        }
         Ok(())
     }
 
-    fn finished(&self, f: &witness::Finished<'_>) -> Result<(), String> {
+    fn mode_change(&self, c: &witness::ModeChange<'_>) -> Result<(), WitnessError> {
+        lock(&self.seen).push(format!("mode {} -> {} by {}", c.from, c.to, c.operator));
+        if c.to == Mode::Execute && lock(&self.forbidden).iter().any(|o| o == c.operator) {
+            return Err(WitnessError::Forbidden(format!(
+                "operator {} may not arm EXECUTE",
+                c.operator
+            )));
+        }
+        Ok(())
+    }
+
+    fn finished(&self, f: &witness::Finished<'_>) -> std::result::Result<(), String> {
         lock(&self.seen).push(format!(
             "{} {} {} {} {}",
             f.result.as_str(),
@@ -291,6 +318,10 @@ fn witnessed() -> (tempfile::TempDir, Mediator, Arc<Notary>) {
 fn every_decision_is_witnessed_before_it_takes_effect() {
     let (_dir, m, notary) = witnessed();
     m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    assert_eq!(
+        lock(&notary.seen).remove(0),
+        "mode OBSERVE -> SUGGEST by alice"
+    );
     let chosen: ProposalId = "prop-chosen-by-the-host".parse().expect("id");
     let a = m
         .propose_as("s1", chosen.clone(), request("ls"))
@@ -338,4 +369,118 @@ fn every_decision_is_witnessed_before_it_takes_effect() {
             format!("withdraw {c} s1 by host (the session ended before a decision)"),
         ]
     );
+}
+
+/// Issue 12.10: an approval of a credential-like text without the
+/// acknowledgement is refused, and the witness (the host's receipt) hears
+/// of it; nothing else happens.
+#[test]
+fn an_unacknowledged_credential_approval_is_witnessed_and_refused() {
+    let (_dir, m, notary) = witnessed();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let id = m
+        .propose("s1", request("password=Tr0ub4dor&3xyzzy"))
+        .expect("proposed");
+    let before = entries(&m).len();
+    assert!(matches!(
+        m.approve(&alice(), &id, false),
+        Err(MediatorError::CredentialNotAcknowledged(p)) if p == id.as_str()
+    ));
+    assert_eq!(entries(&m).len(), before, "no DECISION logged");
+    assert_eq!(
+        lock(&notary.seen).last().map(String::as_str),
+        Some(format!("approve {id} s1 by alice (-)").as_str()),
+        "the refused approval was witnessed"
+    );
+    assert_eq!(
+        m.wait("s1", &id, Duration::ZERO).expect("wait"),
+        Outcome::TimedOut
+    );
+    m.approve(&alice(), &id, true).expect("acknowledged");
+}
+
+/// Issue 16.1: the witness's policy decides who may decide and who may arm
+/// EXECUTE; a refusal takes no effect, and leaving EXECUTE is never refused.
+#[test]
+fn the_policy_refuses_operators_it_does_not_let_decide() {
+    let (_dir, m, notary) = witnessed();
+    lock(&notary.forbidden).push("mallory".into());
+    let mallory: OperatorId = "mallory".parse().expect("operator");
+    match m.set_mode(&mallory, Mode::Execute) {
+        Err(MediatorError::Forbidden(why)) => {
+            assert_eq!(why, "operator mallory may not arm EXECUTE");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(m.status().mode, Mode::Observe);
+    let last = entries(&m).pop().expect("an entry");
+    assert_eq!(last.event_type, EventType::Error);
+    assert_eq!(
+        last.details["error_message"],
+        "arming refused: refused by the policy: operator mallory may not arm EXECUTE"
+    );
+    m.set_mode(&mallory, Mode::Suggest)
+        .expect("SUGGEST is anyone's");
+    let id = m.propose("s1", request("ls")).expect("proposed");
+    for result in [
+        m.approve(&mallory, &id, false),
+        m.reject(&mallory, &id, "Not mine."),
+    ] {
+        assert!(
+            matches!(&result, Err(MediatorError::Forbidden(w)) if w == "operator mallory may not decide here"),
+            "{result:?}"
+        );
+    }
+    assert_eq!(
+        m.wait("s1", &id, Duration::ZERO).expect("wait"),
+        Outcome::TimedOut,
+        "still pending"
+    );
+    m.set_mode(&mallory, Mode::Observe)
+        .expect("leaving is anyone's");
+}
+
+/// Issue 12.13: the log keeps no plain SHA-256 of a withheld credential
+/// text (anyone with the log could confirm a guess); with a digest key, an
+/// HMAC-SHA256 under it.
+#[test]
+fn a_withheld_credential_has_only_a_keyed_digest() {
+    let secret = "password=Tr0ub4dor&3xyzzy";
+    let payload = serde_json::json!({"text": secret});
+    let plain = hex::encode(hcp_contracts::jcs::sha256(&payload).expect("hash"));
+    let key = b"a host secret of thirty-two bytes".to_vec();
+    for digest_key in [None, Some(key.clone())] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = SessionLog::open(&dir.path().join("hcp.db")).expect("log");
+        let mut config = MediatorConfig::new(None);
+        config.digest_key = digest_key.clone();
+        let m = Mediator::start(log, config);
+        m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+        m.propose("s1", request(secret)).expect("proposed");
+        m.propose("s1", request("ls -l")).expect("proposed");
+        let all = entries(&m);
+        let proposals: Vec<_> = all
+            .iter()
+            .filter(|e| e.event_type == EventType::Proposal)
+            .collect();
+        let text = serde_json::to_string(&all).expect("json");
+        assert!(!text.contains(&plain), "the plain digest is not logged");
+        assert!(!text.contains("Tr0ub4dor"), "nor the text");
+        let withheld = &proposals[0].details;
+        assert_eq!(withheld.get("payload_sha256"), None);
+        let expected = digest_key.as_deref().map(|k| {
+            details::hmac_sha256(
+                k,
+                &hcp_contracts::jcs::canonical_bytes(&payload).expect("bytes"),
+            )
+            .expect("mac")
+        });
+        assert_eq!(
+            withheld.get("payload_hmac_sha256").and_then(|v| v.as_str()),
+            expected.as_deref()
+        );
+        // Other texts keep their plain digest.
+        assert!(proposals[1].details.get("payload_sha256").is_some());
+        m.verify_log().expect("the chain verifies without the key");
+    }
 }

@@ -7,6 +7,13 @@
 //! logged or executed). [`Witness::finished`] follows every approval with
 //! what came of it; when that cannot be recorded, execution halts until an
 //! operator re-arms, as it does when the session log fails.
+//! [`Witness::mode_change`] comes before an operator's mode change takes
+//! effect.
+//!
+//! The witness also decides: the host's receipts carry the policy's
+//! verdict, and a decision or mode change the policy refuses
+//! ([`WitnessError::Forbidden`], [`WitnessError::Invalid`]) is recorded and
+//! does not take effect.
 
 use crate::action::{Mode, ProposalId};
 use std::fmt;
@@ -112,6 +119,32 @@ impl Readiness {
     }
 }
 
+/// An operator's mode change, about to take effect.
+#[derive(Debug, Clone, Copy)]
+pub struct ModeChange<'a> {
+    /// Who.
+    pub operator: &'a str,
+    /// The mode before.
+    pub from: Mode,
+    /// The mode asked for (EXECUTE again: a re-arm).
+    pub to: Mode,
+}
+
+/// Why a decision or a mode change must not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WitnessError {
+    /// The policy does not let this operator make it.
+    #[error("the policy does not let this operator decide: {0}")]
+    Forbidden(String),
+    /// The policy refuses the decision itself (an unacknowledged
+    /// credential).
+    #[error("the policy refuses it: {0}")]
+    Invalid(String),
+    /// It could not be recorded.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// An approved proposal's end.
 #[derive(Debug, Clone, Copy)]
 pub struct Finished<'a> {
@@ -123,6 +156,8 @@ pub struct Finished<'a> {
     pub operator: &'a str,
     /// The mode when it was approved.
     pub mode: Mode,
+    /// The mode it was proposed in.
+    pub proposed_in: Mode,
     /// Whether actions could run then.
     pub readiness: Readiness,
     /// `action_type` of the action.
@@ -138,8 +173,17 @@ pub trait Witness: Send + Sync + fmt::Debug {
     ///
     /// # Errors
     ///
-    /// It could not be recorded: the decision must not take effect.
-    fn decided(&self, decided: &Decided<'_>) -> std::result::Result<(), String>;
+    /// The policy refuses it, or it could not be recorded: the decision
+    /// must not take effect.
+    fn decided(&self, decided: &Decided<'_>) -> std::result::Result<(), WitnessError>;
+
+    /// An operator's mode change is about to take effect.
+    ///
+    /// # Errors
+    ///
+    /// The policy refuses it, or it could not be recorded: the mode must
+    /// not change (leaving EXECUTE happens all the same).
+    fn mode_change(&self, change: &ModeChange<'_>) -> std::result::Result<(), WitnessError>;
 
     /// An approved proposal ended.
     ///

@@ -42,6 +42,31 @@ impl PolicySet {
         admission: &Admission,
         declaration: &Declaration,
     ) -> Result<(), Rejection> {
+        let busy: BTreeSet<String> = admission.queued_for.iter().cloned().collect();
+        let context = AuthzContext {
+            risk: admission.risk_level,
+            data: admission.data_classification,
+            unattended: admission.assessment.unattended,
+            busy_resources: &busy,
+            submitter: admission.caller.as_str(),
+        };
+        self.authorize_approval_in(operator, declaration, &context)
+    }
+
+    /// The checks of [`PolicySet::authorize_approval_by`] on the facts of
+    /// `context`: an operator listed for the capability, with a risk and data
+    /// limit at or above the context's, then Cedar (`approve`). The HID
+    /// mediator's decisions and mode changes ask the same question.
+    ///
+    /// # Errors
+    ///
+    /// As [`PolicySet::authorize_approval_by`].
+    pub fn authorize_approval_in(
+        &self,
+        operator: &Caller,
+        declaration: &Declaration,
+        context: &AuthzContext<'_>,
+    ) -> Result<(), Rejection> {
         let refuse = |message: String| {
             Err(Rejection::new(
                 Stage::Access,
@@ -61,27 +86,18 @@ impl PolicySet {
                 operator.id, declaration.name
             ));
         }
-        if admission.risk_level > operator.max_risk_level
-            || admission.data_classification > operator.max_data_classification
+        if context.risk > operator.max_risk_level || context.data > operator.max_data_classification
         {
             return refuse(format!(
                 "operator {} may approve up to {} with {} data, not {} with {} data",
                 operator.id,
                 operator.max_risk_level,
                 operator.max_data_classification,
-                admission.risk_level,
-                admission.data_classification
+                context.risk,
+                context.data
             ));
         }
-        let busy: BTreeSet<String> = admission.queued_for.iter().cloned().collect();
-        let context = AuthzContext {
-            risk: admission.risk_level,
-            data: admission.data_classification,
-            unattended: admission.assessment.unattended,
-            busy_resources: &busy,
-            submitter: admission.caller.as_str(),
-        };
-        self.authorize(AuthzAction::Approve, operator, declaration, &context)?;
+        self.authorize(AuthzAction::Approve, operator, declaration, context)?;
         Ok(())
     }
 }

@@ -1,0 +1,366 @@
+//! The host's witness of the HID mediator: each decision, mode change and
+//! execution as a receipt, decided by the functions `hcp replay` uses.
+
+use crate::evidence::{Appender, Entry, Follows};
+use crate::store::Store;
+use hcp_contracts::RiskLevel;
+use hcp_hid::mediator::witness::{
+    self, Decided, Finished, ModeChange, Readiness, Witness, WitnessError,
+};
+use hcp_policy::pep::hid::{
+    self as pep_hid, CALL_HID_DECISION, CALL_HID_EXECUTION, CALL_HID_MODE, HidAuthzFacts,
+    HidDecisionInput, HidExecutionInput, HidModeInput, HidReadiness, HidResult, HidVerdict,
+};
+use hcp_policy::pep::{Decision, SessionFacts};
+use hcp_receipts::{Verdict, reason};
+use rusqlite::OptionalExtension as _;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Receipts of the mediator's decisions and executions (`hid.decision`,
+/// `hid.execution`; see `hcp_policy::pep::hid`), each following from the
+/// receipt of the guest's `hid.propose` call and decided by the same
+/// functions `hcp replay` uses.
+#[derive(Debug)]
+pub struct HidReceipts {
+    pub(crate) appender: Appender,
+    pub(crate) store: Arc<Store>,
+    /// The policy in force (read once per decision).
+    pub(crate) policy: Arc<crate::engine::LivePolicy>,
+}
+
+/// What a session's receipts say of it.
+struct SessionOf {
+    task_id: String,
+    capability: String,
+    risk: RiskLevel,
+    facts: SessionFacts,
+}
+
+/// The device grant of the HID mediator's guests.
+const HID_GRANT: &str = "hid";
+
+impl HidReceipts {
+    /// The declaration of an installed `name@version`, from its manifest.
+    fn declaration(&self, id: &str) -> Result<hcp_contracts::manifest::Manifest, String> {
+        let (name, version) = id
+            .split_once('@')
+            .ok_or_else(|| format!("capability {id:?} is not name@version"))?;
+        let installed = self
+            .store
+            .installed_version(name, version)
+            .map_err(|e| format!("{id}: {e:#}"))?
+            .ok_or_else(|| format!("{id} is no longer installed"))?;
+        load_manifest(&installed)
+    }
+
+    /// The facts the policy's `approve` question looks at for a proposal of
+    /// `session`: its task's capability, risk, data and submitter.
+    fn task_facts(&self, session: &SessionOf) -> Result<HidAuthzFacts, String> {
+        let manifest = self.declaration(&session.facts.capability)?;
+        let unattended = self
+            .store
+            .task(&session.task_id)
+            .map_err(|e| format!("task {}: {e:#}", session.task_id))?
+            .and_then(|t| t.admission)
+            .and_then(|a| a["assessment"]["unattended"].as_bool())
+            .unwrap_or(false);
+        Ok(HidAuthzFacts {
+            declaration: manifest.doc.capability,
+            risk: session.facts.risk_level,
+            data: session.facts.data_classification,
+            unattended,
+            submitter: session.facts.caller.clone(),
+        })
+    }
+
+    /// Every installed capability that holds the HID device grant, at its
+    /// risk ceiling (what arming EXECUTE lets its tasks do).
+    fn hid_capabilities(&self) -> Result<Vec<HidAuthzFacts>, String> {
+        let installed = self.store.installed().map_err(|e| format!("{e:#}"))?;
+        let mut out = Vec::new();
+        for i in installed {
+            let manifest = load_manifest(&i)?;
+            if manifest.grants.devices.iter().any(|d| d == HID_GRANT) {
+                let declaration = manifest.doc.capability;
+                out.push(HidAuthzFacts {
+                    risk: declaration.safety.risk_ceiling,
+                    declaration,
+                    data: hcp_contracts::DataClass::T1,
+                    unattended: false,
+                    submitter: String::new(),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    fn session(&self, id: &str) -> Result<SessionOf, String> {
+        let row: Option<(String, String, Vec<u8>)> = self
+            .store
+            .db()
+            .query_row(
+                "SELECT task_id, capability, facts FROM receipt_sessions WHERE session_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| format!("session {id}: {e}"))?;
+        let (task_id, capability, facts) =
+            row.ok_or_else(|| format!("no receipt opened session {id}"))?;
+        let facts: SessionFacts =
+            serde_json::from_slice(&facts).map_err(|e| format!("session {id}'s facts: {e}"))?;
+        Ok(SessionOf {
+            task_id,
+            capability,
+            risk: facts.risk_level,
+            facts,
+        })
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one receipt's fields and the policy it was decided under"
+    )]
+    fn record(
+        &self,
+        session_id: &str,
+        call: &str,
+        args: Value,
+        input: Value,
+        decision: &Decision,
+        policy: &crate::engine::CurrentPolicy,
+        follows: Follows,
+    ) -> Result<(), String> {
+        let session = self.session(session_id)?;
+        self.appender
+            .append_sealed(Entry {
+                session_id: Some(session_id.to_owned()),
+                task_id: Some(session.task_id),
+                capability: session.capability,
+                call: call.to_owned(),
+                args,
+                input,
+                verdict: decision.verdict,
+                reason_code: decision.reason.to_owned(),
+                risk: session.risk,
+                policy_hash: policy.digest,
+                parents: Vec::new(),
+                manifest: None,
+                policy_sources: Some(policy.sources.clone()),
+                follows: Some(follows),
+            })
+            .map(|_| ())
+            .map_err(|e| format!("its receipt could not be recorded: {e:#}"))
+    }
+}
+
+impl Witness for HidReceipts {
+    fn decided(&self, d: &Decided<'_>) -> Result<(), WitnessError> {
+        let verdict = match d.verdict {
+            witness::Verdict::Approve => HidVerdict::Approve,
+            witness::Verdict::Reject => HidVerdict::Reject,
+            witness::Verdict::Withdraw => HidVerdict::Withdraw,
+        };
+        // The proposing task's facts: what the policy asks about, as it
+        // does for a task approval. Unknown facts are refused by it.
+        let task = match verdict {
+            HidVerdict::Withdraw => None,
+            _ => match self.session(d.session).and_then(|s| self.task_facts(&s)) {
+                Ok(facts) => Some(facts),
+                Err(e) => {
+                    tracing::warn!(proposal = %d.proposal, error = %e, "HID decision: the task's facts are unknown");
+                    None
+                }
+            },
+        };
+        let input = HidDecisionInput {
+            at: hcp_contracts::message::now_rfc3339(),
+            credential_acknowledged: d.credential_acknowledged,
+            credential_warning: d.credential_warning,
+            decision: verdict,
+            kind: CALL_HID_DECISION.to_owned(),
+            mode: d.mode.as_str().to_owned(),
+            operator: d.operator.to_owned(),
+            proposal: d.proposal.to_string(),
+            reason: d.reason.map(str::to_owned),
+            session_id: d.session.to_owned(),
+            task,
+        };
+        let policy = self.policy.current();
+        let decision = pep_hid::decide_decision(&policy, &input);
+        // A refused operator decision takes no effect: the proposal stays
+        // pending. (A rejection is a DENY that takes effect.)
+        let refused = verdict != HidVerdict::Withdraw
+            && decision.verdict == Verdict::Deny
+            && !(verdict == HidVerdict::Reject
+                && decision.reason == reason::DENY_APPROVAL_REJECTED);
+        let args = json!({
+            "decision": verdict,
+            "operator": d.operator,
+            "proposal": d.proposal,
+        });
+        let input =
+            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
+        self.record(
+            d.session,
+            CALL_HID_DECISION,
+            args,
+            input,
+            &decision,
+            &policy,
+            Follows {
+                proposal: d.proposal.to_string(),
+                // An approval is followed by its execution's receipt; a
+                // refused decision leaves the proposal pending.
+                last: verdict != HidVerdict::Approve && !refused,
+            },
+        )
+        .map_err(WitnessError::Failed)?;
+        if refused {
+            let message = format!("{} ({})", decision.message, decision.reason);
+            return Err(if decision.reason == reason::DENY_ARGS_INVALID {
+                WitnessError::Invalid(message)
+            } else {
+                WitnessError::Forbidden(message)
+            });
+        }
+        Ok(())
+    }
+
+    fn mode_change(&self, c: &ModeChange<'_>) -> Result<(), WitnessError> {
+        // Every mode change names them (OBSERVE and SUGGEST need none).
+        let capabilities = self.hid_capabilities().map_err(WitnessError::Failed)?;
+        let risk = capabilities
+            .iter()
+            .map(|f| f.risk)
+            .max()
+            .unwrap_or(RiskLevel::R1);
+        let capability = capabilities
+            .iter()
+            .map(|f| format!("{}@{}", f.declaration.name, f.declaration.version))
+            .next()
+            .unwrap_or_else(|| format!("hid-mediator@{}", env!("CARGO_PKG_VERSION")));
+        let input = HidModeInput {
+            at: hcp_contracts::message::now_rfc3339(),
+            capabilities,
+            from: c.from.as_str().to_owned(),
+            kind: CALL_HID_MODE.to_owned(),
+            operator: c.operator.to_owned(),
+            to: c.to.as_str().to_owned(),
+        };
+        let policy = self.policy.current();
+        let decision = pep_hid::decide_mode(&policy, &input);
+        let args = json!({"from": input.from, "operator": c.operator, "to": input.to});
+        let input =
+            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
+        self.appender
+            .append_sealed(Entry {
+                session_id: None,
+                task_id: None,
+                capability,
+                call: CALL_HID_MODE.to_owned(),
+                args,
+                input,
+                verdict: decision.verdict,
+                reason_code: decision.reason.to_owned(),
+                risk,
+                policy_hash: policy.digest,
+                parents: Vec::new(),
+                manifest: None,
+                policy_sources: Some(policy.sources.clone()),
+                follows: None,
+            })
+            .map_err(|e| {
+                WitnessError::Failed(format!("its receipt could not be recorded: {e:#}"))
+            })?;
+        if decision.verdict == Verdict::Deny {
+            return Err(WitnessError::Forbidden(format!(
+                "{} ({})",
+                decision.message, decision.reason
+            )));
+        }
+        Ok(())
+    }
+
+    fn finished(&self, f: &Finished<'_>) -> Result<(), String> {
+        let (result, execution_id, sent, reason) = match f.result {
+            witness::Result::Executed { execution_id } => {
+                (HidResult::Executed, Some(execution_id), None, None)
+            }
+            witness::Result::Failed {
+                execution_id,
+                sent,
+                reason,
+            } => (
+                HidResult::Failed,
+                Some(execution_id),
+                Some(sent),
+                Some(reason),
+            ),
+            witness::Result::NotExecuted { reason } => {
+                (HidResult::NotExecuted, None, None, Some(reason))
+            }
+        };
+        let input = HidExecutionInput {
+            action_type: f.action_type.to_owned(),
+            at: hcp_contracts::message::now_rfc3339(),
+            execution_id: execution_id.map(str::to_owned),
+            kind: CALL_HID_EXECUTION.to_owned(),
+            mode: f.mode.as_str().to_owned(),
+            operator: f.operator.to_owned(),
+            proposal: f.proposal.to_string(),
+            proposed_in: Some(f.proposed_in.as_str().to_owned()),
+            readiness: match f.readiness {
+                Readiness::Armed => HidReadiness::Armed,
+                Readiness::Off => HidReadiness::Off,
+                Readiness::Halted => HidReadiness::Halted,
+            },
+            reason: reason.map(str::to_owned),
+            result,
+            sent,
+            session_id: f.session.to_owned(),
+        };
+        let decision = pep_hid::decide_execution(&input);
+        let args = json!({
+            "execution_id": execution_id,
+            "proposal": f.proposal,
+            "result": result,
+        });
+        let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
+        self.record(
+            f.session,
+            CALL_HID_EXECUTION,
+            args,
+            input,
+            &decision,
+            &self.policy.current(),
+            Follows {
+                proposal: f.proposal.to_string(),
+                last: true,
+            },
+        )
+    }
+}
+
+/// An installed capability's manifest (pinned to its recorded digest).
+fn load_manifest(
+    installed: &crate::store::Installed,
+) -> Result<hcp_contracts::manifest::Manifest, String> {
+    let manifest = hcp_contracts::manifest::load(
+        &installed.manifest_path(),
+        hcp_contracts::LoadOptions {
+            require_digest: true,
+        },
+    )
+    .map_err(|e| format!("{}: {e:#}", installed.id()))?;
+    if manifest.component.digest != installed.digest {
+        return Err(format!(
+            "{}: the installed component is {}, the registry recorded {}",
+            installed.id(),
+            manifest.component.digest,
+            installed.digest
+        ));
+    }
+    Ok(manifest)
+}
