@@ -18,6 +18,7 @@
 mod gate;
 mod receipts;
 mod runner;
+mod slots;
 
 pub use gate::{Auth, Submission, job_status};
 
