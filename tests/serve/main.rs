@@ -7,6 +7,7 @@
 
 mod browser;
 mod hid;
+mod limits;
 
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::{REPO_ROOT, cache_dir};
