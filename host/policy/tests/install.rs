@@ -241,8 +241,8 @@ fn every_limit_is_bounded_by_install_json_or_the_built_in_maximum() {
     let greedy = with(
         json!({
             "memory_bytes": 4_u64 << 30, "table_elements": 2_000_000, "instances": 1000,
-            "output_bytes": 1_u64 << 30, "log_bytes": 1_u64 << 30, "artifacts": 5000,
-            "artifact_bytes": 8_u64 << 30, "checkpoints": 5000, "checkpoint_bytes": 1_u64 << 30
+            "output_bytes": 128_u64 << 20, "log_bytes": 128_u64 << 20, "artifacts": 5000,
+            "artifact_bytes": 8_u64 << 30, "checkpoints": 5000, "checkpoint_bytes": 128_u64 << 20
         }),
         json!({"max_duration": "P30D", "concurrent_limit": 1000}),
     );
@@ -263,11 +263,11 @@ fn every_limit_is_bounded_by_install_json_or_the_built_in_maximum() {
                 built_in("limits.instances")
             ),
             format!(
-                "limits.output_bytes 1073741824 is above the most this host installs, 16777216 {}",
+                "limits.output_bytes 134217728 is above the most this host installs, 16777216 {}",
                 built_in("limits.output_bytes")
             ),
             format!(
-                "limits.log_bytes 1073741824 is above the most this host installs, 16777216 {}",
+                "limits.log_bytes 134217728 is above the most this host installs, 16777216 {}",
                 built_in("limits.log_bytes")
             ),
             format!(
@@ -283,7 +283,7 @@ fn every_limit_is_bounded_by_install_json_or_the_built_in_maximum() {
                 built_in("limits.checkpoints")
             ),
             format!(
-                "limits.checkpoint_bytes 1073741824 is above the most this host installs, 67108864 {}",
+                "limits.checkpoint_bytes 134217728 is above the most this host installs, 67108864 {}",
                 built_in("limits.checkpoint_bytes")
             ),
             format!(
