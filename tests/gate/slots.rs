@@ -8,7 +8,7 @@ use super::weekday_morning;
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, job_status};
 use hcp::evidence::{ReceiptFilter, recent_receipts};
 use hcp::store::TaskState;
-use hcp_tests::{ManifestBuilder, PROBE, REPO_ROOT, cache_dir};
+use hcp_tests::{ManifestBuilder, REPO_ROOT, SLEEPER, cache_dir};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use std::time::Duration;
 const CALLER: &str = "harness-local-01";
 
 /// A host whose policies are the shipped ones with `harness-local-01`
-/// limited to `caller_sessions`, and the probe installed as
+/// limited to `caller_sessions`, and the sleeper guest installed as
 /// `document-analysis` 9.0.0 with `concurrent_limit`.
 fn probe_lab(caller_sessions: u32, concurrent_limit: u32) -> (tempfile::TempDir, Arc<Host>) {
     let data = tempfile::tempdir().expect("tempdir");
@@ -44,16 +44,17 @@ fn probe_lab(caller_sessions: u32, concurrent_limit: u32) -> (tempfile::TempDir,
         },
     )
     .expect("host");
-    let src = data.path().join("probe-src");
+    let src = data.path().join("sleeper-src");
     std::fs::create_dir_all(&src).expect("mkdir");
-    let manifest = ManifestBuilder::new("document-analysis", PROBE)
+    let manifest = ManifestBuilder::new("document-analysis", SLEEPER)
         .set("/capability/version", json!("9.0.0"))
         .set(
             "/capability/constraints",
             json!({"max_duration": "PT30S", "concurrent_limit": concurrent_limit}),
         )
         .write(&src);
-    host.install_manifest(&manifest).expect("install the probe");
+    host.install_manifest(&manifest)
+        .expect("install the sleeper");
     (data, Arc::new(host))
 }
 
@@ -138,14 +139,7 @@ async fn run_all(host: &Arc<Host>, ids: &[String]) -> (Vec<Option<Value>>, usize
 async fn a_caller_runs_at_most_its_concurrent_sessions_and_the_rest_wait_queued() {
     let (_data, host) = probe_lab(2, 8);
     let ids: Vec<String> = (0..4)
-        .map(|i| {
-            submit(
-                &host,
-                &format!("slots-{i}"),
-                json!({"action": "sleep", "ms": 1500}),
-                "PT30S",
-            )
-        })
+        .map(|i| submit(&host, &format!("slots-{i}"), json!({"ms": 1500}), "PT30S"))
         .collect();
     let (answers, most) = run_all(&host, &ids).await;
     assert!(
@@ -180,13 +174,8 @@ async fn a_caller_runs_at_most_its_concurrent_sessions_and_the_rest_wait_queued(
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_waiting_for_the_concurrent_limit_is_queued_not_running() {
     let (_data, host) = probe_lab(8, 1);
-    let first = submit(
-        &host,
-        "limit-1",
-        json!({"action": "sleep", "ms": 1500}),
-        "PT30S",
-    );
-    let second = submit(&host, "limit-2", json!({"action": "echo"}), "PT30S");
+    let first = submit(&host, "limit-1", json!({"ms": 1500}), "PT30S");
+    let second = submit(&host, "limit-2", json!({"ms": 0}), "PT30S");
     let run = {
         let (host, first) = (host.clone(), first.clone());
         tokio::spawn(async move { host.run_task(&first).await.expect("run") })
@@ -207,19 +196,14 @@ async fn a_task_waiting_for_the_concurrent_limit_is_queued_not_running() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_whose_session_expired_while_queued_fails_timeout_with_its_receipt() {
     let (_data, host) = probe_lab(8, 1);
-    let slow = submit(
-        &host,
-        "expiry-1",
-        json!({"action": "sleep", "ms": 3500}),
-        "PT30S",
-    );
+    let slow = submit(&host, "expiry-1", json!({"ms": 3500}), "PT30S");
     let run = {
         let (host, slow) = (host.clone(), slow.clone());
         tokio::spawn(async move { host.run_task(&slow).await.expect("run") })
     };
     until_running(&host, &slow).await;
     // Its session lasts one second from admission; the slot is taken.
-    let late = submit(&host, "expiry-2", json!({"action": "echo"}), "PT1S");
+    let late = submit(&host, "expiry-2", json!({"ms": 0}), "PT1S");
     let waiting = {
         let (host, late) = (host.clone(), late.clone());
         tokio::spawn(async move { host.run_task(&late).await.expect("run") })
@@ -258,12 +242,7 @@ async fn a_task_whose_session_expired_while_queued_fails_timeout_with_its_receip
 #[tokio::test(flavor = "multi_thread")]
 async fn a_fractional_max_duration_is_the_deadline_to_the_millisecond() {
     let (_data, host) = probe_lab(8, 4);
-    let id = submit(
-        &host,
-        "fraction-1",
-        json!({"action": "sleep", "ms": 10_000}),
-        "PT1.5S",
-    );
+    let id = submit(&host, "fraction-1", json!({"ms": 10_000}), "PT1.5S");
     let task = host.store.task(&id).expect("task").expect("exists");
     let accepted = task.answer.expect("accepted");
     assert_eq!(

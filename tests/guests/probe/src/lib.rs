@@ -119,10 +119,6 @@ enum Action {
         partial: Option<Value>,
     },
     Panic,
-    /// Sleeps `ms` milliseconds (a slow task that does not burn a core).
-    Sleep {
-        ms: u64,
-    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -315,10 +311,6 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             return Err(f);
         }
         Action::Panic => panic!("the probe panicked on request"),
-        Action::Sleep { ms } => {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
-            json!({"ok": true, "slept_ms": ms})
-        }
     })
 }
 
