@@ -21,7 +21,13 @@ const WORKSPACES: &[(&str, &[&str])] = &[
     ),
     (
         "tests/guests",
-        &["probe", "trivial", "undeclared-import", "no-run-export"],
+        &[
+            "probe",
+            "trivial",
+            "undeclared-import",
+            "no-run-export",
+            "sleeper",
+        ],
     ),
 ];
 

@@ -4,6 +4,8 @@
 //! rig. The gate's clock is pinned to a weekday morning (the shipped policy
 //! raises CVD at night and at weekends).
 
+mod slots;
+
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::store::TaskState;
 use hcp_tests::{REPO_ROOT, cache_dir};

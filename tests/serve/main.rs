@@ -11,6 +11,7 @@ mod durability;
 mod fs_containment;
 mod fuzz;
 mod hid;
+mod limits;
 mod policy;
 
 use hcp::engine::{Host, HostConfig, HostPaths};

@@ -515,3 +515,21 @@ fn a_component_without_run_is_refused() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_larger_than_the_guest_memory_fail_with_both_sizes() {
+    let p = Probe::new();
+    // 20 MiB of inputs for a guest limited to 16 MiB.
+    let inputs = json!({"action": "echo", "pad": "x".repeat(20 << 20)});
+    let bytes =
+        inputs.to_string().len() + "task-1session-1probe1.0.0testerprobe the sandbox{}".len();
+    let f = p.failed(inputs, Duration::from_secs(20)).await;
+    assert_eq!(f.code, ErrorCode::InputError, "{}", f.message);
+    assert_eq!(
+        f.message,
+        format!(
+            "arguments of {bytes} bytes exceed the guest's memory limit of {} bytes (limits.memory_bytes)",
+            16 << 20
+        )
+    );
+}

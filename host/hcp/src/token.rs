@@ -169,9 +169,13 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `exp` for a session issued at `iat` that may run `max_duration`.
+/// `exp` for a session issued at `iat` that may run `max_duration`: whole
+/// seconds, rounded up, so that a fractional `max_duration` (`PT1.5S`) is
+/// not cut to the second below it (the engine bounds the task's deadline
+/// at `max_duration` from admission itself).
 pub fn expiry(iat: u64, max_duration: Duration) -> u64 {
-    iat.saturating_add(max_duration.as_secs().max(1))
+    let secs = max_duration.as_secs() + u64::from(max_duration.subsec_nanos() > 0);
+    iat.saturating_add(secs.max(1))
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! `install.json`: what the operator admits when a capability bundle is
 //! installed. A manifest is checked against it before anything is copied:
 //! its risk ceiling, every directory, destination, environment variable,
-//! instrument and device it grants. Whatever the file does not admit is
+//! instrument and device it grants, and every limit it asks for (bounded by
+//! `limits`, or by the built-in maxima of [`crate::install_limits`]). Whatever the file does not admit is
 //! refused; every reason is reported at once.
 //!
 //! This file is separate from the admission-gate set ([`crate::PolicySet`]):
@@ -17,6 +18,7 @@
 //! component.
 
 use crate::dupkeys::duplicate_keys;
+use crate::install_limits::LimitBounds;
 use crate::load::{FileProblem, PolicyError};
 use hcp_contracts::manifest::{Access, Manifest, NetHost};
 use hcp_contracts::schema::{compile_user, validate_user};
@@ -66,6 +68,10 @@ pub struct InstallFile {
     /// Devices (`*`: any).
     #[serde(default)]
     pub devices: Vec<String>,
+    /// The most a manifest may ask for each limit (unset: the built-in
+    /// maximum, [`crate::install_limits::BUILT_IN`]).
+    #[serde(default)]
+    pub limits: LimitBounds,
 }
 
 /// Which directories grants may name.
@@ -271,6 +277,7 @@ impl InstallPolicy {
                 ));
             }
         }
+        problems.extend(file.limits.problems("/limits"));
         if !problems.is_empty() {
             problems.sort();
             return Err(error(origin, problems));
@@ -408,6 +415,7 @@ impl InstallPolicy {
                 }
             }
         }
+        reasons.extend(f.limits.check(manifest));
         reasons
     }
 }

@@ -41,6 +41,7 @@ pub mod files;
 pub mod gate;
 pub mod ids;
 pub mod install;
+pub mod install_limits;
 mod load;
 pub mod pep;
 pub mod policy_set;

@@ -212,3 +212,118 @@ fn checked(doc: Value, base: &Path) -> Manifest {
     hcp_contracts::manifest::from_value(doc, base, None, "test", LoadOptions::default())
         .unwrap_or_else(|e| panic!("{e}"))
 }
+
+#[test]
+fn every_limit_is_bounded_by_install_json_or_the_built_in_maximum() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let root = data.path().canonicalize().expect("canonical");
+    let policy = |limits: Value| {
+        InstallPolicy::from_text(
+            "test",
+            &json!({"max_risk_ceiling": "R3", "limits": limits}).to_string(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let with = |limits: Value, constraints: Value| {
+        let mut doc = base_manifest();
+        doc["limits"] = limits;
+        doc["capability"]["constraints"] = constraints;
+        checked(doc, &root)
+    };
+
+    // No bound in install.json: the built-in maxima.
+    let none = policy(json!({}));
+    assert_eq!(
+        none.check(&with(json!({}), json!({}))),
+        Vec::<String>::new(),
+        "the defaults are within the built-in maxima"
+    );
+    let greedy = with(
+        json!({
+            "memory_bytes": 4_u64 << 30, "table_elements": 2_000_000, "instances": 1000,
+            "output_bytes": 128_u64 << 20, "log_bytes": 128_u64 << 20, "artifacts": 5000,
+            "artifact_bytes": 8_u64 << 30, "checkpoints": 5000, "checkpoint_bytes": 128_u64 << 20
+        }),
+        json!({"max_duration": "P30D", "concurrent_limit": 1000}),
+    );
+    let built_in = |field: &str| format!("(the built-in maximum; install.json sets no {field})");
+    assert_eq!(
+        none.check(&greedy),
+        [
+            format!(
+                "limits.memory_bytes 4294967296 is above the most this host installs, 1073741824 {}",
+                built_in("limits.memory_bytes")
+            ),
+            format!(
+                "limits.table_elements 2000000 is above the most this host installs, 1000000 {}",
+                built_in("limits.table_elements")
+            ),
+            format!(
+                "limits.instances 1000 is above the most this host installs, 256 {}",
+                built_in("limits.instances")
+            ),
+            format!(
+                "limits.output_bytes 134217728 is above the most this host installs, 16777216 {}",
+                built_in("limits.output_bytes")
+            ),
+            format!(
+                "limits.log_bytes 134217728 is above the most this host installs, 16777216 {}",
+                built_in("limits.log_bytes")
+            ),
+            format!(
+                "limits.artifacts 5000 is above the most this host installs, 1024 {}",
+                built_in("limits.artifacts")
+            ),
+            format!(
+                "limits.artifact_bytes 8589934592 is above the most this host installs, 1073741824 {}",
+                built_in("limits.artifact_bytes")
+            ),
+            format!(
+                "limits.checkpoints 5000 is above the most this host installs, 1024 {}",
+                built_in("limits.checkpoints")
+            ),
+            format!(
+                "limits.checkpoint_bytes 134217728 is above the most this host installs, 67108864 {}",
+                built_in("limits.checkpoint_bytes")
+            ),
+            format!(
+                "capability.constraints.max_duration PT720H is above the most this host installs, PT168H {}",
+                built_in("limits.max_duration")
+            ),
+            format!(
+                "capability.constraints.concurrent_limit 1000 is above the most this host installs, 64 {}",
+                built_in("limits.concurrent_limit")
+            ),
+        ]
+    );
+
+    // Bounds in install.json: a limit left unset is checked at its default.
+    let tight = policy(json!({
+        "memory_bytes": 67108864, "max_duration": "PT5M", "concurrent_limit": 2
+    }));
+    assert_eq!(
+        tight.check(&with(json!({}), json!({"concurrent_limit": 3}))),
+        [
+            "limits.memory_bytes (the default) 134217728 is above the most this host installs, \
+             67108864 (install.json limits.memory_bytes)",
+            "capability.constraints.max_duration (the default) PT10M is above the most this host \
+             installs, PT5M (install.json limits.max_duration)",
+            "capability.constraints.concurrent_limit 3 is above the most this host installs, 2 \
+             (install.json limits.concurrent_limit)",
+        ]
+    );
+    assert_eq!(
+        tight.check(&with(
+            json!({"memory_bytes": 67108864}),
+            json!({"max_duration": "PT5M", "concurrent_limit": 2})
+        )),
+        Vec::<String>::new()
+    );
+    // A bound that is not a duration is refused where it is written.
+    let err = InstallPolicy::from_text(
+        "test",
+        &json!({"max_risk_ceiling": "R3", "limits": {"max_duration": "5 minutes"}}).to_string(),
+    )
+    .expect_err("refused");
+    assert!(err.to_string().contains("/limits/max_duration"), "{err}");
+}

@@ -229,6 +229,18 @@ impl PreparedCapability {
             risk_events: Vec::new(),
             duration: started.elapsed(),
         };
+        // Arguments the guest's memory cannot hold fail before it starts,
+        // with both sizes (lowering them would only fail as a trap).
+        let wit_task = task::wit_task(manifest, &request);
+        let arguments = task::argument_bytes(&wit_task);
+        if arguments > manifest.limits.memory_bytes {
+            let message = format!(
+                "arguments of {arguments} bytes exceed the guest's memory limit of {} bytes (limits.memory_bytes)",
+                manifest.limits.memory_bytes
+            );
+            log.host_note(&message);
+            return failed(RunFailure::new(ErrorCode::InputError, message), &log);
+        }
         let state = match task::state(manifest, &request, meta, store, log.clone(), net, pep) {
             Ok(s) => s,
             Err(e) => return failed(RunFailure::new(ErrorCode::ResourceUnavailable, e), &log),
@@ -250,7 +262,6 @@ impl PreparedCapability {
                 Ok(wasmtime::UpdateDeadline::Continue(1))
             });
         }
-        let wit_task = task::wit_task(manifest, &request);
         let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {
             let instance = match self.pre.instantiate(&mut store).await {
                 Ok(i) => i,
@@ -268,7 +279,7 @@ impl PreparedCapability {
                 ErrorCode::ResourceUnavailable,
                 format!(
                     "the capability could not be instantiated: {}",
-                    first_line(&format!("{e:#}"))
+                    task::cause(&e)
                 ),
             )),
             Ok(Err((false, e))) => RunResult::Failed(task::trapped(
@@ -285,6 +296,11 @@ impl PreparedCapability {
                 ),
             )),
         };
+        if let RunResult::Failed(f) = &result
+            && f.code == ErrorCode::InternalError
+        {
+            log.host_note(&f.message);
+        }
         let hcp = &mut store.data_mut().hcp;
         // A breach of the safety envelope ends the task with safety_violation,
         // whatever the capability returned; what it produced is kept as
@@ -329,8 +345,4 @@ impl PreparedCapability {
             duration: started.elapsed(),
         }
     }
-}
-
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
 }

@@ -442,17 +442,71 @@ pub(crate) fn trapped(
         );
     }
     let detail = match error.downcast_ref::<Trap>() {
-        Some(trap) => trap.to_string(),
-        None => format!("{error:#}"),
+        Some(trap) => bounded(&trap.to_string()),
+        None => cause(error),
     };
     RunFailure::new(
         ErrorCode::InternalError,
-        format!("the capability trapped: {}", first_line(&detail)),
+        format!("the capability trapped: {detail}"),
     )
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or(s)
+/// Longest cause an answer carries, in bytes.
+pub(crate) const MAX_CAUSE: usize = 2048;
+
+/// The whole cause of a host fault or trap, on one line and at most
+/// [`MAX_CAUSE`] bytes: every message of the error's chain, outermost
+/// first, without the wasm backtrace (frame addresses say nothing to a
+/// caller).
+pub(crate) fn cause(error: &wasmtime::Error) -> String {
+    let parts: Vec<String> = error
+        .chain()
+        .map(ToString::to_string)
+        .filter(|m| !m.contains("wasm backtrace:"))
+        .collect();
+    let text = if parts.is_empty() {
+        format!("{error}")
+    } else {
+        parts.join(": ")
+    };
+    bounded(&text)
+}
+
+/// `text` on one line (control characters as spaces, runs of spaces
+/// collapsed), cut at [`MAX_CAUSE`] bytes on a character boundary.
+pub(crate) fn bounded(text: &str) -> String {
+    let one_line = text
+        .split(|c: char| c.is_control() || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    if one_line.len() <= MAX_CAUSE {
+        return one_line;
+    }
+    let mut end = MAX_CAUSE;
+    while !one_line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut at {MAX_CAUSE} bytes)", &one_line[..end])
+}
+
+/// Bytes of the arguments `run` lowers into the guest's memory.
+pub(crate) fn argument_bytes(task: &wit::Task) -> u64 {
+    [
+        task.task_id.len(),
+        task.session_id.len(),
+        task.capability.len(),
+        task.capability_version.len(),
+        task.caller_id.len(),
+        task.intent.len(),
+        task.inputs.len(),
+        task.constraints.len(),
+        task.context.as_ref().map_or(0, String::len),
+        task.resume_from.as_ref().map_or(0, String::len),
+    ]
+    .into_iter()
+    .map(|n| u64::try_from(n).unwrap_or(u64::MAX))
+    .fold(0, u64::saturating_add)
 }
 
 fn fmt_duration(d: Duration) -> String {

@@ -2,7 +2,7 @@
 
 use super::{Outcome, Paths};
 use crate::engine::{Host, HostConfig, HostPaths};
-use crate::serve::{ServeConfig, serve};
+use crate::serve::{ConnLimits, ServeConfig, serve};
 use anyhow::Context as _;
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -18,7 +18,8 @@ running are answered task_failed on start. The database is checked first (`hcp s
 a damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTERM or Ctrl-C \
 stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0. SIGHUP reloads \
 the policy directory (as `hcp policy reload` does): the whole set is checked first and kept on \
-any problem; each reload is a `policy.reload` receipt."
+any problem; each reload is a `policy.reload` receipt. Connections are bounded: \
+--header-timeout, --idle-timeout and --max-connections."
 )]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).
@@ -39,6 +40,18 @@ pub struct ServeArgs {
     /// How long to wait for each of the executor's answers (ISO 8601).
     #[arg(long, default_value = "PT1S")]
     hid_answer_timeout: String,
+    /// Longest a client may take to send a request's headers, and longest a
+    /// kept-alive connection may wait for its next request (ISO 8601).
+    #[arg(long, env = "HCP_HEADER_TIMEOUT", default_value = "PT10S")]
+    header_timeout: String,
+    /// Longest a connection may stay open with no byte moving either way
+    /// (ISO 8601).
+    #[arg(long, env = "HCP_IDLE_TIMEOUT", default_value = "PT60S")]
+    idle_timeout: String,
+    /// Connections open at once; one more is answered 503 and closed.
+    #[arg(long, env = "HCP_MAX_CONNECTIONS", default_value_t = 1024,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: u32,
 }
 
 pub(super) async fn stop_signal() {
@@ -111,9 +124,23 @@ pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
             ..HostConfig::default()
         },
     )?);
+    let positive = |flag: &str, text: &str| {
+        duration(flag, text).and_then(|d| {
+            if d.is_zero() {
+                anyhow::bail!("--{flag}: must be longer than zero")
+            }
+            Ok(d)
+        })
+    };
+    let connections = ConnLimits {
+        header_timeout: positive("header-timeout", &args.header_timeout)?,
+        idle_timeout: positive("idle-timeout", &args.idle_timeout)?,
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+    };
     let config = ServeConfig {
         listen: args.listen,
         shutdown_grace,
+        connections,
         ..ServeConfig::default()
     };
     super::runtime()?

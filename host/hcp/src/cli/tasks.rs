@@ -173,7 +173,7 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
         Some(_) => Ok(ExitCode::SUCCESS),
         None => {
             eprintln!(
-                "task {task_id} is queued: its equipment is in use (`hcp tasks run-queued` runs it)"
+                "task {task_id} is queued: its equipment is in use or no session slot is free (`hcp tasks run-queued` runs it)"
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -252,7 +252,10 @@ pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
                     Some(answer) => {
                         println!("{}  {}", t.task_id, answer["type"].as_str().unwrap_or("?"))
                     }
-                    None => println!("{}  still queued (equipment in use)", t.task_id),
+                    None => println!(
+                        "{}  still queued (equipment in use or no session slot free)",
+                        t.task_id
+                    ),
                 }
             }
         }
@@ -314,7 +317,9 @@ pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
                     Ok(final_code(&answer))
                 }
                 None => {
-                    eprintln!("task {id} is queued: its equipment is in use");
+                    eprintln!(
+                        "task {id} is queued: its equipment is in use or no session slot is free"
+                    );
                     Ok(ExitCode::SUCCESS)
                 }
             }

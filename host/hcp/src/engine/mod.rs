@@ -20,6 +20,7 @@ mod policy;
 mod receipts;
 mod runner;
 mod settle;
+mod slots;
 
 pub use gate::{Auth, Submission, job_status};
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};

@@ -1,10 +1,11 @@
-//! Running admitted tasks: equipment held for the session, the session
-//! token checked, the session's decision scope compiled and its opening
+//! Running admitted tasks: equipment held for the session, a session slot
+//! taken ([`super::slots`]), the session token checked, the session's decision scope compiled and its opening
 //! recorded, the prepared capability run under the admitted risk,
 //! classification and envelope with every host call passing the PEP, the
 //! receipts made durable, and the L4 answer recorded.
 
 use super::Host;
+use super::slots::{self, Claim, SlotLimits};
 use crate::store::{TaskRecord, TaskState, TaskUpdate};
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::{
@@ -31,8 +32,10 @@ fn resources(manifest: &hcp_contracts::Manifest) -> Vec<String> {
 
 impl Host {
     /// Runs a queued task to its answer. `Ok(None)` when it cannot run now
-    /// (equipment held by another session, or another runner took it): it
-    /// stays queued.
+    /// (equipment held by another session, no session slot free for its
+    /// caller or capability, or another runner took it): it stays queued.
+    /// A task whose session ended while it waited is answered `timeout`
+    /// without running.
     ///
     /// # Errors
     ///
@@ -68,6 +71,11 @@ impl Host {
             )?
             .with_context(|| format!("{} is no longer installed", task.capability))?;
         let manifest = self.manifest(&installed)?;
+        // A session that ended while the task waited (for equipment or a
+        // slot): the task fails now, without running.
+        if let Some(answer) = self.ended_session(&task, &session, &admission, &manifest)? {
+            return Ok(Some(answer));
+        }
         let held = resources(&manifest);
         let mut acquired = Vec::new();
         for r in &held {
@@ -78,12 +86,17 @@ impl Host {
                 return Ok(None);
             }
         }
-        if !self
-            .store
-            .transition(task_id, TaskState::Queued, TaskState::Running)?
-        {
-            self.release(&acquired, &session);
-            return Ok(None);
+        match slots::claim(&self.store, &task, SlotLimits::of(&admission, &manifest))? {
+            Claim::Running => {}
+            Claim::Waiting(why) => {
+                tracing::info!("task {task_id} stays queued: {why}");
+                self.release(&acquired, &session);
+                return Ok(None);
+            }
+            Claim::Lost => {
+                self.release(&acquired, &session);
+                return Ok(None);
+            }
         }
         let result = self
             .run_admitted(&task, &session, &admission, &installed, &manifest)
@@ -102,6 +115,56 @@ impl Host {
         // once it can (`Store::settle_pending`).
         self.store
             .settle(task_id, TaskState::Running, state, answer.clone())?;
+        Ok(Some(answer))
+    }
+
+    /// When the task's session token no longer verifies (its session ended
+    /// while the task waited), fails the task `timeout` with a
+    /// `session.token` receipt and returns the answer; `None` while the
+    /// session lasts.
+    fn ended_session(
+        &self,
+        task: &TaskRecord,
+        session: &str,
+        admission: &Admission,
+        manifest: &hcp_contracts::Manifest,
+    ) -> Result<Option<Value>> {
+        let token = task
+            .answer
+            .as_ref()
+            .and_then(|a| a["payload"]["session_token"].as_str())
+            .context("accepted task without its session token")?;
+        let Err(e) = self.tokens().verify(token, Some(session)) else {
+            return Ok(None);
+        };
+        if !self
+            .store
+            .transition(&task.task_id, TaskState::Queued, TaskState::Failed)?
+        {
+            return Ok(None);
+        }
+        let error = e.to_string();
+        let answer = match self.record_token_refusal(task, manifest, admission, session, &error) {
+            Ok(_) => failure(
+                session,
+                ErrorCode::Timeout,
+                &format!("the session ended before the task could run: {error}"),
+            )?,
+            Err(e) => host_failure(
+                session,
+                &format!(
+                    "the session ended before the task could run ({error}), and its receipt could not be stored: {e:#}"
+                ),
+            )?,
+        };
+        self.store.update_task(
+            &task.task_id,
+            TaskState::Failed,
+            TaskUpdate {
+                result: Some(answer.clone()),
+                ..TaskUpdate::default()
+            },
+        )?;
         Ok(Some(answer))
     }
 
@@ -143,8 +206,21 @@ impl Host {
                 );
             }
         };
-        let remaining = Duration::from_secs(claims.exp.saturating_sub(crate::token::now()));
-        let deadline = crate::lifecycle::deadline(manifest, &checked).min(remaining);
+        // The deadline counts from admission (the time of `task_accepted`),
+        // and never outlasts the session token.
+        let full = crate::lifecycle::deadline(manifest, &checked);
+        let now = now_ms();
+        let mut left = claims.exp.saturating_mul(1000).saturating_sub(now);
+        if let Some(admitted) = task
+            .answer
+            .as_ref()
+            .and_then(|a| a["timestamp"].as_str())
+            .and_then(unix_ms)
+        {
+            let full_ms = u64::try_from(full.as_millis()).unwrap_or(u64::MAX);
+            left = left.min(admitted.saturating_add(full_ms).saturating_sub(now));
+        }
+        let deadline = full.min(Duration::from_millis(left));
         // The session's decision scope, compiled once from the admission,
         // the grants and the policy; its opening is a receipt whose parents
         // are the admission and approval receipts.
@@ -284,4 +360,18 @@ fn host_failure(session: &str, message: &str) -> Result<Value> {
         ErrorCode::InternalError,
         &format!("the host could not run the task: {message}"),
     )
+}
+
+/// Milliseconds since the epoch, now.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+fn unix_ms(text: &str) -> Option<u64> {
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }

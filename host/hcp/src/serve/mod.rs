@@ -3,7 +3,9 @@
 //! An HTTP API on loopback by default (axum), answering HCP messages and
 //! serving status, events, artifacts, declarations, the operator's
 //! endpoints and page. Accepted tasks run in the background; a maintenance
-//! loop expires approvals and starts queued tasks whose equipment is free.
+//! loop expires approvals and starts queued tasks whose equipment and
+//! session slot are free. Connections are bounded (header-read and idle
+//! timeouts, a cap on their number: [`ConnLimits`]).
 //! On start, tasks a crash left running are failed honestly (with their last
 //! checkpoint); on SIGTERM or Ctrl-C the server stops accepting, lets running
 //! tasks finish (up to a grace period) and exits.
@@ -11,8 +13,11 @@
 mod api;
 mod error;
 mod hid_api;
+mod listen;
 mod policy_api;
 mod receipts_api;
+
+pub use listen::ConnLimits;
 
 use crate::engine::Host;
 use anyhow::{Context as _, Result};
@@ -34,6 +39,8 @@ pub struct ServeConfig {
     pub request_timeout: Duration,
     /// How long running tasks may take to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// Bounds on connections: header-read and idle timeouts, how many.
+    pub connections: ConnLimits,
 }
 
 impl Default for ServeConfig {
@@ -42,6 +49,7 @@ impl Default for ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
+            connections: ConnLimits::default(),
         }
     }
 }
@@ -70,7 +78,9 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
                 "task {task_id}: {}",
                 answer["type"].as_str().unwrap_or("answered")
             ),
-            Ok(None) => tracing::info!("task {task_id}: queued (equipment in use)"),
+            Ok(None) => {
+                tracing::info!("task {task_id}: queued (equipment in use or no session slot free)")
+            }
             Err(e) => tracing::error!("task {task_id}: {e:#}"),
         }
         running
@@ -109,10 +119,15 @@ pub async fn serve(
     bound(listener.local_addr()?);
     let maintenance = tokio::spawn(maintain(state.clone()));
     let app = api::router(state.clone(), config.request_timeout);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("serving")?;
+    listen::serve(
+        listener,
+        app,
+        config.connections,
+        shutdown,
+        config.shutdown_grace,
+    )
+    .await
+    .context("serving")?;
     maintenance.abort();
     state.tracker.close();
     if tokio::time::timeout(config.shutdown_grace, state.tracker.wait())

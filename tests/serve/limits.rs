@@ -1,0 +1,179 @@
+//! The server's connection bounds against slow and numerous clients, on
+//! loopback: partial request heads are cut off at the header timeout, a
+//! stalled request body at the idle timeout, connections beyond the cap are
+//! answered 503 at once, and `/healthz` keeps answering throughout. The
+//! bounds are set through the environment (`HCP_HEADER_TIMEOUT`,
+//! `HCP_IDLE_TIMEOUT`, `HCP_MAX_CONNECTIONS`).
+
+use super::Server;
+use hcp_tests::{REPO_ROOT, cache_dir};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn start(data: &Path, env: &[(&str, &str)]) -> Server {
+    let log = std::fs::File::create(data.join("serve.log")).expect("log file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied())
+        .env("HCP_DATA_DIR", data)
+        .env("HCP_CACHE_DIR", cache_dir())
+        .env("HCP_LOG", "info")
+        .current_dir(REPO_ROOT)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn hcp serve");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read the listening line");
+    let base = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+        .to_owned();
+    let agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into();
+    Server { child, base, agent }
+}
+
+fn addr(server: &Server) -> String {
+    server
+        .base
+        .strip_prefix("http://")
+        .expect("http base")
+        .to_owned()
+}
+
+/// Reads until the server closes the connection; what it sent, and when it
+/// closed. Panics if it is still open after `wait`.
+fn closed_within(stream: &mut TcpStream, wait: Duration, what: &str) -> (String, Instant) {
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!(
+                "{what}: still open after {wait:?} ({e}); it sent {:?}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+    }
+    (String::from_utf8_lossy(&got).into_owned(), Instant::now())
+}
+
+/// `GET /healthz` on a fresh connection: the status line, if any came.
+fn raw_healthz(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    answer.lines().next().map(str::to_owned)
+}
+
+fn healthz(server: &Server) -> u16 {
+    server.get("/healthz", None).0
+}
+
+#[test]
+fn partial_headers_are_cut_off_at_the_header_timeout_and_health_is_answered_meanwhile() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = start(
+        data.path(),
+        &[
+            ("HCP_HEADER_TIMEOUT", "PT2S"),
+            ("HCP_IDLE_TIMEOUT", "PT60S"),
+        ],
+    );
+    let addr = addr(&server);
+    let opened = Instant::now();
+    let mut slow: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).expect("connect");
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ")
+                .expect("partial head");
+            s
+        })
+        .collect();
+    assert_eq!(healthz(&server), 200, "the server stopped answering");
+    for (i, s) in slow.iter_mut().enumerate() {
+        closed_within(s, Duration::from_secs(10), &format!("partial head {i}"));
+    }
+    let took = opened.elapsed();
+    assert!(
+        took < Duration::from_secs(8),
+        "300 partial heads took {took:?} to be cut off; the header timeout is 2 s"
+    );
+    assert_eq!(healthz(&server), 200);
+}
+
+#[test]
+fn a_stalled_body_is_cut_off_at_the_idle_timeout() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = start(
+        data.path(),
+        &[
+            ("HCP_HEADER_TIMEOUT", "PT10S"),
+            ("HCP_IDLE_TIMEOUT", "PT2S"),
+        ],
+    );
+    let addr = addr(&server);
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    let sent = Instant::now();
+    write!(
+        s,
+        "POST /v1/tasks HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer x\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"hcp_version\""
+    )
+    .expect("head and some body");
+    let (_, closed) = closed_within(&mut s, Duration::from_secs(15), "stalled body");
+    let took = closed - sent;
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(8),
+        "the stalled body was cut off after {took:?}; the idle timeout is 2 s"
+    );
+    assert_eq!(healthz(&server), 200);
+}
+
+#[test]
+fn connections_beyond_the_cap_are_answered_503_until_some_close() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let server = start(
+        data.path(),
+        &[
+            ("HCP_HEADER_TIMEOUT", "PT3S"),
+            ("HCP_MAX_CONNECTIONS", "20"),
+        ],
+    );
+    let addr = addr(&server);
+    let held: Vec<TcpStream> = (0..20)
+        .map(|_| TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    // Let the server accept them all.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut extra = TcpStream::connect(&addr).expect("connect");
+    let (answer, _) = closed_within(&mut extra, Duration::from_secs(2), "the 21st connection");
+    assert!(
+        answer.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+        "{answer:?}"
+    );
+    // Once the held connections reach the header timeout, there is room.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while raw_healthz(&addr).as_deref() != Some("HTTP/1.1 200 OK") {
+        assert!(Instant::now() < deadline, "the server never had room again");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(held);
+}
