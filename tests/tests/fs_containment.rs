@@ -319,14 +319,15 @@ async fn file_writes_count_against_the_byte_budget() {
         "{:?}",
         run.risk_events
     );
-    // Asked a quantum at a time, not once per write; the last request
-    // denied, with the stable reason code.
+    // Asked a quantum at a time, not once per write (halved near the end:
+    // the paths of the task's filesystem calls count against the same
+    // budget); the last request denied, with the stable reason code.
     let verdicts = write_verdicts(&sink);
-    assert!(verdicts.len() <= 12, "{verdicts:?}");
-    assert_eq!(
-        verdicts.iter().filter(|v| v.0).map(|v| v.1).sum::<u64>(),
-        8 * MIB,
-        "{verdicts:?}"
+    assert!(verdicts.len() <= 30, "{verdicts:?}");
+    let allowed = verdicts.iter().filter(|v| v.0).map(|v| v.1).sum::<u64>();
+    assert!(
+        allowed <= 8 * MIB && allowed > 8 * MIB - 8192,
+        "{allowed}: {verdicts:?}"
     );
     assert_eq!(
         verdicts.last().map(|v| (v.0, v.2)),
@@ -398,15 +399,18 @@ async fn a_stream_write_over_budget_reports_quota() {
         sink.clone(),
     )
     .await;
-    assert_eq!(
-        completed(&run),
-        &json!({"ok": false, "written": 2 * MIB, "error": "quota"})
-    );
+    // Up to the budget, less the last 4 KiB call that no longer fits once
+    // the paths of the task's filesystem calls (counted against the same
+    // budget) are paid for.
+    let outputs = completed(&run);
+    assert_eq!(outputs["error"], "quota", "{outputs}");
+    let written = outputs["written"].as_u64().expect("written");
+    assert!((2 * MIB - 4096..=2 * MIB).contains(&written), "{outputs}");
     assert_eq!(
         std::fs::metadata(out.join("streamed.bin"))
             .expect("file")
             .len(),
-        2 * MIB
+        written
     );
     assert_eq!(
         write_verdicts(&sink).last(),

@@ -4,13 +4,15 @@
 //! `set-size` pass the PEP as `fs.write` before they reach the file.
 //!
 //! So that a task writing a large file in small pieces does not make a
-//! host call (and a receipt) per piece, the meter asks the PEP for at least
-//! [`QUANTUM`] bytes at a time and spends the allowance on the following
-//! writes. When the budget cannot cover a whole quantum, that request is
-//! denied (and recorded), and the meter asks for exactly what each write
-//! needs from then on; a write the budget cannot cover fails with the WASI
-//! error `quota` (`EDQUOT`), with a `BUDGET_EXCEEDED` receipt. At most one
-//! quantum of allowance is charged and left unwritten.
+//! host call (and a receipt) per piece, the meter asks the PEP for a
+//! quantum of bytes at a time ([`QUANTUM`] at first) and spends the
+//! allowance on the following writes. When the budget cannot cover a whole
+//! quantum, that request is denied (and recorded) and the quantum is
+//! halved, down to what a write needs, when the meter asks for exactly
+//! that: near the end of the budget a writer makes a few requests per
+//! halving, never one per piece. A write the budget cannot cover fails with
+//! the WASI error `quota` (`EDQUOT`), with a `BUDGET_EXCEEDED` receipt. At
+//! most one quantum of allowance is charged and left unwritten.
 
 use crate::pep::{Call, Denial, Pep};
 use crate::tasklog::TaskLog;
@@ -33,8 +35,9 @@ pub(crate) struct WriteMeter {
 struct MeterState {
     /// Allowed by the PEP, not yet written.
     allowance: u64,
-    /// A quantum was refused: ask for exact amounts.
-    exact: bool,
+    /// What the meter asks for at a time (halved each time the budget
+    /// cannot cover it; 0 until the first request: [`QUANTUM`]).
+    quantum: u64,
     /// `denied:<reason>` risk events not yet collected.
     events: Vec<String>,
 }
@@ -64,14 +67,20 @@ impl WriteMeter {
             return Ok(());
         }
         let need = bytes - st.allowance;
-        if !st.exact && need < QUANTUM {
-            match self.pep.check(&Call::fs_write(target.to_owned(), QUANTUM)) {
+        if st.quantum == 0 {
+            st.quantum = QUANTUM;
+        }
+        while need < st.quantum {
+            match self
+                .pep
+                .check(&Call::fs_write(target.to_owned(), st.quantum))
+            {
                 Ok(_) => {
-                    st.allowance = st.allowance + QUANTUM - bytes;
+                    st.allowance = st.allowance + st.quantum - bytes;
                     return Ok(());
                 }
-                // The budget cannot cover a quantum: exact amounts from now.
-                Err(d) if d.reason == hcp_receipts::reason::BUDGET_EXCEEDED => st.exact = true,
+                // The budget cannot cover a quantum: ask for half as much.
+                Err(d) if d.reason == hcp_receipts::reason::BUDGET_EXCEEDED => st.quantum /= 2,
                 Err(denial) => return Err(self.denied(&mut st, denial)),
             }
         }
@@ -221,7 +230,7 @@ mod tests {
     }
 
     #[test]
-    fn small_writes_spend_a_quantum_then_exact_amounts_until_the_budget() {
+    fn small_writes_spend_a_quantum_halved_near_the_end_of_the_budget() {
         let (_tmp, meter, sink, log) = meter(QUANTUM + 10_000);
         for _ in 0..256 {
             meter
@@ -229,9 +238,12 @@ mod tests {
                 .expect("within the first quantum");
         }
         assert_eq!(asked(&sink), [(true, QUANTUM)]);
-        // The next quantum does not fit: refused once, then exact.
-        meter.charge("/out/f", 4096).expect("fits exactly");
-        meter.charge("/out/f", 4096).expect("fits exactly");
+        // The next quantum does not fit: halved until it does (8 KiB of the
+        // 10,000 bytes left), then halved to the write's own size.
+        meter
+            .charge("/out/f", 4096)
+            .expect("fits in a smaller quantum");
+        meter.charge("/out/f", 4096).expect("spends that quantum");
         let denial = meter.charge("/out/f", 4096).expect_err("over budget");
         assert_eq!(denial.reason, "BUDGET_EXCEEDED");
         assert_eq!(
@@ -247,8 +259,14 @@ mod tests {
             [
                 (true, QUANTUM),
                 (false, QUANTUM),
-                (true, 4096),
-                (true, 4096),
+                (false, QUANTUM / 2),
+                (false, QUANTUM / 4),
+                (false, QUANTUM / 8),
+                (false, QUANTUM / 16),
+                (false, QUANTUM / 32),
+                (false, QUANTUM / 64),
+                (true, 8192),
+                (false, 8192),
                 (false, 4096)
             ]
         );
