@@ -292,7 +292,9 @@ impl Host {
                 "the task's receipts could not be stored: some were lost to a failed write",
             );
         }
-        let answer = crate::lifecycle::answer(manifest, &checked, session, &run?)?;
+        let mut run = run?;
+        explain_deadline(&mut run, full, deadline);
+        let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
         Ok(serde_json::to_value(answer)?)
     }
 
@@ -374,4 +376,20 @@ fn unix_ms(text: &str) -> Option<u64> {
     let t =
         time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     u64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// A task stopped at a deadline its wait since admission shortened says
+/// so: `max_duration` counts from `task_accepted`, not from the start.
+fn explain_deadline(run: &mut hcp_sandbox::TaskRun, full: Duration, given: Duration) {
+    use hcp_contracts::IsoDuration;
+    if let hcp_sandbox::RunResult::Failed(f) = &mut run.result
+        && f.code == ErrorCode::Timeout
+        && given < full
+    {
+        f.message.push_str(&format!(
+            " (max_duration {} counts from admission; {} of it passed before the task started)",
+            IsoDuration::from_duration(full),
+            IsoDuration::from_duration(full.saturating_sub(given)),
+        ));
+    }
 }
