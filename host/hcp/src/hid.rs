@@ -33,51 +33,7 @@ pub use receipts::HidReceipts;
 /// The key cannot be read or created, is malformed, or is readable by
 /// others.
 pub fn digest_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    use anyhow::Context as _;
-    use std::io::Write as _;
-    let dir = data_dir.join("keys");
-    let path = dir.join("hid-digest.key");
-    if !path.exists() {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(&dir)
-            .with_context(|| format!("{}", dir.display()))?;
-        let mut key = [0u8; 32];
-        getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(&path) {
-            Ok(mut f) => {
-                f.write_all(&key)?;
-                f.sync_all()?;
-            }
-            // Another process created it first: use theirs.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
-        }
-    }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let mode = std::fs::metadata(&path)?.permissions().mode();
-        if mode & 0o077 != 0 {
-            anyhow::bail!(
-                "{} is readable by others (mode {:o}): refusing to use it",
-                path.display(),
-                mode & 0o777
-            );
-        }
-    }
-    let key = std::fs::read(&path).with_context(|| format!("{}", path.display()))?;
-    if key.len() != 32 {
-        anyhow::bail!("{}: not a 32-byte key", path.display());
-    }
-    Ok(key)
+    Ok(crate::keyfile::load_or_create(data_dir, "hid-digest.key")?.to_vec())
 }
 
 /// The mediator, as the sandbox and the operator's interfaces use it.

@@ -10,6 +10,7 @@ pub mod evidence;
 pub mod hid;
 pub mod hostkey;
 pub mod install;
+mod keyfile;
 pub mod lifecycle;
 pub mod seal;
 pub mod serve;

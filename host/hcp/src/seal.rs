@@ -12,7 +12,6 @@
 use anyhow::{Context as _, Result};
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
-use std::io::Write as _;
 use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"HCPSEAL1";
@@ -34,51 +33,7 @@ impl DataKey {
     ///
     /// The key cannot be read or created, or is malformed or too open.
     pub fn load_or_create(data_dir: &Path) -> Result<Self> {
-        let dir = data_dir.join("keys");
-        let path = dir.join("data.key");
-        if !path.exists() {
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::DirBuilderExt as _;
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(&dir)
-                    .with_context(|| format!("{}", dir.display()))?;
-            }
-            let mut key = [0u8; 32];
-            getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            match options.open(&path) {
-                Ok(mut f) => {
-                    f.write_all(&key)?;
-                    f.sync_all()?;
-                }
-                // Another process created it first: use theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
-            }
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(&path)?.permissions().mode();
-            if mode & 0o077 != 0 {
-                anyhow::bail!(
-                    "{} is readable by others (mode {:o}): refusing to use it",
-                    path.display(),
-                    mode & 0o777
-                );
-            }
-        }
-        let bytes = std::fs::read(&path).with_context(|| format!("{}", path.display()))?;
-        let key: [u8; 32] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("{}: not a 32-byte key", path.display()))?;
+        let key = crate::keyfile::load_or_create(data_dir, "data.key")?;
         Ok(Self(ChaCha20Poly1305::new(Key::from_slice(&key))))
     }
 
