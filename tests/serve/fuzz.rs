@@ -5,45 +5,10 @@
 //! the number of cases (64 by default; `scripts/fuzz` runs many more).
 
 use super::{LOCAL, OPERATOR, Server, example, lab};
+use hcp_fuzzkit::{config, mutate};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestRunner};
 use serde_json::{Value, json};
-
-fn config() -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
-
-/// Applies `edits` (position as a fraction of the length, byte, how) to
-/// `base`: set, flip a bit, insert or delete; then cuts it at `cut`.
-fn mutate(base: &[u8], edits: &[(f64, u8, u8)], cut: Option<f64>) -> Vec<u8> {
-    let mut bytes = base.to_vec();
-    for &(at, byte, how) in edits {
-        if bytes.is_empty() {
-            break;
-        }
-        let i = ((bytes.len() - 1) as f64 * at) as usize;
-        match how % 4 {
-            0 => bytes[i] = byte,
-            1 => bytes[i] ^= 1 << (byte % 8),
-            2 => bytes.insert(i, byte),
-            _ => {
-                bytes.remove(i);
-            }
-        }
-    }
-    if let Some(cut) = cut {
-        bytes.truncate((bytes.len() as f64 * cut) as usize);
-    }
-    bytes
-}
 
 /// The endpoints that read a body, with a good body and who sends it.
 fn endpoints() -> Vec<(&'static str, &'static str, Vec<u8>)> {
@@ -88,7 +53,7 @@ fn every_body_gets_a_json_answer() {
     let mut runner = TestRunner::new(config());
     let mutated = (
         0..endpoints.len(),
-        proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        hcp_fuzzkit::edits(1, 8),
         proptest::option::of(0.0..1.0f64),
     );
     runner

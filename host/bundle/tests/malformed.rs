@@ -5,32 +5,12 @@
 mod common;
 
 use common::{packed, read, signed};
+use hcp_fuzzkit::{config_or, mutate};
 use proptest::prelude::*;
 use std::sync::LazyLock;
 
 static PLAIN: LazyLock<Vec<u8>> = LazyLock::new(|| signed().to_archive().expect("archive"));
 static COMPRESSED: LazyLock<Vec<u8>> = LazyLock::new(|| packed().to_bytes().expect("bytes"));
-
-/// Applies `edits` (position as a fraction of the length, byte) to `base`,
-/// then cuts it at `cut` (a fraction) when given.
-fn mutate(base: &[u8], edits: &[(f64, u8, u8)], cut: Option<f64>) -> Vec<u8> {
-    let mut bytes = base.to_vec();
-    for &(at, byte, how) in edits {
-        if bytes.is_empty() {
-            break;
-        }
-        let i = ((bytes.len() - 1) as f64 * at) as usize;
-        match how % 3 {
-            0 => bytes[i] = byte,
-            1 => bytes[i] ^= 1 << (byte % 8),
-            _ => bytes.insert(i, byte),
-        }
-    }
-    if let Some(cut) = cut {
-        bytes.truncate((bytes.len() as f64 * cut) as usize);
-    }
-    bytes
-}
 
 fn check(bytes: &[u8]) {
     if let Ok(bundle) = read(bytes) {
@@ -42,21 +22,8 @@ fn check(bytes: &[u8]) {
     }
 }
 
-/// `PROPTEST_CASES` cases (256 by default; `scripts/fuzz` runs many more).
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(config_or(256))]
 
     #[test]
     fn arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
@@ -70,7 +37,7 @@ proptest! {
 
     #[test]
     fn mutated_plain_bundles(
-        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 0..8),
+        edits in hcp_fuzzkit::edits(0, 8),
         cut in proptest::option::of(0.0..1.0f64),
     ) {
         check(&mutate(&PLAIN, &edits, cut));
@@ -92,7 +59,7 @@ proptest! {
 
     #[test]
     fn mutated_compressed_bundles(
-        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 0..8),
+        edits in hcp_fuzzkit::edits(0, 8),
         cut in proptest::option::of(0.0..1.0f64),
     ) {
         check(&mutate(&COMPRESSED, &edits, cut));

@@ -8,46 +8,11 @@
 mod common;
 
 use common::{RulesDecider, standard_pack};
+use hcp_fuzzkit::{config, mutate};
 use hcp_receipts::pack::{self, ReadLimits};
 use hcp_receipts::{VerifyOptions, replay, verify_bytes};
 use proptest::prelude::*;
 use std::sync::LazyLock;
-
-fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(64);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-/// Applies `edits` (position as a fraction of the length, byte, how) to
-/// `base`: set, flip a bit, insert or delete; then cuts it at `cut`.
-fn mutate(base: &[u8], edits: &[(f64, u8, u8)], cut: Option<f64>) -> Vec<u8> {
-    let mut bytes = base.to_vec();
-    for &(at, byte, how) in edits {
-        if bytes.is_empty() {
-            break;
-        }
-        let i = ((bytes.len() - 1) as f64 * at) as usize;
-        match how % 4 {
-            0 => bytes[i] = byte,
-            1 => bytes[i] ^= 1 << (byte % 8),
-            2 => bytes.insert(i, byte),
-            _ => {
-                bytes.remove(i);
-            }
-        }
-    }
-    if let Some(cut) = cut {
-        bytes.truncate((bytes.len() as f64 * cut) as usize);
-    }
-    bytes
-}
 
 static PACK: LazyLock<Vec<u8>> = LazyLock::new(|| pack::write(&standard_pack()).expect("write"));
 
@@ -128,7 +93,7 @@ proptest! {
 
     #[test]
     fn mutated_packs(
-        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        edits in hcp_fuzzkit::edits(1, 8),
         cut in proptest::option::of(0.0..1.0f64),
     ) {
         check(&mutate(&PACK, &edits, cut));
@@ -139,7 +104,7 @@ proptest! {
     #[test]
     fn mutated_entries_under_a_consistent_index(
         which in any::<prop::sample::Index>(),
-        edits in proptest::collection::vec((0.0..1.0f64, any::<u8>(), any::<u8>()), 1..8),
+        edits in hcp_fuzzkit::edits(1, 8),
         cut in proptest::option::of(0.0..1.0f64),
     ) {
         let which = which.index(ENTRIES.len());
