@@ -13,20 +13,9 @@
 //! Reads the metadata of the granted directories (when resolving now).
 
 use super::doc::FsGrantDoc;
-use super::load::{Checker, MANIFEST_DIR_VAR, normalize_absolute};
+use super::load::{Checker, MANIFEST_DIR_VAR, Resolve, normalize_absolute};
 use super::{Access, DirIdentity, FsGrant};
 use std::path::Path;
-
-/// How a loader resolves grant paths.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Resolve {
-    /// Look at the filesystem now: the directory must exist, be reached
-    /// without a symbolic link, and its identity is recorded.
-    Now,
-    /// An installed manifest: take the paths as written; the identities
-    /// are the install's (attached by the caller).
-    Recorded,
-}
 
 /// The identity of the directory at `path` (following nothing the caller
 /// has not already resolved).

@@ -7,7 +7,6 @@
 //! else and writes nothing.
 
 use super::doc::{ManifestDoc, NetGrantDoc};
-use super::fs_grant::Resolve;
 use super::{
     ComponentFile, DEFAULT_MAX_DURATION, Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION,
     HOST_WIT_WORLD, Limits, Manifest, NetGrant, NetHost, WorldRef,
@@ -21,6 +20,17 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+
+/// How a loader resolves grant paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Resolve {
+    /// Look at the filesystem now: the directory must exist, be reached
+    /// without a symbolic link, and its identity is recorded.
+    Now,
+    /// An installed manifest: take the paths as written; the identities
+    /// are the install's (attached by the caller).
+    Recorded,
+}
 
 /// Largest manifest file read.
 const MAX_MANIFEST_BYTES: u64 = 1 << 20;
