@@ -376,21 +376,28 @@ async fn a_run_past_max_duration_times_out_and_missing_fields_fail() {
             "network": [{"host": "localhost", "port": server.port(), "allow_private": true}]
         })),
     );
+    // max_duration counts from admission: a first task compiles the new
+    // version, so that the slow one's time is its own (less what the
+    // session token's whole seconds take: it expires at most max_duration
+    // after the whole second it was issued in).
+    let warm = lab.submit(&with_id(doc_submit(), "warm"), "harness-local-01");
+    let out = lab.run(&warm).await;
+    assert_eq!(out["type"], "task_completed", "{out}");
     let mut m = with_id(doc_submit(), "slow");
     m["payload"]["inputs"]["document_uri"] =
         json!(format!("http://localhost:{}/slow", server.port()));
-    m["payload"]["constraints"]["max_duration"] = json!("PT1S");
+    m["payload"]["constraints"]["max_duration"] = json!("PT2S");
     let s = lab.submit(&m, "harness-local-01");
     let out = lab.run(&s).await;
     assert_eq!(out["payload"]["error_code"], "timeout", "{out}");
     // The deadline counts from admission: the run gets what is left of
-    // PT1S, and the message says so.
+    // PT2S, and the message says so.
     let message = out["payload"]["error_message"].as_str().expect("message");
     assert!(
-        message == "stopped at its deadline of PT1S while waiting in a host call"
+        message == "stopped at its deadline of PT2S while waiting in a host call"
             || (message.starts_with("stopped at its deadline of PT")
                 && message.contains(
-                    " while waiting in a host call (max_duration PT1S counts from admission; "
+                    " while waiting in a host call (max_duration PT2S counts from admission; "
                 )
                 && message.ends_with(" of it passed before the task started)")),
         "{message}"

@@ -379,7 +379,9 @@ fn unix_ms(text: &str) -> Option<u64> {
 }
 
 /// A task stopped at a deadline its wait since admission shortened says
-/// so: `max_duration` counts from `task_accepted`, not from the start.
+/// so: `max_duration` counts from `task_accepted`, not from the start (and
+/// the session token, whose `exp` is a whole second no later than
+/// `max_duration` after the second it was issued in, may end it earlier).
 fn explain_deadline(run: &mut hcp_sandbox::TaskRun, full: Duration, given: Duration) {
     use hcp_contracts::IsoDuration;
     if let hcp_sandbox::RunResult::Failed(f) = &mut run.result
