@@ -10,7 +10,7 @@ use hcp_hid::mediator::{Execution, Mediator, MediatorConfig, Outcome};
 use hcp_hid::proposal::ProposalRequest;
 use hcp_hid::sim::{Flavour, SimConfig, Simulator};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub const SESSION: &str = "sess-e2e";
@@ -24,9 +24,17 @@ pub struct Rig {
     pub record: PathBuf,
     pub sim: Simulator,
     pub m: Arc<Mediator>,
+    /// One rig at a time in a test binary, dropped last: the kernel hands
+    /// a closed pseudo-terminal's number to the next one opened, so a rig
+    /// that re-opens its device path after a disconnect would otherwise
+    /// reach (and lock) another test's executor.
+    pub _one_at_a_time: MutexGuard<'static, ()>,
 }
 
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 pub fn rig_with(mut config: SimConfig) -> Rig {
+    let one_at_a_time = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("hcp.db");
     let record = dir.path().join("typed.jsonl");
@@ -42,6 +50,7 @@ pub fn rig_with(mut config: SimConfig) -> Rig {
         record,
         sim,
         m,
+        _one_at_a_time: one_at_a_time,
     }
 }
 
