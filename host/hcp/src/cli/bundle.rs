@@ -1,6 +1,6 @@
 //! `hcp bundle`: pack a plugin directory into a bundle, sign a bundle.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome};
 use crate::store::Store;
 use anyhow::Context as _;
 use hcp_bundle::{Bundle, Limits, PublisherName, WitSource};
@@ -41,10 +41,13 @@ pub enum BundleCommand {
         /// Write the signed bundle here instead of in place.
         #[arg(long, short, value_name = "PATH")]
         output: Option<PathBuf>,
+        // The trust store that names the key (without --publisher).
+        #[command(flatten)]
+        data: DataDir,
     },
 }
 
-pub(super) fn run(paths: &Paths, cmd: BundleCommand) -> Outcome {
+pub(super) fn run(cmd: BundleCommand) -> Outcome {
     match cmd {
         BundleCommand::Pack { dir, output, wit } => pack(&dir, &output, wit.as_deref()),
         BundleCommand::Sign {
@@ -52,7 +55,8 @@ pub(super) fn run(paths: &Paths, cmd: BundleCommand) -> Outcome {
             key,
             publisher,
             output,
-        } => sign(paths, &bundle, &key, publisher, output.as_deref()),
+            data,
+        } => sign(&data, &bundle, &key, publisher, output.as_deref()),
     }
 }
 
@@ -104,7 +108,7 @@ fn pack(dir: &Path, output: &Path, wit: Option<&Path>) -> Outcome {
 }
 
 fn sign(
-    paths: &Paths,
+    data: &DataDir,
     path: &Path,
     key_path: &Path,
     publisher: Option<PublisherName>,
@@ -113,7 +117,7 @@ fn sign(
     let key = HostKey::load(key_path)?;
     let publisher = match publisher {
         Some(p) => p,
-        None => trusted_name(paths, &key)?,
+        None => trusted_name(&data.path()?, &key)?,
     };
     let file =
         crate::install::read_bundle_file(path).with_context(|| format!("{}", path.display()))?;
@@ -144,16 +148,16 @@ fn sign(
 }
 
 /// The name this data directory's trust store gives `key`.
-fn trusted_name(paths: &Paths, key: &HostKey) -> anyhow::Result<PublisherName> {
+fn trusted_name(data_dir: &Path, key: &HostKey) -> anyhow::Result<PublisherName> {
     let hint = "give --publisher NAME";
-    if !paths.data_dir.join("hcp.db").exists() {
+    if !data_dir.join("hcp.db").exists() {
         anyhow::bail!(
             "{hint}: there is no trust store in {} to name key {}",
-            paths.data_dir.display(),
+            data_dir.display(),
             key.key_id()
         );
     }
-    let store = Store::open(&paths.data_dir)?;
+    let store = Store::open(data_dir)?;
     store
         .trusted_publishers()?
         .into_iter()
@@ -162,7 +166,7 @@ fn trusted_name(paths: &Paths, key: &HostKey) -> anyhow::Result<PublisherName> {
         .with_context(|| {
             format!(
                 "{hint}: no trusted publisher in {} has key {}",
-                paths.data_dir.display(),
+                data_dir.display(),
                 key.key_id()
             )
         })

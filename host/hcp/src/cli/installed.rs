@@ -1,7 +1,7 @@
 //! `hcp install`, `hcp list`, `hcp inspect`, `hcp remove`: installed
 //! capabilities, several versions side by side.
 
-use super::{Outcome, Paths, print_json, sandbox};
+use super::{DataDir, HostDirs, Outcome, print_json, sandbox};
 use crate::install::{self, InstallError, InstallOptions};
 use crate::store::{Installed, Store};
 use anyhow::Context as _;
@@ -33,9 +33,12 @@ pub struct InstallArgs {
     /// difference.
     #[arg(long)]
     accept_new_grants: bool,
+    #[command(flatten)]
+    dirs: HostDirs,
 }
 
-pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
+pub(super) fn install(args: InstallArgs) -> Outcome {
+    let paths = &args.dirs.paths()?;
     let shown = args.bundle.display().to_string();
     let file = match install::read_bundle_file(&args.bundle) {
         Ok(f) => f,
@@ -114,6 +117,8 @@ pub struct ListArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
 fn installed_json(i: &Installed) -> serde_json::Value {
@@ -128,8 +133,8 @@ fn installed_json(i: &Installed) -> serde_json::Value {
     })
 }
 
-pub(super) fn list(paths: &Paths, args: ListArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn list(args: ListArgs) -> Outcome {
+    let store = Store::open(&args.data.path()?)?;
     let all = store.installed()?;
     if args.json {
         print_json(&all.iter().map(installed_json).collect::<Vec<_>>())?;
@@ -168,10 +173,13 @@ pub struct InspectArgs {
     /// Print the registry record and the install receipt as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
-pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn inspect(args: InspectArgs) -> Outcome {
+    let data_dir = args.data.path()?;
+    let store = Store::open(&data_dir)?;
     let (name, version) = match args.capability.split_once('@') {
         Some((n, v)) => (n, Some(v)),
         None => (args.capability.as_str(), None),
@@ -193,7 +201,7 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
         &std::fs::read(&receipt_path).with_context(|| format!("{}", receipt_path.display()))?,
     )
     .with_context(|| format!("{}", receipt_path.display()))?;
-    let receipt_check = crate::hostkey::load(&paths.data_dir)
+    let receipt_check = crate::hostkey::load(&data_dir)
         .map_err(|e| format!("{e:#}"))
         .and_then(|host| receipt.verify(host.key.public()));
     let component = i.dir.join(hcp_bundle::layout::COMPONENT);
@@ -299,10 +307,12 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
 pub struct RemoveArgs {
     /// NAME@VERSION.
     capability: String,
+    #[command(flatten)]
+    data: DataDir,
 }
 
-pub(super) fn remove(paths: &Paths, args: RemoveArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn remove(args: RemoveArgs) -> Outcome {
+    let store = Store::open(&args.data.path()?)?;
     let Some((name, version)) = args.capability.split_once('@') else {
         let versions: Vec<String> = store
             .installed()?

@@ -1,14 +1,23 @@
 //! `hcp store`: check the data directory's database, back it up, restore
 //! a backup.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome, print_json};
 use crate::store::durable::{self, Checked, Mark};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Arguments of `hcp store`.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    #[command(flatten)]
+    data: DataDir,
+    #[command(subcommand)]
+    command: StoreCommand,
+}
+
 /// Store subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum StoreCommand {
+pub(super) enum StoreCommand {
     /// Check the database as `hcp serve` does at startup: SQLite's
     /// quick_check, and that it holds every receipt its mark (hcp.db.mark)
     /// recorded. Exit 2 with what is wrong and how to recover.
@@ -17,6 +26,9 @@ pub enum StoreCommand {
         /// that the host serves from it (what it lost stays lost).
         #[arg(long)]
         accept_loss: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Copy the database to DEST (a new file) with SQLite's online backup:
     /// consistent while `hcp serve` runs.
@@ -48,15 +60,41 @@ fn print_checked(label: &str, c: &Checked) {
     }
 }
 
-pub(super) fn run(paths: &Paths, cmd: StoreCommand) -> Outcome {
-    let dir = &paths.data_dir;
-    match cmd {
-        StoreCommand::Check { accept_loss: false } => {
+fn mark_json(m: &Mark) -> serde_json::Value {
+    serde_json::json!({"receipts": m.receipts, "head": m.head})
+}
+
+pub(super) fn run(args: StoreArgs) -> Outcome {
+    let dir = &args.data.path()?;
+    match args.command {
+        StoreCommand::Check {
+            accept_loss,
+            json: true,
+        } => {
+            let c = if accept_loss {
+                durable::accept_loss(dir)?
+            } else {
+                durable::check(dir)?
+            };
+            print_json(&serde_json::json!({
+                "database": dir.join(durable::DB).display().to_string(),
+                "ok": true,
+                "store": mark_json(&c.store),
+                "mark": c.mark.as_ref().map(mark_json),
+            }))?;
+        }
+        StoreCommand::Check {
+            accept_loss: false,
+            json: false,
+        } => {
             let c = durable::check(dir)?;
             println!("{}: ok", dir.join(durable::DB).display());
             print_checked("store", &c);
         }
-        StoreCommand::Check { accept_loss: true } => {
+        StoreCommand::Check {
+            accept_loss: true,
+            json: false,
+        } => {
             let c = durable::accept_loss(dir)?;
             println!(
                 "{}: the mark now records the store as it is",

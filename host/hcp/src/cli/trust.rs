@@ -1,6 +1,6 @@
 //! `hcp trust`: the publishers whose signed bundles this host installs.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome, print_json};
 use crate::store::{Added, Store};
 use anyhow::Context as _;
 use hcp_bundle::PublisherName;
@@ -8,9 +8,18 @@ use hcp_receipts::PublicKey;
 use std::path::Path;
 use std::process::ExitCode;
 
+/// Arguments of `hcp trust`.
+#[derive(Debug, clap::Args)]
+pub struct TrustArgs {
+    #[command(flatten)]
+    data: DataDir,
+    #[command(subcommand)]
+    command: TrustCommand,
+}
+
 /// Trust subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum TrustCommand {
+pub(super) enum TrustCommand {
     /// Trust a publisher's key: bundles it signs under this name install.
     /// Get the key from the publisher through a channel you trust.
     Add {
@@ -21,7 +30,11 @@ pub enum TrustCommand {
         public_key: String,
     },
     /// List the trusted publishers.
-    List,
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Stop trusting a publisher. Installed capabilities it signed stay
     /// installed; new installs of its bundles are refused.
     Remove {
@@ -43,9 +56,9 @@ fn parse_key(text: &str) -> anyhow::Result<PublicKey> {
     )
 }
 
-pub(super) fn run(paths: &Paths, cmd: TrustCommand) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
-    match cmd {
+pub(super) fn run(args: TrustArgs) -> Outcome {
+    let store = Store::open(&args.data.path()?)?;
+    match args.command {
         TrustCommand::Add { name, public_key } => {
             let key = parse_key(&public_key)?;
             match store.trust_publisher(&name, &key)? {
@@ -55,7 +68,22 @@ pub(super) fn run(paths: &Paths, cmd: TrustCommand) -> Outcome {
                 }
             }
         }
-        TrustCommand::List => {
+        TrustCommand::List { json: true } => {
+            let list: Vec<serde_json::Value> = store
+                .trusted_publishers()?
+                .into_iter()
+                .map(|t| {
+                    serde_json::json!({
+                        "name": t.name.as_str(),
+                        "key_id": t.public_key.key_id().to_string(),
+                        "public_key": t.public_key.to_string(),
+                        "added_at": t.added_at,
+                    })
+                })
+                .collect();
+            print_json(&list)?;
+        }
+        TrustCommand::List { json: false } => {
             let list = store.trusted_publishers()?;
             if list.is_empty() {
                 println!("no trusted publishers (hcp trust add <name> <public key>)");
