@@ -545,3 +545,91 @@ fn completions_and_manual_pages_come_from_the_command_line() {
         stdout(&out)
     );
 }
+
+#[test]
+fn commands_that_act_report_what_they_did_as_json() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let path = |name: &str| tmp.path().join(name).to_str().expect("utf-8").to_owned();
+    let json = |args: &[&str]| json_of(&hcp.run(args), args);
+
+    let key = path("publisher.key");
+    let generated = json(&["keys", "generate", "--out", &key, "--json"]);
+    let public = generated["public_key"]
+        .as_str()
+        .expect("public key")
+        .to_owned();
+    assert!(public.starts_with("ed25519:"), "{generated}");
+    let trusted = json(&["trust", "add", "acme-labs", &public, "--json"]);
+    assert_eq!(trusted["already_trusted"], false, "{trusted}");
+    assert_eq!(trusted["key_id"], generated["key_id"], "{trusted}");
+
+    let bundle = path("document-analysis.hcpb");
+    let plugin = format!("{REPO_ROOT}/plugins/document-analysis");
+    let packed = json(&["bundle", "pack", &plugin, "-o", &bundle, "--json"]);
+    assert_eq!(packed["signed"], false, "{packed}");
+    assert_eq!(
+        packed["data_dirs"],
+        serde_json::json!(["samples"]),
+        "{packed}"
+    );
+    // The publisher's name comes from the trust store.
+    let signed = json(&["bundle", "sign", &bundle, "--key", &key, "--json"]);
+    assert_eq!(signed["publisher"], "acme-labs", "{signed}");
+    assert_eq!(signed["component_digest"], packed["component_digest"]);
+    let installed = json(&["install", &bundle, "--json"]);
+    assert_eq!(
+        installed["installed"]["name"], "document-analysis",
+        "{installed}"
+    );
+    assert_eq!(
+        installed["installed"]["publisher"], "acme-labs",
+        "{installed}"
+    );
+    assert_eq!(installed["installed"]["digest"], packed["component_digest"]);
+
+    let pinned = json(&[
+        "manifest",
+        "pin",
+        &doc_manifest(),
+        "-o",
+        &path("pinned.json"),
+        "--json",
+    ]);
+    assert_eq!(pinned["digest"], packed["component_digest"], "{pinned}");
+
+    let out = hcp.run(&[
+        "submit",
+        "--as",
+        "harness-local-01",
+        "--wait",
+        &format!("{REPO_ROOT}/plugins/document-analysis/examples/task_submit.json"),
+    ]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let exported = json(&[
+        "evidence",
+        "export",
+        "--all",
+        "-o",
+        &path("all.tar"),
+        "--json",
+    ]);
+    assert!(exported["receipts"].as_u64().unwrap_or(0) > 0, "{exported}");
+    let ran = json(&["tasks", "run-queued", "--json"]);
+    assert_eq!(ran, Value::Array(Vec::new()), "nothing is queued");
+
+    let backup = path("backup.db");
+    let saved = json(&["store", "backup", &backup, "--json"]);
+    assert_eq!(saved["backup"], backup.as_str(), "{saved}");
+    assert!(
+        saved["store"]["receipts"].as_u64().unwrap_or(0) > 0,
+        "{saved}"
+    );
+    let restored = json(&["store", "restore", &backup, "--json"]);
+    assert_eq!(restored["store"], saved["store"], "{restored}");
+
+    let removed = json(&["remove", "document-analysis@1.0.0", "--json"]);
+    assert_eq!(removed["removed"], "document-analysis@1.0.0", "{removed}");
+    let distrusted = json(&["trust", "remove", "acme-labs", "--json"]);
+    assert_eq!(distrusted["still_installed"], Value::Array(Vec::new()));
+}

@@ -45,6 +45,9 @@ pub struct ExportArgs {
     /// Where to write the pack.
     #[arg(short, long, value_name = "PATH")]
     out: PathBuf,
+    /// Print what was written as JSON on stdout.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     data: DataDir,
 }
@@ -95,6 +98,16 @@ fn export(args: &ExportArgs) -> Outcome {
     let bytes = pack::write(&pack)?;
     write_atomically(&args.out, &bytes)?;
     let section = &pack.hosts[0];
+    if args.json {
+        print_json(&serde_json::json!({
+            "path": args.out.display().to_string(),
+            "receipts": section.receipts.len(),
+            "signed_receipts": section.receipts.iter().filter(|r| r.is_signed()).count(),
+            "checkpoints": section.checkpoints.len(),
+            "bytes": bytes.len(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     eprintln!(
         "wrote {}: {} receipts ({} signed), {} checkpoints, {} bytes",
         args.out.display(),

@@ -33,6 +33,9 @@ pub struct InstallArgs {
     /// difference.
     #[arg(long)]
     accept_new_grants: bool,
+    /// Print what was installed as JSON (refusals stay on stderr).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     dirs: HostDirs,
 }
@@ -79,6 +82,24 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
             "note: replaced a leftover directory of an interrupted install at {}",
             i.dir.display()
         );
+    }
+    if args.json {
+        let accepted: Vec<&str> = outcome
+            .previous
+            .iter()
+            .flat_map(|(_, changes)| changes.iter().filter(|c| c.widens))
+            .map(|c| c.what.as_str())
+            .collect();
+        print_json(&serde_json::json!({
+            "installed": installed_json(i),
+            "receipt": RECEIPT_FILE,
+            "host_id": r.host_id,
+            "host_key_id": outcome.receipt.key_id,
+            "previous": outcome.previous.as_ref().map(|(p, _)| p.clone()),
+            "accepted_new_grants": accepted,
+            "replaced_leftover": outcome.replaced_leftover,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
     }
     println!("installed {}", i.id());
     match &r.publisher {
@@ -307,6 +328,9 @@ pub(super) fn inspect(args: InspectArgs) -> Outcome {
 pub struct RemoveArgs {
     /// NAME@VERSION.
     capability: String,
+    /// Print what was removed as JSON.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     data: DataDir,
 }
@@ -331,6 +355,13 @@ pub(super) fn remove(args: RemoveArgs) -> Outcome {
         );
     };
     let removed = install::remove(&store, name, version)?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "removed": removed.id(),
+            "dir": removed.dir.display().to_string(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "removed {} ({} deleted)",
         removed.id(),

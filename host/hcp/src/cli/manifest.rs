@@ -25,6 +25,9 @@ pub enum ManifestCommand {
         /// Write the pinned manifest here instead of in place.
         #[arg(long, short, value_name = "PATH")]
         output: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -88,7 +91,11 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ManifestCommand::Pin { manifest, output } => {
+        ManifestCommand::Pin {
+            manifest,
+            output,
+            json,
+        } => {
             let m =
                 hcp_contracts::manifest::load(&manifest, hcp_contracts::LoadOptions::default())?;
             let text = std::fs::read_to_string(&manifest)
@@ -103,7 +110,14 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
             let mut pretty = serde_json::to_string_pretty(&doc)?;
             pretty.push('\n');
             std::fs::write(&out, pretty).with_context(|| format!("{}", out.display()))?;
-            println!("{}: pinned {}", out.display(), m.component.digest);
+            if json {
+                print_json(&serde_json::json!({
+                    "manifest": out.display().to_string(),
+                    "digest": m.component.digest,
+                }))?;
+            } else {
+                println!("{}: pinned {}", out.display(), m.component.digest);
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -35,6 +35,9 @@ pub(super) enum StoreCommand {
     Backup {
         /// The backup file to write (refused if it exists).
         dest: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Put a backup in place as the database (stop every hcp process on
     /// the data directory first): what the store recorded after the backup
@@ -42,6 +45,9 @@ pub(super) enum StoreCommand {
     Restore {
         /// The backup file (from `hcp store backup`).
         backup: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -102,12 +108,28 @@ pub(super) fn run(args: StoreArgs) -> Outcome {
             );
             print_checked("store", &c);
         }
-        StoreCommand::Backup { dest } => {
+        StoreCommand::Backup { dest, json } => {
             let mark = durable::backup(dir, &dest)?;
-            println!("{}: {}", dest.display(), describe(&mark));
+            if json {
+                print_json(&serde_json::json!({
+                    "backup": dest.display().to_string(),
+                    "store": mark_json(&mark),
+                }))?;
+            } else {
+                println!("{}: {}", dest.display(), describe(&mark));
+            }
         }
-        StoreCommand::Restore { backup } => {
+        StoreCommand::Restore { backup, json } => {
             let c = durable::restore(dir, &backup)?;
+            if json {
+                print_json(&serde_json::json!({
+                    "database": dir.join(durable::DB).display().to_string(),
+                    "restored_from": backup.display().to_string(),
+                    "store": mark_json(&c.store),
+                    "mark": c.mark.as_ref().map(mark_json),
+                }))?;
+                return Ok(ExitCode::SUCCESS);
+            }
             println!(
                 "{}: restored from {}",
                 dir.join(durable::DB).display(),

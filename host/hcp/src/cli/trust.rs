@@ -28,6 +28,9 @@ pub(super) enum TrustCommand {
         /// Its public key, `ed25519:<64 hex digits>`, or a file holding it
         /// (a `.pub` file).
         public_key: String,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// List the trusted publishers.
     List {
@@ -40,6 +43,9 @@ pub(super) enum TrustCommand {
     Remove {
         /// The publisher's name.
         name: PublisherName,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -59,9 +65,23 @@ fn parse_key(text: &str) -> anyhow::Result<PublicKey> {
 pub(super) fn run(args: TrustArgs) -> Outcome {
     let store = Store::open(&args.data.path()?)?;
     match args.command {
-        TrustCommand::Add { name, public_key } => {
+        TrustCommand::Add {
+            name,
+            public_key,
+            json,
+        } => {
             let key = parse_key(&public_key)?;
-            match store.trust_publisher(&name, &key)? {
+            let added = store.trust_publisher(&name, &key)?;
+            if json {
+                print_json(&serde_json::json!({
+                    "name": name.as_str(),
+                    "key_id": key.key_id().to_string(),
+                    "public_key": key.to_string(),
+                    "already_trusted": matches!(added, Added::AlreadyTrusted),
+                }))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            match added {
                 Added::New => println!("trusted {name} with key {}", key.key_id()),
                 Added::AlreadyTrusted => {
                     println!("{name} is already trusted with key {}", key.key_id());
@@ -98,12 +118,8 @@ pub(super) fn run(args: TrustArgs) -> Outcome {
                 );
             }
         }
-        TrustCommand::Remove { name } => {
+        TrustCommand::Remove { name, json } => {
             let removed = store.distrust_publisher(&name)?;
-            println!(
-                "{name} (key {}) is no longer trusted",
-                removed.public_key.key_id()
-            );
             let still: Vec<String> = store
                 .installed()
                 .context("registry")?
@@ -111,6 +127,18 @@ pub(super) fn run(args: TrustArgs) -> Outcome {
                 .filter(|i| i.publisher.as_deref() == Some(name.as_str()))
                 .map(|i| i.id())
                 .collect();
+            if json {
+                print_json(&serde_json::json!({
+                    "name": name.as_str(),
+                    "key_id": removed.public_key.key_id().to_string(),
+                    "still_installed": still,
+                }))?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!(
+                "{name} (key {}) is no longer trusted",
+                removed.public_key.key_id()
+            );
             if !still.is_empty() {
                 println!(
                     "installed capabilities it signed stay installed: {} (hcp remove to remove them)",
