@@ -14,6 +14,12 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// Stdout as JSON, whatever the exit code.
+fn json_of_any(out: &Output) -> Value {
+    serde_json::from_str(&stdout(out))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}{}", stdout(out), stderr(out)))
+}
+
 fn json_of(out: &Output, args: &[&str]) -> Value {
     assert_eq!(code(out), 0, "{args:?}\n{}{}", stdout(out), stderr(out));
     serde_json::from_str(&stdout(out))
@@ -473,15 +479,35 @@ fn surface_reads_a_bundle_as_well_as_a_manifest() {
     assert_eq!(from_bundle["exports"], from_manifest["exports"]);
     assert_eq!(from_bundle["digest"], from_manifest["digest"]);
 
-    // A component alone, and a file that is neither: clear refusals.
+    // A component alone: checked against no grants, the same imports.
     let wasm = format!("{REPO_ROOT}/plugins/target/wasm32-wasip2/release/document_analysis.wasm");
     let out = hcp.run(&["surface", &wasm]);
-    assert_eq!(code(&out), 2);
+    assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
     assert!(
-        stderr(&out).contains("a component on its own has no grants"),
+        stderr(&out).contains("is a component without a manifest"),
         "{}",
         stderr(&out)
     );
+    assert!(
+        stdout(&out).starts_with("capability document-analysis@0.0.0")
+            && stdout(&out).contains("REFUSED  wasi:filesystem/"),
+        "{}",
+        stdout(&out)
+    );
+    let bare = json_of_any(&hcp.run(&["surface", &wasm, "--json"]));
+    assert_eq!(bare["allowed"], false);
+    assert_eq!(bare["digest"], from_manifest["digest"]);
+    let names = |report: &Value| -> Vec<Value> {
+        report["imports"]
+            .as_array()
+            .expect("imports")
+            .iter()
+            .map(|i| i["name"].clone())
+            .collect()
+    };
+    assert_eq!(names(&bare), names(&from_manifest));
+
+    // A file that is none of them: a clear refusal.
     let junk = tmp.path().join("junk.hcpb");
     std::fs::write(&junk, b"not a bundle at all").expect("write");
     let out = hcp.run(&["surface", junk.to_str().expect("utf-8")]);

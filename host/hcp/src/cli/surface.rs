@@ -1,5 +1,5 @@
 //! `hcp surface`: a component's imports and exports against its grants,
-//! from a manifest or a bundle.
+//! from a manifest, a bundle, or the component alone (no grants).
 
 use super::{CacheDirs, Outcome, load_manifest, print_json, sandbox_caching_in};
 use anyhow::Context as _;
@@ -15,12 +15,14 @@ use std::process::ExitCode;
 import with the grant that allows it, or why it is refused; every export; the grants; and the \
 verdict. Nothing is instantiated or run, and a bundle is not installed: it is unpacked into a \
 temporary directory (its own directories are shown as ${manifest_dir}) and checked as an install \
-checks it (digest pinned).\n\nExit status: 0 allowed, 1 refused, 2 the manifest, bundle or \
-component is invalid."
+checks it (digest pinned). A component file (.wasm) on its own is checked against no grants: \
+each import it refuses needs a grant in the manifest to come.\n\nExit status: 0 allowed, 1 \
+refused, 2 the manifest, bundle or component is invalid."
 )]
 pub struct SurfaceArgs {
-    /// The capability manifest (JSON), or a bundle (.hcpb).
-    #[arg(value_name = "MANIFEST|BUNDLE")]
+    /// The capability manifest (JSON), a bundle (.hcpb), or a component
+    /// (.wasm).
+    #[arg(value_name = "MANIFEST|BUNDLE|COMPONENT")]
     manifest: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]
@@ -64,11 +66,15 @@ pub(super) fn run(args: SurfaceArgs) -> Outcome {
             }
             report
         }
-        Input::Component => anyhow::bail!(
-            "{}: a component on its own has no grants to check its imports against: give its \
-             manifest or its bundle (.hcpb)",
-            args.manifest.display()
-        ),
+        Input::Component => {
+            let report = sandbox.audit(&bare(&args.manifest)?)?;
+            eprintln!(
+                "note: {} is a component without a manifest: its imports are checked against \
+                 no grants (each REFUSED one needs a grant in its manifest)",
+                args.manifest.display()
+            );
+            report
+        }
     };
     if args.json {
         print_json(&report)?;
@@ -80,6 +86,50 @@ pub(super) fn run(args: SurfaceArgs) -> Outcome {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// A manifest for a component on its own: named after its file, version
+/// 0.0.0, no grants, the host's world.
+fn bare(path: &Path) -> anyhow::Result<hcp_contracts::Manifest> {
+    use hcp_contracts::manifest::{HOST_WIT_PACKAGE, HOST_WIT_VERSION, HOST_WIT_WORLD};
+    let component = std::path::absolute(path)?;
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
+    let name: String = stem
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .skip_while(|c| *c == '-')
+        .take(64)
+        .collect();
+    let doc = serde_json::json!({
+        "capability": {
+            "name": if name.is_empty() { "component".to_owned() } else { name },
+            "version": "0.0.0",
+            "description": "a component without a manifest, as `hcp surface` checks it",
+            "input_schema": {"type": "object"},
+            "output_schema": {"type": "object"},
+            "safety": {
+                "risk_ceiling": "R1",
+                "requires_human_approval": false,
+                "involves_physical_resources": false
+            },
+            "constraints": {"max_duration": "PT30S", "concurrent_limit": 1}
+        },
+        "component": {
+            "path": component,
+            "world": format!("{HOST_WIT_PACKAGE}/{HOST_WIT_WORLD}@{HOST_WIT_VERSION}")
+        }
+    });
+    let base = component.parent().unwrap_or(Path::new("/"));
+    Ok(hcp_contracts::manifest::from_value(
+        doc,
+        base,
+        None,
+        &path.display().to_string(),
+        hcp_contracts::LoadOptions::default(),
+    )?)
 }
 
 /// Reads a bundle and unpacks it into a temporary directory (removed when
