@@ -120,6 +120,10 @@ fn every_data_command_prints_json_with_json_and_text_without() {
         "key: value lines:\n{shown}"
     );
     let approvals = both(&hcp, &["approvals", "list"], &waiting);
+    assert!(
+        !stdout(&hcp.run(&["approvals", "list"])).contains("no task waits"),
+        "a list with a task is not empty"
+    );
     assert_eq!(approvals[0]["task_id"], waiting.as_str(), "{approvals}");
     assert!(approvals[0]["expires_at"].is_string(), "{approvals}");
     let approval = both(&hcp, &["approvals", "show", &waiting], "expires_at");
@@ -578,6 +582,12 @@ fn commands_that_act_report_what_they_did_as_json() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let path = |name: &str| tmp.path().join(name).to_str().expect("utf-8").to_owned();
     let json = |args: &[&str]| json_of(&hcp.run(args), args);
+    // Empty lists say so.
+    assert_eq!(stdout(&hcp.run(&["tasks", "list"])), "no tasks\n");
+    assert_eq!(
+        stdout(&hcp.run(&["approvals", "list"])),
+        "no task waits for an operator\n"
+    );
 
     let key = path("publisher.key");
     let generated = json(&["keys", "generate", "--out", &key, "--json"]);

@@ -272,6 +272,8 @@ pub(super) fn tasks(args: TasksArgs) -> Outcome {
             let list = host.store.tasks(state, limit)?;
             if json {
                 print_json(&list.iter().map(|t| t.summary()).collect::<Vec<_>>())?;
+            } else if list.is_empty() {
+                println!("no tasks");
             } else {
                 for t in &list {
                     println!("{}", summary(t));
@@ -351,16 +353,24 @@ pub(super) fn approvals(args: ApprovalsArgs) -> Outcome {
                     .approval(&t.task_id)?
                     .map(|a| a.expires_at)
                     .unwrap_or_default();
-                if json {
-                    let mut shown = t.summary();
-                    shown["expires_at"] = Value::String(expires);
-                    listed.push(shown);
-                } else {
-                    println!("{}  expires {expires}", summary(&t));
-                }
+                listed.push((t, expires));
             }
             if json {
-                print_json(&listed)?;
+                let shown: Vec<Value> = listed
+                    .iter()
+                    .map(|(t, expires)| {
+                        let mut shown = t.summary();
+                        shown["expires_at"] = Value::String(expires.clone());
+                        shown
+                    })
+                    .collect();
+                print_json(&shown)?;
+            } else if listed.is_empty() {
+                println!("no task waits for an operator");
+            } else {
+                for (t, expires) in &listed {
+                    println!("{}  expires {expires}", summary(t));
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
