@@ -7,6 +7,7 @@
 
 mod budgets;
 mod bundles;
+mod conventions;
 mod fs_containment;
 
 use hcp_contracts::message::{Envelope, MessageType};

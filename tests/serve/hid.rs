@@ -115,6 +115,14 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
         text.contains("mode       EXECUTE") && text.contains("armed"),
         "{text}"
     );
+    let out = hcp(data.path(), &server, &["hid", "status", "--json"]);
+    let shown: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(
+        (&shown["mode"], &shown["execution"]["state"]),
+        (&json!("EXECUTE"), &json!("armed")),
+        "{shown}"
+    );
 
     // The lab assistant's three steps, each approved.
     let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &example("hid-assistant"));
@@ -187,6 +195,20 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
     assert!(
         listed.contains(&id) && listed.contains("CREDENTIAL WARNING"),
         "{listed}"
+    );
+    let out = hcp(
+        data.path(),
+        &server,
+        &["hid", "proposals", "--pending", "--json"],
+    );
+    let pending: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(
+        pending.as_array().is_some_and(|p| p
+            .iter()
+            .any(|p| p["proposal"]["proposal_id"] == id.as_str()
+                && p["proposal"]["credential_warning"] == true)),
+        "{pending}"
     );
 
     let out = hcp(

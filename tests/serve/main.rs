@@ -710,6 +710,43 @@ fn operators_approve_and_reject_over_http() {
     assert_eq!(result["type"], "task_rejected", "{result}");
 }
 
+/// The `key=value` of `line`'s field `key`.
+fn field<'l>(line: &'l str, key: &str) -> Option<&'l str> {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+}
+
+#[test]
+fn the_server_logs_each_request_and_each_task_state() {
+    let data = lab();
+    let server = Server::start(data.path());
+    let (status, answer, task) = server.post("/v1/tasks", LOCAL, &example("document-analysis"));
+    assert_eq!(status, 200, "{answer}");
+    let task = task.expect("x-hcp-task-id");
+    let result = server.wait_result(&task, LOCAL);
+    assert_eq!(result["type"], "task_completed", "{result}");
+    drop(server);
+    let log = std::fs::read_to_string(data.path().join("serve.log")).expect("log");
+    let post = log
+        .lines()
+        .find(|l| l.contains("hcp::http") && field(l, "path") == Some("/v1/tasks"))
+        .unwrap_or_else(|| panic!("no request line for POST /v1/tasks:\n{log}"));
+    assert_eq!(field(post, "method"), Some("POST"), "{post}");
+    assert_eq!(field(post, "status"), Some("200"), "{post}");
+    assert!(
+        field(post, "duration_ms").is_some_and(|d| d.parse::<u64>().is_ok()),
+        "{post}"
+    );
+    let states: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("hcp::task") && field(l, "task_id") == Some(task.as_str()))
+        .filter_map(|l| field(l, "state"))
+        .collect();
+    assert_eq!(states.first(), Some(&"received"), "{log}");
+    assert!(states.contains(&"running"), "{states:?}");
+    assert_eq!(states.last(), Some(&"completed"), "{states:?}");
+}
+
 #[test]
 fn sigterm_stops_gracefully() {
     let data = lab();

@@ -182,7 +182,32 @@ fn reload_swaps_the_checked_set_records_it_and_keeps_it_on_a_bad_edit() {
         ),
         (Some(0), format!("policy unchanged: {first}\n"))
     );
+    let json_cli = |token: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcp"))
+            .args(["policy", "reload", "--json", "--server", &server.base])
+            .env("HCP_CREDENTIAL", token)
+            .output()
+            .expect("hcp policy reload --json");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let body: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+        (out.status.code(), body)
+    };
+    let (code, body) = json_cli(OPERATOR);
+    assert_eq!(code, Some(0), "{body}");
+    assert_eq!(
+        (&body["changed"], &body["new_hash"]),
+        (&json!(false), &json!(first))
+    );
     std::fs::write(&callers, "{}").expect("break callers");
+    let (code, body) = json_cli(OPERATOR);
+    assert_eq!(code, Some(1), "{body}");
+    assert!(
+        body["error"]["problems"]
+            .as_array()
+            .is_some_and(|p| !p.is_empty()),
+        "{body}"
+    );
     let out = cli(OPERATOR);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(out.status.code(), Some(1), "{text}");

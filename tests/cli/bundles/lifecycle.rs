@@ -294,7 +294,7 @@ fn the_engine_runs_the_installed_version_a_range_picks() {
             .next()
             .expect("task id")
             .to_owned();
-        let out = lab.ok(&["tasks", "show", &id]);
+        let out = lab.ok(&["tasks", "show", &id, "--json"]);
         let v: Value = serde_json::from_str(&stdout(&out)).expect("json");
         assert_eq!(v["message_id"], format!("msg-range-{n}"));
         v["version"].as_str().expect("version").to_owned()

@@ -1,6 +1,6 @@
 //! `hcp bundle`: pack a plugin directory into a bundle, sign a bundle.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome, print_json};
 use crate::store::Store;
 use anyhow::Context as _;
 use hcp_bundle::{Bundle, Limits, PublisherName, WitSource};
@@ -25,6 +25,9 @@ pub enum BundleCommand {
         /// *.wit files); default: this host's own.
         #[arg(long, value_name = "DIR")]
         wit: Option<PathBuf>,
+        /// Print what was packed as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Sign a bundle with a publisher key (`hcp keys generate`), replacing
     /// any signature it has.
@@ -41,26 +44,53 @@ pub enum BundleCommand {
         /// Write the signed bundle here instead of in place.
         #[arg(long, short, value_name = "PATH")]
         output: Option<PathBuf>,
+        /// Print what was signed as JSON.
+        #[arg(long)]
+        json: bool,
+        // The trust store that names the key (without --publisher).
+        #[command(flatten)]
+        data: DataDir,
     },
 }
 
-pub(super) fn run(paths: &Paths, cmd: BundleCommand) -> Outcome {
+pub(super) fn run(cmd: BundleCommand) -> Outcome {
     match cmd {
-        BundleCommand::Pack { dir, output, wit } => pack(&dir, &output, wit.as_deref()),
+        BundleCommand::Pack {
+            dir,
+            output,
+            wit,
+            json,
+        } => pack(&dir, &output, wit.as_deref(), json),
         BundleCommand::Sign {
             bundle,
             key,
             publisher,
             output,
-        } => sign(paths, &bundle, &key, publisher, output.as_deref()),
+            json,
+            data,
+        } => sign(&data, &bundle, &key, publisher, output.as_deref(), json),
     }
 }
 
-fn pack(dir: &Path, output: &Path, wit: Option<&Path>) -> Outcome {
+fn pack(dir: &Path, output: &Path, wit: Option<&Path>, json: bool) -> Outcome {
     let source = wit.map_or(WitSource::Host, WitSource::Dir);
     let bundle = hcp_bundle::pack_dir(dir, source)?;
     let bytes = bundle.to_bytes()?;
     write_atomically(output, &bytes)?;
+    if json {
+        print_json(&serde_json::json!({
+            "bundle": bundle.id(),
+            "path": output.display().to_string(),
+            "bytes": bytes.len(),
+            "signed": false,
+            "manifest_digest": bundle.manifest_digest(),
+            "component_digest": bundle.component_digest(),
+            "component_bytes": bundle.component().len(),
+            "wit": bundle.wit().id(),
+            "data_dirs": bundle.data_dirs(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "packed {} into {} ({} bytes, unsigned)",
         bundle.id(),
@@ -104,16 +134,17 @@ fn pack(dir: &Path, output: &Path, wit: Option<&Path>) -> Outcome {
 }
 
 fn sign(
-    paths: &Paths,
+    data: &DataDir,
     path: &Path,
     key_path: &Path,
     publisher: Option<PublisherName>,
     output: Option<&Path>,
+    json: bool,
 ) -> Outcome {
     let key = HostKey::load(key_path)?;
     let publisher = match publisher {
         Some(p) => p,
-        None => trusted_name(paths, &key)?,
+        None => trusted_name(&data.path()?, &key)?,
     };
     let file =
         crate::install::read_bundle_file(path).with_context(|| format!("{}", path.display()))?;
@@ -124,6 +155,20 @@ fn sign(
     let bytes = bundle.to_bytes()?;
     let out = output.unwrap_or(path);
     write_atomically(out, &bytes)?;
+    if json {
+        print_json(&serde_json::json!({
+            "bundle": bundle.id(),
+            "path": out.display().to_string(),
+            "bytes": bytes.len(),
+            "publisher": publisher.as_str(),
+            "key_id": key.key_id().to_string(),
+            "public_key": key.public().to_string(),
+            "replaced_signature_of": replaced.as_ref().map(PublisherName::as_str),
+            "manifest_digest": bundle.manifest_digest(),
+            "component_digest": bundle.component_digest(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "signed {} as {publisher} with key {} into {} ({} bytes)",
         bundle.id(),
@@ -144,16 +189,16 @@ fn sign(
 }
 
 /// The name this data directory's trust store gives `key`.
-fn trusted_name(paths: &Paths, key: &HostKey) -> anyhow::Result<PublisherName> {
+fn trusted_name(data_dir: &Path, key: &HostKey) -> anyhow::Result<PublisherName> {
     let hint = "give --publisher NAME";
-    if !paths.data_dir.join("hcp.db").exists() {
+    if !data_dir.join("hcp.db").exists() {
         anyhow::bail!(
             "{hint}: there is no trust store in {} to name key {}",
-            paths.data_dir.display(),
+            data_dir.display(),
             key.key_id()
         );
     }
-    let store = Store::open(&paths.data_dir)?;
+    let store = Store::open(data_dir)?;
     store
         .trusted_publishers()?
         .into_iter()
@@ -162,7 +207,7 @@ fn trusted_name(paths: &Paths, key: &HostKey) -> anyhow::Result<PublisherName> {
         .with_context(|| {
             format!(
                 "{hint}: no trusted publisher in {} has key {}",
-                paths.data_dir.display(),
+                data_dir.display(),
                 key.key_id()
             )
         })

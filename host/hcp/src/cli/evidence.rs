@@ -1,7 +1,7 @@
 //! `hcp evidence`: export evidence packs from the data directory, and
 //! verify them offline.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome, print_json};
 use crate::evidence::{self, Selection};
 use crate::store::Store;
 use anyhow::Context as _;
@@ -45,6 +45,11 @@ pub struct ExportArgs {
     /// Where to write the pack.
     #[arg(short, long, value_name = "PATH")]
     out: PathBuf,
+    /// Print what was written as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
 /// Arguments of `hcp evidence verify`.
@@ -66,20 +71,24 @@ pub struct VerifyArgs {
     /// every DENY is); the host signs from R4.
     #[arg(long, value_name = "LEVEL", default_value = "R4")]
     sign_from_risk: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
-pub(super) fn run(paths: &Paths, cmd: EvidenceCommand) -> Outcome {
+pub(super) fn run(cmd: EvidenceCommand) -> Outcome {
     match cmd {
-        EvidenceCommand::Export(args) => export(paths, &args),
+        EvidenceCommand::Export(args) => export(&args),
         EvidenceCommand::Verify(args) => verify(&args),
     }
 }
 
-fn export(paths: &Paths, args: &ExportArgs) -> Outcome {
-    if !paths.data_dir.join("hcp.db").exists() {
-        anyhow::bail!("{}: no host data here", paths.data_dir.display());
+fn export(args: &ExportArgs) -> Outcome {
+    let data_dir = args.data.path()?;
+    if !data_dir.join("hcp.db").exists() {
+        anyhow::bail!("{}: no host data here", data_dir.display());
     }
-    let store = Store::open(&paths.data_dir)?;
+    let store = Store::open(&data_dir)?;
     let selection = match (&args.task, &args.session) {
         (Some(t), _) => Selection::Task(t.clone()),
         (_, Some(s)) => Selection::Session(s.clone()),
@@ -89,6 +98,16 @@ fn export(paths: &Paths, args: &ExportArgs) -> Outcome {
     let bytes = pack::write(&pack)?;
     write_atomically(&args.out, &bytes)?;
     let section = &pack.hosts[0];
+    if args.json {
+        print_json(&serde_json::json!({
+            "path": args.out.display().to_string(),
+            "receipts": section.receipts.len(),
+            "signed_receipts": section.receipts.iter().filter(|r| r.is_signed()).count(),
+            "checkpoints": section.checkpoints.len(),
+            "bytes": bytes.len(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     eprintln!(
         "wrote {}: {} receipts ({} signed), {} checkpoints, {} bytes",
         args.out.display(),
@@ -164,17 +183,77 @@ fn verify(args: &VerifyArgs) -> Outcome {
     };
     // Read in place: canonical receipt lines are hashed as stored.
     let report = hcp_receipts::verify_bytes(&bytes, &ReadLimits::default(), &options);
-    if let [failure] = report.failures.as_slice()
-        && failure.check == hcp_receipts::verify::Check::Pack
-    {
-        println!("FAILED: {}", args.pack.display());
-        println!("[pack] {}", failure.message);
-        return Ok(ExitCode::from(1));
-    }
-    print!("{report}");
-    Ok(if report.ok() {
+    let origin_checked = options.trusted_keys.is_some();
+    let unreadable = matches!(
+        report.failures.as_slice(),
+        [failure] if failure.check == hcp_receipts::verify::Check::Pack
+    );
+    let code = if report.ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    };
+    if args.json {
+        print_json(&report_json(&report, origin_checked, &options))?;
+        return Ok(code);
+    }
+    if unreadable {
+        println!("FAILED: {}", args.pack.display());
+        println!("[pack] {}", report.failures[0].message);
+        return Ok(code);
+    }
+    print!("{report}");
+    if !origin_checked {
+        println!("{ORIGIN_NOT_CHECKED}");
+    }
+    Ok(code)
+}
+
+/// What `hcp evidence verify` says when no `--trust-key` was given.
+const ORIGIN_NOT_CHECKED: &str = "origin not checked: trusted the keys the pack declares; \
+pass --trust-key to check who signed it";
+
+/// The report of `hcp evidence verify --json`.
+fn report_json(
+    report: &hcp_receipts::verify::Report,
+    origin_checked: bool,
+    options: &VerifyOptions,
+) -> serde_json::Value {
+    let failures: Vec<serde_json::Value> = report
+        .failures
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "check": f.check.as_str(),
+                "receipt": f.receipt.as_ref().map(|r| serde_json::json!({
+                    "receipt_id": r.receipt_id,
+                    "host_id": r.host_id,
+                    "index": r.index,
+                })),
+                "checkpoint": f.checkpoint.as_ref().map(|c| serde_json::json!({
+                    "host_id": c.host_id,
+                    "index": c.index,
+                    "tree_size": c.tree_size,
+                })),
+                "message": f.message,
+                "text": f.to_string(),
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "ok": report.ok(),
+        "hosts": report.hosts,
+        "receipts": report.receipts,
+        "signed_receipts": report.signed_receipts,
+        "checkpoints": report.checkpoints,
+        "origin_checked": origin_checked,
+        "trusted_keys": options
+            .trusted_keys
+            .iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        "note": (!origin_checked).then_some(ORIGIN_NOT_CHECKED),
+        "failures": failures,
     })
 }

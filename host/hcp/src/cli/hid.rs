@@ -7,7 +7,7 @@
 //! `log verify` reads the data directory's database directly; `sim` needs
 //! neither.
 
-use super::{Outcome, Paths, print_json};
+use super::{DataDir, Outcome, print_fields, print_json};
 use anyhow::{Context as _, bail};
 use hcp_hid::log::SessionLog;
 use hcp_hid::sim::{Flavour, SimConfig, Simulator};
@@ -29,6 +29,14 @@ pub struct Remote {
     pub(super) credential: String,
 }
 
+/// `--json`, for the commands that print what the server answered.
+#[derive(Debug, clap::Args)]
+pub struct Json {
+    /// Print the server's answer as JSON.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
 /// HID subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum HidCommand {
@@ -37,6 +45,8 @@ pub enum HidCommand {
     Status {
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// Sets the mode: OBSERVE (record only), SUGGEST (decide, never
     /// execute) or EXECUTE (arms the executor; approved actions run).
@@ -45,11 +55,15 @@ pub enum HidCommand {
         mode: String,
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// Re-arms execution after a device fault halted it (EXECUTE only).
     Rearm {
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// Proposals, oldest first, with credential warnings and outcomes.
     Proposals {
@@ -58,6 +72,8 @@ pub enum HidCommand {
         pending: bool,
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// Approves a proposal (in EXECUTE mode the host executes it now).
     Approve {
@@ -69,6 +85,8 @@ pub enum HidCommand {
         acknowledge_credential: bool,
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// Rejects a proposal.
     Reject {
@@ -79,6 +97,8 @@ pub enum HidCommand {
         reason: String,
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
     /// The hash-chained HID session log.
     Log {
@@ -96,7 +116,13 @@ pub enum HidCommand {
 pub enum LogCommand {
     /// Checks every entry's checksum and the chain; exit 1 with the first
     /// break (an altered, deleted or reordered entry).
-    Verify,
+    Verify {
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        data: DataDir,
+    },
 }
 
 /// Arguments of `hcp hid sim`.
@@ -172,12 +198,22 @@ fn print_status(s: &Value) {
     }
 }
 
-pub(super) fn run(paths: &Paths, cmd: HidCommand) -> Outcome {
+/// Prints the server's answer as JSON, or for people with `human`.
+fn answer(out: &Json, value: &Value, human: fn(&Value)) -> anyhow::Result<()> {
+    if out.json {
+        print_json(value)
+    } else {
+        human(value);
+        Ok(())
+    }
+}
+
+pub(super) fn run(cmd: HidCommand) -> Outcome {
     match cmd {
-        HidCommand::Status { remote } => {
-            print_status(&call(&remote, "GET", "/v1/hid", None)?);
+        HidCommand::Status { remote, out } => {
+            answer(&out, &call(&remote, "GET", "/v1/hid", None)?, print_status)?;
         }
-        HidCommand::Mode { mode, remote } => {
+        HidCommand::Mode { mode, remote, out } => {
             let mode = crate::hid::mode(&mode).map_err(anyhow::Error::msg)?;
             let s = call(
                 &remote,
@@ -185,18 +221,32 @@ pub(super) fn run(paths: &Paths, cmd: HidCommand) -> Outcome {
                 "/v1/hid/mode",
                 Some(json!({"mode": mode.as_str()})),
             )?;
-            print_status(&s);
+            answer(&out, &s, print_status)?;
         }
-        HidCommand::Rearm { remote } => {
-            print_status(&call(&remote, "POST", "/v1/hid/rearm", None)?);
+        HidCommand::Rearm { remote, out } => {
+            answer(
+                &out,
+                &call(&remote, "POST", "/v1/hid/rearm", None)?,
+                print_status,
+            )?;
         }
-        HidCommand::Proposals { pending, remote } => {
+        HidCommand::Proposals {
+            pending,
+            remote,
+            out,
+        } => {
             let list = call(&remote, "GET", "/v1/hid/proposals", None)?;
+            let listed = list["proposals"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|p| !pending || p["outcome"].is_null());
+            if out.json {
+                print_json(&listed.collect::<Vec<_>>())?;
+                return Ok(ExitCode::SUCCESS);
+            }
             let mut shown = 0;
-            for p in list["proposals"].as_array().into_iter().flatten() {
-                if pending && !p["outcome"].is_null() {
-                    continue;
-                }
+            for p in listed {
                 shown += 1;
                 let prop = &p["proposal"];
                 let warning = if prop["credential_warning"] == true {
@@ -225,6 +275,7 @@ pub(super) fn run(paths: &Paths, cmd: HidCommand) -> Outcome {
             id,
             acknowledge_credential,
             remote,
+            out,
         } => {
             let o = call(
                 &remote,
@@ -234,26 +285,43 @@ pub(super) fn run(paths: &Paths, cmd: HidCommand) -> Outcome {
                     json!({"decision": "approve", "acknowledge_credential": acknowledge_credential}),
                 ),
             )?;
-            print_json(&o)?;
+            answer(&out, &o, print_fields)?;
         }
-        HidCommand::Reject { id, reason, remote } => {
+        HidCommand::Reject {
+            id,
+            reason,
+            remote,
+            out,
+        } => {
             let o = call(
                 &remote,
                 "POST",
                 &format!("/v1/hid/proposals/{id}"),
                 Some(json!({"decision": "reject", "reason": reason})),
             )?;
-            print_json(&o)?;
+            answer(&out, &o, print_fields)?;
         }
         HidCommand::Log {
-            command: LogCommand::Verify,
+            command: LogCommand::Verify { json, data },
         } => {
-            let db = paths.data_dir.join("hcp.db");
+            let db = data.path()?.join("hcp.db");
             if !db.exists() {
                 bail!("no database at {}", db.display());
             }
             let log = SessionLog::open(&db)?;
-            return Ok(match log.verify() {
+            let verified = log.verify();
+            if json {
+                print_json(&match &verified {
+                    Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
+                    Err(e) => json!({"ok": false, "error": e.to_string()}),
+                })?;
+                return Ok(if verified.is_ok() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                });
+            }
+            return Ok(match verified {
                 Ok(v) => {
                     println!(
                         "HID session log: {} entries, chain intact (head {})",

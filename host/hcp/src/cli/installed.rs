@@ -1,7 +1,7 @@
 //! `hcp install`, `hcp list`, `hcp inspect`, `hcp remove`: installed
 //! capabilities, several versions side by side.
 
-use super::{Outcome, Paths, print_json, sandbox};
+use super::{DataDir, HostDirs, Outcome, print_json, sandbox};
 use crate::install::{self, InstallError, InstallOptions};
 use crate::store::{Installed, Store};
 use anyhow::Context as _;
@@ -33,9 +33,15 @@ pub struct InstallArgs {
     /// difference.
     #[arg(long)]
     accept_new_grants: bool,
+    /// Print what was installed as JSON (refusals stay on stderr).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    dirs: HostDirs,
 }
 
-pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
+pub(super) fn install(args: InstallArgs) -> Outcome {
+    let paths = &args.dirs.paths()?;
     let shown = args.bundle.display().to_string();
     let file = match install::read_bundle_file(&args.bundle) {
         Ok(f) => f,
@@ -77,6 +83,24 @@ pub(super) fn install(paths: &Paths, args: InstallArgs) -> Outcome {
             i.dir.display()
         );
     }
+    if args.json {
+        let accepted: Vec<&str> = outcome
+            .previous
+            .iter()
+            .flat_map(|(_, changes)| changes.iter().filter(|c| c.widens))
+            .map(|c| c.what.as_str())
+            .collect();
+        print_json(&serde_json::json!({
+            "installed": installed_json(i),
+            "receipt": RECEIPT_FILE,
+            "host_id": r.host_id,
+            "host_key_id": outcome.receipt.key_id,
+            "previous": outcome.previous.as_ref().map(|(p, _)| p.clone()),
+            "accepted_new_grants": accepted,
+            "replaced_leftover": outcome.replaced_leftover,
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!("installed {}", i.id());
     match &r.publisher {
         Some(p) => println!("  publisher  {} (key {})", p.name, p.key_id),
@@ -114,6 +138,8 @@ pub struct ListArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
 fn installed_json(i: &Installed) -> serde_json::Value {
@@ -128,8 +154,8 @@ fn installed_json(i: &Installed) -> serde_json::Value {
     })
 }
 
-pub(super) fn list(paths: &Paths, args: ListArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn list(args: ListArgs) -> Outcome {
+    let store = Store::open(&args.data.path()?)?;
     let all = store.installed()?;
     if args.json {
         print_json(&all.iter().map(installed_json).collect::<Vec<_>>())?;
@@ -168,10 +194,13 @@ pub struct InspectArgs {
     /// Print the registry record and the install receipt as JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
-pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn inspect(args: InspectArgs) -> Outcome {
+    let data_dir = args.data.path()?;
+    let store = Store::open(&data_dir)?;
     let (name, version) = match args.capability.split_once('@') {
         Some((n, v)) => (n, Some(v)),
         None => (args.capability.as_str(), None),
@@ -193,7 +222,7 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
         &std::fs::read(&receipt_path).with_context(|| format!("{}", receipt_path.display()))?,
     )
     .with_context(|| format!("{}", receipt_path.display()))?;
-    let receipt_check = crate::hostkey::load(&paths.data_dir)
+    let receipt_check = crate::hostkey::load(&data_dir)
         .map_err(|e| format!("{e:#}"))
         .and_then(|host| receipt.verify(host.key.public()));
     let component = i.dir.join(hcp_bundle::layout::COMPONENT);
@@ -299,10 +328,15 @@ pub(super) fn inspect(paths: &Paths, args: InspectArgs) -> Outcome {
 pub struct RemoveArgs {
     /// NAME@VERSION.
     capability: String,
+    /// Print what was removed as JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
-pub(super) fn remove(paths: &Paths, args: RemoveArgs) -> Outcome {
-    let store = Store::open(&paths.data_dir)?;
+pub(super) fn remove(args: RemoveArgs) -> Outcome {
+    let store = Store::open(&args.data.path()?)?;
     let Some((name, version)) = args.capability.split_once('@') else {
         let versions: Vec<String> = store
             .installed()?
@@ -321,6 +355,13 @@ pub(super) fn remove(paths: &Paths, args: RemoveArgs) -> Outcome {
         );
     };
     let removed = install::remove(&store, name, version)?;
+    if args.json {
+        print_json(&serde_json::json!({
+            "removed": removed.id(),
+            "dir": removed.dir.display().to_string(),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     println!(
         "removed {} ({} deleted)",
         removed.id(),

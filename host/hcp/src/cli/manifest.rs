@@ -1,6 +1,6 @@
 //! `hcp manifest`: check a manifest, pin its component's digest.
 
-use super::Outcome;
+use super::{Outcome, print_json};
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,6 +13,9 @@ pub enum ManifestCommand {
     Check {
         /// The capability manifest.
         manifest: PathBuf,
+        /// Print what it resolves to as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Write the component's sha256 into `component.digest`, so the
     /// manifest runs only the component it was reviewed with.
@@ -22,14 +25,34 @@ pub enum ManifestCommand {
         /// Write the pinned manifest here instead of in place.
         #[arg(long, short, value_name = "PATH")]
         output: Option<PathBuf>,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 pub(super) fn run(cmd: ManifestCommand) -> Outcome {
     match cmd {
-        ManifestCommand::Check { manifest } => {
+        ManifestCommand::Check { manifest, json } => {
             let m =
                 hcp_contracts::manifest::load(&manifest, hcp_contracts::LoadOptions::default())?;
+            let g = hcp_sandbox::audit::GrantsSummary::of(&m.grants);
+            if json {
+                print_json(&serde_json::json!({
+                    "manifest": manifest.display().to_string(),
+                    "valid": true,
+                    "capability": m.id(),
+                    "risk_ceiling": m.risk_ceiling().to_string(),
+                    "component": {
+                        "digest": m.component.digest,
+                        "pinned": m.component.pinned,
+                        "bytes": m.component.bytes.len(),
+                    },
+                    "world": format!("{}/{}@{}", m.world.package, m.world.world, m.world.version),
+                    "grants": g,
+                }))?;
+                return Ok(ExitCode::SUCCESS);
+            }
             println!("{}: valid", manifest.display());
             println!(
                 "  capability {} (risk ceiling {})",
@@ -50,7 +73,6 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
                 "  world      {}/{}@{}",
                 m.world.package, m.world.world, m.world.version
             );
-            let g = hcp_sandbox::audit::GrantsSummary::of(&m.grants);
             for (what, list) in [
                 ("filesystem", &g.filesystem),
                 ("network", &g.network),
@@ -69,7 +91,11 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
             }
             Ok(ExitCode::SUCCESS)
         }
-        ManifestCommand::Pin { manifest, output } => {
+        ManifestCommand::Pin {
+            manifest,
+            output,
+            json,
+        } => {
             let m =
                 hcp_contracts::manifest::load(&manifest, hcp_contracts::LoadOptions::default())?;
             let text = std::fs::read_to_string(&manifest)
@@ -84,7 +110,14 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
             let mut pretty = serde_json::to_string_pretty(&doc)?;
             pretty.push('\n');
             std::fs::write(&out, pretty).with_context(|| format!("{}", out.display()))?;
-            println!("{}: pinned {}", out.display(), m.component.digest);
+            if json {
+                print_json(&serde_json::json!({
+                    "manifest": out.display().to_string(),
+                    "digest": m.component.digest,
+                }))?;
+            } else {
+                println!("{}: pinned {}", out.display(), m.component.digest);
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

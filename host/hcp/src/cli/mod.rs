@@ -9,11 +9,14 @@
 )]
 
 mod bundle;
+mod dirs;
+mod docs;
 mod evidence;
 mod hid;
 mod installed;
 mod keys;
 mod manifest;
+mod output;
 mod policy;
 mod replay;
 mod review;
@@ -24,6 +27,9 @@ mod surface;
 mod tasks;
 mod trust;
 
+pub use dirs::{CacheDirs, DataDir, HostDirs};
+pub(crate) use output::{print_fields, print_json};
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,21 +37,16 @@ use std::process::ExitCode;
 /// The HCP host: runs capabilities as WebAssembly components with exactly
 /// the surface their manifests grant.
 #[derive(Debug, Parser)]
-#[command(name = "hcp", version, about, long_about = None)]
+#[command(
+    name = "hcp",
+    version,
+    about,
+    long_about = None,
+    after_help = "Commands that print data print text for people, and JSON with --json. \
+Each command takes the directories it uses: --data-dir (HCP_DATA_DIR), --cache-dir \
+(HCP_CACHE_DIR), --policies (HCP_POLICIES)."
+)]
 pub struct Cli {
-    /// Data directory (SQLite database, artifacts, compiled-code cache).
-    #[arg(long, global = true, env = "HCP_DATA_DIR", default_value = ".hcp")]
-    pub data_dir: PathBuf,
-
-    /// Compiled-code cache (default: `cache/` in the data directory).
-    #[arg(long, global = true, env = "HCP_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
-
-    /// The operator's policy directory (callers, risk, context, budgets,
-    /// envelopes, Cedar authorization).
-    #[arg(long, global = true, env = "HCP_POLICIES", default_value = "policies")]
-    pub policies: PathBuf,
-
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -64,8 +65,8 @@ pub(crate) struct Paths {
 pub enum Command {
     /// Run one task_submit against a capability manifest and print the answer.
     Run(run::RunArgs),
-    /// Show a component's imports and exports against its grants, and the
-    /// verdict (exit 1 when refused).
+    /// Show the imports and exports of a manifest's or a bundle's component
+    /// against its grants, and the verdict (exit 1 when refused).
     Surface(surface::SurfaceArgs),
     /// Work with capability manifests.
     #[command(subcommand)]
@@ -82,8 +83,7 @@ pub enum Command {
     #[command(subcommand)]
     Bundle(bundle::BundleCommand),
     /// The publishers whose signed bundles this host installs.
-    #[command(subcommand)]
-    Trust(trust::TrustCommand),
+    Trust(trust::TrustArgs),
     /// Check a bundle and install it (exit 1 when refused).
     Install(installed::InstallArgs),
     /// List installed capabilities.
@@ -97,16 +97,13 @@ pub enum Command {
     /// Serve the HTTP API and the operator's page.
     Serve(serve::ServeArgs),
     /// The data directory's database: check it, back it up, restore it.
-    #[command(subcommand)]
-    Store(store::StoreCommand),
+    Store(store::StoreArgs),
     /// Submit a task_submit through the admission gate (and run it).
     Submit(tasks::SubmitArgs),
     /// Tasks on this host.
-    #[command(subcommand)]
-    Tasks(tasks::TasksCommand),
+    Tasks(tasks::TasksArgs),
     /// Tasks waiting for an operator's decision.
-    #[command(subcommand)]
-    Approvals(tasks::ApprovalsCommand),
+    Approvals(tasks::ApprovalsArgs),
     /// HID mediation: the operator's commands (through `hcp serve`), the
     /// session log, the simulated executor.
     #[command(subcommand)]
@@ -115,55 +112,54 @@ pub enum Command {
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
     /// Artifacts by their hcp:// URI.
-    #[command(subcommand)]
-    Artifacts(tasks::ArtifactsCommand),
+    Artifacts(tasks::ArtifactsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell).
+    Completions(docs::CompletionsArgs),
+    /// Write the manual pages (roff), or print `hcp`'s own.
+    Man(docs::ManArgs),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
 pub(crate) type Outcome = anyhow::Result<ExitCode>;
 
 /// Parses arguments, runs the command, reports errors (`{:#}`), and maps
-/// them to exit codes.
+/// them to exit codes. Output into a closed pipe ends it quietly (exit 0).
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_tracing();
-    let paths = || -> anyhow::Result<Paths> {
-        let data_dir = std::path::absolute(&cli.data_dir)?;
-        let cache_dir = match &cli.cache_dir {
-            Some(dir) => std::path::absolute(dir)?,
-            None => data_dir.join("cache"),
-        };
-        Ok(Paths {
-            data_dir,
-            cache_dir,
-            policies_dir: std::path::absolute(&cli.policies)?,
-        })
-    };
-    let result = paths().and_then(|paths| match cli.command {
-        Command::Run(args) => run::run(&paths, args),
-        Command::Surface(args) => surface::run(&paths, args),
+    output::quiet_broken_pipes();
+    let cli = Cli::parse_from(dirs::legacy_order(std::env::args_os().collect()));
+    match &cli.command {
+        Command::Serve(args) => init_tracing("info", args.log_format()),
+        _ => init_tracing("warn", LogFormat::Text),
+    }
+    let result = match cli.command {
+        Command::Run(args) => args.paths().and_then(|p| run::run(&p, args)),
+        Command::Surface(args) => surface::run(args),
         Command::Manifest(cmd) => manifest::run(cmd),
-        Command::Keys(cmd) => keys::run(&paths, cmd),
-        Command::Evidence(cmd) => evidence::run(&paths, cmd),
+        Command::Keys(cmd) => keys::run(cmd),
+        Command::Evidence(cmd) => evidence::run(cmd),
         Command::Replay(args) => replay::run(&args),
-        Command::Bundle(cmd) => bundle::run(&paths, cmd),
-        Command::Trust(cmd) => trust::run(&paths, cmd),
-        Command::Install(args) => installed::install(&paths, args),
-        Command::List(args) => installed::list(&paths, args),
-        Command::Inspect(args) => installed::inspect(&paths, args),
-        Command::Remove(args) => installed::remove(&paths, args),
-        Command::Review(args) => review::run(&paths, args),
-        Command::Serve(args) => serve::run(&paths, args),
-        Command::Store(cmd) => store::run(&paths, cmd),
-        Command::Submit(args) => tasks::submit(&paths, args),
-        Command::Tasks(cmd) => tasks::tasks(&paths, cmd),
-        Command::Approvals(cmd) => tasks::approvals(&paths, cmd),
-        Command::Artifacts(cmd) => tasks::artifacts(&paths, cmd),
-        Command::Hid(cmd) => hid::run(&paths, cmd),
+        Command::Bundle(cmd) => bundle::run(cmd),
+        Command::Trust(args) => trust::run(args),
+        Command::Install(args) => installed::install(args),
+        Command::List(args) => installed::list(args),
+        Command::Inspect(args) => installed::inspect(args),
+        Command::Remove(args) => installed::remove(args),
+        Command::Review(args) => review::run(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Store(args) => store::run(args),
+        Command::Submit(args) => args.paths().and_then(|p| tasks::submit(&p, args)),
+        Command::Tasks(args) => tasks::tasks(args),
+        Command::Approvals(args) => tasks::approvals(args),
+        Command::Artifacts(args) => tasks::artifacts(args),
+        Command::Hid(cmd) => hid::run(cmd),
         Command::Policy(cmd) => policy::run(cmd),
-    });
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(&args),
+    };
     match result {
         Ok(code) => code,
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
@@ -171,16 +167,34 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("HCP_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per line (timestamp, level, target, fields).
+    Json,
+}
+
+/// Logs to stderr at `default` level, or as `HCP_LOG` (else `RUST_LOG`)
+/// says (`info`, `hcp=debug`, ...).
+fn init_tracing(default: &str, format: LogFormat) {
+    use std::io::IsTerminal as _;
+    let filter = ["HCP_LOG", "RUST_LOG"]
+        .into_iter()
+        .find_map(|var| tracing_subscriber::EnvFilter::try_from_env(var).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         // A log that cannot be written (its disk is full) is not reported
         // on that same stderr: `eprintln!` would panic the thread.
-        .log_internal_errors(false)
-        .try_init();
+        .log_internal_errors(false);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 /// A single-threaded runtime is enough for one CLI command; the sandbox
@@ -194,8 +208,15 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The sandbox settings of this host.
 pub(crate) fn sandbox(paths: &Paths) -> anyhow::Result<hcp_sandbox::Sandbox> {
+    sandbox_caching_in(&paths.cache_dir)
+}
+
+/// The sandbox settings of this host, compiled code cached in `cache_dir`.
+pub(crate) fn sandbox_caching_in(
+    cache_dir: &std::path::Path,
+) -> anyhow::Result<hcp_sandbox::Sandbox> {
     Ok(hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
-        cache_dir: Some(paths.cache_dir.clone()),
+        cache_dir: Some(cache_dir.to_owned()),
         ..hcp_sandbox::SandboxConfig::default()
     })?)
 }
@@ -214,13 +235,4 @@ pub(crate) fn load_manifest(path: &std::path::Path) -> anyhow::Result<hcp_contra
         );
     }
     Ok(manifest)
-}
-
-/// Writes `value` as pretty JSON and a newline to stdout.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
-    writeln!(out)?;
-    Ok(())
 }

@@ -6,7 +6,8 @@
 //! started with.
 
 use super::Outcome;
-use super::hid::{Remote, agent};
+use super::hid::{Json, Remote, agent};
+use super::print_json;
 use anyhow::{Context as _, bail};
 use serde_json::Value;
 use std::process::ExitCode;
@@ -20,11 +21,13 @@ pub enum PolicyCommand {
     Reload {
         #[command(flatten)]
         remote: Remote,
+        #[command(flatten)]
+        out: Json,
     },
 }
 
 pub(super) fn run(cmd: PolicyCommand) -> Outcome {
-    let PolicyCommand::Reload { remote } = cmd;
+    let PolicyCommand::Reload { remote, out } = cmd;
     let path = "/v1/policy/reload";
     let url = format!("{}{path}", remote.server.trim_end_matches('/'));
     let mut response = agent()
@@ -37,6 +40,14 @@ pub(super) fn run(cmd: PolicyCommand) -> Outcome {
     let text = response.body_mut().read_to_string().unwrap_or_default();
     let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     let hash = |name: &str| body[name].as_str().unwrap_or("?").to_owned();
+    if out.json && matches!(status, 200 | 422) {
+        print_json(&body)?;
+        return Ok(if status == 200 {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     match status {
         200 if body["changed"] == true => {
             println!(

@@ -2,8 +2,8 @@
 //! its recorded policy, offline, and report each one that comes out
 //! differently.
 
-use super::Outcome;
 use super::evidence::read_pack;
+use super::{Outcome, print_json};
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::replay::{Finding, replay};
 use std::path::PathBuf;
@@ -22,6 +22,9 @@ Exit status: 0 every verdict replayed the same, 1 any difference, 2 the pack can
 pub struct ReplayArgs {
     /// The evidence pack.
     pack: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) fn run(args: &ReplayArgs) -> Outcome {
@@ -42,6 +45,39 @@ pub(super) fn run(args: &ReplayArgs) -> Outcome {
         })
         .count();
     let total: usize = pack.hosts.iter().map(|h| h.receipts.len()).sum();
+    let code = if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if args.json {
+        let issues: Vec<serde_json::Value> = report
+            .issues
+            .iter()
+            .map(|i| {
+                serde_json::json!({
+                    "receipt_id": i.receipt.receipt_id,
+                    "host_id": i.receipt.host_id,
+                    "index": i.receipt.index,
+                    "finding": i.finding.to_string(),
+                    "verdict_differs": matches!(
+                        i.finding,
+                        Finding::VerdictChanged { .. } | Finding::ReasonChanged { .. }
+                    ),
+                })
+            })
+            .collect();
+        print_json(&serde_json::json!({
+            "ok": report.ok(),
+            "receipts": total,
+            "replayed": report.replayed,
+            "matched": report.matched,
+            "verdicts_differ": changed,
+            "other_findings": report.issues.len() - changed,
+            "issues": issues,
+        }))?;
+        return Ok(code);
+    }
     for issue in &report.issues {
         println!("{issue}");
     }
@@ -52,9 +88,5 @@ pub(super) fn run(args: &ReplayArgs) -> Outcome {
         report.matched,
         report.issues.len() - changed
     );
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(code)
 }

@@ -1,7 +1,7 @@
 //! `hcp review`: everything a reviewer needs to approve a bundle, on one
 //! page.
 
-use super::{Outcome, Paths, print_json, sandbox};
+use super::{HostDirs, Outcome, print_json, sandbox};
 use crate::install::{self, InstallError};
 use crate::store::Store;
 use hcp_bundle::review::{self, Status};
@@ -27,9 +27,12 @@ pub struct ReviewArgs {
     /// Print the report as Markdown.
     #[arg(long)]
     markdown: bool,
+    #[command(flatten)]
+    dirs: HostDirs,
 }
 
-pub(super) fn run(paths: &Paths, args: ReviewArgs) -> Outcome {
+pub(super) fn run(args: ReviewArgs) -> Outcome {
+    let paths = &args.dirs.paths()?;
     let shown = args.bundle.display().to_string();
     let refused = |e: InstallError| match e {
         InstallError::Host(e) => e,

@@ -27,7 +27,7 @@ The task_submit is validated (envelope, payload, inputs against input_schema), t
 runs with exactly its granted surface, its outputs are validated against output_schema and \
 expected_output, and the answer (task_completed or task_failed, or task_rejected for bad input) \
 is printed on stdout as JSON. The task log goes to stderr.\n\n\
-Every host call passes the policy enforcement point under the policy set (the global `--policies`: its \
+Every host call passes the policy enforcement point under the policy set (`--policies`: its \
 dispatch settings, and the budgets of the task's caller and capability); every verdict becomes \
 a receipt in the data directory, durable before the answer is printed (see `hcp evidence`).\n\n\
 Exit status: 0 task_completed, 1 task_failed or task_rejected, 2 a file could not be read or \
@@ -43,6 +43,15 @@ pub struct RunArgs {
     /// Do not print the task log on stderr.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    dirs: super::HostDirs,
+}
+
+impl RunArgs {
+    /// The directories it runs with.
+    pub(super) fn paths(&self) -> anyhow::Result<Paths> {
+        self.dirs.paths()
+    }
 }
 
 fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {

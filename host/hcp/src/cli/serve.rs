@@ -1,6 +1,6 @@
 //! `hcp serve`: the HTTP API and the operator's page.
 
-use super::{Outcome, Paths};
+use super::{HostDirs, LogFormat, Outcome};
 use crate::engine::{Host, HostConfig, HostPaths};
 use crate::serve::{ConnLimits, ServeConfig, serve};
 use anyhow::Context as _;
@@ -19,11 +19,14 @@ a damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTER
 stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0. SIGHUP reloads \
 the policy directory (as `hcp policy reload` does): the whole set is checked first and kept on \
 any problem; each reload is a `policy.reload` receipt. Connections are bounded: \
---header-timeout, --idle-timeout and --max-connections."
+--header-timeout, --idle-timeout and --max-connections.\n\n\
+Logs go to stderr, at info unless HCP_LOG (or RUST_LOG) says otherwise (`debug`, \
+`hcp=debug,warn`, ...): each request (method, path, status, duration) and each change of a \
+task's state, as text or, with --log-format json, one JSON object per line."
 )]
 pub struct ServeArgs {
     /// Address to listen on (port 0 picks a free one).
-    #[arg(long, default_value = "127.0.0.1:8787")]
+    #[arg(long, env = "HCP_LISTEN", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
     /// How long a task waits for an operator before it is rejected
     /// (ISO 8601 duration).
@@ -52,6 +55,18 @@ pub struct ServeArgs {
     #[arg(long, env = "HCP_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// How log lines are written to stderr.
+    #[arg(long, env = "HCP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(flatten)]
+    dirs: HostDirs,
+}
+
+impl ServeArgs {
+    /// How the server logs.
+    pub(super) fn log_format(&self) -> LogFormat {
+        self.log_format
+    }
 }
 
 pub(super) async fn stop_signal() {
@@ -94,7 +109,8 @@ fn reload_on_sighup(host: Arc<Host>) -> anyhow::Result<tokio::task::JoinHandle<(
     }))
 }
 
-pub(super) fn run(paths: &Paths, args: ServeArgs) -> Outcome {
+pub(super) fn run(args: ServeArgs) -> Outcome {
+    let paths = &args.dirs.paths()?;
     let duration = |flag: &str, text: &str| {
         hcp_contracts::IsoDuration::parse(text)
             .map(|d| d.get())

@@ -1,14 +1,23 @@
 //! `hcp store`: check the data directory's database, back it up, restore
 //! a backup.
 
-use super::{Outcome, Paths};
+use super::{DataDir, Outcome, print_json};
 use crate::store::durable::{self, Checked, Mark};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Arguments of `hcp store`.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    #[command(flatten)]
+    data: DataDir,
+    #[command(subcommand)]
+    command: StoreCommand,
+}
+
 /// Store subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum StoreCommand {
+pub(super) enum StoreCommand {
     /// Check the database as `hcp serve` does at startup: SQLite's
     /// quick_check, and that it holds every receipt its mark (hcp.db.mark)
     /// recorded. Exit 2 with what is wrong and how to recover.
@@ -17,12 +26,18 @@ pub enum StoreCommand {
         /// that the host serves from it (what it lost stays lost).
         #[arg(long)]
         accept_loss: bool,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Copy the database to DEST (a new file) with SQLite's online backup:
     /// consistent while `hcp serve` runs.
     Backup {
         /// The backup file to write (refused if it exists).
         dest: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Put a backup in place as the database (stop every hcp process on
     /// the data directory first): what the store recorded after the backup
@@ -30,6 +45,9 @@ pub enum StoreCommand {
     Restore {
         /// The backup file (from `hcp store backup`).
         backup: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -48,15 +66,41 @@ fn print_checked(label: &str, c: &Checked) {
     }
 }
 
-pub(super) fn run(paths: &Paths, cmd: StoreCommand) -> Outcome {
-    let dir = &paths.data_dir;
-    match cmd {
-        StoreCommand::Check { accept_loss: false } => {
+fn mark_json(m: &Mark) -> serde_json::Value {
+    serde_json::json!({"receipts": m.receipts, "head": m.head})
+}
+
+pub(super) fn run(args: StoreArgs) -> Outcome {
+    let dir = &args.data.path()?;
+    match args.command {
+        StoreCommand::Check {
+            accept_loss,
+            json: true,
+        } => {
+            let c = if accept_loss {
+                durable::accept_loss(dir)?
+            } else {
+                durable::check(dir)?
+            };
+            print_json(&serde_json::json!({
+                "database": dir.join(durable::DB).display().to_string(),
+                "ok": true,
+                "store": mark_json(&c.store),
+                "mark": c.mark.as_ref().map(mark_json),
+            }))?;
+        }
+        StoreCommand::Check {
+            accept_loss: false,
+            json: false,
+        } => {
             let c = durable::check(dir)?;
             println!("{}: ok", dir.join(durable::DB).display());
             print_checked("store", &c);
         }
-        StoreCommand::Check { accept_loss: true } => {
+        StoreCommand::Check {
+            accept_loss: true,
+            json: false,
+        } => {
             let c = durable::accept_loss(dir)?;
             println!(
                 "{}: the mark now records the store as it is",
@@ -64,12 +108,28 @@ pub(super) fn run(paths: &Paths, cmd: StoreCommand) -> Outcome {
             );
             print_checked("store", &c);
         }
-        StoreCommand::Backup { dest } => {
+        StoreCommand::Backup { dest, json } => {
             let mark = durable::backup(dir, &dest)?;
-            println!("{}: {}", dest.display(), describe(&mark));
+            if json {
+                print_json(&serde_json::json!({
+                    "backup": dest.display().to_string(),
+                    "store": mark_json(&mark),
+                }))?;
+            } else {
+                println!("{}: {}", dest.display(), describe(&mark));
+            }
         }
-        StoreCommand::Restore { backup } => {
+        StoreCommand::Restore { backup, json } => {
             let c = durable::restore(dir, &backup)?;
+            if json {
+                print_json(&serde_json::json!({
+                    "database": dir.join(durable::DB).display().to_string(),
+                    "restored_from": backup.display().to_string(),
+                    "store": mark_json(&c.store),
+                    "mark": c.mark.as_ref().map(mark_json),
+                }))?;
+                return Ok(ExitCode::SUCCESS);
+            }
             println!(
                 "{}: restored from {}",
                 dir.join(durable::DB).display(),

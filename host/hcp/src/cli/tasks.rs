@@ -6,7 +6,7 @@
 //! them as if they had authenticated. Remote callers authenticate with their
 //! credential over HTTP.
 
-use super::{Outcome, Paths, print_json, runtime};
+use super::{DataDir, HostDirs, Outcome, Paths, print_fields, print_json, runtime};
 use crate::engine::{Auth, Host, HostConfig, HostPaths};
 use crate::store::TaskState;
 use anyhow::Context as _;
@@ -35,11 +35,47 @@ pub struct SubmitArgs {
     /// Also print the final answer.
     #[arg(long)]
     wait: bool,
+    #[command(flatten)]
+    dirs: HostDirs,
+}
+
+impl SubmitArgs {
+    /// The directories it submits with.
+    pub(super) fn paths(&self) -> anyhow::Result<Paths> {
+        self.dirs.paths()
+    }
+}
+
+/// Arguments of `hcp tasks`.
+#[derive(Debug, clap::Args)]
+pub struct TasksArgs {
+    #[command(flatten)]
+    dirs: HostDirs,
+    #[command(subcommand)]
+    command: TasksCommand,
+}
+
+/// Arguments of `hcp approvals`.
+#[derive(Debug, clap::Args)]
+pub struct ApprovalsArgs {
+    #[command(flatten)]
+    dirs: HostDirs,
+    #[command(subcommand)]
+    command: ApprovalsCommand,
+}
+
+/// Arguments of `hcp artifacts`.
+#[derive(Debug, clap::Args)]
+pub struct ArtifactsArgs {
+    #[command(flatten)]
+    data: DataDir,
+    #[command(subcommand)]
+    command: ArtifactsCommand,
 }
 
 /// Task subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum TasksCommand {
+pub(super) enum TasksCommand {
     /// Tasks, newest first.
     List {
         /// Only tasks in this state (received, pending_approval, queued,
@@ -49,26 +85,43 @@ pub enum TasksCommand {
         /// At most this many.
         #[arg(long, default_value_t = 50)]
         limit: usize,
+        /// Print JSON (each task's summary).
+        #[arg(long)]
+        json: bool,
     },
     /// One task: the message, the gate's answer, the final answer.
     Show {
         /// Task id.
         id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Run the queued tasks whose equipment is free.
-    RunQueued,
+    RunQueued {
+        /// Print JSON (each task's id and answer).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Approval subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum ApprovalsCommand {
+pub(super) enum ApprovalsCommand {
     /// Tasks waiting for an operator (expired ones are rejected first).
-    List,
+    List {
+        /// Print JSON (each task's summary and when its approval expires).
+        #[arg(long)]
+        json: bool,
+    },
     /// What an operator decides on: intent, inputs, risk and the rules that
     /// fired, the envelope.
     Show {
         /// Task id.
         id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Approve a task; it then runs here and its answer is printed.
     Approve {
@@ -96,7 +149,7 @@ pub enum ApprovalsCommand {
 
 /// Artifact subcommands.
 #[derive(Debug, clap::Subcommand)]
-pub enum ArtifactsCommand {
+pub(super) enum ArtifactsCommand {
     /// Fetch an artifact by its hcp:// URI (checked against its checksum;
     /// T2 and above: the access is logged).
     Get {
@@ -210,17 +263,24 @@ fn parse_state(s: &str) -> anyhow::Result<TaskState> {
     })
 }
 
-pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
-    let host = host(paths)?;
-    match cmd {
-        TasksCommand::List { state, limit } => {
+pub(super) fn tasks(args: TasksArgs) -> Outcome {
+    let host = host(&args.dirs.paths()?)?;
+    match args.command {
+        TasksCommand::List { state, limit, json } => {
             host.expire_approvals()?;
             let state = state.as_deref().map(parse_state).transpose()?;
-            for t in host.store.tasks(state, limit)? {
-                println!("{}", summary(&t));
+            let list = host.store.tasks(state, limit)?;
+            if json {
+                print_json(&list.iter().map(|t| t.summary()).collect::<Vec<_>>())?;
+            } else if list.is_empty() {
+                println!("no tasks");
+            } else {
+                for t in &list {
+                    println!("{}", summary(t));
+                }
             }
         }
-        TasksCommand::Show { id } => {
+        TasksCommand::Show { id, json } => {
             let t = host
                 .store
                 .task(&id)?
@@ -243,12 +303,22 @@ pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
             if let (Some(shown), Value::Object(details)) = (shown.as_object_mut(), details) {
                 shown.extend(details);
             }
-            print_json(&shown)?;
+            if json {
+                print_json(&shown)?;
+            } else {
+                print_fields(&shown);
+            }
         }
-        TasksCommand::RunQueued => {
+        TasksCommand::RunQueued { json } => {
             let rt = runtime()?;
+            let mut ran = Vec::new();
             for t in host.store.tasks(Some(TaskState::Queued), usize::MAX)? {
-                match rt.block_on(host.run_task(&t.task_id))? {
+                let answer = rt.block_on(host.run_task(&t.task_id))?;
+                if json {
+                    ran.push(serde_json::json!({"task_id": t.task_id, "answer": answer}));
+                    continue;
+                }
+                match answer {
                     Some(answer) => {
                         println!("{}  {}", t.task_id, answer["type"].as_str().unwrap_or("?"))
                     }
@@ -258,18 +328,22 @@ pub(super) fn tasks(paths: &Paths, cmd: TasksCommand) -> Outcome {
                     ),
                 }
             }
+            if json {
+                print_json(&ran)?;
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
-    let host = host(paths)?;
+pub(super) fn approvals(args: ApprovalsArgs) -> Outcome {
+    let host = host(&args.dirs.paths()?)?;
     for id in host.expire_approvals()? {
         eprintln!("task {id}: approval expired, answered task_rejected (approval_expired)");
     }
-    match cmd {
-        ApprovalsCommand::List => {
+    match args.command {
+        ApprovalsCommand::List { json } => {
+            let mut listed = Vec::new();
             for t in host
                 .store
                 .tasks(Some(TaskState::PendingApproval), usize::MAX)?
@@ -279,16 +353,33 @@ pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
                     .approval(&t.task_id)?
                     .map(|a| a.expires_at)
                     .unwrap_or_default();
-                println!("{}  expires {expires}", summary(&t));
+                listed.push((t, expires));
+            }
+            if json {
+                let shown: Vec<Value> = listed
+                    .iter()
+                    .map(|(t, expires)| {
+                        let mut shown = t.summary();
+                        shown["expires_at"] = Value::String(expires.clone());
+                        shown
+                    })
+                    .collect();
+                print_json(&shown)?;
+            } else if listed.is_empty() {
+                println!("no task waits for an operator");
+            } else {
+                for (t, expires) in &listed {
+                    println!("{}  expires {expires}", summary(t));
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
-        ApprovalsCommand::Show { id } => {
+        ApprovalsCommand::Show { id, json } => {
             let a = host
                 .store
                 .approval(&id)?
                 .with_context(|| format!("task {id} has no approval request"))?;
-            print_json(&serde_json::json!({
+            let shown = serde_json::json!({
                 "task_id": a.task_id,
                 "requested_at": a.requested_at,
                 "expires_at": a.expires_at,
@@ -297,7 +388,12 @@ pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
                 "reason": a.reason,
                 "decided_at": a.decided_at,
                 "assessment": a.assessment,
-            }))?;
+            });
+            if json {
+                print_json(&shown)?;
+            } else {
+                print_fields(&shown);
+            }
             Ok(ExitCode::SUCCESS)
         }
         ApprovalsCommand::Approve {
@@ -337,9 +433,9 @@ pub(super) fn approvals(paths: &Paths, cmd: ApprovalsCommand) -> Outcome {
     }
 }
 
-pub(super) fn artifacts(paths: &Paths, cmd: ArtifactsCommand) -> Outcome {
-    let ArtifactsCommand::Get { uri, output, by } = cmd;
-    let store = crate::store::Store::open(&paths.data_dir)?;
+pub(super) fn artifacts(args: ArtifactsArgs) -> Outcome {
+    let ArtifactsCommand::Get { uri, output, by } = args.command;
+    let store = crate::store::Store::open(&args.data.path()?)?;
     let (artifact, bytes, class) = store.artifact(&uri)?;
     if class >= hcp_contracts::DataClass::T2 {
         store.log_artifact_access(&uri, &by, "hcp artifacts get")?;

@@ -89,7 +89,7 @@ impl Host {
         match slots::claim(&self.store, &task, SlotLimits::of(&admission, &manifest))? {
             Claim::Running => {}
             Claim::Waiting(why) => {
-                tracing::info!("task {task_id} stays queued: {why}");
+                tracing::debug!("task {task_id} stays queued: {why}");
                 self.release(&acquired, &session);
                 return Ok(None);
             }

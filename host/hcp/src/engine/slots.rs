@@ -81,7 +81,7 @@ pub(crate) fn claim(store: &Store, task: &TaskRecord, limits: SlotLimits) -> Res
         ],
     )? == 1;
     if moved {
-        store.task_changed();
+        store.task_moved(&task.task_id, TaskState::Running);
         return Ok(Claim::Running);
     }
     let (state, by_caller, by_capability): (String, u32, u32) = store.db().query_row(

@@ -118,7 +118,8 @@ pub async fn serve(
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     bound(listener.local_addr()?);
     let maintenance = tokio::spawn(maintain(state.clone()));
-    let app = api::router(state.clone(), config.request_timeout);
+    let app = api::router(state.clone(), config.request_timeout)
+        .layer(axum::middleware::from_fn(log_request));
     listen::serve(
         listener,
         app,
@@ -140,6 +141,27 @@ pub async fn serve(
         );
     }
     Ok(())
+}
+
+/// Logs each request at info (target `hcp::http`): method, path (never the
+/// query, which may carry a token), status, duration in milliseconds.
+async fn log_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    tracing::info!(
+        target: "hcp::http",
+        method = %method,
+        path = %path,
+        status = response.status().as_u16(),
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "request"
+    );
+    response
 }
 
 /// Every second: write final states a full disk held back, expire

@@ -192,6 +192,14 @@ impl Store {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }
 
+    /// A task was recorded in, or moved to, `state`: logged at info (target
+    /// `hcp::task`), then [`Store::task_changed`]. Every write of a task's
+    /// state calls it once the write is done.
+    pub(crate) fn task_moved(&self, task_id: &str, state: TaskState) {
+        tracing::info!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
+        self.task_changed();
+    }
+
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }

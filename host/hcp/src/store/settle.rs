@@ -67,7 +67,7 @@ impl Store {
             ],
         )? == 1;
         if moved {
-            self.task_changed();
+            self.task_moved(&u.task_id, u.to);
         }
         Ok(moved)
     }

@@ -256,7 +256,7 @@ impl Store {
         tx.commit()?;
         let record = task_record(row)?;
         if inserted == 1 {
-            self.task_changed();
+            self.task_moved(&record.task_id, record.state);
         }
         Ok(if inserted == 1 {
             Submitted::New(record)
@@ -299,7 +299,7 @@ impl Store {
         if n == 0 {
             anyhow::bail!("no task {task_id}");
         }
-        self.task_changed();
+        self.task_moved(task_id, state);
         self.task(task_id)?
             .with_context(|| format!("no task {task_id}"))
     }
@@ -316,7 +316,7 @@ impl Store {
             params![task_id, from.as_str(), to.as_str(), now()],
         )? == 1;
         if moved {
-            self.task_changed();
+            self.task_moved(task_id, to);
         }
         Ok(moved)
     }

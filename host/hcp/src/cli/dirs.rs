@@ -1,0 +1,211 @@
+//! Where a command finds the host's state: `--data-dir`, `--cache-dir`,
+//! `--policies` (and `HCP_DATA_DIR`, `HCP_CACHE_DIR`, `HCP_POLICIES`).
+//!
+//! Each command takes the ones it uses and no other: a command that reads
+//! no store has no `--data-dir`. A group whose every subcommand uses them
+//! (`hcp tasks`, `hcp trust`, ...) declares them once, as global options of
+//! the group, so they are accepted before or after the subcommand's name.
+//!
+//! The flags were global options of `hcp` itself; that position (`hcp
+//! --data-dir DIR install ...`) is still accepted: [`legacy_order`] moves
+//! them after the subcommand, where the command that takes them finds them
+//! and a command that does not refuses them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// `--data-dir`: commands that read or write the host's database.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DataDir {
+    /// Data directory (SQLite database, installed capabilities, artifacts,
+    /// keys).
+    #[arg(
+        long = "data-dir",
+        global = true,
+        help_heading = "Directories",
+        env = "HCP_DATA_DIR",
+        default_value = ".hcp",
+        value_name = "DIR"
+    )]
+    data_dir: PathBuf,
+}
+
+impl DataDir {
+    /// The data directory, absolute.
+    pub(crate) fn path(&self) -> anyhow::Result<PathBuf> {
+        Ok(std::path::absolute(&self.data_dir)?)
+    }
+}
+
+/// `--data-dir` and `--cache-dir`: commands that compile components.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CacheDirs {
+    #[command(flatten)]
+    data: DataDir,
+    /// Compiled-code cache (default: `cache/` in the data directory).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Directories",
+        env = "HCP_CACHE_DIR",
+        value_name = "DIR"
+    )]
+    cache_dir: Option<PathBuf>,
+}
+
+impl CacheDirs {
+    /// The data directory, absolute.
+    pub(crate) fn data_dir(&self) -> anyhow::Result<PathBuf> {
+        self.data.path()
+    }
+
+    /// The compiled-code cache, absolute.
+    pub(crate) fn cache_dir(&self) -> anyhow::Result<PathBuf> {
+        match &self.cache_dir {
+            Some(dir) => Ok(std::path::absolute(dir)?),
+            None => Ok(self.data.path()?.join("cache")),
+        }
+    }
+}
+
+/// `--data-dir`, `--cache-dir` and `--policies`: commands that run, admit
+/// or install capabilities.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HostDirs {
+    #[command(flatten)]
+    dirs: CacheDirs,
+    /// The operator's policy directory (callers, risk, context, budgets,
+    /// envelopes, install policy, Cedar authorization).
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Directories",
+        env = "HCP_POLICIES",
+        default_value = "policies",
+        value_name = "DIR"
+    )]
+    policies: PathBuf,
+}
+
+impl HostDirs {
+    /// The three directories, absolute.
+    pub(crate) fn paths(&self) -> anyhow::Result<super::Paths> {
+        Ok(super::Paths {
+            data_dir: self.dirs.data_dir()?,
+            cache_dir: self.dirs.cache_dir()?,
+            policies_dir: std::path::absolute(&self.policies)?,
+        })
+    }
+}
+
+/// The options [`legacy_order`] moves.
+const MOVED: [&str; 3] = ["--data-dir", "--cache-dir", "--policies"];
+
+/// Moves `--data-dir`, `--cache-dir` and `--policies` (with their values)
+/// written before the subcommand's name to the end of the arguments (before
+/// a `--`, if any), where the subcommand that takes them parses them.
+/// Everything else keeps its order.
+pub(crate) fn legacy_order(args: Vec<OsString>) -> Vec<OsString> {
+    let mut args = args.into_iter();
+    let mut out: Vec<OsString> = args.next().into_iter().collect();
+    let mut moved = Vec::new();
+    while let Some(arg) = args.next() {
+        let text = arg.to_string_lossy();
+        let takes_value = MOVED.contains(&text.as_ref());
+        let inline = MOVED
+            .iter()
+            .any(|m| text.strip_prefix(m).is_some_and(|r| r.starts_with('=')));
+        if takes_value {
+            moved.push(arg);
+            moved.extend(args.next());
+        } else if inline {
+            moved.push(arg);
+        } else if text.starts_with('-') {
+            // `--help`, `--version`: `hcp` takes no other option.
+            out.push(arg);
+        } else {
+            // The subcommand: the rest is its own.
+            out.push(arg);
+            break;
+        }
+    }
+    let rest: Vec<OsString> = args.collect();
+    let end = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
+    out.extend(rest[..end].iter().cloned());
+    out.extend(moved);
+    out.extend(rest[end..].iter().cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::legacy_order;
+    use std::ffi::OsString;
+
+    fn order(args: &[&str]) -> Vec<String> {
+        legacy_order(args.iter().map(OsString::from).collect())
+            .into_iter()
+            .map(|a| a.into_string().expect("utf-8"))
+            .collect()
+    }
+
+    #[test]
+    fn options_before_the_subcommand_move_after_it() {
+        assert_eq!(
+            order(&[
+                "hcp",
+                "--data-dir",
+                "d",
+                "--policies=p",
+                "run",
+                "--manifest",
+                "m"
+            ]),
+            [
+                "hcp",
+                "run",
+                "--manifest",
+                "m",
+                "--data-dir",
+                "d",
+                "--policies=p"
+            ]
+        );
+        assert_eq!(
+            order(&[
+                "hcp",
+                "--cache-dir",
+                "c",
+                "evidence",
+                "export",
+                "--all",
+                "--",
+                "x"
+            ]),
+            [
+                "hcp",
+                "evidence",
+                "export",
+                "--all",
+                "--cache-dir",
+                "c",
+                "--",
+                "x"
+            ]
+        );
+    }
+
+    #[test]
+    fn everything_else_keeps_its_place() {
+        let same = ["hcp", "run", "--data-dir", "d", "--manifest", "m"];
+        assert_eq!(order(&same), same);
+        assert_eq!(order(&["hcp", "--help"]), ["hcp", "--help"]);
+        // A value that looks like the option is the subcommand's own.
+        assert_eq!(
+            order(&["hcp", "tasks", "show", "--data-dir"]),
+            ["hcp", "tasks", "show", "--data-dir"]
+        );
+        // A missing value stays missing: clap says so.
+        assert_eq!(order(&["hcp", "--data-dir"]), ["hcp", "--data-dir"]);
+    }
+}
