@@ -39,6 +39,7 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/artifacts/{session}/{name}", get(artifact))
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/decisions", get(super::decisions_api::list))
         .route("/v1/receipts", get(super::receipts_api::list))
         .route("/v1/receipts/verify", get(super::receipts_api::verify))
         .route("/v1/hid", get(super::hid_api::status))
@@ -411,15 +412,20 @@ async fn approvals(
         .tasks(Some(TaskState::PendingApproval), usize::MAX)?
     {
         if let Some(a) = state.host.store.approval(&t.task_id)? {
-            out.push(approval_json(&t, &a));
+            out.push(approval_json(&state, &t, &a));
         }
     }
     Ok(Json(json!({"approvals": out})))
 }
 
-fn approval_json(t: &TaskRecord, a: &crate::store::ApprovalRecord) -> Value {
+pub(crate) fn approval_json(
+    state: &AppState,
+    t: &TaskRecord,
+    a: &crate::store::ApprovalRecord,
+) -> Value {
     json!({
         "task": t.summary(),
+        "declaration": super::decisions_api::declaration_view(&state.host, t),
         "requested_at": a.requested_at,
         "expires_at": a.expires_at,
         "decision": a.decision,
@@ -446,7 +452,7 @@ async fn approval(
         .store
         .approval(&id)?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no approval request")))?;
-    Ok(Json(approval_json(&t, &a)))
+    Ok(Json(approval_json(&state, &t, &a)))
 }
 
 #[derive(Debug, Deserialize)]

@@ -11,6 +11,7 @@
 //! tasks finish (up to a grace period) and exits.
 
 mod api;
+mod decisions_api;
 mod error;
 mod hid_api;
 mod listen;
