@@ -14,7 +14,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use hcp_contracts::message::{Envelope, MessageType};
@@ -28,7 +28,7 @@ use std::time::Duration;
 /// `timeout` (503 with a JSON error past it).
 pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
     let timed = Router::new()
-        .route("/", get(operator_page))
+        .route("/", get(super::page::operator_page))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/openapi.json", get(openapi))
         .route("/v1/whoami", get(whoami))
@@ -544,8 +544,4 @@ async fn openapi() -> Response {
         include_str!("../../../../docs/openapi.json"),
     )
         .into_response()
-}
-
-async fn operator_page() -> Html<&'static str> {
-    Html(include_str!("operator.html"))
 }

@@ -15,6 +15,7 @@ mod decisions_api;
 mod error;
 mod hid_api;
 mod listen;
+mod page;
 mod policy_api;
 mod receipts_api;
 
