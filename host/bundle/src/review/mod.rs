@@ -14,7 +14,7 @@ use hcp_contracts::manifest::{
     DeclaredConstraints, GrantsDoc, HOST_WIT_PACKAGE, Limits, ManifestDoc, Safety, SafetyEnvelope,
 };
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use render::{markdown, text};
 
@@ -29,6 +29,22 @@ pub struct AuditedImport {
     pub because: String,
 }
 
+/// A kind of grant an import can put to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// `grants.filesystem` (`wasi:filesystem`).
+    Filesystem,
+    /// `grants.network` (`wasi:sockets`, `wasi:http`).
+    Network,
+    /// `grants.env` (`wasi:cli/environment`).
+    Env,
+    /// `grants.instruments` (`hcp:capability/instrument`).
+    Instruments,
+    /// `grants.devices: hid` (`hcp:capability/hid`).
+    Hid,
+}
+
 /// The surface audit's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Audit {
@@ -36,6 +52,25 @@ pub struct Audit {
     pub imports: Vec<AuditedImport>,
     /// Every export.
     pub exports: Vec<String>,
+    /// The grants some allowed import puts to use (an import that is
+    /// always granted, or linked but inert, uses none).
+    pub uses: BTreeSet<GrantKind>,
+}
+
+/// The envelope tasks run under once the operator's policy has tightened
+/// the publisher's, as the host's gate computes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EffectiveEnvelope {
+    /// The policy file that tightens it (`envelopes.json`).
+    pub policy: String,
+    /// Whether that file has an entry for this capability (else the
+    /// publisher's envelope stands as declared).
+    pub has_entry: bool,
+    /// The merged envelope.
+    pub envelope: SafetyEnvelope,
+    /// Policy values looser than the publisher's, ignored (a policy never
+    /// loosens).
+    pub ignored: Vec<String>,
 }
 
 /// What the host found out about a bundle, to be assembled into a
@@ -61,6 +96,12 @@ pub struct Findings {
     /// The highest installed version of the same capability and its
     /// manifest, if any.
     pub installed: Option<(String, ManifestDoc)>,
+    /// `sha256:` of that installed version's component.
+    pub installed_component: Option<String>,
+    /// The effective envelope under the operator's policy, or why it
+    /// cannot be computed (a policy that does not load, or an envelope the
+    /// gate cannot merge and so refuses every task of).
+    pub effective_envelope: Result<EffectiveEnvelope, String>,
 }
 
 /// A verdict's outcome.
@@ -73,12 +114,15 @@ pub enum Status {
     Conditional,
     /// Refused.
     Fail,
+    /// For the reviewer's attention; installs as it would without it.
+    Warn,
 }
 
 /// One check and its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
-    /// `signature`, `trust`, `world`, `manifest`, `audit`, `policy`, `upgrade`.
+    /// `signature`, `trust`, `world`, `manifest`, `audit`, `grants`,
+    /// `policy`, `envelope`, `upgrade`.
     pub check: &'static str,
     /// Outcome.
     pub status: Status,
@@ -182,8 +226,11 @@ pub struct Review {
     pub grants: GrantsDoc,
     /// Data shipped in the bundle.
     pub data: Vec<DataDir>,
-    /// The default safety envelope.
+    /// The publisher's safety envelope.
     pub envelope: SafetyEnvelope,
+    /// The envelope tasks run under after the operator's policy; `None`
+    /// when it cannot be computed (the `envelope` verdict says why).
+    pub effective_envelope: Option<EffectiveEnvelope>,
     /// Every limit.
     pub limits: Vec<LimitLine>,
     /// Every import, with its docs; empty when the audit could not run.
@@ -201,6 +248,9 @@ pub struct Upgrade {
     pub installed: String,
     /// Every difference, widening first.
     pub changes: Vec<Change>,
+    /// The component is byte-identical to the installed one's: only the
+    /// manifest changed.
+    pub same_component: bool,
 }
 
 impl Review {
@@ -257,6 +307,7 @@ impl Review {
                 }
             }),
         ));
+        verdicts.push(grants_verdict(doc, &findings.audit));
         verdicts.push(result_verdict(
             "policy",
             findings.policy.clone().and_then(|(name, reasons)| {
@@ -267,11 +318,14 @@ impl Review {
                 }
             }),
         ));
+        verdicts.push(envelope_verdict(doc, &findings.effective_envelope));
         let upgrade = findings.installed.as_ref().map(|(id, old)| Upgrade {
             installed: id.clone(),
             changes: diff::compare(old, doc),
+            same_component: findings.installed_component.as_deref()
+                == Some(bundle.component_digest()),
         });
-        verdicts.push(match &upgrade {
+        let mut upgrade_verdict = match &upgrade {
             None => Verdict {
                 check: "upgrade",
                 status: Status::Pass,
@@ -284,7 +338,11 @@ impl Review {
                     "widens what {} may do ({} change{}); installable only with --accept-new-grants",
                     u.installed,
                     u.changes.iter().filter(|c| c.widens).count(),
-                    if u.changes.iter().filter(|c| c.widens).count() == 1 { "" } else { "s" }
+                    if u.changes.iter().filter(|c| c.widens).count() == 1 {
+                        ""
+                    } else {
+                        "s"
+                    }
                 ),
             },
             Some(u) => Verdict {
@@ -292,7 +350,13 @@ impl Review {
                 status: Status::Pass,
                 detail: format!("allows nothing {} did not", u.installed),
             },
-        });
+        };
+        if let Some(u) = upgrade.as_ref().filter(|u| u.same_component) {
+            upgrade_verdict
+                .detail
+                .push_str(&format!("; {}", same_component_note(&u.installed)));
+        }
+        verdicts.push(upgrade_verdict);
         let outcome = if verdicts.iter().any(|v| v.status == Status::Fail) {
             Status::Fail
         } else if verdicts.iter().any(|v| v.status == Status::Conditional) {
@@ -362,11 +426,181 @@ impl Review {
             grants: doc.grants.clone(),
             data,
             envelope: doc.safety_envelope.clone(),
+            effective_envelope: findings.effective_envelope.ok(),
             limits: limits(doc),
             imports,
             exports,
             upgrade,
         }
+    }
+}
+
+/// What the report says of a component byte-identical to the installed
+/// version's.
+pub fn same_component_note(installed: &str) -> String {
+    let version = installed.rsplit_once('@').map_or(installed, |(_, v)| v);
+    format!("component byte-identical to {version}: only the manifest changed")
+}
+
+/// The kinds of grant the manifest gives, each with what it names.
+fn granted(doc: &ManifestDoc) -> Vec<(GrantKind, String, &'static str)> {
+    let g = &doc.grants;
+    let mut out = Vec::new();
+    if !g.filesystem.is_empty() {
+        let dirs: Vec<&str> = g.filesystem.iter().map(|f| f.path.as_str()).collect();
+        out.push((
+            GrantKind::Filesystem,
+            format!("grants.filesystem ({})", dirs.join(", ")),
+            "no wasi:filesystem import",
+        ));
+    }
+    if !g.network.is_empty() {
+        let to: Vec<String> = g
+            .network
+            .iter()
+            .map(|n| format!("{}:{}", n.host, n.port))
+            .collect();
+        out.push((
+            GrantKind::Network,
+            format!("grants.network ({})", to.join(", ")),
+            "no wasi:sockets or wasi:http import",
+        ));
+    }
+    if !g.env.is_empty() {
+        out.push((
+            GrantKind::Env,
+            format!("grants.env ({})", g.env.join(", ")),
+            "no wasi:cli/environment import",
+        ));
+    }
+    if !g.instruments.is_empty() {
+        out.push((
+            GrantKind::Instruments,
+            format!("grants.instruments ({})", g.instruments.join(", ")),
+            "no hcp:capability/instrument import",
+        ));
+    }
+    if g.devices.iter().any(|d| d == "hid") {
+        out.push((
+            GrantKind::Hid,
+            "grants.devices (hid)".to_owned(),
+            "no hcp:capability/hid import",
+        ));
+    }
+    out
+}
+
+/// Flags every grant no import of the component puts to use: authority
+/// given for nothing, which a later version could use without a new
+/// review of its grants.
+fn grants_verdict(doc: &ManifestDoc, audit: &Result<Audit, String>) -> Verdict {
+    let Ok(audit) = audit else {
+        return Verdict {
+            check: "grants",
+            status: Status::Warn,
+            detail: "not checked: the surface audit did not run".to_owned(),
+        };
+    };
+    let granted = granted(doc);
+    let unused: Vec<String> = granted
+        .iter()
+        .filter(|(kind, ..)| !audit.uses.contains(kind))
+        .map(|(_, what, why)| format!("{what}: {why}"))
+        .collect();
+    let (status, detail) = if !unused.is_empty() {
+        (
+            Status::Warn,
+            format!(
+                "granted but used by no import: {}; ask the publisher to drop {}",
+                unused.join("; "),
+                if unused.len() == 1 { "it" } else { "them" }
+            ),
+        )
+    } else if granted.is_empty() {
+        (
+            Status::Pass,
+            "none beyond what every capability has".to_owned(),
+        )
+    } else if granted.len() == 1 {
+        (
+            Status::Pass,
+            "the one grant is used by an import".to_owned(),
+        )
+    } else {
+        (
+            Status::Pass,
+            format!("each of the {} grants is used by an import", granted.len()),
+        )
+    };
+    Verdict {
+        check: "grants",
+        status,
+        detail,
+    }
+}
+
+/// How the operator's policy changes the publisher's envelope.
+fn envelope_verdict(doc: &ManifestDoc, effective: &Result<EffectiveEnvelope, String>) -> Verdict {
+    let e = match effective {
+        Ok(e) => e,
+        Err(why) => {
+            return Verdict {
+                check: "envelope",
+                status: Status::Warn,
+                detail: why.clone(),
+            };
+        }
+    };
+    let declared = &doc.safety_envelope;
+    let mut detail = if !e.has_entry {
+        format!(
+            "{} has no entry for {}: tasks run under the publisher's envelope",
+            e.policy, doc.capability.name
+        )
+    } else {
+        let tightened = e
+            .envelope
+            .parameters
+            .iter()
+            .filter(|(name, p)| declared.parameters.get(*name) != Some(p))
+            .count();
+        let actions = e
+            .envelope
+            .prohibited_actions
+            .iter()
+            .filter(|a| !declared.prohibited_actions.contains(a))
+            .count();
+        let procedures = e
+            .envelope
+            .emergency_procedures
+            .keys()
+            .filter(|c| !declared.emergency_procedures.contains_key(*c))
+            .count();
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        format!(
+            "tasks run under the publisher's envelope as {} tightens it: {} bounded more tightly, \
+             {} and {} added",
+            e.policy,
+            plural(tightened, "parameter", "parameters"),
+            plural(actions, "prohibited action", "prohibited actions"),
+            plural(procedures, "emergency procedure", "emergency procedures"),
+        )
+    };
+    if !e.ignored.is_empty() {
+        detail.push_str(&format!(
+            "; looser policy values ignored: {}",
+            e.ignored.join("; ")
+        ));
+    }
+    Verdict {
+        check: "envelope",
+        status: if e.ignored.is_empty() {
+            Status::Pass
+        } else {
+            Status::Warn
+        },
+        detail,
     }
 }
 
