@@ -5,6 +5,7 @@
 //! (JSON through serde).
 
 mod render;
+mod verdicts;
 
 use crate::bundle::Bundle;
 use crate::diff::{self, Change};
@@ -17,6 +18,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use render::{markdown, text};
+pub use verdicts::same_component_note;
+use verdicts::{envelope_verdict, grants_verdict};
 
 /// One import's audit verdict, as the host's surface audit gave it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -432,175 +435,6 @@ impl Review {
             exports,
             upgrade,
         }
-    }
-}
-
-/// What the report says of a component byte-identical to the installed
-/// version's.
-pub fn same_component_note(installed: &str) -> String {
-    let version = installed.rsplit_once('@').map_or(installed, |(_, v)| v);
-    format!("component byte-identical to {version}: only the manifest changed")
-}
-
-/// The kinds of grant the manifest gives, each with what it names.
-fn granted(doc: &ManifestDoc) -> Vec<(GrantKind, String, &'static str)> {
-    let g = &doc.grants;
-    let mut out = Vec::new();
-    if !g.filesystem.is_empty() {
-        let dirs: Vec<&str> = g.filesystem.iter().map(|f| f.path.as_str()).collect();
-        out.push((
-            GrantKind::Filesystem,
-            format!("grants.filesystem ({})", dirs.join(", ")),
-            "no wasi:filesystem import",
-        ));
-    }
-    if !g.network.is_empty() {
-        let to: Vec<String> = g
-            .network
-            .iter()
-            .map(|n| format!("{}:{}", n.host, n.port))
-            .collect();
-        out.push((
-            GrantKind::Network,
-            format!("grants.network ({})", to.join(", ")),
-            "no wasi:sockets or wasi:http import",
-        ));
-    }
-    if !g.env.is_empty() {
-        out.push((
-            GrantKind::Env,
-            format!("grants.env ({})", g.env.join(", ")),
-            "no wasi:cli/environment import",
-        ));
-    }
-    if !g.instruments.is_empty() {
-        out.push((
-            GrantKind::Instruments,
-            format!("grants.instruments ({})", g.instruments.join(", ")),
-            "no hcp:capability/instrument import",
-        ));
-    }
-    if g.devices.iter().any(|d| d == "hid") {
-        out.push((
-            GrantKind::Hid,
-            "grants.devices (hid)".to_owned(),
-            "no hcp:capability/hid import",
-        ));
-    }
-    out
-}
-
-/// Flags every grant no import of the component puts to use: authority
-/// given for nothing, which a later version could use without a new
-/// review of its grants.
-fn grants_verdict(doc: &ManifestDoc, audit: &Result<Audit, String>) -> Verdict {
-    let Ok(audit) = audit else {
-        return Verdict {
-            check: "grants",
-            status: Status::Warn,
-            detail: "not checked: the surface audit did not run".to_owned(),
-        };
-    };
-    let granted = granted(doc);
-    let unused: Vec<String> = granted
-        .iter()
-        .filter(|(kind, ..)| !audit.uses.contains(kind))
-        .map(|(_, what, why)| format!("{what}: {why}"))
-        .collect();
-    let (status, detail) = if !unused.is_empty() {
-        (
-            Status::Warn,
-            format!(
-                "granted but used by no import: {}; ask the publisher to drop {}",
-                unused.join("; "),
-                if unused.len() == 1 { "it" } else { "them" }
-            ),
-        )
-    } else if granted.is_empty() {
-        (
-            Status::Pass,
-            "none beyond what every capability has".to_owned(),
-        )
-    } else if granted.len() == 1 {
-        (
-            Status::Pass,
-            "the one grant is used by an import".to_owned(),
-        )
-    } else {
-        (
-            Status::Pass,
-            format!("each of the {} grants is used by an import", granted.len()),
-        )
-    };
-    Verdict {
-        check: "grants",
-        status,
-        detail,
-    }
-}
-
-/// How the operator's policy changes the publisher's envelope.
-fn envelope_verdict(doc: &ManifestDoc, effective: &Result<EffectiveEnvelope, String>) -> Verdict {
-    let e = match effective {
-        Ok(e) => e,
-        Err(why) => {
-            return Verdict {
-                check: "envelope",
-                status: Status::Warn,
-                detail: why.clone(),
-            };
-        }
-    };
-    let declared = &doc.safety_envelope;
-    let mut detail = if !e.has_entry {
-        format!(
-            "{} has no entry for {}: tasks run under the publisher's envelope",
-            e.policy, doc.capability.name
-        )
-    } else {
-        let tightened = e
-            .envelope
-            .parameters
-            .iter()
-            .filter(|(name, p)| declared.parameters.get(*name) != Some(p))
-            .count();
-        let actions = e
-            .envelope
-            .prohibited_actions
-            .iter()
-            .filter(|a| !declared.prohibited_actions.contains(a))
-            .count();
-        let procedures = e
-            .envelope
-            .emergency_procedures
-            .keys()
-            .filter(|c| !declared.emergency_procedures.contains_key(*c))
-            .count();
-        let plural =
-            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        format!(
-            "tasks run under the publisher's envelope as {} tightens it: {} bounded more tightly, \
-             {} and {} added",
-            e.policy,
-            plural(tightened, "parameter", "parameters"),
-            plural(actions, "prohibited action", "prohibited actions"),
-            plural(procedures, "emergency procedure", "emergency procedures"),
-        )
-    };
-    if !e.ignored.is_empty() {
-        detail.push_str(&format!(
-            "; looser policy values ignored: {}",
-            e.ignored.join("; ")
-        ));
-    }
-    Verdict {
-        check: "envelope",
-        status: if e.ignored.is_empty() {
-            Status::Pass
-        } else {
-            Status::Warn
-        },
-        detail,
     }
 }
 
