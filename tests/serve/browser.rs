@@ -8,6 +8,7 @@
 //! packages; without them this test fails and says so.
 
 use super::{ALPHA, OPERATOR, Server, example, lab, with_id};
+use hcp_tests::REPO_ROOT;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -239,8 +240,9 @@ impl Driver {
         ) == json!(true)
     }
 
-    /// With `HCP_SCREENSHOTS=<dir>` set, saves what the window shows as
-    /// `<dir>/<name>.png` (how the screenshots in `docs/` are made), after
+    /// With `HCP_SCREENSHOTS=<dir>` set (relative to the repository),
+    /// saves what the window shows as `<dir>/<name>.png` (how the
+    /// screenshots in `docs/` are made: `HCP_SCREENSHOTS=docs`), after
     /// scrolling `css` to the top of the window.
     fn screenshot(&self, name: &str, css: &str) {
         let Some(dir) = std::env::var_os("HCP_SCREENSHOTS") else {
@@ -261,7 +263,10 @@ impl Driver {
             png.as_str().expect("a base64 PNG"),
         )
         .expect("base64");
-        let path = Path::new(&dir).join(format!("{name}.png"));
+        // Relative to the repository (tests run in the package's directory).
+        let dir = Path::new(REPO_ROOT).join(dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 
