@@ -1,10 +1,14 @@
 //! The operator's page in a real headless Chromium (Debian's `chromium`),
 //! driven over the W3C WebDriver protocol by Debian's `chromedriver`:
-//! sign in, see the queued CVD task with its risk, rules and envelope,
-//! approve it with a reason, watch it complete. `scripts/test` installs both
+//! sign in, read what the queued R4 CVD task decides (capability, caller,
+//! rules, the gate's reasons, the effective envelope as a table), approve
+//! it with a reason through the confirmation step, find who approved it and
+//! why, open its result and artifacts, sign out. The page runs under its
+//! Content-Security-Policy throughout. `scripts/test` installs both
 //! packages; without them this test fails and says so.
 
 use super::{ALPHA, OPERATOR, Server, example, lab, with_id};
+use hcp_tests::REPO_ROOT;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -93,6 +97,21 @@ impl Driver {
             .as_str()
             .unwrap_or_else(|| panic!("no session: {created}"))
             .to_owned();
+        // A 1280x900 viewport (the window's frame is not part of it).
+        driver.call(
+            "POST",
+            "/window/rect",
+            Some(json!({"width": 1280, "height": 900})),
+        );
+        let inner = driver
+            .script("return window.innerHeight")
+            .as_i64()
+            .unwrap_or(900);
+        driver.call(
+            "POST",
+            "/window/rect",
+            Some(json!({"width": 1280, "height": 900 + (900 - inner).max(0)})),
+        );
         driver
     }
 
@@ -179,6 +198,78 @@ impl Driver {
         .to_owned()
     }
 
+    /// Waits until the text of `css` satisfies `ok`; returns it.
+    fn wait_text(&self, css: &str, timeout: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(e) = self.find(css) {
+                let text = self.text(&e);
+                if ok(&text) {
+                    return text;
+                }
+                assert!(Instant::now() < deadline, "{css} still reads {text:?}");
+            } else {
+                assert!(
+                    Instant::now() < deadline,
+                    "no {css} after {timeout:?}; page text:\n{}",
+                    self.script("return document.body.innerText")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until `css` matches nothing.
+    fn wait_gone(&self, css: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.find(css).is_some() {
+            assert!(Instant::now() < deadline, "{css} is still there");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Whether the element is displayed (not under a hidden ancestor).
+    fn displayed(&self, css: &str) -> bool {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "const e = document.querySelector(arguments[0]); return !!e && e.getClientRects().length > 0",
+                "args": [css],
+            })),
+        ) == json!(true)
+    }
+
+    /// With `HCP_SCREENSHOTS=<dir>` set (relative to the repository),
+    /// saves what the window shows as `<dir>/<name>.png` (how the
+    /// screenshots in `docs/` are made: `HCP_SCREENSHOTS=docs`), after
+    /// scrolling `css` to the top of the window.
+    fn screenshot(&self, name: &str, css: &str) {
+        let Some(dir) = std::env::var_os("HCP_SCREENSHOTS") else {
+            return;
+        };
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "document.querySelector(arguments[0]).scrollIntoView({block: 'start'})",
+                "args": [css],
+            })),
+        );
+        std::thread::sleep(Duration::from_millis(300));
+        let png = self.call("GET", "/screenshot", None);
+        let png = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            png.as_str().expect("a base64 PNG"),
+        )
+        .expect("base64");
+        // Relative to the repository (tests run in the package's directory).
+        let dir = Path::new(REPO_ROOT).join(dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+
     fn script(&self, script: &str) -> Value {
         self.call(
             "POST",
@@ -201,16 +292,49 @@ impl Drop for Driver {
     }
 }
 
+/// Seed 001's CVD task above 800 °C: `cvd-above-800c` raises it to R4 at
+/// any hour.
+fn cvd_at_r4() -> Value {
+    let mut m = with_id(example("cvd-material-synthesis"), "msg-cvd-r4");
+    m["payload"]["inputs"]["temperature_range"] =
+        json!({"min": 700, "max": 900, "unit": "celsius"});
+    m
+}
+
+/// `2026-11-25 12:34:56Z`: the page's one timestamp format.
+fn is_page_time(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 20
+        && s.ends_with('Z')
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b' ',
+            13 | 16 => *c == b':',
+            19 => *c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
 #[test]
 fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     let data = lab();
     let server = Server::start(data.path());
 
-    // Seed 001's CVD task, and one whose intent tries to inject markup.
-    let (status, pending, task) =
-        server.post("/v1/tasks", ALPHA, &example("cvd-material-synthesis"));
-    assert_eq!(status, 202, "{pending}");
-    let task = task.expect("task id");
+    // The page comes with a policy that runs only its own script and style.
+    let page = server.agent.get(server.url("/")).call().expect("GET /");
+    let csp = page
+        .headers()
+        .get("content-security-policy")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(
+        csp.starts_with("default-src 'none'; script-src 'sha256-") && !csp.contains("unsafe"),
+        "{csp}"
+    );
+
+    // One CVD task whose intent tries to inject markup, and seed 001's CVD
+    // task at R4 (the newest: first in the queue).
     let mut hostile = with_id(example("cvd-material-synthesis"), "msg-cvd-hostile");
     hostile["payload"]["intent"] = json!(
         "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>grow graphene"
@@ -218,63 +342,140 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     let (status, _, hostile_task) = server.post("/v1/tasks", ALPHA, &hostile);
     assert_eq!(status, 202);
     let hostile_task = hostile_task.expect("task id");
+    let (status, pending, task) = server.post("/v1/tasks", ALPHA, &cvd_at_r4());
+    assert_eq!(status, 202, "{pending}");
+    let task = task.expect("task id");
 
     let browser = Driver::start();
     browser.goto(&server.url("/"));
 
     // A caller's credential does not open the console.
     let credential = browser.wait_for("#credential", Duration::from_secs(20));
+    let card = browser.text(&browser.wait_for("#login", Duration::from_secs(5)));
+    assert!(
+        card.contains("bearer token") && card.contains("keeps only its SHA-256"),
+        "{card}"
+    );
     browser.type_into(&credential, "demo-token-harness-alpha-001-not-a-secret");
     browser.click(&browser.wait_for("#sign-in", Duration::from_secs(5)));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let error = browser.text(&browser.wait_for("#error", Duration::from_secs(5)));
-        if error.contains("is not an operator") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no refusal shown: {error:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    browser.wait_text("#error", Duration::from_secs(20), |t| {
+        t.contains("is not an operator")
+    });
 
     browser.type_into(&credential, OPERATOR);
     browser.click(&browser.wait_for("#sign-in", Duration::from_secs(5)));
-    let row = browser.wait_for(
-        &format!("#approvals tr[data-task='{task}']"),
-        Duration::from_secs(30),
-    );
-    let shown = browser.text(&row);
-    // R3 in attended hours, R4 at night and at weekends (policies/context.json).
-    assert!(
-        shown.contains("R3") || shown.contains("R4"),
-        "no risk level in the queue row:\n{shown}"
-    );
-    for expected in [
-        "Synthesize",
-        "temperature_range",
-        "\"hard_limit\": true",
-        "prohibited_actions",
-    ] {
-        assert!(
-            shown.contains(expected),
-            "the queue row lacks {expected:?}:\n{shown}"
-        );
-    }
+    let card = format!("#approvals article[data-task='{task}']");
+    browser.wait_for(&card, Duration::from_secs(30));
     assert!(
         browser
             .text(&browser.wait_for("#who", Duration::from_secs(5)))
             .contains("operator-lab-01")
     );
 
+    // What the approval decides: capability and version, caller, intent,
+    // inputs, the risk with the rule that fired and the gate's reasons.
+    let part = |css: &str| {
+        browser.text(&browser.wait_for(&format!("{card} {css}"), Duration::from_secs(5)))
+    };
+    assert_eq!(part(".capability"), "cvd-material-synthesis@1.0.0");
+    assert_eq!(part(".caller"), "harness-alpha-001");
+    assert_eq!(part(".title .risk"), "R4");
+    assert!(part(".intent").starts_with("Synthesize monolayer MoS2"));
+    let inputs = part("table.inputs");
+    assert!(inputs.contains("temperature_range.max900"), "{inputs}");
+    let rules = part("ul.rules");
+    assert!(
+        rules.contains("cvd-above-800c") && rules.contains("→ R4"),
+        "{rules}"
+    );
+    let reasons = part("ul.reasons");
+    for expected in [
+        "caller harness-alpha-001 (supervised_session) authenticated",
+        "human approval required",
+    ] {
+        assert!(reasons.contains(expected), "no {expected:?} in {reasons}");
+    }
+    let equipment = part(".equipment");
+    for expected in [
+        "high_temperature_furnace",
+        "gas_supply",
+        "cvd-rig",
+        "toxic_gas",
+    ] {
+        assert!(
+            equipment.contains(expected),
+            "no {expected:?} in {equipment}"
+        );
+    }
+
+    // The effective envelope as a table: policies/envelopes.json tightens
+    // temperature and pressure, adds a prohibited action and a procedure.
+    let cells = |parameter: &str| -> Vec<String> {
+        let v = browser.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "return [...document.querySelectorAll(arguments[0] + ' table.envelope tr[data-parameter=\"' + arguments[1] + '\"] td')].map(c => c.textContent)",
+                "args": [card, parameter],
+            })),
+        );
+        serde_json::from_value(v).expect("cells")
+    };
+    assert_eq!(
+        cells("temperature"),
+        [
+            "temperature",
+            "–",
+            "950",
+            "celsius",
+            "hard",
+            "max 1000 celsius (hard), tightened by policy"
+        ]
+    );
+    assert_eq!(
+        cells("pressure"),
+        [
+            "pressure",
+            "–",
+            "3",
+            "atm",
+            "hard",
+            "max 5 atm (hard), tightened by policy"
+        ]
+    );
+    assert_eq!(
+        cells("gas_flow_rate"),
+        ["gas_flow_rate", "–", "200", "sccm", "hard", "same"]
+    );
+    let prohibited = part("ul.prohibited");
+    assert!(
+        prohibited.contains("simultaneous_gas_mixing_without_purge")
+            && prohibited.contains("open_chamber_above_200c (operator's policy)"),
+        "{prohibited}"
+    );
+    let procedures = part("table.procedures");
+    assert!(
+        procedures.contains("over_temperature→ immediate_shutdown")
+            && procedures.contains("power_loss→ close_all_valves_and_alert"),
+        "{procedures}"
+    );
+    // One timestamp format: requested and expiry times.
+    for css in [".requested", ".expires"] {
+        assert!(is_page_time(&part(css)), "{css}: {}", part(css));
+    }
+
+    browser.screenshot("operator-approval", "body");
+
     // Everything is shown as text: the hostile intent appears literally and
     // nothing of it ran.
-    let hostile_row = browser.wait_for(
-        &format!("#approvals tr[data-task='{hostile_task}']"),
+    let hostile_card = browser.wait_for(
+        &format!("#approvals article[data-task='{hostile_task}'] .intent"),
         Duration::from_secs(10),
     );
     assert!(
-        browser.text(&hostile_row).contains("<img src=x onerror="),
+        browser.text(&hostile_card).contains("<img src=x onerror="),
         "{}",
-        browser.text(&hostile_row)
+        browser.text(&hostile_card)
     );
     assert_eq!(
         browser.script(
@@ -284,66 +485,129 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     );
 
     // Approve without a reason: nothing is sent.
-    let approve = browser.wait_for(
-        &format!("#approvals tr[data-task='{task}'] button.approve"),
-        Duration::from_secs(5),
-    );
-    browser.click(&approve);
+    let approve = format!("{card} button.approve");
+    browser.click(&browser.wait_for(&approve, Duration::from_secs(5)));
     std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !browser.displayed("#confirm"),
+        "confirmation without a reason"
+    );
     let (_, job) = server.get(&format!("/v1/tasks/{task}"), Some(ALPHA));
     assert_eq!(job["status"], "queued", "{job}");
 
-    let reason = browser.wait_for(
-        &format!("#approvals tr[data-task='{task}'] input.reason"),
-        Duration::from_secs(5),
-    );
+    // With a reason, an R4 task asks for confirmation, stating the risk and
+    // the equipment; cancelling sends nothing.
+    let reason = browser.wait_for(&format!("{card} input.reason"), Duration::from_secs(5));
     browser.type_into(&reason, "recipe within the lab's SOP");
-    let approve = browser.wait_for(
-        &format!("#approvals tr[data-task='{task}'] button.approve"),
-        Duration::from_secs(5),
-    );
-    browser.click(&approve);
+    browser.click(&browser.wait_for(&approve, Duration::from_secs(5)));
+    let dialog = browser.wait_text("dialog#confirm[open]", Duration::from_secs(5), |t| {
+        !t.is_empty()
+    });
+    browser.screenshot("operator-confirm", &card);
+    for expected in [
+        "Approve a task at R4?",
+        "drive physical equipment",
+        "high_temperature_furnace, gas_supply, vacuum_system",
+        "cvd-rig",
+        "temperature max 950 celsius",
+        "harness-alpha-001",
+        "recipe within the lab's SOP",
+    ] {
+        assert!(dialog.contains(expected), "no {expected:?} in {dialog}");
+    }
+    browser.click(&browser.wait_for("#confirm-cancel", Duration::from_secs(5)));
+    browser.wait_gone("dialog#confirm[open]", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, job) = server.get(&format!("/v1/tasks/{task}"), Some(ALPHA));
+    assert_eq!(job["status"], "queued", "cancelled, yet {job}");
 
-    // The page shows it complete.
-    browser.wait_for(
-        &format!("#tasks tr[data-task='{task}'][data-state='completed']"),
-        Duration::from_secs(90),
-    );
-    let result = server.wait_result(&task, ALPHA);
-    assert_eq!(result["type"], "task_completed", "{result}");
+    // Approve, confirm.
+    browser.click(&browser.wait_for(&approve, Duration::from_secs(5)));
+    browser.wait_for("dialog#confirm[open]", Duration::from_secs(5));
+    browser.click(&browser.wait_for("#confirm-approve", Duration::from_secs(5)));
+
+    // The decision stays visible: who approved, when and why.
+    let decided = format!("#decided tr[data-task='{task}']");
+    browser.wait_for(&decided, Duration::from_secs(30));
+    let cell = |css: &str| {
+        browser.text(&browser.wait_for(&format!("{decided} {css}"), Duration::from_secs(5)))
+    };
+    assert_eq!(cell(".decision"), "approved");
+    assert_eq!(cell(".by"), "operator-lab-01");
+    assert_eq!(cell(".why"), "recipe within the lab's SOP");
+    assert!(is_page_time(&cell(".when")), "{}", cell(".when"));
+    browser.wait_gone(&card, Duration::from_secs(10));
     let (_, approval) = server.get(&format!("/v1/approvals/{task}"), Some(OPERATOR));
     assert_eq!(approval["operator_id"], "operator-lab-01", "{approval}");
     assert_eq!(
         approval["reason"], "recipe within the lab's SOP",
         "{approval}"
     );
+
+    // It completes; its result and artifacts open from the task list.
+    let row = format!("#tasks tr[data-task='{task}'][data-state='completed']");
+    browser.wait_for(&row, Duration::from_secs(90));
+    let result = server.wait_result(&task, ALPHA);
+    assert_eq!(result["type"], "task_completed", "{result}");
+    browser.wait_text(&format!("{decided} .state"), Duration::from_secs(10), |t| {
+        t == "completed"
+    });
+    browser.click(&browser.wait_for(&format!("{row} button.result"), Duration::from_secs(5)));
+    browser.wait_text("#detail-body .answer-type", Duration::from_secs(10), |t| {
+        t == "task_completed"
+    });
+    let artifact = "#detail-body tr.artifact[data-name='growth_log.csv']";
+    let listed = browser.text(&browser.wait_for(artifact, Duration::from_secs(5)));
+    assert!(
+        listed.contains("text/csv") && listed.contains("sha256:"),
+        "{listed}"
+    );
+    browser.click(&browser.wait_for(&format!("{artifact} button.view"), Duration::from_secs(5)));
+    browser.wait_text(
+        "#detail-body pre.artifact-text",
+        Duration::from_secs(10),
+        |t| t.starts_with("time_s,temperature_c"),
+    );
+    browser.screenshot("operator-decided", "#decided-section");
     // The other one still waits.
     assert!(
         browser
-            .find(&format!("#approvals tr[data-task='{hostile_task}']"))
+            .find(&format!("#approvals article[data-task='{hostile_task}']"))
             .is_some()
     );
 
-    // Receipts: the gate's decision is listed, and the whole log verifies.
+    // Receipts: the reason column only where it says more than the verdict,
+    // every time in the page's format, and the whole log verifies.
     browser.wait_for("#receipt-list tr[data-seq]", Duration::from_secs(10));
-    browser.click(&browser.wait_for("#receipts-verify", Duration::from_secs(5)));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let verdict = browser.text(&browser.wait_for("#receipts-verdict", Duration::from_secs(5)));
-        if verdict.starts_with("intact:") {
-            break;
-        }
-        assert!(
-            !verdict.starts_with("BROKEN") && Instant::now() < deadline,
-            "receipts: {verdict:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let listed = browser.text(&browser.wait_for("#receipt-list", Duration::from_secs(5)));
-    assert!(
-        listed.contains("gate."),
-        "no gate receipt listed:\n{listed}"
+    let columns = browser.script(
+        "return [...document.querySelectorAll('#receipt-list tr[data-seq]')].map(r => [r.children[1].textContent, r.children[3].textContent, r.children[4].textContent])",
     );
+    for row in columns.as_array().expect("rows") {
+        let [when, verdict, reason] = [0, 1, 2].map(|i| row[i].as_str().unwrap_or(""));
+        assert!(is_page_time(when), "{row}");
+        assert!(reason != "ALLOW" && reason != verdict, "{row}");
+    }
+    browser.click(&browser.wait_for("#receipts-verify", Duration::from_secs(5)));
+    let verdict = browser.wait_text("#receipts-verdict", Duration::from_secs(60), |v| {
+        v.starts_with("intact:") || v.starts_with("BROKEN")
+    });
+    assert!(verdict.starts_with("intact:"), "receipts: {verdict:?}");
+    // The task's own receipts, its approval among them.
+    browser.click(&browser.wait_for(
+        &format!("{decided} button.receipts"),
+        Duration::from_secs(5),
+    ));
+    browser.wait_text("#receipts-title", Duration::from_secs(10), |t| {
+        t == format!("Receipts of task {task}")
+    });
+    let listed = browser.wait_text("#receipt-list tbody", Duration::from_secs(10), |t| {
+        t.contains("gate.approval")
+    });
+    assert!(listed.contains("gate.admission"), "{listed}");
+    browser.click(&browser.wait_for("#receipts-all", Duration::from_secs(5)));
+    browser.wait_text("#receipts-title", Duration::from_secs(10), |t| {
+        t == "Recent receipts"
+    });
 
     // HID: the mode switch, and a proposal whose text looks like a secret,
     // shown with its warning and rejected with a reason.
@@ -388,4 +652,18 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
             .is_some_and(|d| d.contains("secrets are entered by hand")),
         "{result}"
     );
+
+    // Sign out: the page forgets the token, and a reload does not sign in.
+    browser.click(&browser.wait_for("#sign-out", Duration::from_secs(5)));
+    assert!(browser.displayed("#login") && !browser.displayed("#console"));
+    assert_eq!(
+        browser.script(
+            "return [sessionStorage.getItem('hcp-credential'), document.getElementById('credential').value, document.querySelectorAll('#approvals article').length]"
+        ),
+        json!([null, "", 0])
+    );
+    browser.goto(&server.url("/"));
+    browser.wait_for("#credential", Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(browser.displayed("#login") && !browser.displayed("#console"));
 }

@@ -556,6 +556,7 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         "/v1/artifacts/{session}/{name}",
         "/v1/approvals",
         "/v1/approvals/{id}",
+        "/v1/decisions",
         "/v1/whoami",
         "/healthz",
         "/v1/hid",
@@ -668,6 +669,27 @@ fn operators_approve_and_reject_over_http() {
         .unwrap_or_else(|| panic!("{task} not queued: {queue}"))
         .clone();
     assert!(entry["assessment"].is_object(), "{entry}");
+    // Beside the assessment, the installed declaration: the equipment and
+    // the publisher's own envelope (the assessment's is the effective one).
+    let declaration = &entry["declaration"];
+    assert_eq!(declaration["name"], "cvd-material-synthesis", "{entry}");
+    assert_eq!(declaration["version"], "1.0.0", "{entry}");
+    assert_eq!(declaration["instruments"], json!(["cvd-rig"]), "{entry}");
+    assert_eq!(
+        declaration["safety"]["resource_types"],
+        json!(["high_temperature_furnace", "gas_supply", "vacuum_system"]),
+        "{entry}"
+    );
+    assert_eq!(
+        declaration["declared_envelope"]["parameters"]["temperature"]["max"],
+        1000.0
+    );
+    assert_eq!(
+        entry["assessment"]["safety_envelope"]["parameters"]["temperature"]["max"],
+        950.0
+    );
+    let (status, decided) = server.get("/v1/decisions", Some(OPERATOR));
+    assert_eq!((status, decided["decisions"].clone()), (200, json!([])));
 
     // The caller cannot approve its own task.
     let (status, body, _) = server.post(
@@ -708,6 +730,58 @@ fn operators_approve_and_reject_over_http() {
     assert_eq!(rejected["type"], "task_rejected", "{rejected}");
     let result = server.wait_result(&second, ALPHA);
     assert_eq!(result["type"], "task_rejected", "{result}");
+
+    // Decided approvals stay listed, the latest first: who, when, why.
+    let (status, decided) = server.get("/v1/decisions", Some(OPERATOR));
+    assert_eq!(status, 200, "{decided}");
+    let list = decided["decisions"].as_array().expect("decisions");
+    let summary: Vec<(&str, &str, &str, &str)> = list
+        .iter()
+        .map(|d| {
+            (
+                d["task"]["task_id"].as_str().unwrap_or(""),
+                d["decision"].as_str().unwrap_or(""),
+                d["operator_id"].as_str().unwrap_or(""),
+                d["reason"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (
+                second.as_str(),
+                "rejected",
+                "operator-lab-01",
+                "furnace maintenance today"
+            ),
+            (
+                task.as_str(),
+                "approved",
+                "operator-lab-01",
+                "recipe within the lab's SOP"
+            ),
+        ]
+    );
+    assert!(
+        list.iter().all(|d| d["decided_at"].is_string()),
+        "{decided}"
+    );
+    assert_eq!(list[1]["task"]["state"], "completed", "{decided}");
+    let (status, decided) = server.get("/v1/decisions?limit=1", Some(OPERATOR));
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["decisions"].as_array().map(Vec::len), Some(1));
+    // Operators only; a bad query is a clear 400.
+    let (status, body) = server.get("/v1/decisions", Some(ALPHA));
+    assert_eq!((status, error_code(&body)), (403, "forbidden"), "{body}");
+    for query in ["limit=many", "limit=-1", "state=approved"] {
+        let (status, body) = server.get(&format!("/v1/decisions?{query}"), Some(OPERATOR));
+        assert_eq!(
+            (status, error_code(&body)),
+            (400, "invalid_query"),
+            "{query}: {body}"
+        );
+    }
 }
 
 /// The `key=value` of `line`'s field `key`.

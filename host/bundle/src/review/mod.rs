@@ -5,6 +5,7 @@
 //! (JSON through serde).
 
 mod render;
+mod verdicts;
 
 use crate::bundle::Bundle;
 use crate::diff::{self, Change};
@@ -14,9 +15,11 @@ use hcp_contracts::manifest::{
     DeclaredConstraints, GrantsDoc, HOST_WIT_PACKAGE, Limits, ManifestDoc, Safety, SafetyEnvelope,
 };
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub use render::{markdown, text};
+pub use verdicts::same_component_note;
+use verdicts::{envelope_verdict, grants_verdict};
 
 /// One import's audit verdict, as the host's surface audit gave it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -29,6 +32,22 @@ pub struct AuditedImport {
     pub because: String,
 }
 
+/// A kind of grant an import can put to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantKind {
+    /// `grants.filesystem` (`wasi:filesystem`).
+    Filesystem,
+    /// `grants.network` (`wasi:sockets`, `wasi:http`).
+    Network,
+    /// `grants.env` (`wasi:cli/environment`).
+    Env,
+    /// `grants.instruments` (`hcp:capability/instrument`).
+    Instruments,
+    /// `grants.devices: hid` (`hcp:capability/hid`).
+    Hid,
+}
+
 /// The surface audit's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Audit {
@@ -36,6 +55,25 @@ pub struct Audit {
     pub imports: Vec<AuditedImport>,
     /// Every export.
     pub exports: Vec<String>,
+    /// The grants some allowed import puts to use (an import that is
+    /// always granted, or linked but inert, uses none).
+    pub uses: BTreeSet<GrantKind>,
+}
+
+/// The envelope tasks run under once the operator's policy has tightened
+/// the publisher's, as the host's gate computes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EffectiveEnvelope {
+    /// The policy file that tightens it (`envelopes.json`).
+    pub policy: String,
+    /// Whether that file has an entry for this capability (else the
+    /// publisher's envelope stands as declared).
+    pub has_entry: bool,
+    /// The merged envelope.
+    pub envelope: SafetyEnvelope,
+    /// Policy values looser than the publisher's, ignored (a policy never
+    /// loosens).
+    pub ignored: Vec<String>,
 }
 
 /// What the host found out about a bundle, to be assembled into a
@@ -61,6 +99,12 @@ pub struct Findings {
     /// The highest installed version of the same capability and its
     /// manifest, if any.
     pub installed: Option<(String, ManifestDoc)>,
+    /// `sha256:` of that installed version's component.
+    pub installed_component: Option<String>,
+    /// The effective envelope under the operator's policy, or why it
+    /// cannot be computed (a policy that does not load, or an envelope the
+    /// gate cannot merge and so refuses every task of).
+    pub effective_envelope: Result<EffectiveEnvelope, String>,
 }
 
 /// A verdict's outcome.
@@ -73,12 +117,15 @@ pub enum Status {
     Conditional,
     /// Refused.
     Fail,
+    /// For the reviewer's attention; installs as it would without it.
+    Warn,
 }
 
 /// One check and its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
-    /// `signature`, `trust`, `world`, `manifest`, `audit`, `policy`, `upgrade`.
+    /// `signature`, `trust`, `world`, `manifest`, `audit`, `grants`,
+    /// `policy`, `envelope`, `upgrade`.
     pub check: &'static str,
     /// Outcome.
     pub status: Status,
@@ -182,8 +229,11 @@ pub struct Review {
     pub grants: GrantsDoc,
     /// Data shipped in the bundle.
     pub data: Vec<DataDir>,
-    /// The default safety envelope.
+    /// The publisher's safety envelope.
     pub envelope: SafetyEnvelope,
+    /// The envelope tasks run under after the operator's policy; `None`
+    /// when it cannot be computed (the `envelope` verdict says why).
+    pub effective_envelope: Option<EffectiveEnvelope>,
     /// Every limit.
     pub limits: Vec<LimitLine>,
     /// Every import, with its docs; empty when the audit could not run.
@@ -201,6 +251,9 @@ pub struct Upgrade {
     pub installed: String,
     /// Every difference, widening first.
     pub changes: Vec<Change>,
+    /// The component is byte-identical to the installed one's: only the
+    /// manifest changed.
+    pub same_component: bool,
 }
 
 impl Review {
@@ -257,6 +310,7 @@ impl Review {
                 }
             }),
         ));
+        verdicts.push(grants_verdict(doc, &findings.audit));
         verdicts.push(result_verdict(
             "policy",
             findings.policy.clone().and_then(|(name, reasons)| {
@@ -267,11 +321,14 @@ impl Review {
                 }
             }),
         ));
+        verdicts.push(envelope_verdict(doc, &findings.effective_envelope));
         let upgrade = findings.installed.as_ref().map(|(id, old)| Upgrade {
             installed: id.clone(),
             changes: diff::compare(old, doc),
+            same_component: findings.installed_component.as_deref()
+                == Some(bundle.component_digest()),
         });
-        verdicts.push(match &upgrade {
+        let mut upgrade_verdict = match &upgrade {
             None => Verdict {
                 check: "upgrade",
                 status: Status::Pass,
@@ -284,7 +341,11 @@ impl Review {
                     "widens what {} may do ({} change{}); installable only with --accept-new-grants",
                     u.installed,
                     u.changes.iter().filter(|c| c.widens).count(),
-                    if u.changes.iter().filter(|c| c.widens).count() == 1 { "" } else { "s" }
+                    if u.changes.iter().filter(|c| c.widens).count() == 1 {
+                        ""
+                    } else {
+                        "s"
+                    }
                 ),
             },
             Some(u) => Verdict {
@@ -292,7 +353,13 @@ impl Review {
                 status: Status::Pass,
                 detail: format!("allows nothing {} did not", u.installed),
             },
-        });
+        };
+        if let Some(u) = upgrade.as_ref().filter(|u| u.same_component) {
+            upgrade_verdict
+                .detail
+                .push_str(&format!("; {}", same_component_note(&u.installed)));
+        }
+        verdicts.push(upgrade_verdict);
         let outcome = if verdicts.iter().any(|v| v.status == Status::Fail) {
             Status::Fail
         } else if verdicts.iter().any(|v| v.status == Status::Conditional) {
@@ -362,6 +429,7 @@ impl Review {
             grants: doc.grants.clone(),
             data,
             envelope: doc.safety_envelope.clone(),
+            effective_envelope: findings.effective_envelope.ok(),
             limits: limits(doc),
             imports,
             exports,

@@ -1,8 +1,9 @@
 //! The review report as text (for a terminal) and as Markdown (for a
 //! ticket or a pull request).
 
-use super::{ImportDocs, Review, Status};
+use super::{ImportDocs, Review, Status, same_component_note};
 use crate::wit::InterfaceDoc;
+use hcp_contracts::manifest::EnvelopeParameter;
 use std::fmt::Write as _;
 
 fn status_word(s: Status) -> &'static str {
@@ -10,6 +11,7 @@ fn status_word(s: Status) -> &'static str {
         Status::Pass => "pass",
         Status::Conditional => "FLAG",
         Status::Fail => "FAIL",
+        Status::Warn => "WARN",
     }
 }
 
@@ -18,6 +20,17 @@ fn outcome(s: Status) -> &'static str {
         Status::Pass => "installable",
         Status::Conditional => "installable only with an explicit flag (see FLAG below)",
         Status::Fail => "REFUSED (see FAIL below)",
+        Status::Warn => "installable",
+    }
+}
+
+/// The overall outcome, pointing at warnings when it is otherwise clean.
+fn verdict_line(r: &Review) -> String {
+    let warned = r.verdicts.iter().any(|v| v.status == Status::Warn);
+    if warned && r.outcome == Status::Pass {
+        format!("{} (see WARN below)", outcome(r.outcome))
+    } else {
+        outcome(r.outcome).to_owned()
     }
 }
 
@@ -104,29 +117,103 @@ fn safety_lines(r: &Review) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn parameter_lines(r: &Review) -> Vec<(String, String)> {
-    r.envelope
+fn bounds(p: &EnvelopeParameter) -> String {
+    let unit = p
+        .unit
+        .as_deref()
+        .map(|u| format!(" {u}"))
+        .unwrap_or_default();
+    let mut bounds = Vec::new();
+    if let Some(min) = p.min {
+        bounds.push(format!("min {min}{unit}"));
+    }
+    if let Some(max) = p.max {
+        bounds.push(format!("max {max}{unit}"));
+    }
+    let hard = if p.hard_limit {
+        "hard limit"
+    } else {
+        "soft limit"
+    };
+    format!("{} ({hard})", bounds.join(", "))
+}
+
+/// Every parameter of either envelope: its name, the publisher's bounds
+/// and, when the effective envelope is known, its bounds (`same` when the
+/// policy left them as declared).
+fn parameter_rows(r: &Review) -> Vec<(String, String, Option<String>)> {
+    let Some(effective) = &r.effective_envelope else {
+        return r
+            .envelope
+            .parameters
+            .iter()
+            .map(|(name, p)| (name.clone(), bounds(p), None))
+            .collect();
+    };
+    effective
+        .envelope
         .parameters
         .iter()
         .map(|(name, p)| {
-            let unit = p
-                .unit
-                .as_deref()
-                .map(|u| format!(" {u}"))
-                .unwrap_or_default();
-            let mut bounds = Vec::new();
-            if let Some(min) = p.min {
-                bounds.push(format!("min {min}{unit}"));
-            }
-            if let Some(max) = p.max {
-                bounds.push(format!("max {max}{unit}"));
-            }
-            let hard = if p.hard_limit {
-                "hard limit"
+            let declared = r.envelope.parameters.get(name);
+            let effective = if declared == Some(p) {
+                "same".to_owned()
             } else {
-                "soft limit"
+                bounds(p)
             };
-            (name.clone(), format!("{} ({hard})", bounds.join(", ")))
+            (
+                name.clone(),
+                declared.map_or_else(|| "not declared".to_owned(), bounds),
+                Some(effective),
+            )
+        })
+        .collect()
+}
+
+/// Where the effective envelope comes from, in one line.
+fn effective_source(r: &Review) -> String {
+    match &r.effective_envelope {
+        None => "not computed (see the envelope verdict)".to_owned(),
+        Some(e) if e.has_entry => format!("the publisher's, tightened by {}", e.policy),
+        Some(e) => format!("the publisher's ({} has no entry for it)", e.policy),
+    }
+}
+
+/// The prohibited actions tasks run under, each marked when only the
+/// policy names it.
+fn prohibited_lines(r: &Review) -> Vec<String> {
+    let declared = &r.envelope.prohibited_actions;
+    let list = r
+        .effective_envelope
+        .as_ref()
+        .map_or(declared, |e| &e.envelope.prohibited_actions);
+    list.iter()
+        .map(|a| {
+            if declared.contains(a) {
+                a.clone()
+            } else {
+                format!("{a} (added by the policy)")
+            }
+        })
+        .collect()
+}
+
+/// The emergency procedures tasks run under, each marked when only the
+/// policy names it.
+fn procedure_lines(r: &Review) -> Vec<(String, String)> {
+    let declared = &r.envelope.emergency_procedures;
+    let list = r
+        .effective_envelope
+        .as_ref()
+        .map_or(declared, |e| &e.envelope.emergency_procedures);
+    list.iter()
+        .map(|(c, p)| {
+            let mark = if declared.contains_key(c) {
+                ""
+            } else {
+                " (added by the policy)"
+            };
+            (c.clone(), format!("{p}{mark}"))
         })
         .collect()
 }
@@ -182,7 +269,7 @@ pub fn text(r: &Review) -> String {
         r.world, r.wit_package
     );
     let _ = writeln!(o);
-    let _ = writeln!(o, "verdict: {}", outcome(r.outcome));
+    let _ = writeln!(o, "verdict: {}", verdict_line(r));
     for v in &r.verdicts {
         let _ = writeln!(
             o,
@@ -234,36 +321,61 @@ pub fn text(r: &Review) -> String {
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "safety envelope");
-    let params = parameter_lines(r);
+    let _ = writeln!(o, "  effective             {}", effective_source(r));
+    let params = parameter_rows(r);
     if params.is_empty() {
         let _ = writeln!(o, "  parameters            none");
     } else {
-        let _ = writeln!(o, "  parameters");
-        let w = params.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-        for (name, bounds) in params {
-            let _ = writeln!(o, "    {name:<w$}  {bounds}");
+        let w = params
+            .iter()
+            .map(|(n, ..)| n.len())
+            .chain(["parameters".len() - 2])
+            .max()
+            .unwrap_or(0);
+        let pw = params
+            .iter()
+            .map(|(_, p, _)| p.len())
+            .chain(["publisher".len()])
+            .max()
+            .unwrap_or(0);
+        if params.iter().any(|(.., e)| e.is_some()) {
+            let _ = writeln!(
+                o,
+                "  {:<w2$}  {:<pw$}  effective",
+                "parameters",
+                "publisher",
+                w2 = w + 2
+            );
+        } else {
+            let _ = writeln!(o, "  parameters");
+        }
+        for (name, publisher, effective) in params {
+            match effective {
+                Some(e) => {
+                    let _ = writeln!(o, "    {name:<w$}  {publisher:<pw$}  {e}");
+                }
+                None => {
+                    let _ = writeln!(o, "    {name:<w$}  {publisher}");
+                }
+            }
         }
     }
-    let e = &r.envelope;
-    if e.prohibited_actions.is_empty() {
+    let prohibited = prohibited_lines(r);
+    if prohibited.is_empty() {
         let _ = writeln!(o, "  prohibited actions    none");
     } else {
         let _ = writeln!(o, "  prohibited actions");
-        for a in &e.prohibited_actions {
+        for a in &prohibited {
             let _ = writeln!(o, "    {a}");
         }
     }
-    if e.emergency_procedures.is_empty() {
+    let procedures = procedure_lines(r);
+    if procedures.is_empty() {
         let _ = writeln!(o, "  emergency procedures  none");
     } else {
         let _ = writeln!(o, "  emergency procedures");
-        let w = e
-            .emergency_procedures
-            .keys()
-            .map(String::len)
-            .max()
-            .unwrap_or(0);
-        for (condition, procedure) in &e.emergency_procedures {
+        let w = procedures.iter().map(|(c, _)| c.len()).max().unwrap_or(0);
+        for (condition, procedure) in &procedures {
             let _ = writeln!(o, "    {condition:<w$}  -> {procedure}");
         }
     }
@@ -275,6 +387,9 @@ pub fn text(r: &Review) -> String {
     if let Some(u) = &r.upgrade {
         let _ = writeln!(o);
         let _ = writeln!(o, "compared with the installed {}", u.installed);
+        if u.same_component {
+            let _ = writeln!(o, "  {}", same_component_note(&u.installed));
+        }
         if u.changes.is_empty() {
             let _ = writeln!(o, "  no difference in grants, safety or envelope");
         }
@@ -364,7 +479,7 @@ pub fn markdown(r: &Review) -> String {
             ", differs from this host's files"
         }
     );
-    let _ = writeln!(o, "\n## Verdict: {}\n", outcome(r.outcome));
+    let _ = writeln!(o, "\n## Verdict: {}\n", verdict_line(r));
     let _ = writeln!(o, "| check | status | detail |\n|---|---|---|");
     for v in &r.verdicts {
         let _ = writeln!(
@@ -412,12 +527,23 @@ pub fn markdown(r: &Review) -> String {
         let _ = writeln!(o, "| {what} | {value} |");
     }
     let _ = writeln!(o, "\n## Safety envelope\n");
-    let params = parameter_lines(r);
+    let _ = writeln!(o, "Effective: {}.\n", cell(&effective_source(r)));
+    let params = parameter_rows(r);
     if params.is_empty() {
         let _ = writeln!(o, "Parameters: none.\n");
+    } else if params.iter().any(|(.., e)| e.is_some()) {
+        let _ = writeln!(o, "| parameter | publisher | effective |\n|---|---|---|");
+        for (name, publisher, effective) in params {
+            let _ = writeln!(
+                o,
+                "| {name} | {publisher} | {} |",
+                effective.unwrap_or_default()
+            );
+        }
+        let _ = writeln!(o);
     } else {
         let _ = writeln!(o, "| parameter | bounds |\n|---|---|");
-        for (name, bounds) in params {
+        for (name, bounds, _) in params {
             let _ = writeln!(o, "| {name} | {bounds} |");
         }
         let _ = writeln!(o);
@@ -425,11 +551,9 @@ pub fn markdown(r: &Review) -> String {
     let _ = writeln!(
         o,
         "Prohibited actions: {}.\n",
-        list_or_none(&r.envelope.prohibited_actions)
+        list_or_none(&prohibited_lines(r))
     );
-    let procedures: Vec<String> = r
-        .envelope
-        .emergency_procedures
+    let procedures: Vec<String> = procedure_lines(r)
         .iter()
         .map(|(c, p)| format!("{c} → {p}"))
         .collect();
@@ -440,6 +564,9 @@ pub fn markdown(r: &Review) -> String {
     }
     if let Some(u) = &r.upgrade {
         let _ = writeln!(o, "\n## Compared with the installed `{}`\n", u.installed);
+        if u.same_component {
+            let _ = writeln!(o, "{}.\n", same_component_note(&u.installed));
+        }
         if u.changes.is_empty() {
             let _ = writeln!(o, "No difference in grants, safety or envelope.");
         }

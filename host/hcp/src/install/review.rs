@@ -5,9 +5,10 @@ use super::{
     BundleFile, Capabilities, InstallError, check_manifest, highest_installed, open, unpack,
 };
 use crate::store::Store;
-use hcp_bundle::review::{Audit, AuditedImport, Findings, Review};
-use hcp_policy::InstallPolicy;
-use hcp_sandbox::audit::ImportVerdict;
+use hcp_bundle::review::{Audit, AuditedImport, EffectiveEnvelope, Findings, GrantKind, Review};
+use hcp_contracts::manifest::ManifestDoc;
+use hcp_policy::{InstallPolicy, PolicyFile, PolicySet};
+use hcp_sandbox::audit::{GrantedBy, ImportVerdict};
 use hcp_sandbox::{Sandbox, SurfaceReport};
 use std::path::Path;
 
@@ -48,8 +49,9 @@ pub fn review(
         (Err(_), _) => Err("not checked: the manifest is invalid".to_owned()),
         (Ok(m), Ok(p)) => Ok((p.origin().to_owned(), p.check(m))),
     };
-    let installed =
-        highest_installed(store, &bundle.doc().capability.name)?.map(|(top, doc)| (top.id(), doc));
+    let installed = highest_installed(store, &bundle.doc().capability.name)?;
+    let installed_component = installed.as_ref().map(|(top, _)| top.digest.clone());
+    let installed = installed.map(|(top, doc)| (top.id(), doc));
     let findings = Findings {
         file: file.path.display().to_string(),
         bytes: file.bytes.len() as u64,
@@ -59,12 +61,60 @@ pub fn review(
         audit,
         policy,
         installed,
+        installed_component,
+        effective_envelope: effective_envelope(bundle.doc(), policy_dir),
     };
     Ok(Review::new(&bundle, findings))
 }
 
+/// The envelope the gate would run this capability's tasks under: the
+/// declaration's, tightened by the operator's `envelopes.json` (the gate's
+/// own merge, [`PolicySet::effective_envelope`]).
+fn effective_envelope(doc: &ManifestDoc, policy_dir: &Path) -> Result<EffectiveEnvelope, String> {
+    let file = policy_dir
+        .join(PolicyFile::Envelopes.name())
+        .display()
+        .to_string();
+    let set = PolicySet::load(policy_dir)
+        .map_err(|e| format!("not computed: the operator's policy does not load: {e}"))?;
+    let merged = set.effective_envelope(doc).map_err(|r| {
+        format!(
+            "the gate would refuse every task of this capability until the policy is fixed: {}",
+            r.reason_message
+        )
+    })?;
+    Ok(EffectiveEnvelope {
+        policy: file,
+        has_entry: set.envelope_policy(&doc.capability.name).is_some(),
+        envelope: merged.envelope,
+        ignored: merged.ignored,
+    })
+}
+
+/// The grant an allowed import puts to use; `None` for what every
+/// capability has and for imports linked without any authority.
+fn grant_used(by: GrantedBy) -> Option<GrantKind> {
+    match by {
+        // Linked, but every use is refused: it exercises no grant.
+        GrantedBy::Always | GrantedBy::AlwaysEmptyEnv | GrantedBy::NetworkUdpInert => None,
+        GrantedBy::Filesystem => Some(GrantKind::Filesystem),
+        GrantedBy::Network | GrantedBy::NetworkName => Some(GrantKind::Network),
+        GrantedBy::Env => Some(GrantKind::Env),
+        GrantedBy::Instruments => Some(GrantKind::Instruments),
+        GrantedBy::DeviceHid => Some(GrantKind::Hid),
+    }
+}
+
 fn audit_of(report: &SurfaceReport) -> Audit {
     Audit {
+        uses: report
+            .imports
+            .iter()
+            .filter_map(|i| match &i.verdict {
+                ImportVerdict::Allowed { granted_by } => grant_used(*granted_by),
+                ImportVerdict::Refused { .. } => None,
+            })
+            .collect(),
         imports: report
             .imports
             .iter()

@@ -14,7 +14,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use hcp_contracts::message::{Envelope, MessageType};
@@ -28,7 +28,7 @@ use std::time::Duration;
 /// `timeout` (503 with a JSON error past it).
 pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
     let timed = Router::new()
-        .route("/", get(operator_page))
+        .route("/", get(super::page::operator_page))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/openapi.json", get(openapi))
         .route("/v1/whoami", get(whoami))
@@ -39,6 +39,7 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/artifacts/{session}/{name}", get(artifact))
         .route("/v1/approvals", get(approvals))
         .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/decisions", get(super::decisions_api::list))
         .route("/v1/receipts", get(super::receipts_api::list))
         .route("/v1/receipts/verify", get(super::receipts_api::verify))
         .route("/v1/hid", get(super::hid_api::status))
@@ -411,15 +412,20 @@ async fn approvals(
         .tasks(Some(TaskState::PendingApproval), usize::MAX)?
     {
         if let Some(a) = state.host.store.approval(&t.task_id)? {
-            out.push(approval_json(&t, &a));
+            out.push(approval_json(&state, &t, &a));
         }
     }
     Ok(Json(json!({"approvals": out})))
 }
 
-fn approval_json(t: &TaskRecord, a: &crate::store::ApprovalRecord) -> Value {
+pub(crate) fn approval_json(
+    state: &AppState,
+    t: &TaskRecord,
+    a: &crate::store::ApprovalRecord,
+) -> Value {
     json!({
         "task": t.summary(),
+        "declaration": super::decisions_api::declaration_view(&state.host, t),
         "requested_at": a.requested_at,
         "expires_at": a.expires_at,
         "decision": a.decision,
@@ -446,7 +452,7 @@ async fn approval(
         .store
         .approval(&id)?
         .ok_or_else(|| ApiError::not_found(format!("task {id} has no approval request")))?;
-    Ok(Json(approval_json(&t, &a)))
+    Ok(Json(approval_json(&state, &t, &a)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -538,8 +544,4 @@ async fn openapi() -> Response {
         include_str!("../../../../docs/openapi.json"),
     )
         .into_response()
-}
-
-async fn operator_page() -> Html<&'static str> {
-    Html(include_str!("operator.html"))
 }

@@ -11,9 +11,11 @@
 //! tasks finish (up to a grace period) and exits.
 
 mod api;
+mod decisions_api;
 mod error;
 mod hid_api;
 mod listen;
+mod page;
 mod policy_api;
 mod receipts_api;
 

@@ -470,6 +470,31 @@ impl Store {
         .transpose()
     }
 
+    /// Decided approvals (approved or rejected by an operator), the most
+    /// recently decided first, at most `limit`.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalRecord>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let ids: Vec<String> = self
+            .db()
+            .prepare(
+                "SELECT task_id FROM approvals WHERE decision IS NOT NULL
+                 ORDER BY decided_at DESC, task_id DESC LIMIT ?1",
+            )?
+            .query_map(params![limit], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(a) = self.approval(&id)? {
+                out.push(a);
+            }
+        }
+        Ok(out)
+    }
+
     /// Claims a shared resource (an instrument) for a session; `false` when
     /// another session holds it.
     ///
