@@ -11,9 +11,11 @@
 mod bundle;
 mod evidence;
 mod hid;
+mod init;
 mod installed;
 mod keys;
 mod manifest;
+mod new;
 mod policy;
 mod replay;
 mod review;
@@ -42,9 +44,10 @@ pub struct Cli {
     pub cache_dir: Option<PathBuf>,
 
     /// The operator's policy directory (callers, risk, context, budgets,
-    /// envelopes, Cedar authorization).
-    #[arg(long, global = true, env = "HCP_POLICIES", default_value = "policies")]
-    pub policies: PathBuf,
+    /// envelopes, Cedar authorization). Default: ./policies if it is a
+    /// directory, else policies/ in the data directory (`hcp init` makes it).
+    #[arg(long, global = true, env = "HCP_POLICIES")]
+    pub policies: Option<PathBuf>,
 
     /// What to do.
     #[command(subcommand)]
@@ -62,6 +65,12 @@ pub(crate) struct Paths {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Make a data directory with a starting policy set (a developer, an
+    /// operator) and a publisher key, to run the host outside this
+    /// repository.
+    Init(init::InitArgs),
+    /// Create a new capability project that builds and runs at once.
+    New(new::NewArgs),
     /// Run one task_submit against a capability manifest and print the answer.
     Run(run::RunArgs),
     /// Show a component's imports and exports against its grants, and the
@@ -133,13 +142,23 @@ pub fn main() -> ExitCode {
             Some(dir) => std::path::absolute(dir)?,
             None => data_dir.join("cache"),
         };
-        Ok(Paths {
+        let policies_dir = match &cli.policies {
+            Some(dir) => std::path::absolute(dir)?,
+            None => init::default_policies(&data_dir)?,
+        };
+        let paths = Paths {
             data_dir,
             cache_dir,
-            policies_dir: std::path::absolute(&cli.policies)?,
-        })
+            policies_dir,
+        };
+        if init::needs_policies(&cli.command) {
+            init::require_policies(&paths, cli.policies.is_some())?;
+        }
+        Ok(paths)
     };
     let result = paths().and_then(|paths| match cli.command {
+        Command::Init(args) => init::run(&paths, args),
+        Command::New(args) => new::run(args),
         Command::Run(args) => run::run(&paths, args),
         Command::Surface(args) => surface::run(&paths, args),
         Command::Manifest(cmd) => manifest::run(cmd),
