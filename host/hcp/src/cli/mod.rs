@@ -23,6 +23,7 @@ mod run;
 mod serve;
 mod store;
 mod surface;
+mod task_report;
 mod tasks;
 mod trust;
 
