@@ -5,6 +5,7 @@
 //! (`BLESS=1` rewrites them); machine-specific paths and digests are
 //! replaced by placeholders before comparing.
 
+mod author;
 mod budgets;
 mod bundles;
 mod conventions;

@@ -279,12 +279,19 @@ impl Authz {
     ) -> Result<(cedar::Request, cedar::Entities), String> {
         let kind = caller.kind.as_str();
         let safety = &declaration.safety;
+        // A caller listed for every capability (`all_capabilities`) is
+        // listed for this one: Cedar sees it in `capabilities`, as if
+        // callers.json named it.
+        let mut capabilities: Vec<&str> = caller.capabilities.iter().map(|c| c.as_str()).collect();
+        if caller.all_capabilities && !capabilities.contains(&declaration.name.as_str()) {
+            capabilities.push(declaration.name.as_str());
+        }
         let entities = json!([
             {
                 "uid": { "type": "Hcp::Caller", "id": caller.id.as_str() },
                 "attrs": {
                     "id": caller.id.as_str(),
-                    "capabilities": caller.capabilities.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+                    "capabilities": capabilities,
                     "max_risk": caller.max_risk_level.rank(),
                     "max_data": data_rank(caller.max_data_classification),
                 },

@@ -192,6 +192,7 @@ impl PolicySet {
                             description: c.description,
                             kind: c.kind,
                             capabilities: c.capabilities.into_iter().collect(),
+                            all_capabilities: c.all_capabilities,
                             max_risk_level: c.max_risk_level,
                             max_data_classification: c.max_data_classification,
                             credential: c.credential,

@@ -27,6 +27,8 @@ pub struct Caller {
     pub kind: CallerKind,
     /// Capabilities it may invoke (an operator: may approve).
     pub capabilities: BTreeSet<CapabilityName>,
+    /// Listed for every installed capability (`all_capabilities`).
+    pub all_capabilities: bool,
     /// Highest risk level.
     pub max_risk_level: RiskLevel,
     /// Highest data classification.
@@ -37,7 +39,7 @@ pub struct Caller {
 impl Caller {
     /// Whether the caller is listed for `capability`.
     pub fn lists(&self, capability: &str) -> bool {
-        self.capabilities.iter().any(|c| c.as_str() == capability)
+        self.all_capabilities || self.capabilities.iter().any(|c| c.as_str() == capability)
     }
 
     /// Whether the caller approves tasks.

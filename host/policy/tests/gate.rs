@@ -189,6 +189,48 @@ fn the_pipeline_may_not_ask_for_cvd_at_all() {
     assert_eq!(r.suggestion, None);
 }
 
+/// The shipped callers with harness-local-01 listed for every capability
+/// (`all_capabilities`) instead of by name.
+fn pipeline_listed_for_all() -> hcp_policy::PolicySet {
+    let mut callers: serde_json::Value =
+        serde_json::from_str(&shipped_sources()["callers.json"]).expect("json");
+    let pipeline = &mut callers["callers"][0];
+    assert_eq!(pipeline["id"], "harness-local-01");
+    pipeline["capabilities"] = json!([]);
+    pipeline["all_capabilities"] = json!(true);
+    with_file("callers.json", &callers.to_string())
+}
+
+#[test]
+fn a_caller_listed_for_all_capabilities_passes_access_and_cedar_within_its_limits() {
+    let set = pipeline_listed_for_all();
+    let a = admit(&set, &document_submit()).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(a.risk_level, RiskLevel::R1);
+    assert_eq!(a.authorized_by, ["invoke-within-limits"]);
+    assert!(
+        a.reasons.contains(
+            &"harness-local-01 lists every capability (all_capabilities), document-analysis included"
+                .to_owned()
+        ),
+        "{:?}",
+        a.reasons
+    );
+    // Listed for CVD too now, but its R3 is above the pipeline's R2.
+    let mut submit = cvd_submit();
+    submit.caller_id = "harness-local-01".into();
+    let r = rejected(admit(&set, &submit));
+    assert_eq!(r.stage, Stage::Risk);
+    assert_eq!(r.reason_code, RejectReason::RiskTooHigh);
+    // Without the flag and without the name, the same caller is refused at access.
+    let mut callers: serde_json::Value =
+        serde_json::from_str(&set.sources()["callers.json"]).expect("json");
+    callers["callers"][0]["all_capabilities"] = json!(false);
+    let set = with_file("callers.json", &callers.to_string());
+    let r = rejected(admit(&set, &document_submit()));
+    assert_eq!(r.stage, Stage::Access);
+    assert_eq!(r.reason_code, RejectReason::Forbidden);
+}
+
 #[test]
 fn seed_document_analysis_is_admitted_at_r1_without_approval() {
     let a = admit(&shipped(), &document_submit()).unwrap_or_else(|r| panic!("{r:?}"));

@@ -75,26 +75,40 @@ pub struct HostDirs {
     #[command(flatten)]
     dirs: CacheDirs,
     /// The operator's policy directory (callers, risk, context, budgets,
-    /// envelopes, install policy, Cedar authorization).
+    /// envelopes, install policy, Cedar authorization). Default:
+    /// ./policies if it is a directory, else policies/ in the data
+    /// directory (`hcp init` makes it).
     #[arg(
         long,
         global = true,
         help_heading = "Directories",
         env = "HCP_POLICIES",
-        default_value = "policies",
         value_name = "DIR"
     )]
-    policies: PathBuf,
+    policies: Option<PathBuf>,
 }
 
 impl HostDirs {
     /// The three directories, absolute.
+    ///
+    /// # Errors
+    ///
+    /// A directory cannot be made absolute, or there is no policy set where
+    /// the command looks (one error naming the directory, why it looked
+    /// there, and `hcp init`).
     pub(crate) fn paths(&self) -> anyhow::Result<super::Paths> {
-        Ok(super::Paths {
-            data_dir: self.dirs.data_dir()?,
+        let data_dir = self.dirs.data_dir()?;
+        let policies_dir = match &self.policies {
+            Some(dir) => std::path::absolute(dir)?,
+            None => super::init::default_policies(&data_dir)?,
+        };
+        let paths = super::Paths {
             cache_dir: self.dirs.cache_dir()?,
-            policies_dir: std::path::absolute(&self.policies)?,
-        })
+            data_dir,
+            policies_dir,
+        };
+        super::init::require_policies(&paths, self.policies.is_some())?;
+        Ok(paths)
     }
 }
 

@@ -13,9 +13,11 @@ mod dirs;
 mod docs;
 mod evidence;
 mod hid;
+mod init;
 mod installed;
 mod keys;
 mod manifest;
+mod new;
 mod output;
 mod policy;
 mod replay;
@@ -24,6 +26,7 @@ mod run;
 mod serve;
 mod store;
 mod surface;
+mod task_report;
 mod tasks;
 mod trust;
 
@@ -63,6 +66,12 @@ pub(crate) struct Paths {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Make a data directory with a starting policy set (a developer, an
+    /// operator) and a publisher key, to run the host outside this
+    /// repository.
+    Init(init::InitArgs),
+    /// Create a new capability project that builds and runs at once.
+    New(new::NewArgs),
     /// Run one task_submit against a capability manifest and print the answer.
     Run(run::RunArgs),
     /// Show the imports and exports of a manifest's or a bundle's component
@@ -133,6 +142,8 @@ pub fn main() -> ExitCode {
         _ => init_tracing("warn", LogFormat::Text),
     }
     let result = match cli.command {
+        Command::Init(args) => init::run(args),
+        Command::New(args) => new::run(args),
         Command::Run(args) => args.paths().and_then(|p| run::run(&p, args)),
         Command::Surface(args) => surface::run(args),
         Command::Manifest(cmd) => manifest::run(cmd),

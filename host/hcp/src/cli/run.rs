@@ -154,8 +154,8 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
             ),
         );
     }
-    let policy = PolicySet::load(&paths.policies_dir)
-        .with_context(|| format!("policies {}", paths.policies_dir.display()))?;
+    // The error names the directory and every file's problem already.
+    let policy = PolicySet::load(&paths.policies_dir)?;
     let store = Arc::new(Store::open(&paths.data_dir)?);
     let identity = hostkey::load_or_init(&paths.data_dir)?;
     let recorder = Recorder::open(store.clone(), identity, SigningPolicy::default())?;

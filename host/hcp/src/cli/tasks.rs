@@ -201,6 +201,12 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
     let host = host(paths)?;
     let submission = host.submit(&message, Auth::Transport(&args.caller))?;
     print_json(&submission.answer)?;
+    if submission.duplicate {
+        eprintln!(
+            "{}",
+            duplicate_note(&message, &args.caller, submission.task_id.as_deref())
+        );
+    }
     if submission.answer["type"] == "task_rejected" {
         return Ok(ExitCode::from(1));
     }
@@ -218,6 +224,11 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
         return Ok(ExitCode::SUCCESS);
     }
     let answer = runtime()?.block_on(host.run_task(&task_id))?;
+    if let Some(answer) = &answer
+        && let Err(e) = super::task_report::print(&host.store, &task_id, answer)
+    {
+        eprintln!("warning: the task's log and denials cannot be shown: {e:#}");
+    }
     match answer {
         Some(answer) if args.wait => {
             print_json(&answer)?;
@@ -231,6 +242,17 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// Says that the answer printed is an earlier one: the gate answers a
+/// caller's `message_id` once and returns that answer to every resubmission.
+fn duplicate_note(message: &Value, caller: &str, task_id: Option<&str>) -> String {
+    let id = message["message_id"].as_str().unwrap_or("?");
+    let task = task_id.map(|t| format!(" (task {t})")).unwrap_or_default();
+    format!(
+        "note: {caller} sent message_id {id:?} before; this is the answer given then{task}, and \
+         nothing ran again. Give the message a new message_id to submit a new task."
+    )
 }
 
 fn summary(t: &crate::store::TaskRecord) -> String {

@@ -32,6 +32,10 @@ pub struct CallerDoc {
     pub credential: CredentialHash,
     /// Capabilities it may invoke (operators: may approve).
     pub capabilities: Vec<CapabilityName>,
+    /// Every installed capability, whatever `capabilities` lists (for a
+    /// developer's own host, as `hcp init` writes it). Off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all_capabilities: bool,
     /// Highest risk level it may be admitted at.
     pub max_risk_level: RiskLevel,
     /// Highest data classification it may submit.

@@ -78,7 +78,18 @@ impl PolicySet {
             caller.kind.as_str()
         )];
         self.check_access(caller, declaration)?;
-        reasons.push(format!("{} lists {}", caller.id, declaration.name));
+        let named = caller
+            .capabilities
+            .iter()
+            .any(|c| c.as_str() == declaration.name);
+        reasons.push(if named {
+            format!("{} lists {}", caller.id, declaration.name)
+        } else {
+            format!(
+                "{} lists every capability (all_capabilities), {} included",
+                caller.id, declaration.name
+            )
+        });
         let assessment = self.assess(declaration, &submit.inputs, request.now)?;
         reasons.push(format!(
             "base {} from {}",
