@@ -311,10 +311,7 @@ pub(super) fn run(cmd: HidCommand) -> Outcome {
             let log = SessionLog::open(&db)?;
             let verified = log.verify();
             if json {
-                print_json(&match &verified {
-                    Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
-                    Err(e) => json!({"ok": false, "error": e.to_string()}),
-                })?;
+                print_json(&crate::views::log_verification(&verified))?;
                 return Ok(if verified.is_ok() {
                     ExitCode::SUCCESS
                 } else {

@@ -2,9 +2,9 @@
 //! proposals with their credential warnings, decisions, re-arming, and the
 //! session log's verification. Operators only.
 
-use super::AppState;
-use super::api::{json_body, operator};
 use super::error::ApiError;
+use super::request::{Decision, json_body, operator};
+use super::state::AppState;
 use crate::hid::{outcome_json, proposal_id};
 use axum::Json;
 use axum::body::Bytes;
@@ -103,13 +103,6 @@ pub(crate) async fn proposals(
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-enum Decision {
-    Approve,
-    Reject,
-}
-
-#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: Decision,
@@ -162,8 +155,5 @@ pub(crate) async fn verify_log(
     let verdict = tokio::task::spawn_blocking(move || hid.mediator().verify_log())
         .await
         .map_err(|e| anyhow::anyhow!("HID task: {e}"))?;
-    Ok(Json(match verdict {
-        Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
-        Err(e) => json!({"ok": false, "error": e.to_string()}),
-    }))
+    Ok(Json(crate::views::log_verification(&verdict)))
 }
