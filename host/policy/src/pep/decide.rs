@@ -177,7 +177,7 @@ pub fn decide_recorded(
     {
         return d;
     }
-    let signals = recorded.map_or_else(|| scan(scope, call), |r| r.signals);
+    let signals = recorded.map_or_else(|| scan(&scope.scan, call), |r| r.signals);
     if let Some(detector) = scope.scan.denying(signals) {
         return Decision {
             signals,
