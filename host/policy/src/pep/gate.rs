@@ -20,6 +20,7 @@
 //!   about to run (a fact).
 
 use super::decide::Decision;
+use super::error::InputError;
 use super::threat::Signals;
 use crate::PolicySet;
 use crate::gate::{Admission, AdmissionRequest, EquipmentState};
@@ -40,17 +41,7 @@ pub const CALL_SESSION_TOKEN: &str = "session.token";
 
 /// The receipt reason code of a `task_rejected` reason.
 pub fn gate_reason(code: RejectReason) -> &'static str {
-    match code {
-        RejectReason::Unauthorized => reason::DENY_IDENTITY_UNAUTHORIZED,
-        RejectReason::Forbidden => reason::DENY_FORBIDDEN,
-        RejectReason::InvalidInput => reason::DENY_ARGS_INVALID,
-        RejectReason::RiskTooHigh => reason::DENY_RISK_TOO_HIGH,
-        RejectReason::ApprovalRejected => reason::DENY_APPROVAL_REJECTED,
-        RejectReason::ApprovalExpired => reason::DENY_APPROVAL_EXPIRED,
-        RejectReason::ResourceUnavailable => reason::DENY_RESOURCE_UNAVAILABLE,
-        RejectReason::CapabilityNotFound => reason::DENY_TOOL_NOT_FOUND,
-        RejectReason::InternalError => reason::FAIL_CLOSED_ERROR,
-    }
+    code.verdict().as_str()
 }
 
 /// A refusal by the host's own checks, before or beside the policy's gate.
@@ -238,9 +229,13 @@ pub fn decide_token(input: &TokenInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as its kind.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, String> {
-        serde_json::from_value(v.clone()).map_err(|e| format!("{kind} input: {e}"))
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
+    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, InputError> {
+        serde_json::from_value(v.clone()).map_err(|e| InputError::kind(kind, &e))
     }
     Some(match kind {
         CALL_ADMISSION => read(kind, input).map(|i| decide_admission(policy, &i)),

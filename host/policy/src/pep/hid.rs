@@ -32,6 +32,7 @@
 //! them (leaving EXECUTE is never blocked).
 
 use super::decide::Decision;
+use super::error::InputError;
 use super::gate::gate_reason;
 use super::threat::Signals;
 use crate::{AuthzContext, PolicySet};
@@ -341,9 +342,13 @@ pub fn decide_execution(input: &HidExecutionInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as its kind.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, String> {
-        serde_json::from_value(v.clone()).map_err(|e| format!("{kind} input: {e}"))
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
+    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, InputError> {
+        serde_json::from_value(v.clone()).map_err(|e| InputError::kind(kind, &e))
     }
     Some(match kind {
         CALL_HID_DECISION => read(kind, input).map(|i| decide_decision(policy, &i)),

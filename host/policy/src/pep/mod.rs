@@ -29,6 +29,7 @@
 mod bound;
 mod call;
 mod decide;
+mod error;
 pub mod gate;
 pub mod hid;
 pub mod input;
@@ -44,6 +45,7 @@ pub use call::{
     Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
+pub use error::{CanonicalError, InputError};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,

@@ -9,6 +9,7 @@
 //! recorded (a fact: the candidate files are not kept).
 
 use super::decide::Decision;
+use super::error::InputError;
 use super::threat::Signals;
 use crate::PolicySet;
 use hcp_receipts::{Verdict, reason};
@@ -75,10 +76,14 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as a reload.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
     (kind == CALL_POLICY_RELOAD).then(|| {
         serde_json::from_value::<ReloadInput>(input.clone())
             .map(|i| decide_reload(policy, &i))
-            .map_err(|e| format!("{kind} input: {e}"))
+            .map_err(|e| InputError::kind(kind, &e))
     })
 }
