@@ -4,7 +4,7 @@
 //! equipment is free. Operators only.
 
 use super::error::ApiError;
-use super::request::{Decision, json_body, operator};
+use super::request::{Decision, body_as, operator};
 use super::state::{AppState, spawn_run};
 use crate::engine::Auth;
 use crate::store::TaskState;
@@ -69,12 +69,12 @@ pub(crate) async fn decide(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let op = operator(&state, &headers)?.id.as_str().to_owned();
-    let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_decision",
-            format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\": \"...\"}}: {e}"),
-        )
-    })?;
+    let body: DecisionBody = body_as(
+        &headers,
+        body,
+        "invalid_decision",
+        r#"{"decision": "approve"|"reject", "reason": "..."}"#,
+    )?;
     if body.reason.trim().is_empty() {
         return Err(ApiError::bad_request(
             "invalid_decision",

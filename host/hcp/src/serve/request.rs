@@ -9,6 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode, header};
 use hcp_policy::Caller;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// The credential of `Authorization: Bearer <credential>`.
@@ -76,6 +77,18 @@ pub(crate) fn json_body(
     serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
     })
+}
+
+/// The body as JSON ([`json_body`]) read as a `T`: a body of another
+/// shape is a 400 with `code`, saying what was `expected`.
+pub(crate) fn body_as<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    code: &'static str,
+    expected: &str,
+) -> Result<T, ApiError> {
+    serde_json::from_value(json_body(headers, body)?)
+        .map_err(|e| ApiError::bad_request(code, format!("expected {expected}: {e}")))
 }
 
 /// What an operator decides, in the body of a decision on an approval or

@@ -53,12 +53,13 @@ pub enum InputError {
     #[error("unknown threat detector {0:?}")]
     UnknownDetector(String),
     /// A kind no decider here replays.
-    #[error(
-        "no decision of kind {0:?} (this decider replays {session}, {call}, the gate's, the HID mediator's and policy reloads)",
-        session = super::input::KIND_SESSION_OPEN,
-        call = super::input::KIND_HOST_CALL
-    )]
-    UnknownKind(String),
+    #[error("no decision of kind {kind:?} (this decider replays {known})")]
+    UnknownKind {
+        /// The input's kind.
+        kind: String,
+        /// The kinds replayed.
+        known: String,
+    },
     /// A file of the pack's policy snapshot is not UTF-8.
     #[error("the pack's policy snapshot does not load: policy/{0} is not UTF-8")]
     NotUtf8(String),
@@ -67,14 +68,15 @@ pub enum InputError {
     Policy(#[from] PolicyError),
 }
 
-impl InputError {
-    /// `value` did not read as an input of `kind`.
-    pub(crate) fn kind(kind: &str, e: &serde_json::Error) -> Self {
-        Self::Kind {
-            kind: kind.to_owned(),
-            reason: e.to_string(),
-        }
-    }
+/// Reads `input` as an input of `kind`.
+pub(crate) fn read<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    input: &serde_json::Value,
+) -> Result<T, InputError> {
+    serde_json::from_value(input.clone()).map_err(|e| InputError::Kind {
+        kind: kind.to_owned(),
+        reason: e.to_string(),
+    })
 }
 
 /// A call's facts (for a bounded receipt) that cannot be made: the call has

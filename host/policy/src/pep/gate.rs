@@ -20,7 +20,7 @@
 //!   about to run (a fact).
 
 use super::decide::Decision;
-use super::error::InputError;
+use super::error::{InputError, read};
 use super::threat::Signals;
 use crate::PolicySet;
 use crate::gate::{Admission, AdmissionRequest, EquipmentState};
@@ -234,9 +234,6 @@ pub fn decide(
     kind: &str,
     input: &Value,
 ) -> Option<Result<Decision, InputError>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, InputError> {
-        serde_json::from_value(v.clone()).map_err(|e| InputError::kind(kind, &e))
-    }
     Some(match kind {
         CALL_ADMISSION => read(kind, input).map(|i| decide_admission(policy, &i)),
         CALL_APPROVAL => read(kind, input).map(|i| decide_approval(policy, &i)),

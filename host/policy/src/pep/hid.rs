@@ -32,7 +32,7 @@
 //! them (leaving EXECUTE is never blocked).
 
 use super::decide::Decision;
-use super::error::InputError;
+use super::error::{InputError, read};
 use super::gate::gate_reason;
 use super::threat::Signals;
 use crate::{AuthzContext, PolicySet};
@@ -347,9 +347,6 @@ pub fn decide(
     kind: &str,
     input: &Value,
 ) -> Option<Result<Decision, InputError>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, InputError> {
-        serde_json::from_value(v.clone()).map_err(|e| InputError::kind(kind, &e))
-    }
     Some(match kind {
         CALL_HID_DECISION => read(kind, input).map(|i| decide_decision(policy, &i)),
         CALL_HID_EXECUTION => read(kind, input).map(|i| decide_execution(&i)),

@@ -9,7 +9,7 @@
 //! recorded (a fact: the candidate files are not kept).
 
 use super::decide::Decision;
-use super::error::InputError;
+use super::error::{InputError, read};
 use super::threat::Signals;
 use crate::PolicySet;
 use hcp_receipts::{Verdict, reason};
@@ -81,9 +81,6 @@ pub fn decide(
     kind: &str,
     input: &Value,
 ) -> Option<Result<Decision, InputError>> {
-    (kind == CALL_POLICY_RELOAD).then(|| {
-        serde_json::from_value::<ReloadInput>(input.clone())
-            .map(|i| decide_reload(policy, &i))
-            .map_err(|e| InputError::kind(kind, &e))
-    })
+    (kind == CALL_POLICY_RELOAD)
+        .then(|| read::<ReloadInput>(kind, input).map(|i| decide_reload(policy, &i)))
 }

@@ -149,7 +149,14 @@ impl PepDecider {
                 };
                 decide_recorded(&scope, &counters, &call, at_ms(input)?, recorded.as_ref())
             }
-            other => return Err(InputError::UnknownKind(other.to_owned())),
+            other => {
+                return Err(InputError::UnknownKind {
+                    kind: other.to_owned(),
+                    known: format!(
+                        "{KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's, the HID mediator's and policy reloads"
+                    ),
+                });
+            }
         };
         Ok(Decision {
             verdict: decision.verdict,
