@@ -61,19 +61,7 @@ fn hid_decisions_and_executions_replay_from_their_inputs() {
         HidResult, HidVerdict, decide, decide_decision, decide_execution,
     };
     let policy = shipped();
-    let approve = HidDecisionInput {
-        at: "2026-11-22T10:00:00Z".into(),
-        credential_acknowledged: false,
-        credential_warning: false,
-        decision: HidVerdict::Approve,
-        kind: CALL_HID_DECISION.into(),
-        mode: "EXECUTE".into(),
-        operator: "operator-lab-01".into(),
-        proposal: "prop-1".into(),
-        reason: None,
-        session_id: "s-1".into(),
-        task: Some(hid_task("harness-alpha-001")),
-    };
+    let approve = approval_in_execute();
     let code = |i: &HidDecisionInput| decide_decision(&policy, i).reason;
     assert_eq!(code(&approve), reason::ALLOW);
     // A caller who is not an operator, or no caller at all, decides nothing.
@@ -183,8 +171,8 @@ fn hid_task(submitter: &str) -> hcp_policy::pep::hid::HidAuthzFacts {
 #[test]
 fn hid_decisions_and_arming_ask_the_approval_question() {
     use hcp_policy::pep::hid::{
-        CALL_HID_DECISION, CALL_HID_MODE, HidDecisionInput, HidModeInput, HidVerdict, decide,
-        decide_decision, decide_mode,
+        CALL_HID_MODE, HidDecisionInput, HidModeInput, HidVerdict, decide, decide_decision,
+        decide_mode,
     };
     // The shipped callers, and an operator limited to document-analysis at R1.
     let mut callers: serde_json::Value =
@@ -199,19 +187,7 @@ fn hid_decisions_and_arming_ask_the_approval_question() {
         "max_data_classification": "T1"
     }));
     let policy = with_file("callers.json", &callers.to_string());
-    let approve = HidDecisionInput {
-        at: "2026-11-22T10:00:00Z".into(),
-        credential_acknowledged: false,
-        credential_warning: false,
-        decision: HidVerdict::Approve,
-        kind: CALL_HID_DECISION.into(),
-        mode: "EXECUTE".into(),
-        operator: "operator-lab-01".into(),
-        proposal: "prop-1".into(),
-        reason: None,
-        session_id: "s-1".into(),
-        task: Some(hid_task("harness-alpha-001")),
-    };
+    let approve = approval_in_execute();
     let verdict = |i: &HidDecisionInput| {
         let d = decide_decision(&policy, i);
         (d.reason, d.message)
@@ -314,4 +290,23 @@ fn hid_decisions_and_arming_ask_the_approval_question() {
     let value = serde_json::to_value(&limited).expect("json");
     let replayed = decide(&policy, CALL_HID_MODE, &value).expect("a HID kind");
     assert_eq!(replayed.expect("reads").reason, reason::DENY_FORBIDDEN);
+}
+
+/// `operator-lab-01` approves proposal `prop-1` of a `harness-alpha-001`
+/// task, in EXECUTE.
+fn approval_in_execute() -> hcp_policy::pep::hid::HidDecisionInput {
+    use hcp_policy::pep::hid::{CALL_HID_DECISION, HidDecisionInput, HidVerdict};
+    HidDecisionInput {
+        at: "2026-11-22T10:00:00Z".into(),
+        credential_acknowledged: false,
+        credential_warning: false,
+        decision: HidVerdict::Approve,
+        kind: CALL_HID_DECISION.into(),
+        mode: "EXECUTE".into(),
+        operator: "operator-lab-01".into(),
+        proposal: "prop-1".into(),
+        reason: None,
+        session_id: "s-1".into(),
+        task: Some(hid_task("harness-alpha-001")),
+    }
 }
