@@ -9,7 +9,7 @@
 //!   canonical arguments) and decided by [`decide`] against the scope and
 //!   the session's [`Counters`]: lookups and bounds checks, no I/O, no
 //!   clock (the caller passes the time). Deny by default; every denial has
-//!   a stable reason code of `hcp_receipts::reason`.
+//!   a stable [`hcp_contracts::ReasonCode`].
 //! - [`input`] builds the decision inputs receipts record, and
 //!   [`PepDecider`] re-derives every recorded verdict from them for replay.
 //!

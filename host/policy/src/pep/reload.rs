@@ -10,9 +10,9 @@
 
 use super::decide::Decision;
 use super::error::{InputError, read};
-use super::threat::Signals;
 use crate::PolicySet;
-use hcp_receipts::{Verdict, reason};
+use hcp_contracts::ReasonCode;
+use hcp_receipts::Verdict;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -43,7 +43,7 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
     let (verdict, reason, message) = if !input.problems.is_empty() {
         (
             Verdict::Deny,
-            reason::DENY_ARGS_INVALID,
+            ReasonCode::DenyArgsInvalid,
             format!(
                 "the policy set does not check ({} problems); {} kept",
                 input.problems.len(),
@@ -51,11 +51,11 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
             ),
         )
     } else if input.new_hash == policy.policy_hash() {
-        (Verdict::Allow, reason::ALLOW, String::new())
+        (Verdict::Allow, ReasonCode::Allow, String::new())
     } else {
         (
             Verdict::Deny,
-            reason::FAIL_CLOSED_ERROR,
+            ReasonCode::FailClosedError,
             format!(
                 "the reload names {} but was decided under {}",
                 input.new_hash,
@@ -63,12 +63,7 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
             ),
         )
     };
-    Decision {
-        verdict,
-        reason,
-        message,
-        signals: Signals::NONE,
-    }
+    Decision::new(verdict, reason, message)
 }
 
 /// Decides a `policy.reload` input; `None` for other kinds.
