@@ -282,7 +282,7 @@ impl fmt::Display for SurfaceReport {
 ///
 /// The bytes are not a component, or its sections do not parse.
 pub fn imports_and_exports(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
-    use wasmparser::{Encoding, Parser, Payload};
+    use wasmparser::{ComponentExternalKind, ComponentTypeRef, Encoding, Parser, Payload};
     let mut imports = Vec::new();
     let mut exports = Vec::new();
     // 1 inside the outer component, more inside a nested module or component.
@@ -301,14 +301,23 @@ pub fn imports_and_exports(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), S
                     break;
                 }
             }
+            // A type (`use types.{task}` at the world's level) is imported
+            // and exported by name too; it carries no authority and
+            // wasmtime does not list it: neither does the audit.
             Payload::ComponentImportSection(section) if depth == 1 => {
                 for import in section {
-                    imports.push(import.map_err(|e| e.to_string())?.name.name.to_owned());
+                    let import = import.map_err(|e| e.to_string())?;
+                    if !matches!(import.ty, ComponentTypeRef::Type(_)) {
+                        imports.push(import.name.name.to_owned());
+                    }
                 }
             }
             Payload::ComponentExportSection(section) if depth == 1 => {
                 for export in section {
-                    exports.push(export.map_err(|e| e.to_string())?.name.name.to_owned());
+                    let export = export.map_err(|e| e.to_string())?;
+                    if export.kind != ComponentExternalKind::Type {
+                        exports.push(export.name.name.to_owned());
+                    }
                 }
             }
             _ => {}
