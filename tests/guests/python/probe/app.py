@@ -4,6 +4,9 @@ saw (`{"ok": false, "error": ...}`) instead of failing, so that a test can
 assert the exact error and the host's receipts.
 """
 
+# socket encodes host names with the idna codec, which componentize-py
+# bundles only when imported.
+import encodings.idna  # noqa: F401
 import os
 import socket
 
@@ -23,6 +26,10 @@ def attempt(action: str, inputs: dict):
         return "written"
     if action == "connect":
         with socket.create_connection((inputs["host"], inputs["port"]), timeout=5):
+            return "connected"
+    if action == "socket":
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.connect((inputs["host"], inputs["port"]))
             return "connected"
     if action == "lookup":
         return [a[4][0] for a in socket.getaddrinfo(inputs["host"], 80)]
