@@ -298,7 +298,19 @@ impl Review {
                     .filter(|i| !i.allowed)
                     .map(|i| i.name.as_str())
                     .collect();
-                if refused.is_empty() {
+                // The host's audit says "linked, inert: ..." of an import
+                // it links without authority (not granted, every use denied).
+                let inert = a
+                    .imports
+                    .iter()
+                    .filter(|i| i.allowed && i.because.starts_with("linked, inert"))
+                    .count();
+                if refused.is_empty() && inert > 0 {
+                    Ok(format!(
+                        "{} imports, every one within the grants ({inert} linked, inert)",
+                        a.imports.len()
+                    ))
+                } else if refused.is_empty() {
                     Ok(format!(
                         "{} imports, every one within the grants",
                         a.imports.len()
