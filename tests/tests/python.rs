@@ -539,7 +539,7 @@ fn an_ungranted_instrument_refuses_a_python_guest_before_it_is_compiled() {
          hcp:capability/instrument@1.0.0: no instrument is granted (grants.instruments)\n  \
          hcp:capability/hid@1.0.0: the hid device is not granted (grants.devices)"
     );
-    assert_eq!(sandbox.audit(&manifest).expect("audit").allowed, false);
+    assert!(!sandbox.audit(&manifest).expect("audit").allowed);
     assert!(
         entries(cache.path()).is_empty(),
         "a refused component was compiled: {:?}",
