@@ -4,7 +4,9 @@
 //! this module assembles the report and renders it as text or Markdown
 //! (JSON through serde).
 
+mod markdown;
 mod render;
+mod text;
 mod verdicts;
 
 use crate::bundle::Bundle;
@@ -17,7 +19,8 @@ use hcp_contracts::manifest::{
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use render::{markdown, text};
+pub use markdown::markdown;
+pub use text::text;
 pub use verdicts::same_component_note;
 use verdicts::{envelope_verdict, grants_verdict};
 
