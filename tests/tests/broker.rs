@@ -32,8 +32,10 @@ async fn publish(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
     let broker = Broker::start().expect("start a RabbitMQ node");
-    broker.add_user("alice", "alice-secret").unwrap();
-    broker.add_user("bob", "bob-secret").unwrap();
+    broker
+        .add_user("alice", "alice-secret")
+        .expect("broker call");
+    broker.add_user("bob", "bob-secret").expect("broker call");
 
     // A wrong password does not connect.
     let refused = Connection::connect(
@@ -49,11 +51,11 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
     )
     .await
     .expect("alice connects");
-    let channel = conn.create_channel().await.unwrap();
+    let channel = conn.create_channel().await.expect("broker call");
     channel
         .confirm_select(ConfirmSelectOptions::default())
         .await
-        .unwrap();
+        .expect("broker call");
     channel
         .queue_declare(
             QUEUE.into(),
@@ -61,7 +63,7 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
             FieldTable::default(),
         )
         .await
-        .unwrap();
+        .expect("broker call");
 
     // Her own name, and no name at all, are accepted.
     let own = publish(
@@ -79,7 +81,7 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
     let first = channel
         .basic_get(QUEUE.into(), BasicGetOptions { no_ack: true })
         .await
-        .unwrap()
+        .expect("broker call")
         .expect("the first message");
     assert_eq!(
         first
@@ -93,7 +95,7 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
     let second = channel
         .basic_get(QUEUE.into(), BasicGetOptions { no_ack: true })
         .await
-        .unwrap()
+        .expect("broker call")
         .expect("the second message");
     assert_eq!(second.delivery.properties.user_id(), &None);
 
@@ -112,7 +114,7 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
         text.contains("PRECONDITION_FAILED") || text.contains("user_id"),
         "{text}"
     );
-    let check = conn.create_channel().await.unwrap();
+    let check = conn.create_channel().await.expect("broker call");
     let left = check
         .queue_declare(
             QUEUE.into(),
@@ -123,6 +125,6 @@ async fn the_broker_vouches_for_user_id_and_refuses_a_forged_one() {
             FieldTable::default(),
         )
         .await
-        .unwrap();
+        .expect("broker call");
     assert_eq!(left.message_count(), 0, "the forged message was queued");
 }
