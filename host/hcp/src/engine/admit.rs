@@ -175,20 +175,20 @@ impl Host {
                 &expires,
                 &approval_view(submit, &admission, &installed.id()),
             )?;
-            return Ok(Submission {
-                task_id: Some(task.task_id.clone()),
-                answer: job_status(
-                    &record,
-                    &format!(
-                        "waiting for an operator's approval ({} requires it at {}); expires at {expires}",
-                        installed.id(),
-                        admission.risk_level
-                    ),
+            let waiting = job_status(
+                &record,
+                &format!(
+                    "waiting for an operator's approval ({} requires it at {}); expires at {expires}",
+                    installed.id(),
+                    admission.risk_level
                 ),
-                kind: AnswerKind::Waiting,
-                duplicate: false,
-                runnable: false,
-            });
+            );
+            return Ok(Submission::answered(
+                task,
+                waiting,
+                AnswerKind::Waiting,
+                false,
+            ));
         }
         let record = self
             .store

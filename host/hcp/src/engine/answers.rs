@@ -92,12 +92,6 @@ impl Host {
                 ..TaskUpdate::default()
             },
         )?;
-        Ok(Submission {
-            task_id: Some(task.task_id.clone()),
-            answer,
-            kind,
-            duplicate: false,
-            runnable: false,
-        })
+        Ok(Submission::answered(task, answer, kind, false))
     }
 }

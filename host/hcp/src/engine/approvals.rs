@@ -64,7 +64,7 @@ impl Host {
             Auth::Bearer(credential) => policy.authenticate(operator_id, credential).ok(),
         }
         .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
-        if let Err(r) = policy.authorize_approval_by(op, &admission, &manifest.doc.capability) {
+        let record = |refused| {
             self.record_approval(
                 &policy,
                 &task,
@@ -72,20 +72,15 @@ impl Host {
                 &admission,
                 operator_id,
                 approved,
-                Some(r.reason_code),
-            )?;
+                refused,
+            )
+        };
+        if let Err(r) = policy.authorize_approval_by(op, &admission, &manifest.doc.capability) {
+            record(Some(r.reason_code))?;
             anyhow::bail!("{}", r.reason_message);
         }
         self.store.decide(task_id, approved, operator_id, reason)?;
-        self.record_approval(
-            &policy,
-            &task,
-            manifest,
-            &admission,
-            operator_id,
-            approved,
-            None,
-        )?;
+        record(None)?;
         if !approved {
             return self.reject_task(
                 &task,

@@ -140,12 +140,11 @@ impl Host {
                 ..TaskUpdate::default()
             },
         )?;
-        Ok(Submission {
-            task_id: Some(task.task_id.clone()),
+        Ok(Submission::answered(
+            task,
             answer,
-            kind: AnswerKind::Accepted,
-            duplicate: false,
-            runnable: admission.queued_for.is_empty(),
-        })
+            AnswerKind::Accepted,
+            admission.queued_for.is_empty(),
+        ))
     }
 }

@@ -154,6 +154,22 @@ pub struct Submission {
 }
 
 impl Submission {
+    /// The gate's answer to `task`, recorded (not a duplicate).
+    pub(super) fn answered(
+        task: &crate::store::TaskRecord,
+        answer: Value,
+        kind: AnswerKind,
+        runnable: bool,
+    ) -> Self {
+        Self {
+            task_id: Some(task.task_id.clone()),
+            answer,
+            kind,
+            duplicate: false,
+            runnable,
+        }
+    }
+
     /// The answer to a message refused before any task was recorded.
     ///
     /// # Errors
