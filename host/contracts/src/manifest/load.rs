@@ -374,6 +374,7 @@ impl Checker<'_> {
             }
         };
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        super::hashed::count(&path);
         match &doc.component.digest {
             Some(pinned) if *pinned != digest => {
                 self.problem(
