@@ -5,6 +5,7 @@
 //! events, the operator's approvals, graceful shutdown on SIGTERM, and
 //! durability across SIGKILL.
 
+mod amqp;
 mod approval_race;
 mod browser;
 mod durability;

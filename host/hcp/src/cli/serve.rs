@@ -55,11 +55,29 @@ pub struct ServeArgs {
     #[arg(long, env = "HCP_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
+    /// Also take tasks from a RabbitMQ broker: `amqp://USER:PASSWORD@HOST:PORT/VHOST`
+    /// (or `amqps://`). One durable queue per installed capability,
+    /// `hcp.tasks.<capability>`; the caller is the message's broker-checked
+    /// user-id (`amqp_user` in callers.json). See docs/amqp.md.
+    #[arg(long, env = "HCP_AMQP_URL", value_name = "URL",
+          value_parser = amqp_url)]
+    amqp: Option<String>,
+    /// AMQP deliveries taken at once before any is acknowledged.
+    #[arg(long, env = "HCP_AMQP_PREFETCH", default_value_t = 8,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    amqp_prefetch: u16,
     /// How log lines are written to stderr.
     #[arg(long, env = "HCP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(flatten)]
     dirs: HostDirs,
+}
+
+/// An AMQP URL as lapin reads it.
+fn amqp_url(text: &str) -> std::result::Result<String, String> {
+    text.parse::<lapin::uri::AMQPUri>()
+        .map(|_| text.to_owned())
+        .map_err(|e| format!("not an AMQP URL (amqp://user:password@host:port/vhost): {e}"))
 }
 
 impl ServeArgs {
@@ -157,6 +175,10 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         listen: args.listen,
         shutdown_grace,
         connections,
+        amqp: args.amqp.clone().map(|url| crate::serve::amqp::AmqpConfig {
+            url,
+            prefetch: args.amqp_prefetch,
+        }),
         ..ServeConfig::default()
     };
     super::runtime()?

@@ -59,11 +59,10 @@ impl Host {
         let capability = self.capability(&installed)?;
         let manifest = &*capability.manifest;
         let policy = self.policy();
-        let op = match operator {
-            Auth::Transport(id) => policy.caller(id).filter(|_| id == operator_id),
-            Auth::Bearer(credential) => policy.authenticate(operator_id, credential).ok(),
-        }
-        .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
+        let op = operator
+            .caller(&policy, operator_id)
+            .ok()
+            .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
         let record = |refused| {
             self.record_approval(
                 &policy,

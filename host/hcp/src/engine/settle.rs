@@ -81,4 +81,36 @@ impl Host {
         }
         Ok(settled)
     }
+
+    /// At startup: tasks whose AMQP delivery this host had not
+    /// acknowledged when it stopped. The broker redelivers such a message
+    /// (to this host or another), so this copy never runs and this host
+    /// never answers for it: it is failed here and its route closed.
+    /// Returns their ids.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn abandon_unacknowledged(&self) -> Result<Vec<String>> {
+        let mut abandoned = Vec::new();
+        for route in self.store.open_routes()? {
+            if route.acked {
+                continue;
+            }
+            if let Some(task) = self.store.task(&route.task_id)?
+                && !task.state.is_final()
+            {
+                let answer = internal_failure(
+                    &task,
+                    "abandoned: the host stopped before it acknowledged the AMQP delivery, so \
+                     the broker delivers the message again and whoever takes it answers",
+                )?;
+                self.store
+                    .settle(&task.task_id, task.state, TaskState::Failed, answer)?;
+            }
+            self.store.route_answered(&route.task_id)?;
+            abandoned.push(route.task_id);
+        }
+        Ok(abandoned)
+    }
 }

@@ -19,10 +19,52 @@ use serde_json::Value;
 #[derive(Debug, Clone, Copy)]
 pub enum Auth<'a> {
     /// By its transport: the local command line acting with the data
-    /// directory's authority, naming the caller; AMQP's validated user id.
+    /// directory's authority, naming the caller.
     Transport(&'a str),
     /// By a bearer credential checked against `callers.json`.
     Bearer(&'a str),
+    /// By the message broker: the AMQP `user-id` property, which RabbitMQ
+    /// checks against the connection's login, mapped to a caller by
+    /// `amqp_user` in `callers.json`; `None` when the message carries none.
+    Broker(Option<&'a str>),
+}
+
+impl Auth<'_> {
+    /// The caller these credentials prove, if any, for a message that
+    /// names `caller_id`; otherwise why not.
+    pub(crate) fn caller<'p>(
+        self,
+        policy: &'p hcp_policy::PolicySet,
+        caller_id: &str,
+    ) -> std::result::Result<&'p hcp_policy::Caller, String> {
+        let unknown = || {
+            format!("caller {caller_id:?} is not authenticated: unknown caller or wrong credential")
+        };
+        match self {
+            Self::Transport(id) if id != caller_id => Err(format!(
+                "the task names caller_id {caller_id:?} but was submitted as {id:?}"
+            )),
+            Self::Transport(id) => policy.caller(id).ok_or_else(unknown),
+            Self::Bearer(credential) => policy
+                .authenticate(caller_id, credential)
+                .map_err(|_| unknown()),
+            Self::Broker(None) => Err(
+                "the message carries no user-id: over AMQP the caller is the broker-checked \
+                 user-id property"
+                    .to_owned(),
+            ),
+            Self::Broker(Some(user)) => match policy.caller_for_amqp_user(user) {
+                None => Err(format!(
+                    "broker user {user:?} is no caller's amqp_user in callers.json"
+                )),
+                Some(c) if c.id.as_str() != caller_id => Err(format!(
+                    "the task names caller_id {caller_id:?} but broker user {user:?} is caller {:?}",
+                    c.id.as_str()
+                )),
+                Some(c) => Ok(c),
+            },
+        }
+    }
 }
 
 /// A `task_submit` as a transport received it, parsed once at its edge:
@@ -236,22 +278,9 @@ impl Host {
         let submit = &message.submit;
         // The whole gate decides under the policy in force now.
         let policy = self.policy();
-        let caller = match auth {
-            Auth::Transport(id) => policy.caller(id).filter(|_| id == submit.caller_id),
-            Auth::Bearer(credential) => policy.authenticate(&submit.caller_id, credential).ok(),
-        };
-        let Some(caller) = caller else {
-            let who = match auth {
-                Auth::Transport(id) if id != submit.caller_id => format!(
-                    "the task names caller_id {:?} but was submitted as {id:?}",
-                    submit.caller_id
-                ),
-                _ => format!(
-                    "caller {:?} is not authenticated: unknown caller or wrong credential",
-                    submit.caller_id
-                ),
-            };
-            return Submission::refused(refusal(RejectReason::Unauthorized, who, None));
+        let caller = match auth.caller(&policy, &submit.caller_id) {
+            Ok(caller) => caller,
+            Err(who) => return Submission::refused(refusal(RejectReason::Unauthorized, who, None)),
         };
         let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
         let task = match self.store.submit(

@@ -10,6 +10,7 @@
 //! checkpoint); on SIGTERM or Ctrl-C the server stops accepting, lets running
 //! tasks finish (up to a grace period) and exits.
 
+pub mod amqp;
 mod api;
 mod approvals_api;
 mod decisions_api;
@@ -45,6 +46,8 @@ pub struct ServeConfig {
     pub shutdown_grace: Duration,
     /// Bounds on connections: header-read and idle timeouts, how many.
     pub connections: ConnLimits,
+    /// Also consume tasks from a RabbitMQ broker.
+    pub amqp: Option<amqp::AmqpConfig>,
 }
 
 impl Default for ServeConfig {
@@ -54,6 +57,7 @@ impl Default for ServeConfig {
             request_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(30),
             connections: ConnLimits::default(),
+            amqp: None,
         }
     }
 }
@@ -76,12 +80,22 @@ pub async fn serve(
     for id in host.settle_unanswered()? {
         tracing::warn!("task {id} was never answered by the gate: answered task_failed");
     }
+    for id in host.abandon_unacknowledged()? {
+        tracing::warn!(
+            "task {id}: its AMQP delivery was not acknowledged before the host stopped; \
+             failed here, answered by whoever takes the redelivery"
+        );
+    }
     let state = AppState::new(host.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     bound(listener.local_addr()?);
     let maintenance = tokio::spawn(maintain(state.clone()));
+    let amqp = config
+        .amqp
+        .clone()
+        .map(|c| tokio::spawn(amqp::run(state.clone(), c)));
     let app = api::router(state.clone(), config.request_timeout)
         .layer(axum::middleware::from_fn(log_request));
     listen::serve(
@@ -94,6 +108,9 @@ pub async fn serve(
     .await
     .context("serving")?;
     maintenance.abort();
+    if let Some(amqp) = amqp {
+        amqp.abort();
+    }
     state.tracker().close();
     if tokio::time::timeout(config.shutdown_grace, state.tracker().wait())
         .await

@@ -20,6 +20,8 @@ mod artifacts;
 mod checkpoints;
 pub mod durable;
 mod registry;
+mod replies;
+pub use replies::ReplyRoute;
 mod resources;
 mod settle;
 mod tasks;
@@ -132,6 +134,17 @@ const MIGRATIONS: &[&str] = &[
 ",
     // Receipts (append-only; see `crate::evidence`).
     crate::evidence::MIGRATION,
+    // Where a task submitted over AMQP is answered (store/replies.rs).
+    r"
+    CREATE TABLE amqp_replies (
+        task_id TEXT PRIMARY KEY REFERENCES tasks(task_id),
+        reply_to TEXT NOT NULL,
+        correlation_id TEXT NOT NULL,
+        acked INTEGER NOT NULL DEFAULT 0,
+        answered_at TEXT
+    ) STRICT;
+    CREATE INDEX amqp_replies_open ON amqp_replies(answered_at) WHERE answered_at IS NULL;
+",
 ];
 
 /// The data directory and its database.

@@ -1,0 +1,191 @@
+//! One delivery: a `task_submit` read once, its caller taken from the
+//! broker-checked `user-id`, submitted through the engine's one entry
+//! point, answered on `reply_to`, and only then acknowledged.
+
+use super::outbox::publish_answer;
+use crate::engine::{AnswerKind, Auth, Submission, TaskMessage};
+use crate::serve::BODY_LIMIT;
+use crate::serve::state::{AppState, spawn_run};
+use anyhow::{Context as _, Result};
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::{Channel, Consumer};
+use serde_json::Value;
+
+/// Takes the deliveries of one queue until the consumer ends (the channel
+/// or connection is gone: the caller reconnects).
+pub(super) async fn consume(
+    state: AppState,
+    publish: Channel,
+    mut consumer: Consumer,
+) -> Result<()> {
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            futures_core::Stream::poll_next(std::pin::Pin::new(&mut consumer), cx)
+        })
+        .await;
+        let delivery = match next {
+            None => return Ok(()),
+            Some(Err(e)) => return Err(e).context("consuming"),
+            Some(Ok(d)) => d,
+        };
+        let state = state.clone();
+        let publish = publish.clone();
+        state.tracker().clone().spawn(async move {
+            if let Err(e) = handle(&state, &publish, &delivery).await {
+                // Not acknowledged: the broker redelivers it (here or to
+                // another host) once this channel closes; say so now.
+                tracing::error!(target: "hcp::amqp", "delivery {}: {e:#}", delivery.delivery_tag);
+                let _ = delivery
+                    .nack(BasicNackOptions {
+                        requeue: true,
+                        ..BasicNackOptions::default()
+                    })
+                    .await;
+            }
+        });
+    }
+}
+
+/// Why a message is not a task at all.
+struct Malformed {
+    /// The submission's `message_id`, when it could be read.
+    message_id: Option<String>,
+    answer: Submission,
+}
+
+/// Reads the message once: size, JSON, envelope, `task_submit`.
+fn read(delivery: &Delivery) -> Result<std::result::Result<TaskMessage, Malformed>> {
+    let refuse = |message_id: Option<String>, why: String| -> Result<_> {
+        Ok(Err(Malformed {
+            message_id,
+            answer: Submission::refused(hcp_contracts::message::TaskRejected {
+                reason_code: hcp_contracts::message::RejectReason::InvalidInput,
+                reason_message: why,
+                assessed_risk_level: None,
+                suggestion: None,
+            })?,
+        }))
+    };
+    if delivery.data.len() > BODY_LIMIT {
+        return refuse(
+            None,
+            format!(
+                "the message is {} bytes; the host takes at most {BODY_LIMIT}",
+                delivery.data.len()
+            ),
+        );
+    }
+    let value: Value = match serde_json::from_slice(&delivery.data) {
+        Ok(v) => v,
+        Err(e) => return refuse(None, format!("the message is not JSON: {e}")),
+    };
+    let message_id = value
+        .get("message_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match TaskMessage::parse(value) {
+        Ok(message) => Ok(Ok(message)),
+        Err(not) => Ok(Err(Malformed {
+            message_id,
+            answer: Submission::refused(not.refusal())?,
+        })),
+    }
+}
+
+async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Result<()> {
+    let props = &delivery.properties;
+    let reply_to = props.reply_to().as_ref().map(|r| r.as_str().to_owned());
+    let message = match read(delivery)? {
+        Ok(message) => message,
+        Err(malformed) => {
+            let reason = malformed.answer.answer["payload"]["reason_message"]
+                .as_str()
+                .unwrap_or("malformed")
+                .to_owned();
+            tracing::warn!(target: "hcp::amqp", "dead-lettered a malformed message: {reason}");
+            if let Some(reply_to) = &reply_to {
+                let correlation = malformed
+                    .message_id
+                    .or_else(|| {
+                        props
+                            .correlation_id()
+                            .as_ref()
+                            .map(|c| c.as_str().to_owned())
+                    })
+                    .unwrap_or_default();
+                publish_answer(
+                    publish,
+                    state.host.host_id(),
+                    reply_to,
+                    &correlation,
+                    None,
+                    &malformed.answer.answer,
+                    false,
+                )
+                .await?;
+            }
+            delivery
+                .reject(BasicRejectOptions { requeue: false })
+                .await
+                .context("dead-lettering")?;
+            return Ok(());
+        }
+    };
+    let user = props.user_id().as_ref().map(|u| u.as_str().to_owned());
+    let message_id = message.message_id().to_owned();
+    let host = state.host.clone();
+    let submission = tokio::task::spawn_blocking(move || {
+        host.submit_task(message, Auth::Broker(user.as_deref()))
+    })
+    .await
+    .context("gate task")??;
+    tracing::info!(
+        target: "hcp::amqp",
+        task = submission.task_id.as_deref().unwrap_or("-"),
+        message_id = %message_id,
+        "{}",
+        submission.answer["type"].as_str().unwrap_or("job_status")
+    );
+    let Some(reply_to) = reply_to else {
+        // Nobody to answer: the task stands (it is in the store, its
+        // receipts say what happened), acknowledged but never run blind.
+        tracing::warn!(
+            target: "hcp::amqp",
+            "message {message_id} has no reply_to: its answers can only be read over HTTP"
+        );
+        delivery.ack(BasicAckOptions::default()).await?;
+        if let (true, Some(id)) = (submission.runnable, &submission.task_id) {
+            spawn_run(state, id.clone());
+        }
+        return Ok(());
+    };
+    // Accepted or waiting: a final answer is still to come.
+    let more = matches!(submission.kind, AnswerKind::Accepted | AnswerKind::Waiting);
+    if let Some(id) = &submission.task_id
+        && more
+    {
+        state.host.store.route_replies(id, &reply_to, &message_id)?;
+    }
+    publish_answer(
+        publish,
+        state.host.host_id(),
+        &reply_to,
+        &message_id,
+        submission.task_id.as_deref(),
+        &submission.answer,
+        submission.duplicate,
+    )
+    .await?;
+    delivery.ack(BasicAckOptions::default()).await?;
+    if let Some(id) = &submission.task_id {
+        if !more {
+            return Ok(());
+        }
+        state.host.store.route_acked(id)?;
+        if submission.runnable && submission.kind == AnswerKind::Accepted {
+            spawn_run(state, id.clone());
+        }
+    }
+    Ok(())
+}

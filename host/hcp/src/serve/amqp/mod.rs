@@ -1,0 +1,216 @@
+//! HCP over AMQP (RabbitMQ), beside HTTP: `hcp serve --amqp URL`.
+//!
+//! The host declares one durable quorum queue per installed capability,
+//! `hcp.tasks.<capability>`, so it receives only what it can run, and
+//! consumes them with manual acknowledgements. Each delivery is a
+//! `task_submit` that enters the engine through the same entry point as
+//! HTTP ([`crate::engine::Host::submit_task`]); the caller is the message's
+//! `user-id` property, which the broker checks against the connection's
+//! login ([`crate::engine::Auth::Broker`]). Answers go to the message's
+//! `reply_to` with `correlation_id` = the submission's `message_id`, each
+//! published with a broker confirm.
+//!
+//! Delivery semantics (docs/amqp.md says them for operators):
+//! - The task is recorded, its route (`reply_to`, `correlation_id`) stored,
+//!   the first answer (`task_accepted`, `task_rejected` or the
+//!   pending-approval `job_status`) published and confirmed, and only then
+//!   is the delivery acknowledged. Nothing runs before the acknowledgement.
+//! - The final answer (`task_completed` / `task_failed`) is published from
+//!   the route table ([`outbox`]) once the task ends, however it was run
+//!   (here, after an operator's approval, or by the maintenance loop), and
+//!   again after a restart until the broker confirms it.
+//! - A host that stops between recording a task and acknowledging its
+//!   delivery may see it redelivered elsewhere; on its next start, such a
+//!   task is failed here and never answered by this host (the host that
+//!   took the redelivery answers).
+//! - A malformed message (oversized, not JSON, not an HCP `task_submit`)
+//!   is rejected without requeue, to the dead-letter queue
+//!   `hcp.dead-letter`, and answered `task_rejected` where it has a
+//!   `reply_to`.
+//! - A lost connection is re-established with backoff; HTTP keeps serving.
+
+mod delivery;
+mod outbox;
+
+use super::state::AppState;
+use anyhow::{Context as _, Result};
+use lapin::options::{
+    BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The exchange malformed messages are dead-lettered to.
+pub const DEAD_LETTER_EXCHANGE: &str = "hcp.dead";
+/// The queue that keeps them.
+pub const DEAD_LETTER_QUEUE: &str = "hcp.dead-letter";
+
+/// The queue of a capability's tasks.
+pub fn task_queue(capability: &str) -> String {
+    format!("hcp.tasks.{capability}")
+}
+
+/// Settings of the AMQP transport.
+#[derive(Debug, Clone)]
+pub struct AmqpConfig {
+    /// `amqp://user:password@host:port/vhost` (or `amqps://`).
+    pub url: String,
+    /// Deliveries in flight at once (unacknowledged, per connection).
+    pub prefetch: u16,
+}
+
+/// Longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// Consumes until the task is aborted: connects, declares, consumes; when
+/// the connection is lost, waits (doubling from half a second up to 30 s)
+/// and starts again.
+pub(crate) async fn run(state: AppState, config: AmqpConfig) {
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        match session(&state, &config).await {
+            Ok(()) => {
+                tracing::warn!(target: "hcp::amqp", "the broker closed the connection; reconnecting");
+                backoff = Duration::from_millis(500);
+            }
+            Err(e) => {
+                tracing::warn!(target: "hcp::amqp", "AMQP: {e:#}; reconnecting in {backoff:?}");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection's life: declare, consume, answer, until it fails.
+async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
+    let connection = Connection::connect(
+        &config.url,
+        ConnectionProperties::default()
+            .with_connection_name(format!("hcp {}", state.host.host_id()).into()),
+    )
+    .await
+    .with_context(|| format!("cannot connect to {}", redact(&config.url)))?;
+    let consume = connection.create_channel().await?;
+    consume
+        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .await?;
+    let publish = connection.create_channel().await?;
+    publish
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+
+    consume
+        .exchange_declare(
+            DEAD_LETTER_EXCHANGE.into(),
+            ExchangeKind::Fanout,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..ExchangeDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    consume
+        .queue_declare(
+            DEAD_LETTER_QUEUE.into(),
+            QueueDeclareOptions::durable(),
+            FieldTable::default(),
+        )
+        .await?;
+    consume
+        .queue_bind(
+            DEAD_LETTER_QUEUE.into(),
+            DEAD_LETTER_EXCHANGE.into(),
+            "".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+
+    let capabilities: BTreeSet<String> = state
+        .host
+        .store
+        .installed()?
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    let mut consumers = tokio::task::JoinSet::new();
+    for capability in &capabilities {
+        let queue = task_queue(capability);
+        let mut args = FieldTable::default();
+        args.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+        args.insert(
+            "x-dead-letter-exchange".into(),
+            AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
+        );
+        consume
+            .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
+            .await
+            .with_context(|| format!("declaring {queue}"))?;
+        let consumer = consume
+            .basic_consume(
+                queue.as_str().into(),
+                format!("hcp-{}-{capability}", state.host.host_id()).into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .with_context(|| format!("consuming {queue}"))?;
+        consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
+    }
+    tracing::info!(
+        target: "hcp::amqp",
+        "consuming {} queue(s) on {}: {}",
+        capabilities.len(),
+        redact(&config.url),
+        capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
+    );
+    consumers.spawn(outbox::run(state.clone(), publish.clone()));
+    // The first consumer (or the outbox) to end means the connection or a
+    // channel is gone: start over.
+    let ended = match consumers.join_next().await {
+        Some(Ok(Err(e))) => Err(e),
+        Some(Err(e)) => Err(anyhow::anyhow!("consumer task: {e}")),
+        _ => Ok(()),
+    };
+    consumers.abort_all();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        connection.close(200, "reconnecting".into()),
+    )
+    .await;
+    ended
+}
+
+/// The URL without its password, for logs.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}:***{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_logs() {
+        assert_eq!(
+            redact("amqp://hcp:s3cret@127.0.0.1:5672/%2f"),
+            "amqp://hcp:***@127.0.0.1:5672/%2f"
+        );
+        assert_eq!(redact("amqp://127.0.0.1"), "amqp://127.0.0.1");
+    }
+}

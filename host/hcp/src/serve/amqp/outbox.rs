@@ -1,0 +1,102 @@
+//! Final answers over AMQP: every task whose delivery this host
+//! acknowledged gets its `task_completed` / `task_failed` (or a later
+//! `task_rejected`: an operator refused, an approval expired) published on
+//! its route once it ends, and the route is closed only when the broker
+//! confirms it; after a restart the open routes are published again.
+
+use crate::serve::state::AppState;
+use anyhow::{Context as _, Result};
+use lapin::options::BasicPublishOptions;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Confirmation};
+use serde_json::Value;
+use std::time::Duration;
+
+/// Publishes one answer to `reply_to` and waits for the broker's confirm.
+pub(super) async fn publish_answer(
+    channel: &Channel,
+    host_id: &str,
+    reply_to: &str,
+    correlation_id: &str,
+    task_id: Option<&str>,
+    answer: &Value,
+    duplicate: bool,
+) -> Result<()> {
+    let body = serde_json::to_vec(answer)?;
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "x-hcp-host-id".into(),
+        AMQPValue::LongString(host_id.into()),
+    );
+    if let Some(id) = task_id {
+        headers.insert("x-hcp-task-id".into(), AMQPValue::LongString(id.into()));
+    }
+    if duplicate {
+        headers.insert("x-hcp-duplicate".into(), AMQPValue::Boolean(true));
+    }
+    let props = BasicProperties::default()
+        .with_content_type("application/json".into())
+        .with_delivery_mode(2)
+        .with_correlation_id(correlation_id.into())
+        .with_headers(headers);
+    let confirm = channel
+        .basic_publish(
+            "".into(),
+            reply_to.into(),
+            BasicPublishOptions::default(),
+            &body,
+            props,
+        )
+        .await
+        .with_context(|| format!("publishing to {reply_to}"))?
+        .await
+        .with_context(|| format!("confirm of the answer to {reply_to}"))?;
+    match confirm {
+        Confirmation::Ack(_) | Confirmation::NotRequested => Ok(()),
+        Confirmation::Nack(_) => anyhow::bail!("the broker refused the answer to {reply_to}"),
+    }
+}
+
+/// How often the routes are read even when nothing in this process
+/// changed (another process, or a write held back by a full disk).
+const SWEEP: Duration = Duration::from_secs(1);
+
+/// Publishes final answers until publishing fails (the connection is
+/// gone; the routes stay open for the next connection).
+pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
+    let mut changes = state.host.store.task_changes();
+    loop {
+        for route in state.host.store.open_routes()? {
+            if !route.acked {
+                continue;
+            }
+            let Some(task) = state.host.store.task(&route.task_id)? else {
+                continue;
+            };
+            if !task.state.is_final() {
+                continue;
+            }
+            let Some(answer) = task.result.as_ref().or(task.answer.as_ref()) else {
+                continue;
+            };
+            publish_answer(
+                &channel,
+                state.host.host_id(),
+                &route.reply_to,
+                &route.correlation_id,
+                Some(&route.task_id),
+                answer,
+                false,
+            )
+            .await?;
+            state.host.store.route_answered(&route.task_id)?;
+            tracing::info!(
+                target: "hcp::amqp",
+                task = %route.task_id,
+                "{}",
+                answer["type"].as_str().unwrap_or("answered")
+            );
+        }
+        let _ = tokio::time::timeout(SWEEP, changes.changed()).await;
+    }
+}

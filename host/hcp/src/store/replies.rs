@@ -1,0 +1,89 @@
+//! The `amqp_replies` table: where the final answer of a task submitted
+//! over AMQP goes (the message's `reply_to` and `correlation_id`), whether
+//! its delivery was acknowledged to the broker, and when the final answer
+//! was confirmed by the broker. The AMQP transport is its only user.
+
+use super::{Store, now};
+use anyhow::Result;
+use rusqlite::params;
+
+/// Where a task's answers go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyRoute {
+    /// The task.
+    pub task_id: String,
+    /// The queue the caller reads answers from.
+    pub reply_to: String,
+    /// The submission's `message_id`, echoed on every answer.
+    pub correlation_id: String,
+    /// The delivery was acknowledged: this host owns the task. A route
+    /// left unacknowledged by a stopped host may have been redelivered to
+    /// another host, which then owns the task.
+    pub acked: bool,
+}
+
+impl Store {
+    /// Records where a task's answers go, before its first answer is
+    /// published (a duplicate delivery keeps the first route).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
+        self.db().execute(
+            "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
+             VALUES (?1, ?2, ?3)",
+            params![task_id, reply_to, correlation_id],
+        )?;
+        Ok(())
+    }
+
+    /// The delivery of a task was acknowledged to the broker.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_acked(&self, task_id: &str) -> Result<()> {
+        self.db().execute(
+            "UPDATE amqp_replies SET acked = 1 WHERE task_id = ?1",
+            params![task_id],
+        )?;
+        Ok(())
+    }
+
+    /// The broker confirmed the task's final answer (or none will be
+    /// sent): the route is closed.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_answered(&self, task_id: &str) -> Result<()> {
+        self.db().execute(
+            "UPDATE amqp_replies SET answered_at = ?2 WHERE task_id = ?1 AND answered_at IS NULL",
+            params![task_id, now()],
+        )?;
+        Ok(())
+    }
+
+    /// Routes whose final answer has not been confirmed yet.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn open_routes(&self) -> Result<Vec<ReplyRoute>> {
+        let db = self.db();
+        let mut stmt = db.prepare(
+            "SELECT task_id, reply_to, correlation_id, acked FROM amqp_replies \
+             WHERE answered_at IS NULL ORDER BY rowid",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ReplyRoute {
+                task_id: r.get(0)?,
+                reply_to: r.get(1)?,
+                correlation_id: r.get(2)?,
+                acked: r.get::<_, i64>(3)? != 0,
+            })
+        })?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}

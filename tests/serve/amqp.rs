@@ -1,0 +1,311 @@
+//! HCP over AMQP on a real RabbitMQ node: the seed's task answered on
+//! `reply_to` (accepted, then completed), the caller taken from the
+//! broker-checked `user-id` (none, an unknown one, or one that is not the
+//! task's `caller_id`: `unauthorized`), and a malformed message
+//! dead-lettered and answered while the next good one is served.
+
+use super::{REPO_ROOT, Server, example, lab, with_id};
+use hcp_tests::broker::Broker;
+use lapin::options::{
+    BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+};
+use lapin::types::FieldTable;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const QUEUE: &str = "hcp.tasks.document-analysis";
+
+/// The shipped policies, with the seed's two harnesses mapped to broker
+/// users of the same names.
+fn policies_with_amqp_users(dir: &Path) {
+    let source = Path::new(REPO_ROOT).join("policies");
+    for entry in std::fs::read_dir(&source).expect("policies") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).expect("copy");
+        }
+    }
+    let path = dir.join("callers.json");
+    let mut callers: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    for caller in callers["callers"].as_array_mut().expect("callers") {
+        let id = caller["id"].as_str().expect("id").to_owned();
+        if id.starts_with("harness-") {
+            caller["amqp_user"] = Value::String(id);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&callers).expect("encode")).expect("write");
+}
+
+struct Caller {
+    channel: Channel,
+    replies: Consumer,
+    reply_to: String,
+    log: std::path::PathBuf,
+    _connection: Connection,
+}
+
+impl Caller {
+    async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
+        let connection = Connection::connect(
+            &broker.url(user, &format!("{user}-secret")),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("the caller connects");
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+        let queue = channel
+            .queue_declare(
+                "".into(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("reply queue");
+        let reply_to = queue.name().as_str().to_owned();
+        let replies = channel
+            .basic_consume(
+                reply_to.as_str().into(),
+                "replies".into(),
+                BasicConsumeOptions {
+                    no_ack: true,
+                    ..BasicConsumeOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume replies");
+        Self {
+            channel,
+            replies,
+            reply_to,
+            log: data.join("serve.log"),
+            _connection: connection,
+        }
+    }
+
+    async fn send(&self, body: &[u8], user_id: Option<&str>) {
+        let mut props = BasicProperties::default()
+            .with_reply_to(self.reply_to.as_str().into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(2);
+        if let Some(u) = user_id {
+            props = props.with_user_id(u.into());
+        }
+        let confirm = self
+            .channel
+            .basic_publish(
+                "".into(),
+                QUEUE.into(),
+                BasicPublishOptions::default(),
+                body,
+                props,
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack(), "{confirm:?}");
+    }
+
+    /// The next answer: its correlation id and body.
+    async fn answer(&mut self) -> (String, Value) {
+        let next = tokio::time::timeout(
+            Duration::from_secs(120),
+            std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(std::pin::Pin::new(&mut self.replies), cx)
+            }),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "no answer within two minutes; the host's log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            )
+        })
+        .expect("the reply stream is open")
+        .expect("a delivery");
+        let correlation = next
+            .properties
+            .correlation_id()
+            .as_ref()
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default();
+        let body = serde_json::from_slice(&next.data).expect("an answer is JSON");
+        (correlation, body)
+    }
+}
+
+/// Waits until the host has declared the capability's queue.
+async fn queue_ready(broker: &Broker) {
+    let connection = Connection::connect(
+        &broker.url("harness-local-01", "harness-local-01-secret"),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("connect");
+    for _ in 0..600 {
+        let channel = connection.create_channel().await.expect("channel");
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        if channel
+            .queue_declare(QUEUE.into(), passive, FieldTable::default())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the host did not declare {QUEUE} within a minute");
+}
+
+#[test]
+fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    broker
+        .add_user("hcp-host", "hcp-host-secret")
+        .expect("user");
+    for user in ["harness-local-01", "harness-alpha-001", "stranger"] {
+        broker
+            .add_user(user, &format!("{user}-secret"))
+            .expect("user");
+    }
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_amqp_users(policies.path());
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let server = Server::start_with(
+        data.path(),
+        &[
+            "--amqp",
+            &url,
+            "--policies",
+            policies.path().to_str().expect("utf-8"),
+        ],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut local = Caller::connect(&broker, "harness-local-01", data.path()).await;
+
+        // The seed's example, as harness-local-01: accepted, then completed.
+        let seed = with_id(example("document-analysis"), "amqp-seed-1");
+        local
+            .send(
+                &serde_json::to_vec(&seed).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let (id, first) = local.answer().await;
+        assert_eq!(id, "amqp-seed-1");
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (id, last) = local.answer().await;
+        assert_eq!(id, "amqp-seed-1");
+        assert_eq!(last["type"], "task_completed", "{last}");
+
+        // No user-id: unauthorized.
+        let anonymous = with_id(example("document-analysis"), "amqp-anonymous");
+        local
+            .send(&serde_json::to_vec(&anonymous).expect("encode"), None)
+            .await;
+        let (id, answer) = local.answer().await;
+        assert_eq!(id, "amqp-anonymous");
+        assert_eq!(answer["type"], "task_rejected", "{answer}");
+        assert_eq!(answer["payload"]["reason_code"], "unauthorized", "{answer}");
+        assert!(
+            answer["payload"]["reason_message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no user-id")),
+            "{answer}"
+        );
+
+        // A broker user that is nobody's amqp_user: unauthorized.
+        let mut stranger = Caller::connect(&broker, "stranger", data.path()).await;
+        let theirs = with_id(example("document-analysis"), "amqp-stranger");
+        stranger
+            .send(
+                &serde_json::to_vec(&theirs).expect("encode"),
+                Some("stranger"),
+            )
+            .await;
+        let (_, answer) = stranger.answer().await;
+        assert_eq!(answer["payload"]["reason_code"], "unauthorized", "{answer}");
+
+        // harness-alpha-001's broker login naming harness-local-01 as the
+        // caller: unauthorized, whatever the task says.
+        let mut alpha = Caller::connect(&broker, "harness-alpha-001", data.path()).await;
+        let posing = with_id(example("document-analysis"), "amqp-posing");
+        alpha
+            .send(
+                &serde_json::to_vec(&posing).expect("encode"),
+                Some("harness-alpha-001"),
+            )
+            .await;
+        let (_, answer) = alpha.answer().await;
+        assert_eq!(answer["payload"]["reason_code"], "unauthorized", "{answer}");
+        assert!(
+            answer["payload"]["reason_message"]
+                .as_str()
+                .is_some_and(|m| m.contains("harness-alpha-001")),
+            "{answer}"
+        );
+
+        // Not JSON: answered invalid_input and dead-lettered; the next good
+        // message is served.
+        local
+            .send(b"this is not json", Some("harness-local-01"))
+            .await;
+        let (_, answer) = local.answer().await;
+        assert_eq!(answer["type"], "task_rejected", "{answer}");
+        assert_eq!(
+            answer["payload"]["reason_code"], "invalid_input",
+            "{answer}"
+        );
+        let next = with_id(example("document-analysis"), "amqp-seed-2");
+        local
+            .send(
+                &serde_json::to_vec(&next).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let (id, first) = local.answer().await;
+        assert_eq!(
+            (id.as_str(), &first["type"]),
+            ("amqp-seed-2", &Value::from("task_accepted"))
+        );
+        let (_, last) = local.answer().await;
+        assert_eq!(last["type"], "task_completed", "{last}");
+        let dead = local
+            .channel
+            .queue_declare(
+                "hcp.dead-letter".into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .expect("the dead-letter queue exists");
+        assert_eq!(
+            dead.message_count(),
+            1,
+            "the malformed message is dead-lettered"
+        );
+    });
+
+    drop(server);
+}
