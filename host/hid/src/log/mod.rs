@@ -108,13 +108,26 @@ impl LogEntry {
     /// # Errors
     ///
     /// Canonicalization failed (a non-finite number).
-    pub fn compute_checksum(&self) -> Result<String, String> {
-        let mut value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+    pub fn compute_checksum(&self) -> Result<String, ChecksumError> {
+        let mut value = serde_json::to_value(self)?;
         if let Some(obj) = value.as_object_mut() {
             obj.remove("checksum");
         }
-        hcp_contracts::jcs::sha256(&value).map(hex::encode)
+        hcp_contracts::jcs::sha256(&value)
+            .map(hex::encode)
+            .map_err(ChecksumError::Canonical)
     }
+}
+
+/// Why an entry's checksum cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksumError {
+    /// The entry has no JSON form.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// Its JSON has no canonical form (a non-finite number).
+    #[error("{0}")]
+    Canonical(String),
 }
 
 /// What went wrong with the log.
@@ -308,7 +321,9 @@ impl SessionLog {
             previous_log_checksum: previous,
             checksum: String::new(),
         };
-        entry.checksum = entry.compute_checksum().map_err(LogError::Hash)?;
+        entry.checksum = entry
+            .compute_checksum()
+            .map_err(|e| LogError::Hash(e.to_string()))?;
         let value = serde_json::to_value(&entry).map_err(|e| LogError::Hash(e.to_string()))?;
         SchemaId::HidSessionLog
             .validate(&value, "")
