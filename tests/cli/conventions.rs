@@ -494,7 +494,8 @@ fn surface_reads_a_bundle_as_well_as_a_manifest() {
     );
     assert!(
         stdout(&out).starts_with("capability document-analysis@0.0.0")
-            && stdout(&out).contains("REFUSED  wasi:filesystem/"),
+            && stdout(&out).contains("REFUSED  wasi:http/outgoing-handler@")
+            && stdout(&out).contains("allowed  wasi:filesystem/types@0.2.12  (linked, inert: "),
         "{}",
         stdout(&out)
     );

@@ -10,6 +10,7 @@ mod budgets;
 mod bundles;
 mod conventions;
 mod fs_containment;
+mod python;
 
 use hcp_contracts::message::{Envelope, MessageType};
 use hcp_tests::{ManifestBuilder, REPO_ROOT, cache_dir, http_server};

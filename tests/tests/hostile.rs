@@ -6,6 +6,7 @@ mod common;
 
 use common::{ProbeTask, host_notes};
 use hcp_contracts::message::ErrorCode;
+use hcp_sandbox::audit::ImportVerdict;
 use hcp_sandbox::pep::NoReceipts;
 use hcp_sandbox::{
     MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, TaskRun,
@@ -432,7 +433,9 @@ fn an_import_no_grant_provides_is_refused_at_load() {
 #[test]
 fn imports_beyond_the_grants_are_refused_at_load() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    // The probe uses files, sockets and HTTP; granted nothing, it may not load.
+    // The probe uses an instrument, files, sockets and HTTP; granted
+    // nothing, it may not load. Files and sockets alone would be linked
+    // inert; the instrument and HTTP refuse it.
     let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE).load(tmp.path());
     let err = SANDBOX.prepare(Arc::new(manifest)).expect_err("loaded");
     let PrepareError::Refused(report) = &err else {
@@ -445,6 +448,19 @@ fn imports_beyond_the_grants_are_refused_at_load() {
             "hcp:capability/instrument@1.0.0",
             "wasi:http/types@0.2.12",
             "wasi:http/outgoing-handler@0.2.12",
+        ]
+    );
+    let inert: Vec<&str> = report
+        .imports
+        .iter()
+        .filter(
+            |i| matches!(i.verdict, ImportVerdict::Allowed { granted_by } if granted_by.is_inert()),
+        )
+        .map(|i| i.name.as_str())
+        .collect();
+    assert_eq!(
+        inert,
+        [
             "wasi:filesystem/types@0.2.12",
             "wasi:filesystem/preopens@0.2.12",
             "wasi:sockets/network@0.2.12",

@@ -12,9 +12,12 @@ pub mod levels;
 pub mod manifest;
 pub mod message;
 pub mod problem;
+pub mod reason;
 pub mod schema;
+pub mod timestamp;
 
 pub use duration::IsoDuration;
 pub use levels::{DataClass, RiskLevel};
 pub use manifest::{LoadOptions, Manifest, ManifestError};
 pub use problem::Problem;
+pub use reason::ReasonCode;

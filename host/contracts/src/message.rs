@@ -124,20 +124,9 @@ impl Envelope {
     }
 }
 
-/// The current time, RFC 3339 with milliseconds, UTC.
-pub fn now_rfc3339() -> String {
-    rfc3339(time::OffsetDateTime::now_utc())
-}
-
-/// `t` as RFC 3339 with milliseconds, UTC (`2025-01-15T08:30:00.000Z`).
-pub fn rfc3339(t: time::OffsetDateTime) -> String {
-    let t = t.to_offset(time::UtcOffset::UTC);
-    let format = time::macros::format_description!(
-        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
-    );
-    t.format(&format)
-        .unwrap_or_else(|_| t.unix_timestamp().to_string())
-}
+/// Timestamps of messages (see [`crate::timestamp`]), here too, beside
+/// the messages that carry them.
+pub use crate::timestamp::{now_rfc3339, rfc3339};
 
 /// `task_submit` payload (seed 001).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -488,12 +477,6 @@ pub struct ErrorDetails {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn rfc3339_has_milliseconds_and_z() {
-        let t = time::macros::datetime!(2025-01-15 08:30:00.5 UTC);
-        assert_eq!(rfc3339(t), "2025-01-15T08:30:00.500Z");
-    }
 
     #[test]
     fn payload_problems_point_into_the_payload() {

@@ -17,3 +17,4 @@ pub mod seal;
 pub mod serve;
 pub mod store;
 pub mod token;
+mod views;

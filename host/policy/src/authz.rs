@@ -6,7 +6,7 @@
 //! policy fails to evaluate, is denied. (Cedar itself skips a policy that
 //! errors, which would let a broken `forbid` allow; this module does not.)
 
-use crate::policy_set::Caller;
+use crate::caller::Caller;
 use cedar_policy as cedar;
 use hcp_contracts::manifest::Declaration;
 use hcp_contracts::message::RejectReason;
@@ -233,7 +233,7 @@ impl Authz {
         };
         let request = match self.request(action, caller, declaration, context) {
             Ok(r) => r,
-            Err(e) => return denied(e),
+            Err(e) => return denied(e.to_string()),
         };
         let (request, entities) = request;
         let response = cedar::Authorizer::new().is_authorized(&request, &self.policies, &entities);
@@ -276,7 +276,7 @@ impl Authz {
         caller: &Caller,
         declaration: &Declaration,
         context: &AuthzContext<'_>,
-    ) -> Result<(cedar::Request, cedar::Entities), String> {
+    ) -> Result<(cedar::Request, cedar::Entities), RequestError> {
         let kind = caller.kind.as_str();
         let safety = &declaration.safety;
         // A caller listed for every capability (`all_capabilities`) is
@@ -312,10 +312,15 @@ impl Authz {
             },
         ]);
         let entities = cedar::Entities::from_json_value(entities, Some(&self.schema))
-            .map_err(|e| format!("entities: {e}"))?;
-        let uid = |kind: &str, id: &str| -> Result<cedar::EntityUid, String> {
-            cedar::EntityUid::from_json(json!({ "type": kind, "id": id }))
-                .map_err(|e| format!("entity {kind}::{id:?}: {e}"))
+            .map_err(|e| RequestError::Entities(e.to_string()))?;
+        let uid = |kind: &str, id: &str| -> Result<cedar::EntityUid, RequestError> {
+            cedar::EntityUid::from_json(json!({ "type": kind, "id": id })).map_err(|e| {
+                RequestError::Entity {
+                    kind: kind.to_owned(),
+                    id: id.to_owned(),
+                    reason: e.to_string(),
+                }
+            })
         };
         let action_uid = uid("Hcp::Action", action.as_str())?;
         let context = cedar::Context::from_json_value(
@@ -328,7 +333,7 @@ impl Authz {
             }),
             Some((&self.schema, &action_uid)),
         )
-        .map_err(|e| format!("context: {e}"))?;
+        .map_err(|e| RequestError::Context(e.to_string()))?;
         let request = cedar::Request::new(
             uid("Hcp::Caller", caller.id.as_str())?,
             action_uid,
@@ -336,9 +341,27 @@ impl Authz {
             context,
             Some(&self.schema),
         )
-        .map_err(|e| format!("request: {e}"))?;
+        .map_err(|e| RequestError::Request(e.to_string()))?;
         Ok((request, entities))
     }
+}
+
+/// Why a Cedar request could not be built (the decision is then a denial
+/// carrying this as its error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum RequestError {
+    #[error("entities: {0}")]
+    Entities(String),
+    #[error("entity {kind}::{id:?}: {reason}")]
+    Entity {
+        kind: String,
+        id: String,
+        reason: String,
+    },
+    #[error("context: {0}")]
+    Context(String),
+    #[error("request: {0}")]
+    Request(String),
 }
 
 /// Where in the text the first label of a Cedar diagnostic points.

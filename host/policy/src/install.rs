@@ -38,11 +38,39 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The JSON Schema (`schemas/policy/install.schema.json`).
 pub const INSTALL_SCHEMA: &str = include_str!("../../../schemas/policy/install.schema.json");
 
-static SCHEMA: LazyLock<Result<jsonschema::Validator, String>> = LazyLock::new(|| {
+/// The embedded schema does not compile (a build fault, reported as a
+/// problem of every file rather than a panic).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SchemaError {
+    #[error("schemas/policy: {0}")]
+    Json(String),
+    #[error("{0}")]
+    Compile(String),
+}
+
+static SCHEMA: LazyLock<Result<jsonschema::Validator, SchemaError>> = LazyLock::new(|| {
     let schema: Value =
-        serde_json::from_str(INSTALL_SCHEMA).map_err(|e| format!("schemas/policy: {e}"))?;
-    compile_user(&schema)
+        serde_json::from_str(INSTALL_SCHEMA).map_err(|e| SchemaError::Json(e.to_string()))?;
+    compile_user(&schema).map_err(SchemaError::Compile)
 });
+
+/// A destination pattern of `network.allow` or `network.deny` that does not
+/// read; each names the pattern's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PatternError {
+    #[error("{0:?}: unclosed [")]
+    UnclosedBracket(String),
+    #[error("{0:?}: expected :<port> after the bracketed address")]
+    AfterBracket(String),
+    #[error("{0:?}: write IPv6 addresses in brackets, [::1]:443")]
+    BareIpv6(String),
+    #[error("{text:?}: {port:?} is not a port (1 to 65535)")]
+    Port { text: String, port: String },
+    #[error(
+        "{0:?} is not a destination pattern (host:port, host, *.domain[:port], * or an address)"
+    )]
+    NotAPattern(String),
+}
 
 /// The file as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -129,16 +157,17 @@ enum HostPattern {
 }
 
 impl Pattern {
-    fn parse(text: &str) -> Result<Self, String> {
+    fn parse(text: &str) -> Result<Self, PatternError> {
         let (host, port) = if let Some(rest) = text.strip_prefix('[') {
             let (inside, after) = rest
                 .split_once(']')
-                .ok_or_else(|| format!("{text:?}: unclosed ["))?;
+                .ok_or_else(|| PatternError::UnclosedBracket(text.to_owned()))?;
             let port = match after {
                 "" => None,
-                p => Some(p.strip_prefix(':').ok_or_else(|| {
-                    format!("{text:?}: expected :<port> after the bracketed address")
-                })?),
+                p => Some(
+                    p.strip_prefix(':')
+                        .ok_or_else(|| PatternError::AfterBracket(text.to_owned()))?,
+                ),
             };
             (inside, port)
         } else {
@@ -148,11 +177,7 @@ impl Pattern {
                     .split_once(':')
                     .map(|(h, p)| (h, Some(p)))
                     .unwrap_or((text, None)),
-                _ => {
-                    return Err(format!(
-                        "{text:?}: write IPv6 addresses in brackets, [::1]:443"
-                    ));
-                }
+                _ => return Err(PatternError::BareIpv6(text.to_owned())),
             }
         };
         let port = port
@@ -160,7 +185,10 @@ impl Pattern {
                 p.parse::<u16>()
                     .ok()
                     .filter(|p| *p > 0)
-                    .ok_or_else(|| format!("{text:?}: {p:?} is not a port (1 to 65535)"))
+                    .ok_or_else(|| PatternError::Port {
+                        text: text.to_owned(),
+                        port: p.to_owned(),
+                    })
             })
             .transpose()?;
         let host = if host == "*" {
@@ -178,9 +206,7 @@ impl Pattern {
                     !l.is_empty() && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
                 });
             if !ok {
-                return Err(format!(
-                    "{text:?} is not a destination pattern (host:port, host, *.domain[:port], * or an address)"
-                ));
+                return Err(PatternError::NotAPattern(text.to_owned()));
             }
             if suffix {
                 HostPattern::Suffix(format!(".{bare}"))
@@ -259,7 +285,9 @@ impl InstallPolicy {
             for (i, text) in list.iter().enumerate() {
                 match Pattern::parse(text) {
                     Ok(p) => out.push(p),
-                    Err(e) => problems.push(Problem::new(format!("/network/{at}/{i}"), e)),
+                    Err(e) => {
+                        problems.push(Problem::new(format!("/network/{at}/{i}"), e.to_string()))
+                    }
                 }
             }
             out

@@ -32,6 +32,7 @@
 pub mod assess;
 pub mod authz;
 pub mod budget;
+pub mod caller;
 mod check;
 pub mod credential;
 mod dupkeys;
@@ -50,6 +51,7 @@ pub mod units;
 pub use assess::{Assessment, BaseSource, FiredRule, RuleSource};
 pub use authz::{AuthzAction, AuthzContext, AuthzDecision};
 pub use budget::Budgets;
+pub use caller::Caller;
 pub use credential::{CredentialHash, hash_credential};
 pub use envelope::{EffectiveEnvelope, EnvelopeError, tighten};
 pub use file_kind::PolicyFile;
@@ -58,4 +60,4 @@ pub use gate::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage, ap
 pub use ids::{CallerId, CapabilityName, IdError, ResourceType, RuleId};
 pub use install::InstallPolicy;
 pub use load::{FileProblem, PolicyError};
-pub use policy_set::{Caller, PolicySet};
+pub use policy_set::PolicySet;

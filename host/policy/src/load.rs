@@ -7,10 +7,11 @@
 //! given, and nothing else.
 
 use crate::authz::Authz;
+use crate::caller::Caller;
 use crate::check;
 use crate::file_kind::PolicyFile;
 use crate::files::{BudgetsFile, CallersFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile};
-use crate::policy_set::{Caller, PolicySet};
+use crate::policy_set::PolicySet;
 use hcp_contracts::Problem;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -7,46 +7,13 @@
 //! given, and nothing else. Everything after loading is pure.
 
 use crate::authz::Authz;
-use crate::credential::CredentialHash;
+use crate::caller::Caller;
 use crate::files::{
-    BudgetsFile, CallerKind, CapabilityRisk, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
+    BudgetsFile, CapabilityRisk, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
 };
-use crate::ids::{CallerId, CapabilityName};
+use crate::ids::CallerId;
 use hcp_contracts::manifest::SafetyEnvelope;
-use hcp_contracts::{DataClass, RiskLevel};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// A caller of `callers.json`, checked.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    /// Identity.
-    pub id: CallerId,
-    /// For people.
-    pub description: Option<String>,
-    /// Pipeline, supervised session or operator.
-    pub kind: CallerKind,
-    /// Capabilities it may invoke (an operator: may approve).
-    pub capabilities: BTreeSet<CapabilityName>,
-    /// Listed for every installed capability (`all_capabilities`).
-    pub all_capabilities: bool,
-    /// Highest risk level.
-    pub max_risk_level: RiskLevel,
-    /// Highest data classification.
-    pub max_data_classification: DataClass,
-    pub(crate) credential: CredentialHash,
-}
-
-impl Caller {
-    /// Whether the caller is listed for `capability`.
-    pub fn lists(&self, capability: &str) -> bool {
-        self.all_capabilities || self.capabilities.iter().any(|c| c.as_str() == capability)
-    }
-
-    /// Whether the caller approves tasks.
-    pub fn is_operator(&self) -> bool {
-        self.kind == CallerKind::Operator
-    }
-}
+use std::collections::BTreeMap;
 
 /// A loaded, checked policy set. Immutable: to change policy, load a new one.
 #[derive(Debug, Clone)]

@@ -1,58 +1,54 @@
 //! Stable reason codes of verdicts. A receipt may carry any code of the form
-//! `[A-Z][A-Z0-9_]*` (at most 64 characters); these are the ones the host uses.
+//! `[A-Z][A-Z0-9_]*` (at most 64 characters); these are the ones the host
+//! uses, each the string of its [`ReasonCode`] (spelt once, in
+//! `hcp-contracts`).
+
+use hcp_contracts::ReasonCode;
 
 /// The call was admissible.
-pub const ALLOW: &str = "ALLOW";
+pub const ALLOW: &str = ReasonCode::Allow.as_str();
 /// The tool or interface is not in the bounded surface.
-pub const DENY_TOOL_NOT_FOUND: &str = "DENY_TOOL_NOT_FOUND";
+pub const DENY_TOOL_NOT_FOUND: &str = ReasonCode::DenyToolNotFound.as_str();
 /// The arguments do not fit the pinned schema.
-pub const DENY_ARGS_INVALID: &str = "DENY_ARGS_INVALID";
+pub const DENY_ARGS_INVALID: &str = ReasonCode::DenyArgsInvalid.as_str();
 /// A budget ceiling would be crossed.
-pub const BUDGET_EXCEEDED: &str = "BUDGET_EXCEEDED";
+pub const BUDGET_EXCEEDED: &str = ReasonCode::BudgetExceeded.as_str();
 /// The session or delegation is expired, foreign or out of scope.
-pub const DELEGATION_INVALID: &str = "DELEGATION_INVALID";
+pub const DELEGATION_INVALID: &str = ReasonCode::DelegationInvalid.as_str();
 /// A safety envelope hard limit would be crossed.
-pub const DENY_ENVELOPE_HARD_LIMIT: &str = "DENY_ENVELOPE_HARD_LIMIT";
+pub const DENY_ENVELOPE_HARD_LIMIT: &str = ReasonCode::DenyEnvelopeHardLimit.as_str();
 /// The action is prohibited by the safety envelope.
-pub const DENY_PROHIBITED_ACTION: &str = "DENY_PROHIBITED_ACTION";
+pub const DENY_PROHIBITED_ACTION: &str = ReasonCode::DenyProhibitedAction.as_str();
 /// A threat scanner flagged the call.
-pub const THREAT_SIGNAL_DETECTED: &str = "THREAT_SIGNAL_DETECTED";
+pub const THREAT_SIGNAL_DETECTED: &str = ReasonCode::ThreatSignalDetected.as_str();
 /// The identity may not act on the resource.
-pub const DENY_IDENTITY_UNAUTHORIZED: &str = "DENY_IDENTITY_UNAUTHORIZED";
+pub const DENY_IDENTITY_UNAUTHORIZED: &str = ReasonCode::DenyIdentityUnauthorized.as_str();
 /// The decision itself failed; the call is denied (fail closed).
-pub const FAIL_CLOSED_ERROR: &str = "FAIL_CLOSED_ERROR";
+pub const FAIL_CLOSED_ERROR: &str = ReasonCode::FailClosedError.as_str();
 
 /// The gate: the policy forbids the task (access list, data
 /// classification, a Cedar `forbid`), or the operator may not decide it.
-pub const DENY_FORBIDDEN: &str = "DENY_FORBIDDEN";
+pub const DENY_FORBIDDEN: &str = ReasonCode::DenyForbidden.as_str();
 /// The gate: the assessed risk is above the capability's ceiling or the
 /// caller's limit.
-pub const DENY_RISK_TOO_HIGH: &str = "DENY_RISK_TOO_HIGH";
+pub const DENY_RISK_TOO_HIGH: &str = ReasonCode::DenyRiskTooHigh.as_str();
 /// The gate: the equipment the task needs is not available.
-pub const DENY_RESOURCE_UNAVAILABLE: &str = "DENY_RESOURCE_UNAVAILABLE";
+pub const DENY_RESOURCE_UNAVAILABLE: &str = ReasonCode::DenyResourceUnavailable.as_str();
 /// An operator rejected the task.
-pub const DENY_APPROVAL_REJECTED: &str = "DENY_APPROVAL_REJECTED";
+pub const DENY_APPROVAL_REJECTED: &str = ReasonCode::DenyApprovalRejected.as_str();
 /// Nobody decided before the approval expired.
-pub const DENY_APPROVAL_EXPIRED: &str = "DENY_APPROVAL_EXPIRED";
+pub const DENY_APPROVAL_EXPIRED: &str = ReasonCode::DenyApprovalExpired.as_str();
 
 /// Every code above.
-pub const KNOWN: [&str; 15] = [
-    ALLOW,
-    DENY_TOOL_NOT_FOUND,
-    DENY_ARGS_INVALID,
-    BUDGET_EXCEEDED,
-    DELEGATION_INVALID,
-    DENY_ENVELOPE_HARD_LIMIT,
-    DENY_PROHIBITED_ACTION,
-    THREAT_SIGNAL_DETECTED,
-    DENY_IDENTITY_UNAUTHORIZED,
-    FAIL_CLOSED_ERROR,
-    DENY_FORBIDDEN,
-    DENY_RISK_TOO_HIGH,
-    DENY_RESOURCE_UNAVAILABLE,
-    DENY_APPROVAL_REJECTED,
-    DENY_APPROVAL_EXPIRED,
-];
+pub const KNOWN: [&str; 15] = {
+    let mut out = [""; 15];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = ReasonCode::ALL[i].as_str();
+        i += 1;
+    }
+    out
+};
 
 /// Whether `code` has the form of a reason code.
 pub fn is_well_formed(code: &str) -> bool {

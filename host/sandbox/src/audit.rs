@@ -2,12 +2,33 @@
 //! allow.
 //!
 //! Every import of the component is classified before anything is
-//! instantiated. An import is allowed when it is always granted (the
-//! `hcp:capability` basics, `wasi:io`, clocks, random, stdio, exit) or when a
-//! grant of the manifest allows it; anything else refuses the component, and
-//! the report names each such import and why.
+//! compiled or instantiated (the names are read from the component's
+//! binary, see [`imports_and_exports`]). An import is allowed when it is
+//! always granted (the `hcp:capability` basics, `wasi:io`, clocks, random,
+//! stdio, exit), when a grant of the manifest allows it, or when it is
+//! linked inert; anything else refuses the component, and the report names
+//! each such import and why.
+//!
+//! # Linked, inert
+//!
+//! Some toolchains import interfaces a guest never uses: componentize-py
+//! (Python) imports all of `wasi:filesystem` and `wasi:sockets` whatever the
+//! program does. Refusing those would force a manifest to grant a directory
+//! and a destination the guest does not need, so without a grant they are
+//! linked with no authority instead ([`GrantedBy::is_inert`]):
+//!
+//! - `wasi:filesystem` with no `grants.filesystem`: no preopened directory,
+//!   so the guest holds no descriptor and no path ever reaches the host (an
+//!   `open` fails in the guest's own libc);
+//! - `wasi:sockets` with no `grants.network` (and `ip-name-lookup` with no
+//!   host name granted): creating a socket and looking up a name pass the
+//!   PEP, which denies them (`DENY_TOOL_NOT_FOUND`) and records each denial
+//!   in a receipt.
+//!
+//! Every other ungranted import (`instrument`, `hid`, `wasi:http`, an
+//! environment the host does not provide) still refuses the component.
 
-use hcp_contracts::manifest::{Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION};
+use hcp_contracts::manifest::{Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION, Manifest};
 use serde::Serialize;
 use std::fmt;
 
@@ -36,6 +57,14 @@ pub enum GrantedBy {
     Instruments,
     /// `grants.devices` names `hid`.
     DeviceHid,
+    /// Linked, inert: no `grants.filesystem`, so no preopened directory.
+    FilesystemInert,
+    /// Linked, inert: no `grants.network`; creating a socket is denied by
+    /// the PEP, with a receipt.
+    NetworkInert,
+    /// Linked, inert: `grants.network` names no host; every lookup is
+    /// denied by the PEP, with a receipt.
+    NameLookupInert,
 }
 
 impl GrantedBy {
@@ -51,7 +80,25 @@ impl GrantedBy {
             Self::Env => "grants.env",
             Self::Instruments => "grants.instruments",
             Self::DeviceHid => "grants.devices: hid",
+            Self::FilesystemInert => {
+                "linked, inert: no directory is granted (grants.filesystem), so there is none to open"
+            }
+            Self::NetworkInert => {
+                "linked, inert: no destination is granted (grants.network); every socket is denied and receipted"
+            }
+            Self::NameLookupInert => {
+                "linked, inert: no host name is granted (grants.network); every lookup is denied and receipted"
+            }
         }
+    }
+
+    /// Whether the import is linked without any authority: imported but
+    /// not granted, every use refused (see the module's documentation).
+    pub fn is_inert(self) -> bool {
+        matches!(
+            self,
+            Self::FilesystemInert | Self::NetworkInert | Self::NameLookupInert
+        )
     }
 }
 
@@ -202,7 +249,19 @@ impl fmt::Display for SurfaceReport {
         }
         writeln!(f)?;
         let refused = self.refused().count();
-        if refused == 0 {
+        let inert = self
+            .imports
+            .iter()
+            .filter(|i| {
+                matches!(i.verdict, ImportVerdict::Allowed { granted_by } if granted_by.is_inert())
+            })
+            .count();
+        if refused == 0 && inert > 0 {
+            write!(
+                f,
+                "verdict: allowed (every import is within the grants; {inert} linked, inert)"
+            )
+        } else if refused == 0 {
             write!(f, "verdict: allowed (every import is within the grants)")
         } else {
             write!(
@@ -210,6 +269,85 @@ impl fmt::Display for SurfaceReport {
                 "verdict: REFUSED ({refused} import{} outside the grants)",
                 if refused == 1 { "" } else { "s" }
             )
+        }
+    }
+}
+
+/// The names of a component's own imports and exports, in the order of its
+/// binary, read without compiling or validating it: the import and export
+/// sections of the outer component, nested modules and components skipped.
+/// Milliseconds even for a component of tens of megabytes.
+///
+/// # Errors
+///
+/// The bytes are not a component, or its sections do not parse.
+pub fn imports_and_exports(bytes: &[u8]) -> Result<(Vec<String>, Vec<String>), String> {
+    use wasmparser::{ComponentExternalKind, ComponentTypeRef, Encoding, Parser, Payload};
+    let mut imports = Vec::new();
+    let mut exports = Vec::new();
+    // 1 inside the outer component, more inside a nested module or component.
+    let mut depth = 0usize;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.map_err(|e| e.to_string())? {
+            Payload::Version { encoding, .. } => {
+                if depth == 0 && encoding != Encoding::Component {
+                    return Err("not a component (a core module?)".into());
+                }
+                depth += 1;
+            }
+            Payload::End(_) => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    break;
+                }
+            }
+            // A type (`use types.{task}` at the world's level) is imported
+            // and exported by name too; it carries no authority and
+            // wasmtime does not list it: neither does the audit.
+            Payload::ComponentImportSection(section) if depth == 1 => {
+                for import in section {
+                    let import = import.map_err(|e| e.to_string())?;
+                    if !matches!(import.ty, ComponentTypeRef::Type(_)) {
+                        imports.push(import.name.name.to_owned());
+                    }
+                }
+            }
+            Payload::ComponentExportSection(section) if depth == 1 => {
+                for export in section {
+                    let export = export.map_err(|e| e.to_string())?;
+                    if export.kind != ComponentExternalKind::Type {
+                        exports.push(export.name.name.to_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((imports, exports))
+}
+
+impl SurfaceReport {
+    /// The audit of `manifest`'s component, whose imports and exports are
+    /// `imports` and `exports`, against the manifest's grants.
+    pub fn of(manifest: &Manifest, imports: Vec<String>, exports: Vec<String>) -> Self {
+        let imports: Vec<ImportLine> = imports
+            .into_iter()
+            .map(|name| ImportLine {
+                verdict: classify(&name, &manifest.grants),
+                name,
+            })
+            .collect();
+        let allowed = imports
+            .iter()
+            .all(|i| matches!(i.verdict, ImportVerdict::Allowed { .. }));
+        Self {
+            capability: manifest.name().to_owned(),
+            version: manifest.version.to_string(),
+            digest: manifest.component.digest.clone(),
+            imports,
+            exports,
+            grants: GrantsSummary::of(&manifest.grants),
+            allowed,
         }
     }
 }
@@ -291,9 +429,7 @@ pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
         "filesystem/types" | "filesystem/preopens" if !grants.filesystem.is_empty() => {
             allowed(GrantedBy::Filesystem)
         }
-        "filesystem/types" | "filesystem/preopens" => {
-            refused("no directory is granted (grants.filesystem)".into())
-        }
+        "filesystem/types" | "filesystem/preopens" => allowed(GrantedBy::FilesystemInert),
         "sockets/network"
         | "sockets/instance-network"
         | "sockets/tcp"
@@ -305,18 +441,17 @@ pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
             allowed(GrantedBy::Network)
         }
         "sockets/ip-name-lookup" if grants.grants_names() => allowed(GrantedBy::NetworkName),
-        "sockets/ip-name-lookup" => {
-            refused("name lookup needs a host name in grants.network".into())
-        }
+        "sockets/ip-name-lookup" if net => allowed(GrantedBy::NameLookupInert),
+        "sockets/udp" | "sockets/udp-create-socket" if net => allowed(GrantedBy::NetworkUdpInert),
         "sockets/network"
         | "sockets/instance-network"
         | "sockets/tcp"
         | "sockets/tcp-create-socket"
-        | "http/types"
-        | "http/outgoing-handler" => refused("no destination is granted (grants.network)".into()),
-        "sockets/udp" | "sockets/udp-create-socket" if net => allowed(GrantedBy::NetworkUdpInert),
-        "sockets/udp" | "sockets/udp-create-socket" => {
-            refused("no destination is granted (grants.network), and UDP never is".into())
+        | "sockets/udp"
+        | "sockets/udp-create-socket"
+        | "sockets/ip-name-lookup" => allowed(GrantedBy::NetworkInert),
+        "http/types" | "http/outgoing-handler" => {
+            refused("no destination is granted (grants.network)".into())
         }
         _ => refused(format!("wasi:{key} is not provided by this host")),
     }
@@ -343,13 +478,40 @@ mod tests {
         ] {
             assert!(!refused(ok, &none), "{ok} refused");
         }
+        for (inert, by) in [
+            ("wasi:filesystem/types@0.2.6", GrantedBy::FilesystemInert),
+            ("wasi:filesystem/preopens@0.2.0", GrantedBy::FilesystemInert),
+            ("wasi:sockets/network@0.2.6", GrantedBy::NetworkInert),
+            (
+                "wasi:sockets/instance-network@0.2.6",
+                GrantedBy::NetworkInert,
+            ),
+            ("wasi:sockets/tcp@0.2.6", GrantedBy::NetworkInert),
+            (
+                "wasi:sockets/tcp-create-socket@0.2.9",
+                GrantedBy::NetworkInert,
+            ),
+            ("wasi:sockets/udp@0.2.6", GrantedBy::NetworkInert),
+            (
+                "wasi:sockets/udp-create-socket@0.2.6",
+                GrantedBy::NetworkInert,
+            ),
+            ("wasi:sockets/ip-name-lookup@0.2.6", GrantedBy::NetworkInert),
+        ] {
+            assert_eq!(
+                classify(inert, &none),
+                ImportVerdict::Allowed { granted_by: by },
+                "{inert}"
+            );
+            assert!(by.is_inert() && by.describe().starts_with("linked, inert: "));
+        }
         for bad in [
-            "wasi:filesystem/types@0.2.6",
-            "wasi:filesystem/preopens@0.2.6",
-            "wasi:sockets/tcp@0.2.6",
-            "wasi:sockets/ip-name-lookup@0.2.6",
             "wasi:http/outgoing-handler@0.2.6",
-            "wasi:sockets/udp@0.2.6",
+            "wasi:http/types@0.2.6",
+            "wasi:filesystem/other@0.2.6",
+            "wasi:sockets/raw@0.2.6",
+            "wasi:filesystem/types@0.3.0",
+            "wasi:sockets/tcp@1.2.0",
             "hcp:capability/instrument@1.0.0",
             "hcp:capability/hid@1.0.0",
             "hcp:capability/log@2.0.0",
@@ -374,8 +536,19 @@ mod tests {
             }],
             ..Grants::default()
         };
-        assert!(!refused("wasi:filesystem/types@0.2.6", &fs));
-        assert!(refused("wasi:sockets/tcp@0.2.6", &fs));
+        assert_eq!(
+            classify("wasi:filesystem/types@0.2.6", &fs),
+            ImportVerdict::Allowed {
+                granted_by: GrantedBy::Filesystem
+            }
+        );
+        assert_eq!(
+            classify("wasi:sockets/tcp@0.2.6", &fs),
+            ImportVerdict::Allowed {
+                granted_by: GrantedBy::NetworkInert
+            }
+        );
+        assert!(refused("wasi:http/types@0.2.6", &fs));
 
         let ip_only = Grants {
             network: vec![NetGrant {
@@ -387,14 +560,24 @@ mod tests {
         };
         assert!(!refused("wasi:sockets/tcp@0.2.6", &ip_only));
         assert!(!refused("wasi:http/outgoing-handler@0.2.6", &ip_only));
-        assert!(refused("wasi:sockets/ip-name-lookup@0.2.6", &ip_only));
+        assert_eq!(
+            classify("wasi:sockets/ip-name-lookup@0.2.6", &ip_only),
+            ImportVerdict::Allowed {
+                granted_by: GrantedBy::NameLookupInert
+            }
+        );
         assert_eq!(
             classify("wasi:sockets/udp@0.2.6", &ip_only),
             ImportVerdict::Allowed {
                 granted_by: GrantedBy::NetworkUdpInert
             }
         );
-        assert!(refused("wasi:filesystem/types@0.2.6", &ip_only));
+        assert_eq!(
+            classify("wasi:filesystem/types@0.2.6", &ip_only),
+            ImportVerdict::Allowed {
+                granted_by: GrantedBy::FilesystemInert
+            }
+        );
 
         let named = Grants {
             network: vec![NetGrant {
@@ -432,12 +615,15 @@ mod properties {
 
     proptest! {
         /// Without grants, nothing outside the always-granted basics is ever
-        /// allowed, whatever the name.
+        /// allowed, whatever the name, except `wasi:filesystem` and
+        /// `wasi:sockets` linked inert.
         #[test]
         fn no_grant_no_surface(package in "[a-z:]{1,12}", interface in "[a-z-]{1,16}", version in "[0-9]\\.[0-9]\\.[0-9]") {
             let name = format!("{package}/{interface}@{version}");
             if let ImportVerdict::Allowed { granted_by } = classify(&name, &Grants::default()) {
-                prop_assert!(matches!(granted_by, GrantedBy::Always | GrantedBy::AlwaysEmptyEnv), "{name}");
+                let inert = granted_by.is_inert()
+                    && matches!(package.as_str(), "wasi:filesystem" | "wasi:sockets");
+                prop_assert!(inert || matches!(granted_by, GrantedBy::Always | GrantedBy::AlwaysEmptyEnv), "{name}");
             }
         }
 

@@ -5,10 +5,12 @@
 //!   no environment, no stdin, no preopened directory, no network. Each grant
 //!   adds exactly one thing (a directory with its permissions, a destination,
 //!   an environment variable); stdout and stderr go to the bounded task log.
-//! - **Surface audit.** Before a component is linked, its imports are
-//!   compared with what its grants allow ([`audit`]); one import outside them
-//!   refuses the component, naming it. The linker itself holds only the
-//!   granted interfaces.
+//! - **Surface audit.** Before a component is compiled, its imports are
+//!   read from its binary and compared with what its grants allow
+//!   ([`audit`]); one import outside them refuses the component, naming it.
+//!   The linker itself holds only the granted interfaces, plus
+//!   `wasi:filesystem` and `wasi:sockets` linked inert when not granted (no
+//!   directory, every socket denied by the PEP with a receipt).
 //! - **Dispatch enforcement.** Every host call passes the task's policy
 //!   enforcement point ([`pep`]) before dispatch; a denial reaches the guest
 //!   as an error value, every verdict goes to the receipt pipeline.
@@ -77,30 +79,50 @@ impl Sandbox {
         &self.engine.config
     }
 
-    /// Compiles the component and audits its imports against its grants,
-    /// without linking or running anything.
+    /// Audits the component's imports against its grants, without linking
+    /// or running anything. The imports are read from the binary first: a
+    /// refused component is reported without being compiled; an allowed one
+    /// is compiled (through the cache), so that one that does not compile is
+    /// an error here as it is when loaded.
     ///
     /// # Errors
     ///
     /// The component does not compile.
     pub fn audit(&self, manifest: &Manifest) -> Result<SurfaceReport, PrepareError> {
-        let component = prepare::compile(&self.engine, manifest)?;
-        Ok(prepare::audit(&self.engine, manifest, &component))
+        self.audited(manifest).map(|(report, _)| report)
     }
 
-    /// Compiles, audits, links and pre-instantiates a capability. CPU-bound
-    /// on a cache miss: call it from a blocking context.
+    /// The audit, and the compiled component unless it was refused.
+    fn audited(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<(SurfaceReport, Option<wasmtime::component::Component>), PrepareError> {
+        match prepare::audit(manifest) {
+            Some(report) if !report.allowed => Ok((report, None)),
+            Some(report) => Ok((report, Some(prepare::compile(&self.engine, manifest)?))),
+            None => {
+                let component = prepare::compile(&self.engine, manifest)?;
+                let report = prepare::audit_compiled(&self.engine, manifest, &component);
+                Ok((report, Some(component)))
+            }
+        }
+    }
+
+    /// Audits, compiles, links and pre-instantiates a capability. The audit
+    /// comes first and reads only the binary: a component importing what its
+    /// grants do not allow is refused in milliseconds, whatever its size,
+    /// and never compiled. CPU-bound on a cache miss: call it from a
+    /// blocking context.
     ///
     /// # Errors
     ///
-    /// The component does not compile, imports interfaces its grants do not
-    /// allow, or does not implement the `capability` world.
+    /// The component imports interfaces its grants do not allow, does not
+    /// compile, or does not implement the `capability` world.
     pub fn prepare(&self, manifest: Arc<Manifest>) -> Result<PreparedCapability, PrepareError> {
-        let component = prepare::compile(&self.engine, &manifest)?;
-        let report = prepare::audit(&self.engine, &manifest, &component);
-        if !report.allowed {
+        let (report, component) = self.audited(&manifest)?;
+        let Some(component) = component.filter(|_| report.allowed) else {
             return Err(PrepareError::Refused(Box::new(report)));
-        }
+        };
         let pre = prepare::instantiation(&self.engine, &manifest, &component)?;
         let permits = usize::try_from(manifest.concurrent_limit).unwrap_or(1);
         Ok(PreparedCapability {

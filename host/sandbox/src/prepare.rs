@@ -1,8 +1,9 @@
-//! From a checked manifest to a capability ready to run: compile (or load
-//! from the cache), audit the imports against the grants, link exactly the
-//! granted interfaces, pre-instantiate.
+//! From a checked manifest to a capability ready to run: audit the imports
+//! against the grants (from the binary, before compiling), compile (or load
+//! from the cache), link exactly the granted interfaces and the inert ones,
+//! pre-instantiate.
 
-use crate::audit::{self, GrantsSummary, ImportLine, SurfaceReport};
+use crate::audit::{self, SurfaceReport};
 use crate::bindings::CapabilityPre;
 use crate::engine::SharedEngine;
 use crate::net::lookup::{GovernedLookup, GovernedLookupData};
@@ -68,40 +69,37 @@ pub(crate) fn compile(
     })
 }
 
-/// Audits a compiled component against its manifest's grants.
-pub(crate) fn audit(
+/// Audits the manifest's component against its grants from its binary,
+/// before anything is compiled (a refused component costs no compilation).
+/// `None` when the binary cannot be read as a component: compiling it then
+/// says why.
+pub(crate) fn audit(manifest: &Manifest) -> Option<SurfaceReport> {
+    let (imports, exports) = audit::imports_and_exports(&manifest.component.bytes).ok()?;
+    Some(SurfaceReport::of(manifest, imports, exports))
+}
+
+/// Audits a compiled component: for a binary [`audit`] could not read but
+/// wasmtime compiled.
+pub(crate) fn audit_compiled(
     engine: &SharedEngine,
     manifest: &Manifest,
     component: &Component,
 ) -> SurfaceReport {
     let ty = component.component_type();
-    let imports: Vec<ImportLine> = ty
+    let imports = ty
         .imports(&engine.engine)
-        .map(|(name, _)| ImportLine {
-            name: name.to_owned(),
-            verdict: audit::classify(name, &manifest.grants),
-        })
+        .map(|(n, _)| n.to_owned())
         .collect();
     let exports = ty
         .exports(&engine.engine)
         .map(|(n, _)| n.to_owned())
         .collect();
-    let allowed = imports
-        .iter()
-        .all(|i| matches!(i.verdict, audit::ImportVerdict::Allowed { .. }));
-    SurfaceReport {
-        capability: manifest.name().to_owned(),
-        version: manifest.version.to_string(),
-        digest: manifest.component.digest.clone(),
-        imports,
-        exports,
-        grants: GrantsSummary::of(&manifest.grants),
-        allowed,
-    }
+    SurfaceReport::of(manifest, imports, exports)
 }
 
-/// Links exactly the interfaces `grants` allow, nothing else; an import the
-/// audit let through but the linker lacks fails `instantiate_pre`.
+/// Links exactly the interfaces `grants` allow, plus `wasi:filesystem` and
+/// `wasi:sockets` inert when not granted, nothing else; an import the audit
+/// let through but the linker lacks fails `instantiate_pre`.
 pub(crate) fn linker(
     engine: &SharedEngine,
     grants: &Grants,
@@ -143,7 +141,11 @@ pub(crate) fn linker(
 
     // Holds only the grants.env variables (none by default) and no args.
     cli::environment::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    if !grants.filesystem.is_empty() && engine.config.enforcement {
+
+    // wasi:filesystem, always: the granted directories are the only
+    // preopens (see `task::wasi_ctx`); with none granted it is inert, the
+    // guest holding no descriptor to name a path with.
+    if engine.config.enforcement {
         // Every path a call resolves passes the PEP (see `fs`).
         fn governed(s: &mut TaskState) -> GovernedFs<'_> {
             GovernedFs {
@@ -158,7 +160,7 @@ pub(crate) fn linker(
         }
         filesystem::types::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
         filesystem::preopens::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
-    } else if !grants.filesystem.is_empty() {
+    } else {
         filesystem::types::add_to_linker::<TaskState, WasiFilesystem>(
             &mut l,
             TaskState::filesystem,
@@ -168,40 +170,55 @@ pub(crate) fn linker(
             TaskState::filesystem,
         )?;
     }
-    if !grants.network.is_empty() {
-        let options = sockets::network::LinkOptions::default();
-        sockets::network::add_to_linker::<TaskState, WasiSockets>(
-            &mut l,
-            &options,
-            TaskState::sockets,
-        )?;
-        sockets::instance_network::add_to_linker::<TaskState, WasiSockets>(
-            &mut l,
-            TaskState::sockets,
-        )?;
-        // Creating a socket passes the PEP (see `net::sockets`).
-        fn governed_sockets(s: &mut TaskState) -> GovernedSockets<'_> {
-            GovernedSockets {
-                inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
-                    ctx: s.wasi.sockets(),
-                    table: &mut s.table,
-                },
-                log: &s.hcp.log,
-                pep: &s.hcp.pep,
-            }
+
+    // wasi:sockets, always: with no grants.network it is inert, every
+    // socket created and every name looked up denied by the PEP (with a
+    // receipt), and the WASI context allows no TCP, UDP or lookup anyway.
+    let options = sockets::network::LinkOptions::default();
+    sockets::network::add_to_linker::<TaskState, WasiSockets>(
+        &mut l,
+        &options,
+        TaskState::sockets,
+    )?;
+    sockets::instance_network::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+    // Creating a socket passes the PEP (see `net::sockets`).
+    fn governed_sockets(s: &mut TaskState) -> GovernedSockets<'_> {
+        GovernedSockets {
+            inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
+                ctx: s.wasi.sockets(),
+                table: &mut s.table,
+            },
+            log: &s.hcp.log,
+            pep: &s.hcp.pep,
         }
-        sockets::tcp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
-            &mut l,
-            governed_sockets,
-        )?;
-        sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
-        // Every use of a UDP socket passes `socket_addr_check`, whose PEP
-        // never grants it (with enforcement off, creating one fails).
-        sockets::udp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
-            &mut l,
-            governed_sockets,
-        )?;
-        sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+    }
+    sockets::tcp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
+        &mut l,
+        governed_sockets,
+    )?;
+    sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+    // Every use of a UDP socket passes `socket_addr_check`, whose PEP
+    // never grants it (with enforcement off, creating one fails).
+    sockets::udp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
+        &mut l,
+        governed_sockets,
+    )?;
+    sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
+    // Every lookup passes the PEP, which allows only granted host names.
+    sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
+        GovernedLookup {
+            policy: &s.net,
+            log: &s.hcp.log,
+            pep: &s.hcp.pep,
+            inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
+                ctx: s.wasi.sockets(),
+                table: &mut s.table,
+            },
+        }
+    })?;
+
+    // Only what the grants allow: HTTP, instruments, the HID device.
+    if !grants.network.is_empty() {
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
     }
     if !grants.instruments.is_empty() {
@@ -209,19 +226,6 @@ pub(crate) fn linker(
     }
     if grants.devices.iter().any(|d| d == "hid") {
         hcp::hid::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    }
-    if grants.grants_names() {
-        sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
-            GovernedLookup {
-                policy: &s.net,
-                log: &s.hcp.log,
-                pep: &s.hcp.pep,
-                inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
-                    ctx: s.wasi.sockets(),
-                    table: &mut s.table,
-                },
-            }
-        })?;
     }
     Ok(l)
 }
@@ -275,6 +279,65 @@ impl Instantiation {
                 let (linker, component) = &**plain;
                 crate::bindings::Capability::instantiate_async(store, component, linker).await
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SandboxConfig;
+
+    /// The imports and exports read from the binary, before compiling, are
+    /// the ones wasmtime finds in the compiled component, in its order.
+    #[test]
+    fn the_binary_names_what_the_compiled_component_imports() {
+        let engine = SharedEngine::new(SandboxConfig {
+            cache_dir: Some(hcp_tests::cache_dir()),
+            pooling: false,
+            epoch_interruption: false,
+            ..SandboxConfig::default()
+        })
+        .expect("engine");
+        for path in [
+            hcp_tests::PROBE,
+            hcp_tests::TRIVIAL,
+            hcp_tests::UNDECLARED_IMPORT,
+            hcp_tests::NO_RUN_EXPORT,
+            hcp_tests::SLEEPER,
+            hcp_tests::DOCUMENT_ANALYSIS,
+            hcp_tests::CVD_MATERIAL_SYNTHESIS,
+            hcp_tests::HID_ASSISTANT,
+        ] {
+            let bytes = std::fs::read(path).expect("guest");
+            let (imports, exports) = audit::imports_and_exports(&bytes).expect(path);
+            let component = Component::from_binary(&engine.engine, &bytes).expect("compiles");
+            let ty = component.component_type();
+            let compiled: Vec<String> = ty
+                .imports(&engine.engine)
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            assert_eq!(imports, compiled, "{path}");
+            let compiled: Vec<String> = ty
+                .exports(&engine.engine)
+                .map(|(n, _)| n.to_owned())
+                .collect();
+            assert_eq!(exports, compiled, "{path}");
+            assert!(!imports.is_empty(), "{path}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_component_has_no_imports_to_read() {
+        for bytes in [
+            &b""[..],
+            b"not wasm at all",
+            // A core module.
+            b"\0asm\x01\0\0\0",
+            // A component cut short.
+            b"\0asm\x0d\0\x01\0\x0a\x05",
+        ] {
+            assert!(audit::imports_and_exports(bytes).is_err(), "{bytes:?}");
         }
     }
 }

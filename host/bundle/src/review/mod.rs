@@ -4,7 +4,9 @@
 //! this module assembles the report and renders it as text or Markdown
 //! (JSON through serde).
 
+mod markdown;
 mod render;
+mod text;
 mod verdicts;
 
 use crate::bundle::Bundle;
@@ -17,7 +19,8 @@ use hcp_contracts::manifest::{
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use render::{markdown, text};
+pub use markdown::markdown;
+pub use text::text;
 pub use verdicts::same_component_note;
 use verdicts::{envelope_verdict, grants_verdict};
 
@@ -295,7 +298,19 @@ impl Review {
                     .filter(|i| !i.allowed)
                     .map(|i| i.name.as_str())
                     .collect();
-                if refused.is_empty() {
+                // The host's audit says "linked, inert: ..." of an import
+                // it links without authority (not granted, every use denied).
+                let inert = a
+                    .imports
+                    .iter()
+                    .filter(|i| i.allowed && i.because.starts_with("linked, inert"))
+                    .count();
+                if refused.is_empty() && inert > 0 {
+                    Ok(format!(
+                        "{} imports, every one within the grants ({inert} linked, inert)",
+                        a.imports.len()
+                    ))
+                } else if refused.is_empty() {
                     Ok(format!(
                         "{} imports, every one within the grants",
                         a.imports.len()

@@ -208,6 +208,17 @@ fn answer(out: &Json, value: &Value, human: fn(&Value)) -> anyhow::Result<()> {
     }
 }
 
+/// Posts an operator's decision on proposal `id` and prints the outcome.
+fn decide_proposal(remote: &Remote, out: &Json, id: &str, decision: Value) -> anyhow::Result<()> {
+    let outcome = call(
+        remote,
+        "POST",
+        &format!("/v1/hid/proposals/{id}"),
+        Some(decision),
+    )?;
+    answer(out, &outcome, print_fields)
+}
+
 pub(super) fn run(cmd: HidCommand) -> Outcome {
     match cmd {
         HidCommand::Status { remote, out } => {
@@ -277,15 +288,12 @@ pub(super) fn run(cmd: HidCommand) -> Outcome {
             remote,
             out,
         } => {
-            let o = call(
+            decide_proposal(
                 &remote,
-                "POST",
-                &format!("/v1/hid/proposals/{id}"),
-                Some(
-                    json!({"decision": "approve", "acknowledge_credential": acknowledge_credential}),
-                ),
+                &out,
+                &id,
+                json!({"decision": "approve", "acknowledge_credential": acknowledge_credential}),
             )?;
-            answer(&out, &o, print_fields)?;
         }
         HidCommand::Reject {
             id,
@@ -293,13 +301,12 @@ pub(super) fn run(cmd: HidCommand) -> Outcome {
             remote,
             out,
         } => {
-            let o = call(
+            decide_proposal(
                 &remote,
-                "POST",
-                &format!("/v1/hid/proposals/{id}"),
-                Some(json!({"decision": "reject", "reason": reason})),
+                &out,
+                &id,
+                json!({"decision": "reject", "reason": reason}),
             )?;
-            answer(&out, &o, print_fields)?;
         }
         HidCommand::Log {
             command: LogCommand::Verify { json, data },
@@ -311,10 +318,7 @@ pub(super) fn run(cmd: HidCommand) -> Outcome {
             let log = SessionLog::open(&db)?;
             let verified = log.verify();
             if json {
-                print_json(&match &verified {
-                    Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
-                    Err(e) => json!({"ok": false, "error": e.to_string()}),
-                })?;
+                print_json(&crate::views::log_verification(&verified))?;
                 return Ok(if verified.is_ok() {
                     ExitCode::SUCCESS
                 } else {

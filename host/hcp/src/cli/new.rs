@@ -2,14 +2,18 @@
 //! this repository.
 //!
 //! Each language is a template directory under `host/hcp/templates/`
-//! (`rust/` today), embedded in the binary, plus what the project needs to
-//! build on its own: for Rust, the guest SDK (`plugins/sdk`, written to
-//! `vendor/hcp-guest/`), the WIT package (`wit/`, written to `wit/`, where
-//! the SDK's `../../wit` finds it), the plugins workspace's dependency
-//! versions and lock file, and the toolchain file. All are embedded with
-//! `include_str!` from the files themselves; the author tests
-//! (`tests/cli/author.rs`) compare what `hcp new` writes with `plugins/sdk`
-//! and `wit/` file by file, so a file added there and not here fails them.
+//! (`rust/`, `python/`), embedded in the binary, plus what the project
+//! needs to build on its own: for Rust, the guest SDK (`plugins/sdk`,
+//! written to `vendor/hcp-guest/`), the WIT package (`wit/`, written to
+//! `wit/`, where the SDK's `../../wit` finds it), the plugins workspace's
+//! dependency versions and lock file, and the toolchain file; for Python,
+//! the example capability `plugins/python/word-count` (its `app.py` and
+//! `data/`), the Python SDK (`plugins/python/hcp_guest`, written to
+//! `hcp_guest/`) and the WIT package. All are embedded with `include_str!`
+//! from the files themselves; the author tests (`tests/cli/author.rs`,
+//! `tests/cli/python.rs`) compare what `hcp new` writes with `plugins/sdk`,
+//! `plugins/python` and `wit/` file by file, so a file added there and not
+//! here fails them.
 
 use super::Outcome;
 use anyhow::Context as _;
@@ -25,7 +29,10 @@ directory the manifest grants, and a README with the next commands. The template
 lines, words and bytes of the files in its granted directory, logs each file and writes the \
 counts as a CSV artifact.\n\n\
 A Rust project carries the guest SDK (vendor/hcp-guest) and the WIT package (wit/) this host \
-was built with, so `cargo build --release --target wasm32-wasip2` builds it anywhere.\n\n\
+was built with, so `cargo build --release --target wasm32-wasip2` builds it anywhere. A Python \
+project carries the Python SDK (hcp_guest/) and the WIT package, and builds with \
+`componentize-py -d wit -w basic componentize app -o NAME.wasm` (pip install \
+componentize-py==0.25.1).\n\n\
 Nothing is replaced: an existing NAME refuses the command."
 )]
 pub struct NewArgs {
@@ -80,6 +87,68 @@ const RUST_TEMPLATE: &[TemplateFile] = &[
     ("README.md", include_str!("../../templates/rust/README.md")),
     (".gitignore", include_str!("../../templates/rust/gitignore")),
 ];
+
+/// `host/hcp/templates/python/`, with the example capability
+/// `plugins/python/word-count/` as its source and data: the template is the
+/// example the test suite builds and runs.
+const PYTHON_TEMPLATE: &[TemplateFile] = &[
+    (
+        "app.py",
+        include_str!("../../../../plugins/python/word-count/app.py"),
+    ),
+    (
+        "manifest.json",
+        include_str!("../../templates/python/manifest.json"),
+    ),
+    (
+        "examples/task_submit.json",
+        include_str!("../../templates/python/examples/task_submit.json"),
+    ),
+    (
+        "data/sample.txt",
+        include_str!("../../../../plugins/python/word-count/data/sample.txt"),
+    ),
+    (
+        "data/notes.md",
+        include_str!("../../../../plugins/python/word-count/data/notes.md"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/python/README.md"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/python/gitignore"),
+    ),
+];
+
+/// The Python guest SDK, `plugins/python/hcp_guest/` (written to
+/// `hcp_guest/`, next to `app.py`, where componentize-py finds it).
+pub(crate) const PYTHON_SDK_FILES: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../../../plugins/python/hcp_guest/__init__.py"),
+    ),
+    (
+        "_errors.py",
+        include_str!("../../../../plugins/python/hcp_guest/_errors.py"),
+    ),
+    (
+        "log.py",
+        include_str!("../../../../plugins/python/hcp_guest/log.py"),
+    ),
+    (
+        "artifacts.py",
+        include_str!("../../../../plugins/python/hcp_guest/artifacts.py"),
+    ),
+    (
+        "checkpoints.py",
+        include_str!("../../../../plugins/python/hcp_guest/checkpoints.py"),
+    ),
+];
+
+/// Where the Python SDK goes in a Python project.
+const PYTHON_SDK_DIR: &str = "hcp_guest";
 
 /// The guest SDK, `plugins/sdk/` (written to `vendor/hcp-guest/`).
 pub(crate) const SDK_FILES: &[(&str, &str)] = &[
@@ -207,6 +276,21 @@ fn rust_project(name: &str) -> anyhow::Result<Vec<(PathBuf, String)>> {
     Ok(files)
 }
 
+/// Every file of a new Python project: path and content.
+fn python_project(name: &str) -> Vec<(PathBuf, String)> {
+    let mut files: Vec<(PathBuf, String)> = PYTHON_TEMPLATE
+        .iter()
+        .map(|(path, text)| (PathBuf::from(path), text.replace("{{name}}", name)))
+        .collect();
+    for (path, text) in PYTHON_SDK_FILES {
+        files.push((Path::new(PYTHON_SDK_DIR).join(path), (*text).to_owned()));
+    }
+    for (path, text) in crate::evidence::WIT_FILES {
+        files.push((Path::new("wit").join(path), (*text).to_owned()));
+    }
+    files
+}
+
 /// Writes `files` into a fresh directory next to `dest`, then renames it to
 /// `dest`: the project is whole or absent.
 fn write_project(dest: &Path, files: &[(PathBuf, String)]) -> anyhow::Result<()> {
@@ -240,11 +324,7 @@ pub(super) fn run(args: NewArgs) -> Outcome {
     check_name(&args.name)?;
     let files = match args.lang {
         Lang::Rust => rust_project(&args.name)?,
-        Lang::Python => anyhow::bail!(
-            "python templates are not in this build: `hcp new {} --lang rust` makes a Rust \
-             capability",
-            args.name
-        ),
+        Lang::Python => python_project(&args.name),
     };
     let dest = PathBuf::from(&args.name);
     if dest.exists() {
@@ -255,17 +335,30 @@ pub(super) fn run(args: NewArgs) -> Outcome {
     }
     write_project(&dest, &files)?;
     let name = &args.name;
+    let (lang, build) = match args.lang {
+        Lang::Rust => (
+            "rust",
+            "cargo build --release --target wasm32-wasip2".to_owned(),
+        ),
+        Lang::Python => (
+            "python",
+            format!("componentize-py -d wit -w basic componentize app -o {name}.wasm"),
+        ),
+    };
     println!(
-        "created {name}/ (rust): counts the lines, words and bytes of the files in its granted \
+        "created {name}/ ({lang}): counts the lines, words and bytes of the files in its granted \
          data/ directory, writes a CSV artifact"
     );
     println!("next, in {name}/ (README.md explains each step and every grant):");
-    println!("  cargo build --release --target wasm32-wasip2");
+    println!("  {build}");
     println!("  hcp run --manifest manifest.json --input examples/task_submit.json");
     println!("  hcp bundle pack . -o {name}.hcpb");
     println!("  hcp bundle sign {name}.hcpb --key \"$HCP_DATA_DIR/keys/publisher.key\"");
     println!("  hcp install {name}.hcpb");
     println!("  hcp submit --as developer --wait examples/task_submit.json");
+    if args.lang == Lang::Python {
+        println!("(componentize-py: `pip install componentize-py==0.25.1`)");
+    }
     println!("(`hcp init` makes the data directory, its developer caller and its publisher key)");
     Ok(ExitCode::SUCCESS)
 }
@@ -314,5 +407,28 @@ mod tests {
             .expect("manifest")
             .1;
         assert!(manifest.contains("target/wasm32-wasip2/release/word_count.wasm"));
+    }
+
+    #[test]
+    fn the_python_project_carries_its_sdk_and_wit() {
+        let files = python_project("count-2");
+        let paths: Vec<&Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+        for want in [
+            "app.py",
+            "manifest.json",
+            "README.md",
+            "hcp_guest/__init__.py",
+            "wit/world.wit",
+        ] {
+            assert!(paths.contains(&Path::new(want)), "{want}: {paths:?}");
+        }
+        let manifest = &files
+            .iter()
+            .find(|(p, _)| p == Path::new("manifest.json"))
+            .expect("manifest")
+            .1;
+        assert!(manifest.contains("\"name\": \"count-2\""));
+        assert!(manifest.contains("\"path\": \"count-2.wasm\""));
+        assert!(files.iter().all(|(_, text)| !text.contains("{{")));
     }
 }

@@ -313,14 +313,7 @@ pub(super) fn tasks(args: TasksArgs) -> Outcome {
                 "task_submit": t.submit,
                 "answer": t.answer,
                 "result": t.result,
-                "approval": approval.map(|a| serde_json::json!({
-                    "requested_at": a.requested_at,
-                    "expires_at": a.expires_at,
-                    "decision": a.decision,
-                    "operator_id": a.operator_id,
-                    "reason": a.reason,
-                    "decided_at": a.decided_at,
-                })),
+                "approval": approval.as_ref().map(crate::views::approval_decision),
             });
             if let (Some(shown), Value::Object(details)) = (shown.as_object_mut(), details) {
                 shown.extend(details);
@@ -401,16 +394,7 @@ pub(super) fn approvals(args: ApprovalsArgs) -> Outcome {
                 .store
                 .approval(&id)?
                 .with_context(|| format!("task {id} has no approval request"))?;
-            let shown = serde_json::json!({
-                "task_id": a.task_id,
-                "requested_at": a.requested_at,
-                "expires_at": a.expires_at,
-                "decision": a.decision,
-                "operator_id": a.operator_id,
-                "reason": a.reason,
-                "decided_at": a.decided_at,
-                "assessment": a.assessment,
-            });
+            let shown = crate::views::approval_record(&a);
             if json {
                 print_json(&shown)?;
             } else {

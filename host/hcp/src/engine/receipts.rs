@@ -33,11 +33,6 @@ pub(crate) struct GateFacts<'a> {
     pub(crate) manifest: Option<&'a Manifest>,
 }
 
-fn rfc3339(t: time::OffsetDateTime) -> String {
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
 /// The manifest as installed (its file), or its document.
 pub(crate) fn manifest_bytes(manifest: &Manifest) -> Result<Vec<u8>> {
     match &manifest.source {
@@ -96,7 +91,7 @@ impl Host {
             ),
         };
         let input = AdmissionInput {
-            at: rfc3339(facts.at),
+            at: hcp_contracts::timestamp::rfc3339_exact(facts.at),
             caller: facts.caller.to_owned(),
             equipment_busy: facts.busy.clone(),
             host_check,

@@ -11,6 +11,7 @@
 
 use super::recorder::{Entry, Msg, Open, Refuser};
 use anyhow::Result;
+use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
 use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent};
@@ -65,18 +66,6 @@ pub(super) struct Core {
     threads: HashMap<String, Thread>,
     /// The last timestamp formatted: calls come many to a millisecond.
     stamp: (u64, String),
-}
-
-/// RFC 3339 (UTC, milliseconds) of a Unix time in milliseconds.
-pub(crate) fn rfc3339(at_ms: u64) -> String {
-    let nanos = i128::from(at_ms) * 1_000_000;
-    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".into())
 }
 
 fn begin(db: &Connection) -> Result<Transaction<'_>> {
@@ -297,7 +286,7 @@ impl Core {
 
     fn timestamp(&mut self, at_ms: u64) -> String {
         if self.stamp.0 != at_ms {
-            self.stamp = (at_ms, rfc3339(at_ms));
+            self.stamp = (at_ms, rfc3339_unix_ms(at_ms));
         }
         self.stamp.1.clone()
     }
@@ -524,7 +513,7 @@ impl Core {
     /// A checkpoint over every receipt not yet covered by one.
     fn seal(&mut self, tx: &Connection) -> Result<()> {
         if self.uncovered() {
-            let at = rfc3339(now_ms());
+            let at = rfc3339_unix_ms(now_ms());
             let cp = self.log.checkpoint(&at)?;
             insert_checkpoint(tx, &cp)?;
         }

@@ -96,7 +96,12 @@ fn effective_envelope(doc: &ManifestDoc, policy_dir: &Path) -> Result<EffectiveE
 fn grant_used(by: GrantedBy) -> Option<GrantKind> {
     match by {
         // Linked, but every use is refused: it exercises no grant.
-        GrantedBy::Always | GrantedBy::AlwaysEmptyEnv | GrantedBy::NetworkUdpInert => None,
+        GrantedBy::Always
+        | GrantedBy::AlwaysEmptyEnv
+        | GrantedBy::NetworkUdpInert
+        | GrantedBy::FilesystemInert
+        | GrantedBy::NetworkInert
+        | GrantedBy::NameLookupInert => None,
         GrantedBy::Filesystem => Some(GrantKind::Filesystem),
         GrantedBy::Network | GrantedBy::NetworkName => Some(GrantKind::Network),
         GrantedBy::Env => Some(GrantKind::Env),

@@ -3,10 +3,11 @@
 //! and the operator's endpoints. `docs/openapi.json` describes it.
 //!
 //! Callers and operators authenticate with `Authorization: Bearer
-//! <credential>`, checked against `callers.json`.
+//! <credential>`, checked against `callers.json` (see `super::request`).
 
 use super::error::ApiError;
-use super::{AppState, spawn_run};
+use super::request::{bearer, caller, json_body};
+use super::state::{AppState, spawn_run};
 use crate::engine::{Auth, job_status};
 use crate::store::{TaskRecord, TaskState};
 use axum::body::Bytes;
@@ -37,8 +38,11 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/tasks/{id}/result", get(result))
         .route("/v1/capabilities", get(capabilities))
         .route("/v1/artifacts/{session}/{name}", get(artifact))
-        .route("/v1/approvals", get(approvals))
-        .route("/v1/approvals/{id}", get(approval).post(decide))
+        .route("/v1/approvals", get(super::approvals_api::list))
+        .route(
+            "/v1/approvals/{id}",
+            get(super::approvals_api::show).post(super::approvals_api::decide),
+        )
         .route("/v1/decisions", get(super::decisions_api::list))
         .route("/v1/receipts", get(super::receipts_api::list))
         .route("/v1/receipts/verify", get(super::receipts_api::verify))
@@ -65,40 +69,6 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .with_state(state)
 }
 
-fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
-    let value = headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <credential>"))?;
-    let value = value
-        .to_str()
-        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
-    value
-        .strip_prefix("Bearer ")
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| {
-            ApiError::unauthorized("the Authorization header must be Bearer <credential>")
-        })
-}
-
-/// The caller of a request, under the policy in force.
-fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    state
-        .host
-        .policy()
-        .authenticate_bearer(bearer(headers)?)
-        .cloned()
-        .ok_or_else(|| ApiError::unauthorized("unknown credential"))
-}
-
-pub(crate) fn operator(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
-    let c = caller(state, headers)?;
-    if !c.is_operator() {
-        return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
-    }
-    Ok(c)
-}
-
 /// A task the requester may see: its own, or any for an operator. Others
 /// read as not found.
 fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, ApiError> {
@@ -109,35 +79,6 @@ fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, 
         .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
         .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
     Ok(task)
-}
-
-pub(crate) fn json_body(
-    headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Value, ApiError> {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let mime = content_type.split(';').next().unwrap_or("").trim();
-    if !mime.eq_ignore_ascii_case("application/json") {
-        return Err(ApiError::unsupported_media_type(format!(
-            "the body must be application/json, not {:?}",
-            content_type
-        )));
-    }
-    let body = body.map_err(|e| match e {
-        BytesRejection::FailedToBufferBody(b) if b.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::too_large(format!(
-                "the body is larger than {} bytes",
-                super::BODY_LIMIT
-            ))
-        }
-        other => ApiError::bad_request("unreadable_body", other.body_text()),
-    })?;
-    serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
-    })
 }
 
 async fn submit(
@@ -397,132 +338,6 @@ async fn artifact(
         h.insert("x-hcp-checksum", v);
     }
     Ok(response)
-}
-
-async fn approvals(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
-    operator(&state, &headers)?;
-    state.host.expire_approvals()?;
-    let mut out = Vec::new();
-    for t in state
-        .host
-        .store
-        .tasks(Some(TaskState::PendingApproval), usize::MAX)?
-    {
-        if let Some(a) = state.host.store.approval(&t.task_id)? {
-            out.push(approval_json(&state, &t, &a));
-        }
-    }
-    Ok(Json(json!({"approvals": out})))
-}
-
-pub(crate) fn approval_json(
-    state: &AppState,
-    t: &TaskRecord,
-    a: &crate::store::ApprovalRecord,
-) -> Value {
-    json!({
-        "task": t.summary(),
-        "declaration": super::decisions_api::declaration_view(&state.host, t),
-        "requested_at": a.requested_at,
-        "expires_at": a.expires_at,
-        "decision": a.decision,
-        "operator_id": a.operator_id,
-        "reason": a.reason,
-        "decided_at": a.decided_at,
-        "assessment": a.assessment,
-    })
-}
-
-async fn approval(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    operator(&state, &headers)?;
-    let t = state
-        .host
-        .store
-        .task(&id)?
-        .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
-    let a = state
-        .host
-        .store
-        .approval(&id)?
-        .ok_or_else(|| ApiError::not_found(format!("task {id} has no approval request")))?;
-    Ok(Json(approval_json(&state, &t, &a)))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-enum Decision {
-    Approve,
-    Reject,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecisionBody {
-    decision: Decision,
-    reason: String,
-}
-
-async fn decide(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let op = operator(&state, &headers)?.id.as_str().to_owned();
-    let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_decision",
-            format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\": \"...\"}}: {e}"),
-        )
-    })?;
-    if body.reason.trim().is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid_decision",
-            "a decision needs a reason",
-        ));
-    }
-    let task = state
-        .host
-        .store
-        .task(&id)?
-        .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
-    if task.state != TaskState::PendingApproval {
-        return Err(ApiError::conflict(format!(
-            "task {id} is not waiting for approval (it is {})",
-            task.state.as_str()
-        )));
-    }
-    let approved = matches!(body.decision, Decision::Approve);
-    let host = state.host.clone();
-    let (task_id, reason, op2) = (id.clone(), body.reason.clone(), op.clone());
-    let submission = tokio::task::spawn_blocking(move || {
-        host.decide(&task_id, approved, Auth::Transport(&op2), &op2, &reason)
-    })
-    .await
-    .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
-    .map_err(|e| {
-        // Another decision won the race: the task is no longer waiting
-        // (409, as when it was decided before this request came).
-        match state.host.store.approval(&id) {
-            Ok(Some(a))
-                if a.decision.is_some() && a.operator_id.as_deref() != Some(op.as_str()) =>
-            {
-                ApiError::conflict(format!("task {id} is not waiting for approval: {e:#}"))
-            }
-            _ => ApiError::forbidden(format!("{e:#}")),
-        }
-    })?;
-    if submission.runnable {
-        spawn_run(&state, id);
-    }
-    Ok(Json(submission.answer))
 }
 
 async fn whoami(

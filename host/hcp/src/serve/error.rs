@@ -1,8 +1,11 @@
 //! Every error the HTTP API returns: a status code and a JSON body
-//! `{"error": {"code", "message", "problems"?}}`.
+//! `{"error": {"code", "message", "problems"?}}`; and the status of an
+//! answer that rejects a task ([`rejection_status`]), chosen by its typed
+//! reason, never by comparing strings.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use hcp_contracts::message::{RejectReason, TaskRejected};
 use serde_json::{Value, json};
 
 /// The code of a 503 for a full disk (answered with `Retry-After: 5`).
@@ -113,6 +116,50 @@ impl ApiError {
     }
 }
 
+/// The HTTP status of the answer to a task rejected for `reason`. A
+/// rejection is an HCP answer like any other (200, the `task_rejected`
+/// message as the body), except for a caller that is not authenticated:
+/// that is a 401 error (with `WWW-Authenticate: Bearer`), as for any
+/// request without a valid credential ([`ApiError::rejected`]).
+#[allow(
+    dead_code,
+    reason = "the task-submission handler answers through this once it holds a typed answer"
+)]
+pub(crate) fn rejection_status(reason: RejectReason) -> StatusCode {
+    match reason {
+        RejectReason::Unauthorized => StatusCode::UNAUTHORIZED,
+        RejectReason::Forbidden
+        | RejectReason::InvalidInput
+        | RejectReason::RiskTooHigh
+        | RejectReason::ApprovalRejected
+        | RejectReason::ApprovalExpired
+        | RejectReason::ResourceUnavailable
+        | RejectReason::CapabilityNotFound
+        | RejectReason::InternalError => StatusCode::OK,
+    }
+}
+
+impl ApiError {
+    /// The error that answers a rejection instead of its `task_rejected`
+    /// message, when [`rejection_status`] says it is one (a 401 whose code
+    /// is the reason code and whose message is the reason's); `None` when
+    /// the message itself is the answer.
+    #[allow(
+        dead_code,
+        reason = "the task-submission handler answers through this once it holds a typed answer"
+    )]
+    pub(crate) fn rejected(rejection: &TaskRejected) -> Option<Self> {
+        match rejection_status(rejection.reason_code) {
+            StatusCode::OK => None,
+            status => Some(Self::new(
+                status,
+                rejection.reason_code.as_str(),
+                rejection.reason_message.clone(),
+            )),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut body = json!({"error": {"code": self.code, "message": self.message}});
@@ -152,6 +199,37 @@ impl From<anyhow::Error> for ApiError {
                 )
             }
             None => Self::internal(&e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejection(reason_code: RejectReason) -> TaskRejected {
+        TaskRejected {
+            reason_code,
+            reason_message: "why".into(),
+            assessed_risk_level: None,
+            suggestion: None,
+        }
+    }
+
+    #[test]
+    fn only_an_unauthenticated_caller_is_answered_with_an_error() {
+        for reason in RejectReason::ALL {
+            let error = ApiError::rejected(&rejection(reason));
+            if reason == RejectReason::Unauthorized {
+                let e = error.expect("a 401");
+                assert_eq!(
+                    (e.status, e.code, e.message.as_str()),
+                    (StatusCode::UNAUTHORIZED, "unauthorized", "why")
+                );
+            } else {
+                assert!(error.is_none(), "{reason}");
+                assert_eq!(rejection_status(reason), StatusCode::OK);
+            }
         }
     }
 }

@@ -2,9 +2,9 @@
 //! proposals with their credential warnings, decisions, re-arming, and the
 //! session log's verification. Operators only.
 
-use super::AppState;
-use super::api::{json_body, operator};
 use super::error::ApiError;
+use super::request::{Decision, body_as, operator};
+use super::state::AppState;
 use crate::hid::{outcome_json, proposal_id};
 use axum::Json;
 use axum::body::Bytes;
@@ -71,12 +71,12 @@ pub(crate) async fn set_mode(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let op = hcp_operator(&state, &headers)?;
-    let body: ModeBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_mode",
-            format!("expected {{\"mode\": \"OBSERVE\"|\"SUGGEST\"|\"EXECUTE\"}}: {e}"),
-        )
-    })?;
+    let body: ModeBody = body_as(
+        &headers,
+        body,
+        "invalid_mode",
+        r#"{"mode": "OBSERVE"|"SUGGEST"|"EXECUTE"}"#,
+    )?;
     let mode =
         crate::hid::mode(&body.mode).map_err(|m| ApiError::bad_request("invalid_mode", m))?;
     let hid = state.host.hid.clone();
@@ -103,13 +103,6 @@ pub(crate) async fn proposals(
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-enum Decision {
-    Approve,
-    Reject,
-}
-
-#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
     decision: Decision,
@@ -127,12 +120,12 @@ pub(crate) async fn decide(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let op = hcp_operator(&state, &headers)?;
-    let body: DecisionBody = serde_json::from_value(json_body(&headers, body)?).map_err(|e| {
-        ApiError::bad_request(
-            "invalid_decision",
-            format!("expected {{\"decision\": \"approve\"|\"reject\", \"reason\"?, \"acknowledge_credential\"?}}: {e}"),
-        )
-    })?;
+    let body: DecisionBody = body_as(
+        &headers,
+        body,
+        "invalid_decision",
+        r#"{"decision": "approve"|"reject", "reason"?, "acknowledge_credential"?}"#,
+    )?;
     let id = proposal_id(&id).map_err(|_| ApiError::not_found(format!("no proposal {id}")))?;
     let hid = state.host.hid.clone();
     let outcome = match body.decision {
@@ -162,8 +155,5 @@ pub(crate) async fn verify_log(
     let verdict = tokio::task::spawn_blocking(move || hid.mediator().verify_log())
         .await
         .map_err(|e| anyhow::anyhow!("HID task: {e}"))?;
-    Ok(Json(match verdict {
-        Ok(v) => json!({"ok": true, "entries": v.entries, "head": v.head}),
-        Err(e) => json!({"ok": false, "error": e.to_string()}),
-    }))
+    Ok(Json(crate::views::log_verification(&verdict)))
 }

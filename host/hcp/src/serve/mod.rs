@@ -11,6 +11,7 @@
 //! tasks finish (up to a grace period) and exits.
 
 mod api;
+mod approvals_api;
 mod decisions_api;
 mod error;
 mod hid_api;
@@ -18,16 +19,17 @@ mod listen;
 mod page;
 mod policy_api;
 mod receipts_api;
+mod request;
+mod state;
 
 pub use listen::ConnLimits;
 
 use crate::engine::Host;
 use anyhow::{Context as _, Result};
-use std::collections::HashSet;
+use state::{AppState, spawn_run};
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio_util::task::TaskTracker;
 
 /// Largest request body accepted.
 pub(crate) const BODY_LIMIT: usize = 1 << 20;
@@ -56,42 +58,6 @@ impl Default for ServeConfig {
     }
 }
 
-/// What every handler shares.
-#[derive(Clone)]
-pub(crate) struct AppState {
-    pub(crate) host: Arc<Host>,
-    tracker: TaskTracker,
-    running: Arc<Mutex<HashSet<String>>>,
-}
-
-/// Runs a task in the background unless it is running already.
-pub(crate) fn spawn_run(state: &AppState, task_id: String) {
-    {
-        let mut running = state.running.lock().unwrap_or_else(|e| e.into_inner());
-        if !running.insert(task_id.clone()) {
-            return;
-        }
-    }
-    let host = state.host.clone();
-    let running = state.running.clone();
-    state.tracker.spawn(async move {
-        match host.run_task(&task_id).await {
-            Ok(Some(answer)) => tracing::info!(
-                "task {task_id}: {}",
-                answer["type"].as_str().unwrap_or("answered")
-            ),
-            Ok(None) => {
-                tracing::info!("task {task_id}: queued (equipment in use or no session slot free)")
-            }
-            Err(e) => tracing::error!("task {task_id}: {e:#}"),
-        }
-        running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&task_id);
-    });
-}
-
 /// Serves until `shutdown` resolves; returns the address it listened on
 /// through `bound` as soon as it is known.
 ///
@@ -110,11 +76,7 @@ pub async fn serve(
     for id in host.settle_unanswered()? {
         tracing::warn!("task {id} was never answered by the gate: answered task_failed");
     }
-    let state = AppState {
-        host: host.clone(),
-        tracker: TaskTracker::new(),
-        running: Arc::new(Mutex::new(HashSet::new())),
-    };
+    let state = AppState::new(host.clone());
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -132,8 +94,8 @@ pub async fn serve(
     .await
     .context("serving")?;
     maintenance.abort();
-    state.tracker.close();
-    if tokio::time::timeout(config.shutdown_grace, state.tracker.wait())
+    state.tracker().close();
+    if tokio::time::timeout(config.shutdown_grace, state.tracker().wait())
         .await
         .is_err()
     {

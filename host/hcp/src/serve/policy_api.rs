@@ -2,9 +2,9 @@
 //! policy directory (see `crate::engine::Host::reload_policy`): 200 with
 //! the old and new hash, 422 with every problem and the set in force kept.
 
-use super::AppState;
-use super::api::operator;
 use super::error::ApiError;
+use super::request::operator;
+use super::state::AppState;
 use crate::engine::ReloadError;
 use axum::Json;
 use axum::extract::State;

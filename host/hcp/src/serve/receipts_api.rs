@@ -2,9 +2,9 @@
 //! one task or session) and a verification of every stored receipt.
 //! Operators only; both read the database, neither needs the host key.
 
-use super::AppState;
-use super::api::operator;
 use super::error::ApiError;
+use super::request::operator;
+use super::state::AppState;
 use crate::evidence::{ReceiptFilter, recent_receipts, verify_store};
 use axum::Json;
 use axum::extract::{Query, State};

@@ -2,7 +2,8 @@
 
 use super::{Admission, Rejection, Stage};
 use crate::authz::{AuthzAction, AuthzContext};
-use crate::policy_set::{Caller, PolicySet};
+use crate::caller::Caller;
+use crate::policy_set::PolicySet;
 use hcp_contracts::manifest::Declaration;
 use hcp_contracts::message::RejectReason;
 use std::collections::BTreeSet;

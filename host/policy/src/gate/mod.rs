@@ -19,8 +19,9 @@ mod types;
 pub use types::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage};
 
 use crate::authz::{AuthzAction, AuthzContext};
+use crate::caller::Caller;
 use crate::ids::CapabilityName;
-use crate::policy_set::{Caller, PolicySet};
+use crate::policy_set::PolicySet;
 use hcp_contracts::RiskLevel;
 use hcp_contracts::manifest::Declaration;
 use hcp_contracts::message::RejectReason;

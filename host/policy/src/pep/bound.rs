@@ -14,6 +14,7 @@ use super::call::{
     Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, FsArgs,
     FsWriteArgs, HidArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Text,
 };
+use super::error::{CanonicalError, InputError};
 use super::threat::{Detector, Signals};
 use hcp_receipts::Digest;
 use serde::{Deserialize, Serialize};
@@ -44,8 +45,8 @@ impl FullArgs {
     /// # Errors
     ///
     /// As [`Call::canonical_bytes`].
-    pub fn of(call: &Call<'_>, signals: Signals) -> Result<Self, String> {
-        let bytes = call.canonical_bytes()?;
+    pub fn of(call: &Call<'_>, signals: Signals) -> Result<Self, CanonicalError> {
+        let bytes = call.canonical_bytes().map_err(CanonicalError)?;
         Ok(Self {
             args_hash: Digest::of(&bytes),
             bytes: call.bytes(),
@@ -59,13 +60,13 @@ impl FullArgs {
     /// # Errors
     ///
     /// A name that is not a detector's.
-    pub fn signals(&self) -> Result<Signals, String> {
+    pub fn signals(&self) -> Result<Signals, InputError> {
         let mut signals = Signals::NONE;
         for name in &self.signals {
             let d = Detector::ALL
                 .into_iter()
                 .find(|d| d.name() == name)
-                .ok_or_else(|| format!("unknown threat detector {name:?}"))?;
+                .ok_or_else(|| InputError::UnknownDetector(name.clone()))?;
             signals.add(d);
         }
         Ok(signals)

@@ -3,10 +3,11 @@
 use super::call::{Args, Call, FsAccess, InstrumentArgs, Op};
 use super::scope::{Scope, canonical, normalize_name};
 use super::threat::{Signals, scan};
+use hcp_contracts::ReasonCode;
 use hcp_contracts::RiskLevel;
 use hcp_contracts::manifest::Access;
 use hcp_instruments::envelope::Violation;
-use hcp_receipts::{Verdict, reason};
+use hcp_receipts::Verdict;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
@@ -55,7 +56,7 @@ impl Counters {
 pub struct Decision {
     /// ALLOW or DENY.
     pub verdict: Verdict,
-    /// A code of `hcp_receipts::reason`.
+    /// The string of its [`ReasonCode`] (as receipts record it).
     pub reason: &'static str,
     /// For the guest and the task log; empty when allowed.
     pub message: String,
@@ -64,22 +65,25 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn allow(signals: Signals) -> Self {
+    /// A verdict for `code`, no signals.
+    pub(crate) fn new(verdict: Verdict, code: ReasonCode, message: String) -> Self {
         Self {
-            verdict: Verdict::Allow,
-            reason: reason::ALLOW,
-            message: String::new(),
-            signals,
-        }
-    }
-
-    fn deny(reason: &'static str, message: String) -> Self {
-        Self {
-            verdict: Verdict::Deny,
-            reason,
+            verdict,
+            reason: code.as_str(),
             message,
             signals: Signals::NONE,
         }
+    }
+
+    fn allow(signals: Signals) -> Self {
+        Self {
+            signals,
+            ..Self::new(Verdict::Allow, ReasonCode::Allow, String::new())
+        }
+    }
+
+    pub(crate) fn deny(code: ReasonCode, message: String) -> Self {
+        Self::new(Verdict::Deny, code, message)
     }
 
     /// Whether the call may proceed.
@@ -143,19 +147,19 @@ pub fn decide_recorded(
     let facts = &scope.facts;
     if counters.revoked {
         return Decision::deny(
-            reason::DELEGATION_INVALID,
+            ReasonCode::DelegationInvalid,
             format!("session {} was revoked", facts.session_id),
         );
     }
     if at_ms >= facts.expires_at_ms {
         return Decision::deny(
-            reason::DELEGATION_INVALID,
+            ReasonCode::DelegationInvalid,
             format!("session {} has expired", facts.session_id),
         );
     }
     if scope.is_denied(call.op) {
         return Decision::deny(
-            reason::DENY_TOOL_NOT_FOUND,
+            ReasonCode::DenyToolNotFound,
             format!(
                 "{} is turned off for {} by the operator's dispatch policy",
                 call.op, facts.capability
@@ -177,12 +181,12 @@ pub fn decide_recorded(
     {
         return d;
     }
-    let signals = recorded.map_or_else(|| scan(scope, call), |r| r.signals);
+    let signals = recorded.map_or_else(|| scan(&scope.scan, call), |r| r.signals);
     if let Some(detector) = scope.scan.denying(signals) {
         return Decision {
             signals,
             ..Decision::deny(
-                reason::THREAT_SIGNAL_DETECTED,
+                ReasonCode::ThreatSignalDetected,
                 format!(
                     "{}: the threat scan found {} in the arguments",
                     call.op,
@@ -195,12 +199,12 @@ pub fn decide_recorded(
 }
 
 fn not_found(message: String) -> Result<(), Decision> {
-    Err(Decision::deny(reason::DENY_TOOL_NOT_FOUND, message))
+    Err(Decision::deny(ReasonCode::DenyToolNotFound, message))
 }
 
 fn malformed(call: &Call<'_>) -> Result<(), Decision> {
     Err(Decision::deny(
-        reason::FAIL_CLOSED_ERROR,
+        ReasonCode::FailClosedError,
         format!("{}: malformed call (its arguments do not fit it)", call.op),
     ))
 }
@@ -375,7 +379,7 @@ pub(crate) fn is_media_type(s: &str) -> bool {
 }
 
 fn args_invalid(message: String) -> Result<(), Decision> {
-    Err(Decision::deny(reason::DENY_ARGS_INVALID, message))
+    Err(Decision::deny(ReasonCode::DenyArgsInvalid, message))
 }
 
 /// Check 3: the pinned schema of each operation's arguments.
@@ -429,7 +433,7 @@ fn arguments(call: &Call<'_>) -> Result<(), Decision> {
 }
 
 fn exceeded(message: String) -> Result<(), Decision> {
-    Err(Decision::deny(reason::BUDGET_EXCEEDED, message))
+    Err(Decision::deny(ReasonCode::BudgetExceeded, message))
 }
 
 /// Check 4: budgets and per-task limits.
@@ -488,7 +492,7 @@ fn envelope(scope: &Scope, call: &Call<'_>, a: &InstrumentArgs<'_>) -> Result<()
     let instrument = &call.target;
     if let Some(breach) = &a.breach {
         return Err(Decision::deny(
-            reason::DENY_ENVELOPE_HARD_LIMIT,
+            ReasonCode::DenyEnvelopeHardLimit,
             format!("instruments are shut down after a safety breach: {breach}"),
         ));
     }
@@ -498,7 +502,7 @@ fn envelope(scope: &Scope, call: &Call<'_>, a: &InstrumentArgs<'_>) -> Result<()
     for action in &plan.actions {
         if let Err(v) = scope.guard.check_action(action) {
             return Err(Decision::deny(
-                reason::DENY_PROHIBITED_ACTION,
+                ReasonCode::DenyProhibitedAction,
                 format!("{instrument}: {v}"),
             ));
         }
@@ -511,7 +515,7 @@ fn envelope(scope: &Scope, call: &Call<'_>, a: &InstrumentArgs<'_>) -> Result<()
             }
             Err(v) => {
                 return Err(Decision::deny(
-                    reason::DENY_ENVELOPE_HARD_LIMIT,
+                    ReasonCode::DenyEnvelopeHardLimit,
                     format!("{instrument}: {v}"),
                 ));
             }

@@ -20,12 +20,13 @@
 //!   about to run (a fact).
 
 use super::decide::Decision;
-use super::threat::Signals;
+use super::error::{InputError, read};
 use crate::PolicySet;
 use crate::gate::{Admission, AdmissionRequest, EquipmentState};
+use hcp_contracts::ReasonCode;
 use hcp_contracts::manifest::{Declaration, ManifestDoc};
 use hcp_contracts::message::{RejectReason, TaskSubmit};
-use hcp_receipts::{Verdict, reason};
+use hcp_receipts::Verdict;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,17 +41,7 @@ pub const CALL_SESSION_TOKEN: &str = "session.token";
 
 /// The receipt reason code of a `task_rejected` reason.
 pub fn gate_reason(code: RejectReason) -> &'static str {
-    match code {
-        RejectReason::Unauthorized => reason::DENY_IDENTITY_UNAUTHORIZED,
-        RejectReason::Forbidden => reason::DENY_FORBIDDEN,
-        RejectReason::InvalidInput => reason::DENY_ARGS_INVALID,
-        RejectReason::RiskTooHigh => reason::DENY_RISK_TOO_HIGH,
-        RejectReason::ApprovalRejected => reason::DENY_APPROVAL_REJECTED,
-        RejectReason::ApprovalExpired => reason::DENY_APPROVAL_EXPIRED,
-        RejectReason::ResourceUnavailable => reason::DENY_RESOURCE_UNAVAILABLE,
-        RejectReason::CapabilityNotFound => reason::DENY_TOOL_NOT_FOUND,
-        RejectReason::InternalError => reason::FAIL_CLOSED_ERROR,
-    }
+    code.verdict().as_str()
 }
 
 /// A refusal by the host's own checks, before or beside the policy's gate.
@@ -126,32 +117,22 @@ pub struct TokenInput {
 }
 
 fn allow() -> Decision {
-    Decision {
-        verdict: Verdict::Allow,
-        reason: reason::ALLOW,
-        message: String::new(),
-        signals: Signals::NONE,
-    }
+    Decision::new(Verdict::Allow, ReasonCode::Allow, String::new())
 }
 
-fn deny(code: &'static str, message: String) -> Decision {
-    Decision {
-        verdict: Verdict::Deny,
-        reason: code,
-        message,
-        signals: Signals::NONE,
-    }
+fn deny(code: ReasonCode, message: String) -> Decision {
+    Decision::deny(code, message)
 }
 
 /// Decides an admission from its input under `policy`: the policy's gate
 /// ([`PolicySet::admit_authenticated`]), unless the host refused first.
 pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision {
     if let Some(check) = &input.host_check {
-        return deny(gate_reason(check.reason_code), check.message.clone());
+        return deny(check.reason_code.verdict(), check.message.clone());
     }
     let Some(caller) = policy.caller(&input.caller) else {
         return deny(
-            reason::DENY_IDENTITY_UNAUTHORIZED,
+            ReasonCode::DenyIdentityUnauthorized,
             format!("caller {:?} is not in the policy", input.caller),
         );
     };
@@ -160,11 +141,11 @@ pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision 
         .and_then(|s| s.check().map_err(|p| hcp_contracts::problem::list(&p)))
     {
         Ok(c) => c,
-        Err(e) => return deny(reason::DENY_ARGS_INVALID, e),
+        Err(e) => return deny(ReasonCode::DenyArgsInvalid, e),
     };
     let Some(manifest) = &input.manifest else {
         return deny(
-            reason::FAIL_CLOSED_ERROR,
+            ReasonCode::FailClosedError,
             "an admission decided by the policy names its manifest".into(),
         );
     };
@@ -173,7 +154,7 @@ pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision 
         &time::format_description::well_known::Rfc3339,
     ) {
         Ok(t) => t,
-        Err(e) => return deny(reason::FAIL_CLOSED_ERROR, format!("at: {e}")),
+        Err(e) => return deny(ReasonCode::FailClosedError, format!("at: {e}")),
     };
     let equipment = EquipmentState::busy(input.equipment_busy.iter().cloned());
     let request = AdmissionRequest {
@@ -185,7 +166,7 @@ pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision 
     };
     match policy.admit_authenticated(caller, &request) {
         Ok(_) => allow(),
-        Err(r) => deny(gate_reason(r.reason_code), r.reason_message),
+        Err(r) => deny(r.reason_code.verdict(), r.reason_message),
     }
 }
 
@@ -195,18 +176,18 @@ pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision 
 pub fn decide_approval(policy: &PolicySet, input: &ApprovalInput) -> Decision {
     let Some(operator) = policy.caller(&input.operator) else {
         return deny(
-            reason::DENY_IDENTITY_UNAUTHORIZED,
+            ReasonCode::DenyIdentityUnauthorized,
             format!("operator {:?} is not in the policy", input.operator),
         );
     };
     if let Err(r) = policy.authorize_approval_by(operator, &input.admission, &input.declaration) {
-        return deny(gate_reason(r.reason_code), r.reason_message);
+        return deny(r.reason_code.verdict(), r.reason_message);
     }
     if input.approved {
         allow()
     } else {
         deny(
-            reason::DENY_APPROVAL_REJECTED,
+            ReasonCode::DenyApprovalRejected,
             format!("operator {} rejected the task", input.operator),
         )
     }
@@ -217,7 +198,7 @@ pub fn decide_expiry(input: &ExpiryInput) -> Decision {
     // RFC 3339 UTC with fixed precision compares as text (as the host does).
     if input.at >= input.expires_at {
         deny(
-            reason::DENY_APPROVAL_EXPIRED,
+            ReasonCode::DenyApprovalExpired,
             format!("the approval expired at {}", input.expires_at),
         )
     } else {
@@ -228,7 +209,7 @@ pub fn decide_expiry(input: &ExpiryInput) -> Decision {
 /// A session whose token did not verify is refused.
 pub fn decide_token(input: &TokenInput) -> Decision {
     deny(
-        reason::DELEGATION_INVALID,
+        ReasonCode::DelegationInvalid,
         format!("session {}: {}", input.session_id, input.error),
     )
 }
@@ -238,10 +219,11 @@ pub fn decide_token(input: &TokenInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as its kind.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, String> {
-        serde_json::from_value(v.clone()).map_err(|e| format!("{kind} input: {e}"))
-    }
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
     Some(match kind {
         CALL_ADMISSION => read(kind, input).map(|i| decide_admission(policy, &i)),
         CALL_APPROVAL => read(kind, input).map(|i| decide_approval(policy, &i)),

@@ -32,12 +32,12 @@
 //! them (leaving EXECUTE is never blocked).
 
 use super::decide::Decision;
-use super::gate::gate_reason;
-use super::threat::Signals;
+use super::error::{InputError, read};
 use crate::{AuthzContext, PolicySet};
+use hcp_contracts::ReasonCode;
 use hcp_contracts::manifest::Declaration;
 use hcp_contracts::{DataClass, RiskLevel};
-use hcp_receipts::{Verdict, reason};
+use hcp_receipts::Verdict;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -186,13 +186,8 @@ pub struct HidExecutionInput {
     pub session_id: String,
 }
 
-fn decision(verdict: Verdict, code: &'static str, message: String) -> Decision {
-    Decision {
-        verdict,
-        reason: code,
-        message,
-        signals: Signals::NONE,
-    }
+fn decision(verdict: Verdict, code: ReasonCode, message: String) -> Decision {
+    Decision::new(verdict, code, message)
 }
 
 /// Decides an operator's decision on a proposal under `policy`.
@@ -201,25 +196,25 @@ pub fn decide_decision(policy: &PolicySet, input: &HidDecisionInput) -> Decision
     if input.decision == HidVerdict::Withdraw {
         return if input.operator == HOST_OPERATOR {
             deny(
-                reason::DELEGATION_INVALID,
+                ReasonCode::DelegationInvalid,
                 format!("proposal {} withdrawn: its session ended", input.proposal),
             )
         } else {
             deny(
-                reason::DENY_IDENTITY_UNAUTHORIZED,
+                ReasonCode::DenyIdentityUnauthorized,
                 format!("only the host withdraws proposals, not {}", input.operator),
             )
         };
     }
     let Some(operator) = policy.caller(&input.operator).filter(|c| c.is_operator()) else {
         return deny(
-            reason::DENY_IDENTITY_UNAUTHORIZED,
+            ReasonCode::DenyIdentityUnauthorized,
             format!("{:?} is not an operator of the policy", input.operator),
         );
     };
     let Some(task) = &input.task else {
         return deny(
-            reason::DENY_IDENTITY_UNAUTHORIZED,
+            ReasonCode::DenyIdentityUnauthorized,
             format!(
                 "proposal {}: the facts of its task are not known, so no operator may decide it",
                 input.proposal
@@ -231,15 +226,15 @@ pub fn decide_decision(policy: &PolicySet, input: &HidDecisionInput) -> Decision
     }
     match input.decision {
         HidVerdict::Approve if input.credential_warning && !input.credential_acknowledged => deny(
-            reason::DENY_ARGS_INVALID,
+            ReasonCode::DenyArgsInvalid,
             format!(
                 "proposal {} carries credential_warning and the credential was not acknowledged",
                 input.proposal
             ),
         ),
-        HidVerdict::Approve => decision(Verdict::Allow, reason::ALLOW, String::new()),
+        HidVerdict::Approve => decision(Verdict::Allow, ReasonCode::Allow, String::new()),
         _ => deny(
-            reason::DENY_APPROVAL_REJECTED,
+            ReasonCode::DenyApprovalRejected,
             format!(
                 "operator {} rejected proposal {}",
                 input.operator, input.proposal
@@ -264,7 +259,7 @@ fn authorize(
     };
     policy
         .authorize_approval_in(operator, &facts.declaration, &context)
-        .map_err(|r| decision(Verdict::Deny, gate_reason(r.reason_code), r.reason_message))
+        .map_err(|r| decision(Verdict::Deny, r.reason_code.verdict(), r.reason_message))
 }
 
 /// Decides an operator's mode change under `policy`: any operator may
@@ -275,35 +270,35 @@ pub fn decide_mode(policy: &PolicySet, input: &HidModeInput) -> Decision {
     let deny = |code, message| decision(Verdict::Deny, code, message);
     let Some(operator) = policy.caller(&input.operator).filter(|c| c.is_operator()) else {
         return deny(
-            reason::DENY_IDENTITY_UNAUTHORIZED,
+            ReasonCode::DenyIdentityUnauthorized,
             format!("{:?} is not an operator of the policy", input.operator),
         );
     };
     match input.to.as_str() {
-        "OBSERVE" | "SUGGEST" => return decision(Verdict::Allow, reason::ALLOW, String::new()),
+        "OBSERVE" | "SUGGEST" => return decision(Verdict::Allow, ReasonCode::Allow, String::new()),
         "EXECUTE" => {}
         other => {
             return deny(
-                reason::DENY_ARGS_INVALID,
+                ReasonCode::DenyArgsInvalid,
                 format!("{other:?} is not a mode"),
             );
         }
     }
     if input.capabilities.is_empty() {
         return deny(
-            reason::DENY_RESOURCE_UNAVAILABLE,
+            ReasonCode::DenyResourceUnavailable,
             "no installed capability holds the HID device grant: there is nothing to arm EXECUTE for".into(),
         );
     }
     for facts in &input.capabilities {
         if let Err(refused) = authorize(policy, operator, facts) {
-            return deny(
-                refused.reason,
-                format!("arming EXECUTE: {}", refused.message),
-            );
+            return Decision {
+                message: format!("arming EXECUTE: {}", refused.message),
+                ..refused
+            };
         }
     }
-    decision(Verdict::Allow, reason::ALLOW, String::new())
+    decision(Verdict::Allow, ReasonCode::Allow, String::new())
 }
 
 /// Decides whether an approved proposal could be executed: in EXECUTE
@@ -314,7 +309,7 @@ pub fn decide_execution(input: &HidExecutionInput) -> Decision {
     {
         return decision(
             Verdict::Deny,
-            reason::DENY_TOOL_NOT_FOUND,
+            ReasonCode::DenyToolNotFound,
             format!(
                 "proposed in {proposed} mode, approved in {}: only proposals made in EXECUTE mode are executed",
                 input.mode
@@ -322,15 +317,17 @@ pub fn decide_execution(input: &HidExecutionInput) -> Decision {
         );
     }
     match (input.mode.as_str(), input.readiness) {
-        ("EXECUTE", HidReadiness::Armed) => decision(Verdict::Allow, reason::ALLOW, String::new()),
+        ("EXECUTE", HidReadiness::Armed) => {
+            decision(Verdict::Allow, ReasonCode::Allow, String::new())
+        }
         ("EXECUTE", _) => decision(
             Verdict::Deny,
-            reason::DENY_RESOURCE_UNAVAILABLE,
+            ReasonCode::DenyResourceUnavailable,
             "HID execution is not armed".into(),
         ),
         (mode, _) => decision(
             Verdict::Deny,
-            reason::DENY_TOOL_NOT_FOUND,
+            ReasonCode::DenyToolNotFound,
             format!("{mode} mode: proposals are not executed"),
         ),
     }
@@ -341,10 +338,11 @@ pub fn decide_execution(input: &HidExecutionInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as its kind.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
-    fn read<T: serde::de::DeserializeOwned>(kind: &str, v: &Value) -> Result<T, String> {
-        serde_json::from_value(v.clone()).map_err(|e| format!("{kind} input: {e}"))
-    }
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
     Some(match kind {
         CALL_HID_DECISION => read(kind, input).map(|i| decide_decision(policy, &i)),
         CALL_HID_EXECUTION => read(kind, input).map(|i| decide_execution(&i)),

@@ -23,7 +23,8 @@ use super::call::{Args, Call, Op};
 use super::decide::{Counters, Decision};
 use super::scope::{Scope, ScopeError, SessionFacts};
 use crate::PolicySet;
-use hcp_receipts::{Digest, Verdict, reason};
+use hcp_contracts::ReasonCode;
+use hcp_receipts::{Digest, Verdict};
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -64,24 +65,12 @@ pub fn decide_open(
     at_ms: u64,
 ) -> Decision {
     match scope {
-        Err(e) => Decision {
-            verdict: Verdict::Deny,
-            reason: reason::FAIL_CLOSED_ERROR,
-            message: e.to_string(),
-            signals: super::Signals::NONE,
-        },
-        Ok(_) if at_ms >= facts.expires_at_ms => Decision {
-            verdict: Verdict::Deny,
-            reason: reason::DELEGATION_INVALID,
-            message: format!("session {} has expired", facts.session_id),
-            signals: super::Signals::NONE,
-        },
-        Ok(_) => Decision {
-            verdict: Verdict::Allow,
-            reason: reason::ALLOW,
-            message: String::new(),
-            signals: super::Signals::NONE,
-        },
+        Err(e) => Decision::deny(ReasonCode::FailClosedError, e.to_string()),
+        Ok(_) if at_ms >= facts.expires_at_ms => Decision::deny(
+            ReasonCode::DelegationInvalid,
+            format!("session {} has expired", facts.session_id),
+        ),
+        Ok(_) => Decision::new(Verdict::Allow, ReasonCode::Allow, String::new()),
     }
 }
 

@@ -9,7 +9,7 @@
 //!   canonical arguments) and decided by [`decide`] against the scope and
 //!   the session's [`Counters`]: lookups and bounds checks, no I/O, no
 //!   clock (the caller passes the time). Deny by default; every denial has
-//!   a stable reason code of `hcp_receipts::reason`.
+//!   a stable [`hcp_contracts::ReasonCode`].
 //! - [`input`] builds the decision inputs receipts record, and
 //!   [`PepDecider`] re-derives every recorded verdict from them for replay.
 //!
@@ -29,6 +29,7 @@
 mod bound;
 mod call;
 mod decide;
+mod error;
 pub mod gate;
 pub mod hid;
 pub mod input;
@@ -44,6 +45,7 @@ pub use call::{
     Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
+pub use error::{CanonicalError, InputError};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,

@@ -9,9 +9,10 @@
 //! recorded (a fact: the candidate files are not kept).
 
 use super::decide::Decision;
-use super::threat::Signals;
+use super::error::{InputError, read};
 use crate::PolicySet;
-use hcp_receipts::{Verdict, reason};
+use hcp_contracts::ReasonCode;
+use hcp_receipts::Verdict;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -42,7 +43,7 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
     let (verdict, reason, message) = if !input.problems.is_empty() {
         (
             Verdict::Deny,
-            reason::DENY_ARGS_INVALID,
+            ReasonCode::DenyArgsInvalid,
             format!(
                 "the policy set does not check ({} problems); {} kept",
                 input.problems.len(),
@@ -50,11 +51,11 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
             ),
         )
     } else if input.new_hash == policy.policy_hash() {
-        (Verdict::Allow, reason::ALLOW, String::new())
+        (Verdict::Allow, ReasonCode::Allow, String::new())
     } else {
         (
             Verdict::Deny,
-            reason::FAIL_CLOSED_ERROR,
+            ReasonCode::FailClosedError,
             format!(
                 "the reload names {} but was decided under {}",
                 input.new_hash,
@@ -62,12 +63,7 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
             ),
         )
     };
-    Decision {
-        verdict,
-        reason,
-        message,
-        signals: Signals::NONE,
-    }
+    Decision::new(verdict, reason, message)
 }
 
 /// Decides a `policy.reload` input; `None` for other kinds.
@@ -75,10 +71,11 @@ pub fn decide_reload(policy: &PolicySet, input: &ReloadInput) -> Decision {
 /// # Errors
 ///
 /// The input does not read as a reload.
-pub fn decide(policy: &PolicySet, kind: &str, input: &Value) -> Option<Result<Decision, String>> {
-    (kind == CALL_POLICY_RELOAD).then(|| {
-        serde_json::from_value::<ReloadInput>(input.clone())
-            .map(|i| decide_reload(policy, &i))
-            .map_err(|e| format!("{kind} input: {e}"))
-    })
+pub fn decide(
+    policy: &PolicySet,
+    kind: &str,
+    input: &Value,
+) -> Option<Result<Decision, InputError>> {
+    (kind == CALL_POLICY_RELOAD)
+        .then(|| read::<ReloadInput>(kind, input).map(|i| decide_reload(policy, &i)))
 }

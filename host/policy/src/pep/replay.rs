@@ -14,6 +14,7 @@
 use super::bound::FullArgs;
 use super::call::Call;
 use super::decide::{Counters, Recorded, decide_recorded};
+use super::error::InputError;
 use super::input::{KIND_HOST_CALL, KIND_SESSION_OPEN, decide_open};
 use super::scope::{Scope, SessionFacts};
 use crate::PolicySet;
@@ -80,25 +81,24 @@ impl PepDecider {
     }
 
     /// Loads a snapshot (and keeps it by its hash).
-    fn load(&self, snapshot: &PolicySnapshot<'_>) -> Result<(Digest, Rc<PolicySet>), String> {
-        let policy = load(snapshot.files)
-            .map_err(|e| format!("the pack's policy snapshot does not load: {e}"))?;
-        let hash = Digest::from_str(policy.policy_hash())?;
+    fn load(&self, snapshot: &PolicySnapshot<'_>) -> Result<(Digest, Rc<PolicySet>), InputError> {
+        let policy = load(snapshot.files)?;
+        let hash = Digest::from_str(policy.policy_hash()).map_err(InputError::Digest)?;
         let policy = Rc::new(policy);
         self.policies.borrow_mut().insert(hash, policy.clone());
         Ok((hash, policy))
     }
 
-    fn scope(&self, policy: &PolicySet, hash: Digest) -> Result<Rc<Scope>, String> {
-        let policy_hash = Digest::from_str(policy.policy_hash())?;
+    fn scope(&self, policy: &PolicySet, hash: Digest) -> Result<Rc<Scope>, InputError> {
+        let policy_hash = Digest::from_str(policy.policy_hash()).map_err(InputError::Digest)?;
         if let Some(scope) = self.scopes.borrow().get(&(policy_hash, hash)) {
             return Ok(scope.clone());
         }
         let facts = self
             .facts
             .get(&hash)
-            .ok_or_else(|| format!("the session facts {hash} are not in the pack"))?;
-        let scope = Rc::new(Scope::compile(policy, facts.clone()).map_err(|e| e.to_string())?);
+            .ok_or(InputError::FactsMissing(hash))?;
+        let scope = Rc::new(Scope::compile(policy, facts.clone())?);
         self.scopes
             .borrow_mut()
             .insert((policy_hash, hash), scope.clone());
@@ -106,7 +106,7 @@ impl PepDecider {
     }
 
     /// Decides `input` under `policy`.
-    fn decide_with(&self, policy: &PolicySet, input: &Value) -> Result<Decision, String> {
+    fn decide_with(&self, policy: &PolicySet, input: &Value) -> Result<Decision, InputError> {
         let kind = field(input, "kind")?.as_str().unwrap_or_default();
         let recorded = super::gate::decide(policy, kind, input)
             .or_else(|| super::hid::decide(policy, kind, input))
@@ -121,7 +121,7 @@ impl PepDecider {
         let decision = match kind {
             KIND_SESSION_OPEN => {
                 let facts: SessionFacts = serde_json::from_value(field(input, "facts")?.clone())
-                    .map_err(|e| format!("session facts: {e}"))?;
+                    .map_err(|e| part("session facts", &e))?;
                 let scope = Scope::compile(policy, facts.clone());
                 decide_open(&scope, &facts, at_ms(input)?)
             }
@@ -129,18 +129,18 @@ impl PepDecider {
                 let hash = field(input, "scope")?
                     .as_str()
                     .and_then(|s| Digest::from_str(s).ok())
-                    .ok_or("scope is not a sha256: digest")?;
+                    .ok_or(InputError::ScopeDigest)?;
                 let scope = self.scope(policy, hash)?;
                 let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
-                    .map_err(|e| format!("counters: {e}"))?;
-                let call = Call::from_value(field(input, "call")?)?;
+                    .map_err(|e| part("counters", &e))?;
+                let call = Call::from_value(field(input, "call")?).map_err(InputError::Call)?;
                 // A bounded call: decided from the recorded facts of the
                 // whole call (its bytes, its threat signals), not its text.
                 let recorded = match input.get("full") {
                     None => None,
                     Some(full) => {
-                        let full: FullArgs = serde_json::from_value(full.clone())
-                            .map_err(|e| format!("full: {e}"))?;
+                        let full: FullArgs =
+                            serde_json::from_value(full.clone()).map_err(|e| part("full", &e))?;
                         Some(Recorded {
                             bytes: full.bytes,
                             signals: full.signals()?,
@@ -150,9 +150,12 @@ impl PepDecider {
                 decide_recorded(&scope, &counters, &call, at_ms(input)?, recorded.as_ref())
             }
             other => {
-                return Err(format!(
-                    "no decision of kind {other:?} (this decider replays {KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's, the HID mediator's and policy reloads)"
-                ));
+                return Err(InputError::UnknownKind {
+                    kind: other.to_owned(),
+                    known: format!(
+                        "{KIND_SESSION_OPEN}, {KIND_HOST_CALL}, the gate's, the HID mediator's and policy reloads"
+                    ),
+                });
             }
         };
         Ok(Decision {
@@ -162,32 +165,37 @@ impl PepDecider {
     }
 }
 
-fn load(files: &BTreeMap<String, Vec<u8>>) -> Result<PolicySet, String> {
+fn load(files: &BTreeMap<String, Vec<u8>>) -> Result<PolicySet, InputError> {
     let mut sources = BTreeMap::new();
     for (name, bytes) in files {
         let text =
-            String::from_utf8(bytes.clone()).map_err(|_| format!("policy/{name} is not UTF-8"))?;
+            String::from_utf8(bytes.clone()).map_err(|_| InputError::NotUtf8(name.clone()))?;
         sources.insert(name.clone(), text);
     }
-    PolicySet::from_sources("the pack's policy/", sources).map_err(|e| e.to_string())
+    Ok(PolicySet::from_sources("the pack's policy/", sources)?)
 }
 
-fn field<'a>(input: &'a Value, name: &str) -> Result<&'a Value, String> {
+fn field<'a>(input: &'a Value, name: &str) -> Result<&'a Value, InputError> {
     input
         .get(name)
-        .ok_or_else(|| format!("the decision input has no {name:?}"))
+        .ok_or_else(|| InputError::Missing(name.to_owned()))
 }
 
-fn at_ms(input: &Value) -> Result<u64, String> {
-    field(input, "at_ms")?
-        .as_u64()
-        .ok_or_else(|| "at_ms is not a whole number".to_owned())
+fn at_ms(input: &Value) -> Result<u64, InputError> {
+    field(input, "at_ms")?.as_u64().ok_or(InputError::AtMs)
+}
+
+fn part(part: &'static str, e: &serde_json::Error) -> InputError {
+    InputError::Part {
+        part,
+        reason: e.to_string(),
+    }
 }
 
 impl Decider for PepDecider {
     fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
-        let (_, policy) = self.load(policy)?;
-        self.decide_with(&policy, input)
+        let (_, policy) = self.load(policy).map_err(|e| e.to_string())?;
+        self.decide_with(&policy, input).map_err(|e| e.to_string())
     }
 
     fn decide_under(
@@ -198,7 +206,7 @@ impl Decider for PepDecider {
     ) -> Result<Decision, String> {
         let loaded = policy_hash.and_then(|h| self.policies.borrow().get(&h).cloned());
         match loaded {
-            Some(loaded) => self.decide_with(&loaded, input),
+            Some(loaded) => self.decide_with(&loaded, input).map_err(|e| e.to_string()),
             None => self.decide(policy, input),
         }
     }

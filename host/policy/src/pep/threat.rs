@@ -15,7 +15,6 @@
 //!   `&`, a backquote, `$(`, `${`, `<`, `>`, and line breaks.
 
 use super::call::{Args, Call};
-use super::scope::Scope;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 
@@ -228,9 +227,9 @@ impl Scan {
     }
 }
 
-/// Check 6: the threat scan of every string argument, each as exposed.
-pub(crate) fn scan(scope: &Scope, call: &Call<'_>) -> Signals {
-    let s = &scope.scan;
+/// Check 6: the threat scan of every string argument, each as exposed,
+/// under a session's settings `s`.
+pub(crate) fn scan(s: &Scan, call: &Call<'_>) -> Signals {
     let mut signals = Signals::NONE;
     if s.terminal_escape == ScanMode::Off
         && s.prompt_injection == ScanMode::Off

@@ -1,0 +1,103 @@
+//! What handlers read from a request: who sends it (`Authorization: Bearer
+//! <credential>`, checked against `callers.json` under the policy in
+//! force), whether that is an operator, and its JSON body.
+
+use super::error::ApiError;
+use super::state::AppState;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, StatusCode, header};
+use hcp_policy::Caller;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The credential of `Authorization: Bearer <credential>`.
+pub(crate) fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer <credential>"))?;
+    let value = value
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    value
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            ApiError::unauthorized("the Authorization header must be Bearer <credential>")
+        })
+}
+
+/// The caller of a request, under the policy in force.
+pub(crate) fn caller(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    state
+        .host
+        .policy()
+        .authenticate_bearer(bearer(headers)?)
+        .cloned()
+        .ok_or_else(|| ApiError::unauthorized("unknown credential"))
+}
+
+/// The caller of a request, who must be an operator (403 otherwise).
+pub(crate) fn operator(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let c = caller(state, headers)?;
+    if !c.is_operator() {
+        return Err(ApiError::forbidden(format!("{} is not an operator", c.id)));
+    }
+    Ok(c)
+}
+
+/// The body as JSON: it must say `application/json` (415), fit
+/// [`super::BODY_LIMIT`] (413) and parse (400).
+pub(crate) fn json_body(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = content_type.split(';').next().unwrap_or("").trim();
+    if !mime.eq_ignore_ascii_case("application/json") {
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body must be application/json, not {:?}",
+            content_type
+        )));
+    }
+    let body = body.map_err(|e| match e {
+        BytesRejection::FailedToBufferBody(b) if b.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::too_large(format!(
+                "the body is larger than {} bytes",
+                super::BODY_LIMIT
+            ))
+        }
+        other => ApiError::bad_request("unreadable_body", other.body_text()),
+    })?;
+    serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}"))
+    })
+}
+
+/// The body as JSON ([`json_body`]) read as a `T`: a body of another
+/// shape is a 400 with `code`, saying what was `expected`.
+pub(crate) fn body_as<T: DeserializeOwned>(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    code: &'static str,
+    expected: &str,
+) -> Result<T, ApiError> {
+    serde_json::from_value(json_body(headers, body)?)
+        .map_err(|e| ApiError::bad_request(code, format!("expected {expected}: {e}")))
+}
+
+/// What an operator decides, in the body of a decision on an approval or
+/// a HID proposal: `"approve"` or `"reject"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum Decision {
+    /// Go ahead.
+    Approve,
+    /// Do not.
+    Reject,
+}

@@ -1,0 +1,560 @@
+//! Python capabilities through the same host as the Rust ones: the example
+//! (`plugins/python/word-count`, built with the SDK `plugins/python/hcp_guest`
+//! for the world `basic`) runs with its grants, its calls decided by the PEP
+//! and recorded; a hostile Python guest (`tests/guests/python/probe`) is
+//! denied what it was not granted, with receipts; a Python guest built for
+//! the world `capability` imports `instrument` and `hid` and is refused
+//! before it is compiled.
+//!
+//! Each component is built once per test binary with componentize-py
+//! (`pip install componentize-py==0.25.1`; `scripts/test` installs it), and
+//! cached under `target/python-guests/` by the digest of everything the
+//! build reads, so a repeated run builds nothing; their compiled code is in
+//! the shared compile cache (`target/hcp-test-cache`).
+
+use hcp_contracts::message::ErrorCode;
+use hcp_contracts::{DataClass, Manifest, RiskLevel};
+use hcp_receipts::{Verdict, reason};
+use hcp_sandbox::audit::{GrantedBy, ImportVerdict};
+use hcp_sandbox::pep::{DecidedCall, MemorySink, Op};
+use hcp_sandbox::{
+    MemoryStore, PrepareError, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest,
+    TaskRun,
+};
+use hcp_tests::{REPO_ROOT, cache_dir, listener};
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The componentize-py release the SDK is written and tested against.
+const COMPONENTIZE_PY: &str = "componentize-py 0.25.1";
+
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
+    Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache_dir()),
+        pool_instances: 8,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox")
+});
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(REPO_ROOT).join(rel)
+}
+
+/// `(name, bytes)` of every file ending in `ext` directly in `dir`, sorted.
+fn files(dir: &Path, ext: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == ext))
+        .map(|p| {
+            let name = p.file_name().expect("name").to_string_lossy().into_owned();
+            (name, std::fs::read(&p).expect("read"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Builds `app.py` of `app_dir` with the Python SDK for `world`, or takes
+/// the component an earlier build made from the same inputs.
+fn build(app_dir: &str, world: &str) -> PathBuf {
+    let version = Command::new("componentize-py")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| {
+            panic!(
+                "componentize-py is not installed: pip install componentize-py==0.25.1 \
+                 (scripts/test installs it)"
+            )
+        });
+    assert_eq!(
+        version, COMPONENTIZE_PY,
+        "pip install componentize-py==0.25.1"
+    );
+    let app = repo(app_dir);
+    let sdk = repo("plugins/python");
+    let wit = repo("wit");
+    // Everything the build reads, by name and content.
+    let mut inputs = format!("{version}\nworld {world}\n").into_bytes();
+    for (dir, ext) in [(&wit, "wit"), (&sdk.join("hcp_guest"), "py"), (&app, "py")] {
+        for (name, bytes) in files(dir, ext) {
+            inputs.extend_from_slice(
+                format!("\n{} {name} {}\n", dir.display(), bytes.len()).as_bytes(),
+            );
+            inputs.extend_from_slice(&bytes);
+        }
+    }
+    let digest = hcp_contracts::jcs::sha256_bytes_tagged(&inputs);
+    let out_dir = repo("target/python-guests");
+    let name = app_dir.rsplit('/').next().expect("name");
+    let wasm = out_dir.join(format!("{name}-{}.wasm", &digest["sha256:".len()..][..16]));
+    if wasm.is_file() {
+        return wasm;
+    }
+    std::fs::create_dir_all(&out_dir).expect("mkdir target/python-guests");
+    let partial = wasm.with_extension(format!("{}.partial", std::process::id()));
+    let started = Instant::now();
+    let out = Command::new("componentize-py")
+        .arg("-d")
+        .arg(&wit)
+        .args(["-w", world, "componentize", "app", "-p"])
+        .arg(&app)
+        .arg("-p")
+        .arg(&sdk)
+        .arg("-o")
+        .arg(&partial)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .output()
+        .expect("run componentize-py");
+    assert!(
+        out.status.success(),
+        "componentize-py failed for {app_dir}:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::rename(&partial, &wasm).expect("rename");
+    eprintln!(
+        "built {} ({} bytes) in {:.1?}",
+        wasm.display(),
+        std::fs::metadata(&wasm).map(|m| m.len()).unwrap_or(0),
+        started.elapsed()
+    );
+    wasm
+}
+
+fn word_count() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("plugins/python/word-count", "basic"))
+}
+
+fn probe() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("tests/guests/python/probe", "basic"))
+}
+
+fn full_world() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("tests/guests/python/full-world", "capability"))
+}
+
+/// A manifest document, its component at `component`, loaded from `base`.
+fn load(mut doc: Value, component: &Path, base: &Path) -> Manifest {
+    doc["component"]["path"] = json!(component);
+    hcp_contracts::manifest::from_value(
+        doc,
+        base,
+        None,
+        "test manifest",
+        hcp_contracts::LoadOptions::default(),
+    )
+    .unwrap_or_else(|e| panic!("test manifest invalid: {e}"))
+}
+
+/// A manifest for a test guest: R1, no grants but `grants`.
+fn guest_manifest(name: &str, component: &Path, grants: Value, base: &Path) -> Manifest {
+    load(
+        json!({
+            "capability": {
+                "name": name,
+                "version": "1.0.0",
+                "description": format!("test capability {name}"),
+                "input_schema": {"type": "object"},
+                "output_schema": {"type": "object"},
+                "safety": {
+                    "risk_ceiling": "R1",
+                    "requires_human_approval": false,
+                    "involves_physical_resources": false
+                },
+                "constraints": {"max_duration": "PT30S", "concurrent_limit": 4}
+            },
+            "component": {"path": "", "world": "hcp:capability/capability@1.0.0"},
+            "grants": grants,
+            "limits": {"memory_bytes": 128 << 20}
+        }),
+        component,
+        base,
+    )
+}
+
+/// Runs one task with a governor recording into a fresh sink.
+async fn run(prepared: &PreparedCapability, inputs: Value) -> (TaskRun, Vec<DecidedCall>) {
+    let deadline = Duration::from_secs(60);
+    let sink = Arc::new(MemorySink::new());
+    let request = TaskRequest {
+        task_id: "task-py".into(),
+        session_id: "session-py".into(),
+        caller_id: "tester".into(),
+        intent: "a python task".into(),
+        inputs,
+        constraints: json!({}),
+        context: None,
+        resume: None,
+        risk_level: RiskLevel::R1,
+        data_classification: DataClass::T1,
+        deadline,
+        envelope: Default::default(),
+        governor: prepared.standalone_governor(
+            "task-py",
+            "session-py",
+            deadline,
+            &Default::default(),
+            sink.clone(),
+        ),
+        hid: None,
+    };
+    let run = prepared.run(request, Arc::new(MemoryStore::new())).await;
+    (run, sink.decided())
+}
+
+fn outputs(run: &TaskRun) -> &Value {
+    match &run.result {
+        RunResult::Completed { outputs, .. } => outputs,
+        RunResult::Failed(f) => panic!("failed: {f:?}\nlog: {:#?}", run.log.entries),
+    }
+}
+
+fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str, String)> {
+    decided
+        .iter()
+        .filter(|d| d.call.op == op)
+        .map(|d| (d.verdict, d.reason, d.call.target.to_string()))
+        .collect()
+}
+
+fn granted_by(prepared: &PreparedCapability, import: &str) -> GrantedBy {
+    let line = prepared
+        .report()
+        .imports
+        .iter()
+        .find(|i| i.name.starts_with(import))
+        .unwrap_or_else(|| panic!("no import {import}"));
+    match &line.verdict {
+        ImportVerdict::Allowed { granted_by } => *granted_by,
+        ImportVerdict::Refused { reason } => panic!("{import} refused: {reason}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_python_example_runs_with_its_grants_and_receipts() {
+    let dir = repo("plugins/python/word-count");
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    let manifest = load(doc, word_count(), &dir);
+    let prepared = tokio::task::spawn_blocking(move || SANDBOX.prepare(Arc::new(manifest)))
+        .await
+        .expect("join")
+        .expect("the example prepares");
+    // Its own directory is granted; the sockets Python's runtime imports
+    // are linked inert.
+    assert_eq!(
+        granted_by(&prepared, "wasi:filesystem/preopens@"),
+        GrantedBy::Filesystem
+    );
+    for sockets in ["wasi:sockets/tcp-create-socket@", "wasi:sockets/udp@"] {
+        assert_eq!(granted_by(&prepared, sockets), GrantedBy::NetworkInert);
+    }
+    let text = prepared.report().to_string();
+    assert!(
+        text.contains("verdict: allowed (every import is within the grants; 7 linked, inert)"),
+        "{text}"
+    );
+
+    let (run, decided) = run(&prepared, json!({"directory": "/data"})).await;
+    let out = outputs(&run);
+    let mut expected = Vec::new();
+    for name in ["notes.md", "sample.txt"] {
+        let text = std::fs::read_to_string(dir.join("data").join(name)).expect("read");
+        expected.push(json!({
+            "name": name,
+            "lines": text.lines().count(),
+            "words": text.split_whitespace().count(),
+            "bytes": text.len(),
+        }));
+    }
+    assert_eq!(out["files"], json!(expected), "{out:#}");
+    let report = out["report"].as_str().expect("report");
+    assert_eq!(report, "hcp://session-py/artifacts/word-count.csv");
+    assert_eq!(run.artifacts.len(), 1);
+    assert_eq!(run.artifacts[0].mime_type, "text/csv");
+    let counted: Vec<_> = run
+        .log
+        .entries
+        .iter()
+        .filter(|e| e.message == "counted")
+        .map(|e| e.fields.clone())
+        .collect();
+    assert_eq!(counted.len(), 2, "{:#?}", run.log.entries);
+    assert_eq!(counted[0][0], ("file".to_owned(), "notes.md".to_owned()));
+
+    // Every call was decided, and recorded: each file opened, each log
+    // line, the artifact.
+    let opened = verdicts(&decided, Op::FsOpen);
+    for file in ["/data/notes.md", "/data/sample.txt"] {
+        assert!(
+            opened.contains(&(Verdict::Allow, reason::ALLOW, file.into())),
+            "{opened:?}"
+        );
+    }
+    assert!(opened.iter().all(|v| v.0 == Verdict::Allow), "{opened:?}");
+    assert_eq!(verdicts(&decided, Op::LogWrite).len(), 3);
+    let created: Vec<_> = verdicts(&decided, Op::ArtifactCreate)
+        .into_iter()
+        .map(|(verdict, reason, _)| (verdict, reason))
+        .collect();
+    assert_eq!(created, [(Verdict::Allow, reason::ALLOW)]);
+}
+
+/// The probe with `/data` granted read-only (a file in it, a secret next
+/// to it) and no network.
+struct Probe {
+    _tmp: tempfile::TempDir,
+    prepared: PreparedCapability,
+}
+
+impl Probe {
+    async fn new(grants: Value) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).expect("mkdir");
+        std::fs::write(data.join("hello.txt"), "hi").expect("write");
+        std::fs::write(tmp.path().join("secret.txt"), "SECRET").expect("write");
+        let grants = serde_json::from_str(
+            &grants
+                .to_string()
+                .replace("$DATA", &data.display().to_string()),
+        )
+        .expect("grants");
+        let manifest = guest_manifest("py-probe", probe(), grants, tmp.path());
+        let prepared = tokio::task::spawn_blocking(move || SANDBOX.prepare(Arc::new(manifest)))
+            .await
+            .expect("join")
+            .expect("the probe prepares");
+        Self {
+            _tmp: tmp,
+            prepared,
+        }
+    }
+
+    /// Runs `inputs`; what the guest saw, and what the PEP decided.
+    async fn op(&self, inputs: Value) -> (Value, Vec<DecidedCall>) {
+        let (run, decided) = run(&self.prepared, inputs).await;
+        (outputs(&run).clone(), decided)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hostile_python_guest_is_denied_what_it_was_not_granted_with_receipts() {
+    let p = Probe::new(json!({
+        "filesystem": [{"path": "$DATA", "guest_path": "/data", "access": "read-only"}]
+    }))
+    .await;
+    assert_eq!(
+        granted_by(&p.prepared, "wasi:sockets/tcp-create-socket@"),
+        GrantedBy::NetworkInert
+    );
+
+    // What is granted works.
+    let (out, decided) = p
+        .op(json!({"action": "read", "path": "/data/hello.txt"}))
+        .await;
+    assert_eq!(out, json!({"ok": true, "value": "hi"}));
+    assert_eq!(
+        verdicts(&decided, Op::FsOpen),
+        [(Verdict::Allow, reason::ALLOW, "/data/hello.txt".into())]
+    );
+
+    // Out of the granted directory: denied by the PEP, with a receipt.
+    let (out, decided) = p
+        .op(json!({"action": "read", "path": "/data/../secret.txt"}))
+        .await;
+    assert_eq!(out["ok"], false);
+    assert_eq!(
+        out["error"],
+        "PermissionError: [Errno 2] Permission denied: '/data/../secret.txt'"
+    );
+    assert_eq!(
+        verdicts(&decided, Op::FsOpen),
+        [(
+            Verdict::Deny,
+            reason::DENY_TOOL_NOT_FOUND,
+            "/secret.txt".into()
+        )]
+    );
+
+    // A write into a read-only grant: denied, with a receipt.
+    let (out, decided) = p
+        .op(json!({"action": "write", "path": "/data/new.txt"}))
+        .await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert_eq!(
+        verdicts(&decided, Op::FsOpen),
+        [(
+            Verdict::Deny,
+            reason::DENY_TOOL_NOT_FOUND,
+            "/data/new.txt".into()
+        )]
+    );
+
+    // A path under no granted directory never reaches the host: there is
+    // no descriptor to name it from.
+    let (out, decided) = p.op(json!({"action": "read", "path": "/etc/passwd"})).await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert!(verdicts(&decided, Op::FsOpen).is_empty(), "{decided:?}");
+
+    // A connection, with no network granted: the lookup of the address
+    // (Python's `create_connection` resolves even a numeric host) is
+    // denied, with a receipt; a socket made directly is denied, with a
+    // receipt.
+    let port = listener("never-reached").port();
+    let (out, decided) = p
+        .op(json!({"action": "connect", "host": "127.0.0.1", "port": port}))
+        .await;
+    assert_eq!(
+        out,
+        json!({"ok": false, "error": "PermissionError: [Errno 2] Permission denied"})
+    );
+    assert_eq!(
+        verdicts(&decided, Op::NetLookup),
+        [(
+            Verdict::Deny,
+            reason::DENY_TOOL_NOT_FOUND,
+            "127.0.0.1".into()
+        )]
+    );
+    let (out, decided) = p
+        .op(json!({"action": "socket", "host": "127.0.0.1", "port": port}))
+        .await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert_eq!(
+        verdicts(&decided, Op::NetSocket),
+        [(Verdict::Deny, reason::DENY_TOOL_NOT_FOUND, "ipv4".into())],
+        "{out}"
+    );
+    assert!(verdicts(&decided, Op::NetConnect).is_empty());
+
+    // No environment: nothing of the host's.
+    let (out, _) = p.op(json!({"action": "environ"})).await;
+    assert_eq!(out, json!({"ok": true, "value": {}}));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_nothing_granted_files_and_sockets_are_inert() {
+    let p = Probe::new(json!({})).await;
+    for (import, by) in [
+        ("wasi:filesystem/types@", GrantedBy::FilesystemInert),
+        ("wasi:filesystem/preopens@", GrantedBy::FilesystemInert),
+        ("wasi:sockets/tcp@", GrantedBy::NetworkInert),
+        ("wasi:sockets/ip-name-lookup@", GrantedBy::NetworkInert),
+    ] {
+        assert_eq!(granted_by(&p.prepared, import), by, "{import}");
+    }
+    let (out, decided) = p.op(json!({"action": "list", "path": "/"})).await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert!(verdicts(&decided, Op::FsOpen).is_empty(), "{decided:?}");
+
+    let (out, decided) = p
+        .op(json!({"action": "lookup", "host": "example.com"}))
+        .await;
+    assert_eq!(out["ok"], false, "{out}");
+    assert_eq!(
+        verdicts(&decided, Op::NetLookup),
+        [(
+            Verdict::Deny,
+            reason::DENY_TOOL_NOT_FOUND,
+            "example.com".into()
+        )]
+    );
+}
+
+/// Every file under `dir`, recursively.
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(read) = std::fs::read_dir(dir) {
+        for e in read.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                out.extend(entries(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn an_ungranted_instrument_refuses_a_python_guest_before_it_is_compiled() {
+    let component = full_world();
+    // A sandbox of its own, its compile cache empty: a refusal must leave
+    // it so, an allowed component does not.
+    let cache = tempfile::tempdir().expect("tempdir");
+    let sandbox = Sandbox::new(SandboxConfig {
+        cache_dir: Some(cache.path().join("cache")),
+        pool_instances: 2,
+        ..SandboxConfig::default()
+    })
+    .expect("sandbox");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let manifest = guest_manifest("py-full", component, json!({}), tmp.path());
+    let started = Instant::now();
+    let err = sandbox
+        .prepare(Arc::new(manifest.clone()))
+        .expect_err("refused");
+    let elapsed = started.elapsed();
+    let PrepareError::Refused(report) = &err else {
+        panic!("{err}");
+    };
+    let refused: Vec<&str> = report.refused().map(|(name, _)| name).collect();
+    assert_eq!(
+        refused,
+        [
+            "hcp:capability/instrument@1.0.0",
+            "hcp:capability/hid@1.0.0"
+        ]
+    );
+    assert_eq!(
+        err.to_string(),
+        "py-full@1.0.0: refused: the component imports interfaces its manifest does not grant:\n  \
+         hcp:capability/instrument@1.0.0: no instrument is granted (grants.instruments)\n  \
+         hcp:capability/hid@1.0.0: the hid device is not granted (grants.devices)"
+    );
+    assert_eq!(sandbox.audit(&manifest).expect("audit").allowed, false);
+    assert!(
+        entries(cache.path()).is_empty(),
+        "a refused component was compiled: {:?}",
+        entries(cache.path())
+    );
+    eprintln!(
+        "refused a {} byte component in {elapsed:.1?}",
+        manifest.component.bytes.len()
+    );
+
+    // The same sandbox compiles, and caches, what it allows.
+    let trivial = hcp_tests::ManifestBuilder::new("trivial", hcp_tests::TRIVIAL).load(tmp.path());
+    sandbox
+        .prepare(Arc::new(trivial))
+        .expect("trivial prepares");
+    assert!(
+        !entries(cache.path()).is_empty(),
+        "the cache is not written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_failure_is_task_failed_with_its_code() {
+    let p = Probe::new(json!({})).await;
+    let (run, _) = run(&p.prepared, json!({"action": "nonsense"})).await;
+    let RunResult::Failed(f) = &run.result else {
+        panic!("{:?}", run.result);
+    };
+    assert_eq!(f.code, ErrorCode::InternalError, "{f:?}");
+}
