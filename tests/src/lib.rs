@@ -15,7 +15,7 @@ include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
 mod probe;
 
-pub use probe::ProbeWorld;
+pub use probe::{ProbeWorld, probe_granting_files};
 
 /// A manifest under construction for a test.
 #[derive(Debug, Clone)]

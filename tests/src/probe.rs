@@ -1,7 +1,7 @@
 //! The probe guest's world, set up once for every test that drives it.
 
 use crate::{ManifestBuilder, PROBE, http_server, listener};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::net::SocketAddr;
 
 /// A temporary directory holding `data/hello.txt` (`"hi"`) and an empty
@@ -73,4 +73,17 @@ impl Default for ProbeWorld {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// The probe's manifest granting `filesystem` (a `/grants/filesystem`
+/// array); the probe imports every interface, so the rest is granted too: a
+/// name on a port nothing listens on, and the simulated CVD rig.
+pub fn probe_granting_files(filesystem: Value) -> ManifestBuilder {
+    ManifestBuilder::new("probe", PROBE)
+        .set("/grants/filesystem", filesystem)
+        .set(
+            "/grants/network",
+            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
+        )
+        .set("/grants/instruments", json!(["cvd-rig"]))
 }

@@ -14,7 +14,6 @@ use hcp_sandbox::{
     MemoryStore, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig, TaskRun,
     TaskStore,
 };
-use hcp_tests::ManifestBuilder;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
@@ -28,14 +27,7 @@ static SANDBOX: LazyLock<Sandbox> =
 fn probe(base: &Path, name: &str, grants: Value) -> PreparedCapability {
     let dir = base.join(format!("manifest-{name}"));
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-        .set("/grants/filesystem", grants)
-        // The probe imports every interface: the rest is granted too.
-        .set(
-            "/grants/network",
-            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
-        )
-        .set("/grants/instruments", json!(["cvd-rig"]))
+    let manifest = hcp_tests::probe_granting_files(grants)
         .set("/limits/memory_bytes", json!(64 << 20))
         .load(&dir);
     SANDBOX.prepare(Arc::new(manifest)).expect("probe prepares")
