@@ -130,6 +130,14 @@ pub enum ChecksumError {
     Canonical(String),
 }
 
+/// The error of a failed database call on the log at `path`.
+fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> LogError + Copy + '_ {
+    move |source| LogError::Db {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// What went wrong with the log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -202,10 +210,7 @@ impl SessionLog {
     /// The database cannot be opened or migrated, or its HID tables were
     /// written by a newer host.
     pub fn open(path: &Path) -> Result<Self, LogError> {
-        let db_err = |source| LogError::Db {
-            path: path.to_path_buf(),
-            source,
-        };
+        let db_err = db_error(path);
         let db = Connection::open(path).map_err(db_err)?;
         db.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db_err)?;
@@ -227,18 +232,12 @@ impl SessionLog {
     }
 
     fn db_err(&self, source: rusqlite::Error) -> LogError {
-        LogError::Db {
-            path: self.path.clone(),
-            source,
-        }
+        db_error(&self.path)(source)
     }
 
     fn migrate(&mut self) -> Result<(), LogError> {
         let path = self.path.clone();
-        let db_err = |source| LogError::Db {
-            path: path.clone(),
-            source,
-        };
+        let db_err = db_error(&path);
         let tx = self
             .db
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -288,10 +287,7 @@ impl SessionLog {
     /// database failed.
     pub fn append(&mut self, event: Event) -> Result<LogEntry, LogError> {
         let path = self.path.clone();
-        let db_err = |source| LogError::Db {
-            path: path.clone(),
-            source,
-        };
+        let db_err = db_error(&path);
         let tx = self
             .db
             .transaction_with_behavior(TransactionBehavior::Immediate)

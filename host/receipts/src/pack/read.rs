@@ -128,7 +128,7 @@ impl FromLine<'_> for Receipt {
 }
 
 /// A receipt as verification keeps it: its canonical line, read in place
-/// (see [`crate::view`]), or what serde read from any other line.
+/// (see [`crate::scan`]), or what serde read from any other line.
 #[derive(Debug)]
 #[expect(
     clippy::large_enum_variant,
