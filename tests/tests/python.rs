@@ -100,17 +100,29 @@ fn build(app_dir: &str, world: &str) -> PathBuf {
     }
     std::fs::create_dir_all(&out_dir).expect("mkdir target/python-guests");
     let partial = wasm.with_extension(format!("{}.partial", std::process::id()));
+    // componentize-py leaves `__pycache__` next to the sources it reads:
+    // it reads copies.
+    let sources = tempfile::tempdir().expect("tempdir");
+    for (dir, ext, into) in [
+        (&app, "py", "app"),
+        (&sdk.join("hcp_guest"), "py", "hcp_guest"),
+    ] {
+        let into = sources.path().join(into);
+        std::fs::create_dir(&into).expect("mkdir");
+        for (name, bytes) in files(dir, ext) {
+            std::fs::write(into.join(name), bytes).expect("copy");
+        }
+    }
     let started = Instant::now();
     let out = Command::new("componentize-py")
         .arg("-d")
         .arg(&wit)
         .args(["-w", world, "componentize", "app", "-p"])
-        .arg(&app)
+        .arg(sources.path().join("app"))
         .arg("-p")
-        .arg(&sdk)
+        .arg(sources.path())
         .arg("-o")
         .arg(&partial)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("run componentize-py");
     assert!(
@@ -527,7 +539,7 @@ fn an_ungranted_instrument_refuses_a_python_guest_before_it_is_compiled() {
          hcp:capability/instrument@1.0.0: no instrument is granted (grants.instruments)\n  \
          hcp:capability/hid@1.0.0: the hid device is not granted (grants.devices)"
     );
-    assert_eq!(sandbox.audit(&manifest).expect("audit").allowed, false);
+    assert!(!sandbox.audit(&manifest).expect("audit").allowed);
     assert!(
         entries(cache.path()).is_empty(),
         "a refused component was compiled: {:?}",

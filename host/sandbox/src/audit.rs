@@ -84,7 +84,7 @@ impl GrantedBy {
                 "linked, inert: no directory is granted (grants.filesystem), so there is none to open"
             }
             Self::NetworkInert => {
-                "linked, inert: no destination is granted (grants.network); every socket is denied and receipted"
+                "linked, inert: no destination is granted (grants.network); every socket and name lookup is denied and receipted"
             }
             Self::NameLookupInert => {
                 "linked, inert: no host name is granted (grants.network); every lookup is denied and receipted"
