@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hcp_contracts::message::{MessageType, RejectReason};
+use hcp_contracts::message::MessageType;
 use hcp_policy::Caller;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -111,12 +111,15 @@ async fn submit(
         }
         Err(not) => Submission::refused(not.refusal())?,
     };
-    if submission.kind == AnswerKind::Rejected(RejectReason::Unauthorized) {
-        return Err(ApiError::unauthorized(
+    if let AnswerKind::Rejected(reason) = submission.kind
+        && let Some(error) = ApiError::rejected(
+            reason,
             submission.answer["payload"]["reason_message"]
                 .as_str()
                 .unwrap_or("not authenticated"),
-        ));
+        )
+    {
+        return Err(error);
     }
     if submission.runnable
         && let Some(id) = &submission.task_id
