@@ -7,7 +7,7 @@ use super::{Hcp, code, doc_manifest, stderr, stdout, write_json};
 use hcp_receipts::pack::{self, Pack, ReadLimits};
 use hcp_receipts::receipt::Receipt;
 use hcp_receipts::{Verdict, reason};
-use hcp_tests::{ManifestBuilder, REPO_ROOT, http_server, listener};
+use hcp_tests::{ProbeWorld, REPO_ROOT};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -195,31 +195,11 @@ fn demo_runs_leave_receipts_that_verify_replay_and_export_deterministically() {
 #[test]
 fn every_host_call_kind_shows_up_in_receipts_allowed_and_denied() {
     let hcp = Hcp::new();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let data = tmp.path().join("data");
-    let out = tmp.path().join("out");
-    std::fs::create_dir(&data).expect("mkdir");
-    std::fs::create_dir(&out).expect("mkdir");
-    std::fs::write(data.join("hello.txt"), "hi").expect("write");
-    let granted = listener("granted-banner");
-    let other = listener("other-banner");
-    let web = http_server("text/plain", "web body".into());
-    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-        .set(
-            "/grants/filesystem",
-            json!([
-                {"path": data, "guest_path": "/data", "access": "read-only"},
-                {"path": out, "guest_path": "/out", "access": "read-write"}
-            ]),
-        )
-        .set(
-            "/grants/network",
-            json!([
-                {"host": "127.0.0.1", "port": granted.port()},
-                {"host": "localhost", "port": web.port(), "allow_private": true}
-            ]),
-        )
-        .set("/grants/instruments", json!(["cvd-rig"]))
+    let world = ProbeWorld::new();
+    let (tmp, granted, other, web) = (&world.tmp, world.granted, world.other, world.web);
+    let manifest = world
+        .manifest
+        .clone()
         .set("/limits/artifacts", json!(1))
         .set(
             "/safety_envelope",

@@ -29,15 +29,7 @@ fn submit(inputs: Value) -> Value {
 /// Runs the probe of the manifest in `dir` granting `grants`.
 fn run(hcp: &Hcp, dir: &Path, grants: Value, inputs: Value) -> std::process::Output {
     std::fs::create_dir_all(dir).expect("mkdir");
-    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-        .set("/grants/filesystem", grants)
-        // The probe imports every interface: the rest is granted too.
-        .set(
-            "/grants/network",
-            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
-        )
-        .set("/grants/instruments", json!(["cvd-rig"]))
-        .write(dir);
+    let manifest = hcp_tests::probe_granting_files(grants).write(dir);
     let input = write_json(dir, "submit.json", &submit(inputs));
     hcp.run(&[
         "run",

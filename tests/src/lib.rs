@@ -3,7 +3,8 @@
 //! The build script builds every guest; each is named here by a constant
 //! holding the absolute path of its component. [`ManifestBuilder`] writes a
 //! manifest for a guest into a temporary directory, with the grants a test
-//! asks for; [`listener`] and [`http_server`] start real servers on loopback.
+//! asks for; [`listener`] and [`http_server`] start real servers on loopback;
+//! [`ProbeWorld`] sets up the probe guest's directories, servers and grants.
 
 use serde_json::{Value, json};
 use std::io::{Read as _, Write as _};
@@ -13,6 +14,10 @@ use std::path::{Path, PathBuf};
 pub mod broker;
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
+
+mod probe;
+
+pub use probe::{ProbeWorld, probe_granting_files};
 
 /// A manifest under construction for a test.
 #[derive(Debug, Clone)]

@@ -3,29 +3,24 @@
 //! task holds a bounded number of resources, and large or repeated denied
 //! calls stay bounded in the receipts and stop the guest.
 
+mod common;
+
+use common::{ProbeTask, host_notes};
+use hcp_contracts::manifest::SafetyEnvelope;
 use hcp_contracts::message::ErrorCode;
-use hcp_contracts::{DataClass, RiskLevel};
 use hcp_receipts::{Verdict, reason};
 use hcp_sandbox::pep::{
-    self, ARGS_PREFIX_BYTES, BudgetCaps, DecidedCall, MemorySink, Op, PolicyGovernor, VerdictSink,
+    self, ARGS_PREFIX_BYTES, BudgetCaps, DecidedCall, MemorySink, Op, VerdictSink,
 };
 use hcp_sandbox::{
-    MAX_TABLE_ENTRIES, MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig,
-    TaskRequest, TaskRun,
+    MAX_TABLE_ENTRIES, MemoryStore, PreparedCapability, RunResult, Sandbox, TaskRun,
 };
-use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
+use hcp_tests::{ManifestBuilder, http_server, listener};
 use serde_json::{Value, json};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
-    Sandbox::new(SandboxConfig {
-        cache_dir: Some(cache_dir()),
-        pool_instances: 16,
-        ..SandboxConfig::default()
-    })
-    .expect("sandbox")
-});
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| common::sandbox(16));
 
 fn probe(dir: &std::path::Path, network: Value) -> PreparedCapability {
     let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
@@ -52,36 +47,15 @@ async fn run(
     sink: Arc<dyn VerdictSink>,
     inputs: Value,
 ) -> TaskRun {
-    let deadline = Duration::from_secs(30);
-    let envelope = Default::default();
-    let facts = pep::Standalone {
+    let task = ProbeTask {
         task_id: "task-c",
         session_id: "session-c",
-        caller: "tester",
-        risk_level: RiskLevel::R1,
-        data_classification: DataClass::T1,
-        envelope: &envelope,
-        expires_at_ms: pep::now_ms() + 60_000,
-        budgets,
-    }
-    .facts(prepared.manifest());
-    let governor = Arc::new(PolicyGovernor::standalone(facts, sink).expect("governor"));
-    let request = TaskRequest {
-        task_id: "task-c".into(),
-        session_id: "session-c".into(),
-        caller_id: "tester".into(),
-        intent: "containment".into(),
-        inputs,
-        constraints: json!({}),
-        context: None,
-        resume: None,
-        risk_level: RiskLevel::R1,
-        data_classification: DataClass::T1,
-        deadline,
-        envelope,
-        governor,
-        hid: None,
+        intent: "containment",
+        deadline: Duration::from_secs(30),
     };
+    let envelope = SafetyEnvelope::default();
+    let governor = task.governor(prepared, &envelope, budgets, 60_000, sink);
+    let request = task.request(inputs, envelope, governor);
     prepared.run(request, Arc::new(MemoryStore::new())).await
 }
 
@@ -97,15 +71,6 @@ fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str)> {
         .iter()
         .filter(|d| d.call.op == op)
         .map(|d| (d.verdict, d.reason))
-        .collect()
-}
-
-fn host_notes(run: &TaskRun) -> Vec<String> {
-    run.log
-        .entries
-        .iter()
-        .filter(|e| e.source == hcp_sandbox::tasklog::LogSource::Host)
-        .map(|e| e.message.clone())
         .collect()
 }
 

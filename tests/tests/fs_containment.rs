@@ -5,40 +5,29 @@
 //! directory is back. And bytes written through the filesystem count
 //! against the byte budget.
 
+mod common;
+
+use common::ProbeTask;
 use hcp_contracts::message::ErrorCode;
-use hcp_contracts::{DataClass, RiskLevel};
-use hcp_sandbox::pep::{BudgetCaps, MemorySink, PolicyGovernor, Standalone, UNLIMITED};
+use hcp_sandbox::pep::{BudgetCaps, MemorySink, UNLIMITED};
 use hcp_sandbox::{
-    MemoryStore, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig, TaskRequest,
-    TaskRun, TaskStore,
+    MemoryStore, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig, TaskRun,
+    TaskStore,
 };
-use hcp_tests::{ManifestBuilder, cache_dir};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
-    Sandbox::new(SandboxConfig {
-        cache_dir: Some(cache_dir()),
-        ..SandboxConfig::default()
-    })
-    .expect("sandbox")
-});
+static SANDBOX: LazyLock<Sandbox> =
+    LazyLock::new(|| common::sandbox(SandboxConfig::default().pool_instances));
 
 /// The probe granted `grants` (a `/grants/filesystem` array), from a
 /// manifest in its own directory under `base`.
 fn probe(base: &Path, name: &str, grants: Value) -> PreparedCapability {
     let dir = base.join(format!("manifest-{name}"));
     std::fs::create_dir_all(&dir).expect("mkdir");
-    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-        .set("/grants/filesystem", grants)
-        // The probe imports every interface: the rest is granted too.
-        .set(
-            "/grants/network",
-            json!([{"host": "localhost", "port": 9, "allow_private": true}]),
-        )
-        .set("/grants/instruments", json!(["cvd-rig"]))
+    let manifest = hcp_tests::probe_granting_files(grants)
         .set("/limits/memory_bytes", json!(64 << 20))
         .load(&dir);
     SANDBOX.prepare(Arc::new(manifest)).expect("probe prepares")
@@ -50,39 +39,19 @@ async fn run_with(
     budget_bytes: u64,
     sink: Arc<MemorySink>,
 ) -> TaskRun {
-    let deadline = Duration::from_secs(60);
-    let facts = Standalone {
+    let task = ProbeTask {
         task_id: "task-1",
         session_id: "session-1",
-        caller: "tester",
-        risk_level: RiskLevel::R1,
-        data_classification: DataClass::T1,
-        envelope: &Default::default(),
-        expires_at_ms: hcp_sandbox::pep::now_ms() + 120_000,
-        budgets: BudgetCaps {
-            artifacts: UNLIMITED,
-            bytes: budget_bytes,
-            host_calls: UNLIMITED,
-        },
-    }
-    .facts(prepared.manifest());
-    let governor = Arc::new(PolicyGovernor::standalone(facts, sink).expect("governor"));
-    let request = TaskRequest {
-        task_id: "task-1".into(),
-        session_id: "session-1".into(),
-        caller_id: "tester".into(),
-        intent: "probe the containment".into(),
-        inputs,
-        constraints: json!({}),
-        context: None,
-        resume: None,
-        risk_level: RiskLevel::R1,
-        data_classification: DataClass::T1,
-        deadline,
-        envelope: Default::default(),
-        governor,
-        hid: None,
+        intent: "probe the containment",
+        deadline: Duration::from_secs(60),
     };
+    let budgets = BudgetCaps {
+        artifacts: UNLIMITED,
+        bytes: budget_bytes,
+        host_calls: UNLIMITED,
+    };
+    let governor = task.governor(prepared, &Default::default(), budgets, 120_000, sink);
+    let request = task.request(inputs, Default::default(), governor);
     let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
     prepared.run(request, store).await
 }

@@ -2,114 +2,73 @@
 //! guest (or the host) sees, and that the same capability then runs the next
 //! task normally.
 
+mod common;
+
+use common::{ProbeTask, host_notes};
 use hcp_contracts::message::ErrorCode;
-use hcp_contracts::{DataClass, RiskLevel};
 use hcp_sandbox::audit::ImportVerdict;
 use hcp_sandbox::pep::NoReceipts;
 use hcp_sandbox::{
-    MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, SandboxConfig,
-    TaskRequest, TaskRun, TaskStore,
+    MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, TaskRun,
+    TaskStore,
 };
-use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
+use hcp_tests::{ManifestBuilder, ProbeWorld};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
-    Sandbox::new(SandboxConfig {
-        cache_dir: Some(cache_dir()),
-        pool_instances: 16,
-        ..SandboxConfig::default()
-    })
-    .expect("sandbox")
-});
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| common::sandbox(16));
 
 /// The probe with a bit of every grant: a read-only directory at `/data`, a
 /// read-write one at `/out`, one granted listener (by address), one granted
 /// HTTP server (by name), `PATH`, and the simulated CVD rig.
 struct Probe {
-    tmp: tempfile::TempDir,
+    world: ProbeWorld,
     prepared: PreparedCapability,
     store: Arc<dyn TaskStore>,
-    granted: SocketAddr,
-    other: SocketAddr,
-    web: SocketAddr,
 }
 
 impl Probe {
     fn new() -> Self {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let data = tmp.path().join("data");
-        let out = tmp.path().join("out");
-        std::fs::create_dir(&data).expect("mkdir");
-        std::fs::create_dir(&out).expect("mkdir");
-        std::fs::write(data.join("hello.txt"), "hi").expect("write");
-        std::fs::write(tmp.path().join("secret.txt"), "SECRET").expect("write");
-        std::os::unix::fs::symlink(tmp.path().join("secret.txt"), data.join("link"))
-            .expect("symlink");
-        let granted = listener("granted-banner");
-        let other = listener("other-banner");
-        let web = http_server("text/plain", "web body".into());
-        let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-            .set(
-                "/grants/filesystem",
-                json!([
-                    {"path": data, "guest_path": "/data", "access": "read-only"},
-                    {"path": out, "guest_path": "/out", "access": "read-write"}
-                ]),
-            )
-            .set(
-                "/grants/network",
-                json!([
-                    {"host": "127.0.0.1", "port": granted.port()},
-                    {"host": "localhost", "port": web.port(), "allow_private": true}
-                ]),
-            )
+        let world = ProbeWorld::new();
+        let secret = world.tmp.path().join("secret.txt");
+        std::fs::write(&secret, "SECRET").expect("write");
+        std::os::unix::fs::symlink(&secret, world.tmp.path().join("data/link")).expect("symlink");
+        let manifest = world
+            .manifest
+            .clone()
             .set("/grants/env", json!(["PATH"]))
-            .set("/grants/instruments", json!(["cvd-rig"]))
             .set("/limits/memory_bytes", json!(16 << 20))
             .set("/limits/log_bytes", json!(4096))
-            .load(tmp.path());
+            .load(world.tmp.path());
         let prepared = SANDBOX.prepare(Arc::new(manifest)).expect("probe prepares");
         Self {
-            tmp,
+            world,
             prepared,
             store: Arc::new(MemoryStore::new()),
-            granted,
-            other,
-            web,
         }
     }
 
     fn host_path(&self, rel: &str) -> PathBuf {
-        self.tmp.path().join(rel)
+        self.world.tmp.path().join(rel)
     }
 
     async fn run_for(&self, inputs: Value, deadline: Duration) -> TaskRun {
-        let request = TaskRequest {
-            task_id: "task-1".into(),
-            session_id: "session-1".into(),
-            caller_id: "tester".into(),
-            intent: "probe the sandbox".into(),
-            inputs,
-            constraints: json!({}),
-            context: None,
-            resume: None,
-            risk_level: RiskLevel::R1,
-            data_classification: DataClass::T1,
+        let task = ProbeTask {
+            task_id: "task-1",
+            session_id: "session-1",
+            intent: "probe the sandbox",
             deadline,
-            envelope: Default::default(),
-            governor: self.prepared.standalone_governor(
-                "task-1",
-                "session-1",
-                deadline,
-                &Default::default(),
-                Arc::new(NoReceipts),
-            ),
-            hid: None,
         };
+        let governor = self.prepared.standalone_governor(
+            task.task_id,
+            task.session_id,
+            deadline,
+            &Default::default(),
+            Arc::new(NoReceipts),
+        );
+        let request = task.request(inputs, Default::default(), governor);
         self.prepared.run(request, self.store.clone()).await
     }
 
@@ -140,6 +99,13 @@ impl Probe {
         run
     }
 
+    /// Each of `cases` is denied with `error`, as [`Probe::denied`].
+    async fn all_denied<const N: usize>(&self, error: &str, cases: [Value; N]) {
+        for inputs in cases {
+            self.denied(inputs, error).await;
+        }
+    }
+
     async fn failed(&self, inputs: Value, deadline: Duration) -> RunFailure {
         let run = self.run_for(inputs.clone(), deadline).await;
         let RunResult::Failed(f) = run.result else {
@@ -157,15 +123,6 @@ impl Probe {
         assert!(ok, "the next task failed: {v}");
         assert_eq!(v, "hi");
     }
-}
-
-fn host_notes(run: &TaskRun) -> Vec<String> {
-    run.log
-        .entries
-        .iter()
-        .filter(|e| e.source == hcp_sandbox::tasklog::LogSource::Host)
-        .map(|e| e.message.clone())
-        .collect()
 }
 
 const EPERM: &str = "Operation not permitted (os error 63)";
@@ -188,7 +145,7 @@ async fn granted_operations_work() {
         "x"
     );
     let (ok, v, _) = p
-        .op(json!({"action": "connect", "addr": p.granted.to_string()}))
+        .op(json!({"action": "connect", "addr": p.world.granted.to_string()}))
         .await;
     assert!(ok && v == "granted-banner", "{v}");
     let (ok, v, _) = p.op(json!({"action": "lookup", "name": "localhost"})).await;
@@ -198,7 +155,7 @@ async fn granted_operations_work() {
             .is_some_and(|a| a.contains(&json!("127.0.0.1"))),
         "{v}"
     );
-    let url = format!("http://localhost:{}/paper", p.web.port());
+    let url = format!("http://localhost:{}/paper", p.world.web.port());
     let (ok, v, _) = p.op(json!({"action": "http_get", "url": url})).await;
     assert!(ok && v == "web body", "{v}");
     let (ok, _, _) = p.op(json!({"action": "env", "name": "PATH"})).await;
@@ -208,28 +165,29 @@ async fn granted_operations_work() {
 #[tokio::test(flavor = "multi_thread")]
 async fn dotdot_escape_is_refused() {
     let p = Probe::new();
-    p.denied(
-        json!({"action": "read_file", "path": "/data/../secret.txt"}),
+    p.all_denied(
         EACCES,
+        [
+            json!({"action": "read_file", "path": "/data/../secret.txt"}),
+            json!({"action": "list_dir", "path": "/data/.."}),
+        ],
     )
     .await;
-    p.denied(json!({"action": "list_dir", "path": "/data/.."}), EACCES)
-        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn absolute_paths_outside_the_grants_do_not_exist() {
     let p = Probe::new();
     let secret = p.host_path("secret.txt");
-    p.denied(json!({"action": "read_file", "path": secret}), ENOENT)
-        .await;
-    p.denied(
-        json!({"action": "read_file", "path": "/etc/passwd"}),
+    p.all_denied(
         ENOENT,
+        [
+            json!({"action": "read_file", "path": secret}),
+            json!({"action": "read_file", "path": "/etc/passwd"}),
+            json!({"action": "list_dir", "path": "/"}),
+        ],
     )
     .await;
-    p.denied(json!({"action": "list_dir", "path": "/"}), ENOENT)
-        .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -242,14 +200,12 @@ async fn a_symlink_out_of_a_preopen_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_only_grant_cannot_be_written() {
     let p = Probe::new();
-    p.denied(
-        json!({"action": "write_file", "path": "/data/new.txt", "content": "x"}),
+    p.all_denied(
         EACCES,
-    )
-    .await;
-    p.denied(
-        json!({"action": "write_file", "path": "/data/hello.txt", "content": "x"}),
-        EACCES,
+        [
+            json!({"action": "write_file", "path": "/data/new.txt", "content": "x"}),
+            json!({"action": "write_file", "path": "/data/hello.txt", "content": "x"}),
+        ],
     )
     .await;
     assert!(!p.host_path("data/new.txt").exists());
@@ -264,7 +220,7 @@ async fn connecting_to_an_ungranted_port_is_refused() {
     let p = Probe::new();
     let run = p
         .denied(
-            json!({"action": "connect", "addr": p.other.to_string()}),
+            json!({"action": "connect", "addr": p.world.other.to_string()}),
             EACCES,
         )
         .await;
@@ -272,11 +228,11 @@ async fn connecting_to_an_ungranted_port_is_refused() {
         host_notes(&run),
         [format!(
             "denied (DENY_TOOL_NOT_FOUND): connect to {}: not in grants.network",
-            p.other
+            p.world.other
         )]
     );
     // The granted port of another host is not granted either.
-    let elsewhere = format!("127.0.0.2:{}", p.granted.port());
+    let elsewhere = format!("127.0.0.2:{}", p.world.granted.port());
     p.denied(json!({"action": "connect", "addr": elsewhere}), EACCES)
         .await;
 }
@@ -309,7 +265,7 @@ async fn servers_and_udp_are_refused() {
         ]
     );
     let (ok, v, _) = p
-        .op(json!({"action": "udp", "addr": p.granted.to_string()}))
+        .op(json!({"action": "udp", "addr": p.world.granted.to_string()}))
         .await;
     assert!(!ok, "UDP was allowed: {v}");
 }
@@ -331,7 +287,7 @@ async fn an_ungranted_name_lookup_is_refused() {
 #[tokio::test(flavor = "multi_thread")]
 async fn http_to_an_ungranted_destination_is_refused() {
     let p = Probe::new();
-    let url = format!("http://127.0.0.1:{}/x", p.other.port());
+    let url = format!("http://127.0.0.1:{}/x", p.world.other.port());
     let run = p
         .denied(
             json!({"action": "http_get", "url": url}),
@@ -342,7 +298,7 @@ async fn http_to_an_ungranted_destination_is_refused() {
         host_notes(&run),
         [format!(
             "denied (DENY_TOOL_NOT_FOUND): GET http://127.0.0.1:{}: not in grants.network",
-            p.other.port()
+            p.world.other.port()
         )]
     );
 }
@@ -408,12 +364,8 @@ async fn unbounded_recursion_is_stopped() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_output_flood_is_bounded() {
-    let p = Probe::new();
-    let run = p
-        .run(json!({"action": "flood_stdout", "bytes": 10 << 20}))
-        .await;
+/// The run completed, and its log kept at most `limits.log_bytes` (4096).
+fn completed_within_the_log_bound(run: &TaskRun) {
     assert!(
         matches!(run.result, RunResult::Completed { .. }),
         "{:?}",
@@ -421,6 +373,15 @@ async fn an_output_flood_is_bounded() {
     );
     let kept: usize = run.log.entries.iter().map(|e| e.message.len()).sum();
     assert!(kept <= 4096, "kept {kept} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_output_flood_is_bounded() {
+    let p = Probe::new();
+    let run = p
+        .run(json!({"action": "flood_stdout", "bytes": 10 << 20}))
+        .await;
+    completed_within_the_log_bound(&run);
     assert!(
         run.log.dropped_bytes >= (10 << 20) - 4096,
         "dropped {}",
@@ -430,13 +391,7 @@ async fn an_output_flood_is_bounded() {
     let run = p
         .run(json!({"action": "flood_log", "lines": 100_000}))
         .await;
-    assert!(
-        matches!(run.result, RunResult::Completed { .. }),
-        "{:?}",
-        run.result
-    );
-    let kept: usize = run.log.entries.iter().map(|e| e.message.len()).sum();
-    assert!(kept <= 4096, "kept {kept} bytes");
+    completed_within_the_log_bound(&run);
     assert!(
         run.log.dropped_lines > 99_000,
         "dropped {} lines",

@@ -3,61 +3,31 @@
 //! the governor's sink (the receipt pipeline) with its reason code, and each
 //! denial reaches the guest as an error value.
 
-use hcp_contracts::{DataClass, RiskLevel};
+mod common;
+
+use common::ProbeTask;
 use hcp_receipts::{Verdict, reason};
 use hcp_sandbox::pep::{DecidedCall, MemorySink, Op, VerdictSink};
-use hcp_sandbox::{
-    MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest, TaskRun,
-};
-use hcp_tests::{ManifestBuilder, cache_dir, http_server, listener};
+use hcp_sandbox::{MemoryStore, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRun};
+use hcp_tests::{ProbeWorld, cache_dir};
 use serde_json::{Value, json};
-use std::net::SocketAddr;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| {
-    Sandbox::new(SandboxConfig {
-        cache_dir: Some(cache_dir()),
-        pool_instances: 8,
-        ..SandboxConfig::default()
-    })
-    .expect("sandbox")
-});
+static SANDBOX: LazyLock<Sandbox> = LazyLock::new(|| common::sandbox(8));
 
+/// The probe's world, its manifest with one artifact and an envelope
+/// whose breach shuts the rig down, prepared.
 struct World {
-    tmp: tempfile::TempDir,
+    probe: ProbeWorld,
     prepared: PreparedCapability,
-    granted: SocketAddr,
-    other: SocketAddr,
-    web: SocketAddr,
 }
 
 fn world() -> World {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let data = tmp.path().join("data");
-    let out = tmp.path().join("out");
-    std::fs::create_dir(&data).expect("mkdir");
-    std::fs::create_dir(&out).expect("mkdir");
-    std::fs::write(data.join("hello.txt"), "hi").expect("write");
-    let granted = listener("granted-banner");
-    let other = listener("other-banner");
-    let web = http_server("text/plain", "web body".into());
-    let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
-        .set(
-            "/grants/filesystem",
-            json!([
-                {"path": data, "guest_path": "/data", "access": "read-only"},
-                {"path": out, "guest_path": "/out", "access": "read-write"}
-            ]),
-        )
-        .set(
-            "/grants/network",
-            json!([
-                {"host": "127.0.0.1", "port": granted.port()},
-                {"host": "localhost", "port": web.port(), "allow_private": true}
-            ]),
-        )
-        .set("/grants/instruments", json!(["cvd-rig"]))
+    let probe = ProbeWorld::new();
+    let manifest = probe
+        .manifest
+        .clone()
         .set("/limits/artifacts", json!(1))
         .set(
             "/safety_envelope",
@@ -66,42 +36,28 @@ fn world() -> World {
                 "emergency_procedures": {"over_temperature": "immediate_shutdown"}
             }),
         )
-        .load(tmp.path());
+        .load(probe.tmp.path());
     let prepared = SANDBOX.prepare(Arc::new(manifest)).expect("prepares");
-    World {
-        tmp,
-        prepared,
-        granted,
-        other,
-        web,
-    }
+    World { probe, prepared }
 }
 
 async fn run(w: &World, sink: Arc<dyn VerdictSink>, actions: Value) -> TaskRun {
     let deadline = Duration::from_secs(20);
     let envelope = w.prepared.manifest().doc.safety_envelope.clone();
-    let request = TaskRequest {
-        task_id: "task-pep".into(),
-        session_id: "session-pep".into(),
-        caller_id: "tester".into(),
-        intent: "every host call".into(),
-        inputs: json!({"action": "each", "actions": actions}),
-        constraints: json!({}),
-        context: None,
-        resume: None,
-        risk_level: RiskLevel::R1,
-        data_classification: DataClass::T1,
+    let task = ProbeTask {
+        task_id: "task-pep",
+        session_id: "session-pep",
+        intent: "every host call",
         deadline,
-        governor: w.prepared.standalone_governor(
-            "task-pep",
-            "session-pep",
-            deadline,
-            &envelope,
-            sink,
-        ),
-        envelope,
-        hid: None,
     };
+    let governor =
+        w.prepared
+            .standalone_governor(task.task_id, task.session_id, deadline, &envelope, sink);
+    let request = task.request(
+        json!({"action": "each", "actions": actions}),
+        envelope,
+        governor,
+    );
     w.prepared.run(request, Arc::new(MemoryStore::new())).await
 }
 
@@ -125,8 +81,8 @@ fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str, Stri
 async fn every_host_call_kind_is_decided_allowed_and_denied() {
     let w = world();
     let sink = Arc::new(MemorySink::new());
-    let url = format!("http://localhost:{}/paper", w.web.port());
-    let ungranted_url = format!("http://127.0.0.1:{}/x", w.other.port());
+    let url = format!("http://localhost:{}/paper", w.probe.web.port());
+    let ungranted_url = format!("http://127.0.0.1:{}/x", w.probe.other.port());
     let actions = json!([
         {"action": "log", "message": "hello"},
         {"action": "log", "message": "\u{1b}[2Jwiped"},
@@ -141,14 +97,14 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         {"action": "mkdir", "path": "/out/d"},
         {"action": "rename", "from": "/out/d", "to": "/data/d"},
         {"action": "stat", "path": "/data/hello.txt"},
-        {"action": "connect", "addr": w.granted.to_string()},
-        {"action": "connect", "addr": w.other.to_string()},
+        {"action": "connect", "addr": w.probe.granted.to_string()},
+        {"action": "connect", "addr": w.probe.other.to_string()},
         {"action": "lookup", "name": "localhost"},
         {"action": "lookup", "name": "example.com"},
         {"action": "http_get", "url": url},
         {"action": "http_get", "url": ungranted_url},
         {"action": "listen", "addr": "127.0.0.1:0"},
-        {"action": "udp", "addr": w.granted.to_string()},
+        {"action": "udp", "addr": w.probe.granted.to_string()},
         {"action": "instrument_read", "instrument": "cvd-rig"},
         {"action": "instrument_read", "instrument": "laser"},
         {"action": "instrument", "instrument": "cvd-rig", "command": "set_temperature", "arguments": {"target": 700}},
@@ -261,8 +217,8 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
     assert_eq!(
         connect,
         [
-            (Allow, reason::ALLOW, w.granted.to_string()),
-            (Deny, reason::DENY_TOOL_NOT_FOUND, w.other.to_string())
+            (Allow, reason::ALLOW, w.probe.granted.to_string()),
+            (Deny, reason::DENY_TOOL_NOT_FOUND, w.probe.other.to_string())
         ]
     );
     let lookup = verdicts(&decided, Op::NetLookup);
@@ -277,11 +233,15 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
     assert_eq!(
         http,
         [
-            (Allow, reason::ALLOW, format!("localhost:{}", w.web.port())),
+            (
+                Allow,
+                reason::ALLOW,
+                format!("localhost:{}", w.probe.web.port())
+            ),
             (
                 Deny,
                 reason::DENY_TOOL_NOT_FOUND,
-                format!("127.0.0.1:{}", w.other.port())
+                format!("127.0.0.1:{}", w.probe.other.port())
             )
         ]
     );
@@ -322,7 +282,7 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         run.risk_events
             .contains(&"breach:over_temperature".to_owned())
     );
-    drop(w.tmp);
+    drop(w.probe);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -346,7 +306,7 @@ async fn enforcement_off_decides_nothing_but_the_grants_still_hold() {
         {"action": "log", "message": "hello"},
         {"action": "read_file", "path": "/data/hello.txt"},
         {"action": "read_file", "path": "/data/../secret.txt"},
-        {"action": "connect", "addr": off.other.to_string()}
+        {"action": "connect", "addr": off.probe.other.to_string()}
     ]);
     let run = run(&off, sink.clone(), actions).await;
     let r = reports(&run);

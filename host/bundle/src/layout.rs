@@ -14,6 +14,7 @@
 //! never `.` or `..`.
 
 use crate::error::BundleError;
+use hcp_receipts::archive::{self, PathProblem};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -29,7 +30,7 @@ pub const WIT_DIR: &str = "wit";
 pub const MANIFEST_DIR_VAR: &str = "${manifest_dir}";
 
 /// Longest entry path (a plain ustar name, no prefix field).
-pub const MAX_PATH: usize = 100;
+pub use hcp_receipts::archive::MAX_PATH;
 
 /// How large a bundle and each of its entries may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,37 +121,27 @@ fn is_wit_path(path: &str) -> bool {
         .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
 }
 
-/// Checks one entry path: relative, no `..`, allowed characters.
+/// Checks one entry path against the archive rule
+/// ([`hcp_receipts::archive`]): relative, no `..`, allowed characters.
 ///
 /// # Errors
 ///
 /// [`BundleError::Traversal`] for an absolute path or a `..` component,
 /// [`BundleError::BadPath`] for anything else outside the rules.
 pub fn check_path(path: &str) -> Result<(), BundleError> {
-    if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
-        return Err(BundleError::Traversal {
-            path: path.to_owned(),
-        });
+    archive::check_path(path).map_err(|problem| path_error(path, problem))
+}
+
+/// The bundle's words for an entry path that breaks the archive rule.
+pub(crate) fn path_error(path: &str, problem: PathProblem) -> BundleError {
+    let path = path.to_owned();
+    match problem {
+        PathProblem::Traversal => BundleError::Traversal { path },
+        PathProblem::Bad(reason) => BundleError::BadPath {
+            path,
+            reason: reason.to_owned(),
+        },
     }
-    let bad = |reason: &str| BundleError::BadPath {
-        path: path.to_owned(),
-        reason: reason.to_owned(),
-    };
-    if path.is_empty() || path.len() > MAX_PATH {
-        return Err(bad("paths are 1 to 100 bytes"));
-    }
-    for component in path.split('/') {
-        if component.is_empty() || component == "." {
-            return Err(bad("empty or `.` path component"));
-        }
-        if !component
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            return Err(bad("path components use [A-Za-z0-9._-] only"));
-        }
-    }
-    Ok(())
 }
 
 /// The directory of a grant path `${manifest_dir}/<dir>`, if it is one.

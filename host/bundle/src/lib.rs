@@ -46,4 +46,4 @@ pub use error::BundleError;
 pub use layout::{Limits, PublisherName};
 pub use pack::{WitSource, pack_dir};
 pub use receipt::{InstallReceipt, InstallRecord, PublisherRecord};
-pub use signature::{SignatureStatus, Signer, TrustedKey, check_trust};
+pub use signature::{SignatureStatus, Signer, TrustError, TrustedKey, check_trust};

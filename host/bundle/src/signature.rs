@@ -213,6 +213,51 @@ pub struct TrustedKey {
     pub public_key: PublicKey,
 }
 
+/// Why a signer is not trusted on this host.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    /// The key is trusted, under another publisher's name.
+    #[error(
+        "the bundle is signed by key {key_id} as publisher {:?}, but this host trusts that key as {:?}",
+        .signed_as.as_str(),
+        .trusted_as.as_str()
+    )]
+    KeyUnderOtherName {
+        /// The signing key.
+        key_id: KeyId,
+        /// The name it signed with.
+        signed_as: PublisherName,
+        /// The name this host trusts it under.
+        trusted_as: PublisherName,
+    },
+    /// The publisher is trusted, with another key.
+    #[error(
+        "the bundle is signed as publisher {:?} by key {key_id}, but this host trusts {:?} with key {trusted_key} only",
+        .publisher.as_str(),
+        .publisher.as_str()
+    )]
+    OtherKey {
+        /// The publisher.
+        publisher: PublisherName,
+        /// The signing key.
+        key_id: KeyId,
+        /// The key this host trusts for it.
+        trusted_key: KeyId,
+    },
+    /// Neither the key nor the publisher is trusted.
+    #[error(
+        "publisher {:?} (key {key_id}) is not trusted on this host; get the publisher's public key \
+         from the publisher and add it with `hcp trust add {publisher} <public key>`",
+        .publisher.as_str()
+    )]
+    Untrusted {
+        /// The publisher.
+        publisher: PublisherName,
+        /// The signing key.
+        key_id: KeyId,
+    },
+}
+
 /// Whether `signer` is one of the `trusted` publishers: its key must be
 /// trusted, under the very name it signed with.
 ///
@@ -222,32 +267,26 @@ pub struct TrustedKey {
 pub fn check_trust<'t>(
     signer: &Signer,
     trusted: &'t [TrustedKey],
-) -> Result<&'t TrustedKey, String> {
+) -> Result<&'t TrustedKey, TrustError> {
     if let Some(t) = trusted.iter().find(|t| t.public_key == signer.public_key) {
         if t.publisher == signer.publisher {
             return Ok(t);
         }
-        return Err(format!(
-            "the bundle is signed by key {} as publisher {:?}, but this host trusts that key as {:?}",
-            signer.key_id,
-            signer.publisher.as_str(),
-            t.publisher.as_str()
-        ));
+        return Err(TrustError::KeyUnderOtherName {
+            key_id: signer.key_id.clone(),
+            signed_as: signer.publisher.clone(),
+            trusted_as: t.publisher.clone(),
+        });
     }
     if let Some(t) = trusted.iter().find(|t| t.publisher == signer.publisher) {
-        return Err(format!(
-            "the bundle is signed as publisher {:?} by key {}, but this host trusts {:?} with key {} only",
-            signer.publisher.as_str(),
-            signer.key_id,
-            t.publisher.as_str(),
-            t.public_key.key_id()
-        ));
+        return Err(TrustError::OtherKey {
+            publisher: signer.publisher.clone(),
+            key_id: signer.key_id.clone(),
+            trusted_key: t.public_key.key_id().clone(),
+        });
     }
-    Err(format!(
-        "publisher {:?} (key {}) is not trusted on this host; get the publisher's public key \
-         from the publisher and add it with `hcp trust add {} <public key>`",
-        signer.publisher.as_str(),
-        signer.key_id,
-        signer.publisher
-    ))
+    Err(TrustError::Untrusted {
+        publisher: signer.publisher.clone(),
+        key_id: signer.key_id.clone(),
+    })
 }

@@ -1,52 +1,29 @@
-//! The tar container: deterministic writing, and reading that refuses
-//! anything but plain ustar regular files with safe paths, within limits.
+//! The tar container in the bundle's words: the shared deterministic
+//! writer and hardened reader of [`hcp_receipts::archive`], with the
+//! bundle's errors and per-kind limits.
 
 use crate::error::BundleError;
-use crate::layout::{EntryKind, Limits, check_path};
-use hcp_receipts::tar_read::{TarLimits, TarProblem, read_entries};
+use crate::layout::{EntryKind, Limits, check_path, path_error};
+use hcp_receipts::archive::{self, TarLimits, TarProblem, WriteProblem, read_entries};
 use std::collections::BTreeMap;
 
-/// Writes `entries` as a deterministic ustar archive: sorted by path, mode
-/// 0644, uid and gid 0, no user or group names, mtime 0. The same entries
-/// always give the same bytes.
+/// Writes `entries` as a deterministic ustar archive
+/// ([`hcp_receipts::archive::write`]): sorted by path, mode 0644, uid and
+/// gid 0, no user or group names, mtime 0. The same entries always give the
+/// same bytes.
 ///
 /// # Errors
 ///
 /// A path outside the naming rules.
 pub(crate) fn write(entries: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, BundleError> {
-    let total: usize = entries
-        .values()
-        .map(|b| 512 + b.len().next_multiple_of(512))
-        .sum();
-    let mut builder = tar::Builder::new(Vec::with_capacity(total + 1024));
-    for (path, bytes) in entries {
-        check_path(path)?;
-        let header = header(path, bytes.len() as u64)?;
-        builder
-            .append(&header, bytes.as_slice())
-            .map_err(|e| BundleError::Pack(format!("writing {path}: {e}")))?;
-    }
-    builder
-        .into_inner()
-        .map_err(|e| BundleError::Pack(format!("writing the bundle: {e}")))
-}
-
-fn header(path: &str, size: u64) -> Result<tar::Header, BundleError> {
-    let err = |e: std::io::Error| BundleError::Pack(format!("{path}: {e}"));
-    let mut h = tar::Header::new_ustar();
-    h.set_path(path).map_err(err)?;
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_size(size);
-    h.set_mode(0o644);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h.set_username("").map_err(err)?;
-    h.set_groupname("").map_err(err)?;
-    h.set_device_major(0).map_err(err)?;
-    h.set_device_minor(0).map_err(err)?;
-    h.set_cksum();
-    Ok(h)
+    archive::write(entries.iter().map(|(p, b)| (p.as_str(), b.as_slice()))).map_err(|e| match e {
+        WriteProblem::Path { path, problem } => path_error(&path, problem),
+        WriteProblem::Header { path, source } => BundleError::Pack(format!("{path}: {source}")),
+        WriteProblem::Append { path, source } => {
+            BundleError::Pack(format!("writing {path}: {source}"))
+        }
+        WriteProblem::Finish(source) => BundleError::Pack(format!("writing the bundle: {source}")),
+    })
 }
 
 /// Whether the first block is a tar header with a valid checksum.

@@ -195,7 +195,9 @@ fn trust_is_by_key_and_name() {
     };
     assert!(check_trust(&signer, &[trusted("acme", &key)]).is_ok());
     assert_eq!(
-        check_trust(&signer, &[]).expect_err("untrusted"),
+        check_trust(&signer, &[])
+            .expect_err("untrusted")
+            .to_string(),
         format!(
             "publisher \"acme\" (key {}) is not trusted on this host; get the publisher's public \
              key from the publisher and add it with `hcp trust add acme <public key>`",
@@ -203,14 +205,18 @@ fn trust_is_by_key_and_name() {
         )
     );
     assert_eq!(
-        check_trust(&signer, &[trusted("other", &key)]).expect_err("renamed"),
+        check_trust(&signer, &[trusted("other", &key)])
+            .expect_err("renamed")
+            .to_string(),
         format!(
             "the bundle is signed by key {} as publisher \"acme\", but this host trusts that key as \"other\"",
             key.key_id()
         )
     );
     assert_eq!(
-        check_trust(&signer, &[trusted("acme", &other_key())]).expect_err("other key"),
+        check_trust(&signer, &[trusted("acme", &other_key())])
+            .expect_err("other key")
+            .to_string(),
         format!(
             "the bundle is signed as publisher \"acme\" by key {}, but this host trusts \"acme\" with key {} only",
             key.key_id(),

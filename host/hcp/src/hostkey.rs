@@ -6,6 +6,7 @@
 //! Reads and creates `keys/host.key` under the data directory (mode 0600).
 //! The private key is never printed.
 
+use crate::private_dir::create_private_dir;
 use anyhow::{Context as _, Result};
 use hcp_receipts::HostKey;
 use std::path::{Path, PathBuf};
@@ -44,7 +45,8 @@ pub fn init(data_dir: &Path) -> Result<HostIdentity> {
             path.display()
         );
     }
-    create_private_dir(path.parent().unwrap_or(data_dir))?;
+    let dir = path.parent().unwrap_or(data_dir);
+    create_private_dir(dir).with_context(|| format!("{}", dir.display()))?;
     let key = HostKey::generate()?;
     key.save(&path)?;
     Ok(HostIdentity::of(key))
@@ -78,22 +80,6 @@ pub fn load_or_init(data_dir: &Path) -> Result<HostIdentity> {
         load(data_dir)
     } else {
         init(data_dir)
-    }
-}
-
-fn create_private_dir(dir: &Path) -> Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .with_context(|| format!("{}", dir.display()))
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("{}", dir.display()))
     }
 }
 

@@ -6,6 +6,7 @@
 //!
 //! Reads and creates `keys/<name>` under the data directory.
 
+use crate::private_dir::create_private_dir;
 use anyhow::{Context as _, Result};
 use std::io::Write as _;
 use std::path::Path;
@@ -21,13 +22,7 @@ pub(crate) fn load_or_create(data_dir: &Path, name: &str) -> Result<[u8; 32]> {
     let dir = data_dir.join("keys");
     let path = dir.join(name);
     if !path.exists() {
-        let mut builder = std::fs::DirBuilder::new();
-        builder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder
-            .create(&dir)
-            .with_context(|| format!("{}", dir.display()))?;
+        create_private_dir(&dir).with_context(|| format!("{}", dir.display()))?;
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
         let mut options = std::fs::OpenOptions::new();

@@ -12,6 +12,7 @@ pub mod hostkey;
 pub mod install;
 mod keyfile;
 pub mod lifecycle;
+mod private_dir;
 pub mod seal;
 pub mod serve;
 pub mod store;

@@ -61,7 +61,7 @@ pub enum WireError {
     },
     /// The line would fail the firmware's own checks.
     #[error("the executor's firmware would refuse the line: {0}")]
-    Firmware(String),
+    Firmware(#[from] FirmwareRefusal),
     /// The line does not fit the shipped `action_execute` schema.
     #[error("the line does not fit action_execute:\n{}", problem::list(.0))]
     Contract(Vec<Problem>),
@@ -174,12 +174,19 @@ pub fn get_status_line() -> Result<Vec<u8>, WireError> {
 /// [`WireError::Firmware`], [`WireError::Contract`], or as [`encode`].
 pub fn execute_line(cmd: &ActionExecute) -> Result<Vec<u8>, WireError> {
     let value = serde_json::to_value(cmd).map_err(|e| WireError::Serialize(e.to_string()))?;
-    firmware_check(&value).map_err(WireError::Firmware)?;
+    firmware_check(&value)?;
     SchemaId::HidActionExecute
         .validate(&value, "")
         .map_err(WireError::Contract)?;
     encode(&value)
 }
+
+/// What the public firmware answers to an `action_execute` object it
+/// refuses: its own message, word for word (the firmware's contract, so
+/// the simulated executor can answer the same).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FirmwareRefusal(pub String);
 
 /// The public firmware's checks of an `action_execute` object (its
 /// `contract_validator.validate_execute_command`, plus the id bounds of its
@@ -189,7 +196,7 @@ pub fn execute_line(cmd: &ActionExecute) -> Result<Vec<u8>, WireError> {
 /// # Errors
 ///
 /// The firmware's message for the first check that fails.
-pub fn firmware_check(cmd: &Value) -> Result<(), String> {
+pub fn firmware_check(cmd: &Value) -> Result<(), FirmwareRefusal> {
     const REQUIRED: [&str; 7] = [
         "execution_id",
         "proposal_id",
@@ -200,66 +207,84 @@ pub fn firmware_check(cmd: &Value) -> Result<(), String> {
         "safety_bounds",
     ];
     let Some(obj) = cmd.as_object() else {
-        return Err("command is not an object".into());
+        return Err(FirmwareRefusal("command is not an object".into()));
     };
     if let Some(missing) = REQUIRED.iter().find(|f| !obj.contains_key(**f)) {
-        return Err(format!("Missing required field: {missing}"));
+        return Err(FirmwareRefusal(format!(
+            "Missing required field: {missing}"
+        )));
     }
     for id in ["execution_id", "proposal_id"] {
         if !obj[id].as_str().is_some_and(is_wire_id) {
-            return Err(format!(
+            return Err(FirmwareRefusal(format!(
                 "Invalid {id}: must be 8 to 64 characters from [A-Za-z0-9_-]"
-            ));
+            )));
         }
     }
     if obj["mode"] != "EXECUTE" {
-        return Err(format!(
+        return Err(FirmwareRefusal(format!(
             "Invalid mode: {} (HID only in EXECUTE mode)",
             obj["mode"]
-        ));
+        )));
     }
     let action_type = obj["action_type"].as_str().unwrap_or_default();
     if !["TYPE_TEXT", "KEY_COMBO", "MOUSE_MOVE", "MOUSE_CLICK"].contains(&action_type) {
-        return Err(format!("Invalid action_type: {}", obj["action_type"]));
+        return Err(FirmwareRefusal(format!(
+            "Invalid action_type: {}",
+            obj["action_type"]
+        )));
     }
     let bounds = &obj["safety_bounds"];
     if bounds["max_text_length"] != MAX_TEXT_LENGTH {
-        return Err("safety_bounds.max_text_length must be 1024".into());
+        return Err(FirmwareRefusal(
+            "safety_bounds.max_text_length must be 1024".into(),
+        ));
     }
     if bounds["min_action_delay_ms"] != MIN_ACTION_DELAY_MS {
-        return Err("safety_bounds.min_action_delay_ms must be 100".into());
+        return Err(FirmwareRefusal(
+            "safety_bounds.min_action_delay_ms must be 100".into(),
+        ));
     }
     let payload = &obj["payload"];
     match action_type {
         "TYPE_TEXT" => {
             let Some(text) = payload["text"].as_str() else {
-                return Err("TYPE_TEXT requires 'text' in payload".into());
+                return Err(FirmwareRefusal(
+                    "TYPE_TEXT requires 'text' in payload".into(),
+                ));
             };
             let chars = text.chars().count();
             if chars > MAX_TEXT_LENGTH {
-                return Err(format!(
+                return Err(FirmwareRefusal(format!(
                     "Text length {chars} exceeds MAX_TEXT_LENGTH (1024)"
-                ));
+                )));
             }
         }
         "KEY_COMBO" => {
             let Some(keys) = payload["keys"].as_array() else {
-                return Err("KEY_COMBO requires 'keys' in payload".into());
+                return Err(FirmwareRefusal(
+                    "KEY_COMBO requires 'keys' in payload".into(),
+                ));
             };
             if keys.is_empty() || keys.len() > MAX_KEYS {
-                return Err("KEY_COMBO must have 1-5 keys".into());
+                return Err(FirmwareRefusal("KEY_COMBO must have 1-5 keys".into()));
             }
         }
         "MOUSE_MOVE" => {
             if !payload["x"].is_i64() || !payload["y"].is_i64() {
-                return Err("MOUSE_MOVE x and y must be integers".into());
+                return Err(FirmwareRefusal(
+                    "MOUSE_MOVE x and y must be integers".into(),
+                ));
             }
         }
         _ => {
             if !["left", "right", "middle"]
                 .contains(&payload["button"].as_str().unwrap_or_default())
             {
-                return Err(format!("Invalid button: {}", payload["button"]));
+                return Err(FirmwareRefusal(format!(
+                    "Invalid button: {}",
+                    payload["button"]
+                )));
             }
         }
     }

@@ -214,8 +214,8 @@ impl Checkpoint {
                 self.version
             )));
         }
-        ids::check_host_id(&self.host_id).map_err(invalid)?;
-        ids::check_timestamp(&self.timestamp).map_err(invalid)?;
+        ids::check_host_id(&self.host_id).map_err(|e| invalid(e.to_string()))?;
+        ids::check_timestamp(&self.timestamp).map_err(|e| invalid(e.to_string()))?;
         if self.tree_size > MAX_SAFE_INTEGER {
             return Err(invalid("tree_size is above 2^53 - 1".into()));
         }

@@ -5,13 +5,40 @@
 /// canonical form.
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
+/// An identifier or timestamp that breaks its rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IdError {
+    /// A host id outside its rule ([`check_host_id`]).
+    #[error("host id {id:?} must be 1 to 64 characters from [A-Za-z0-9._-], not . or ..")]
+    HostId {
+        /// The id.
+        id: String,
+    },
+    /// A free-form identifier outside its rule ([`check_text`]).
+    #[error("{field} {value:?} must be 1 to 256 characters without control characters")]
+    Text {
+        /// Which field.
+        field: String,
+        /// Its value.
+        value: String,
+    },
+    /// A timestamp that is not RFC 3339.
+    #[error("timestamp {value:?} is not RFC 3339: {reason}")]
+    Timestamp {
+        /// The timestamp.
+        value: String,
+        /// What the parser said.
+        reason: String,
+    },
+}
+
 /// Checks a host id: 1 to 64 characters from `[A-Za-z0-9._-]`, not `.` or
 /// `..`. Host ids name files inside evidence packs.
 ///
 /// # Errors
 ///
 /// What is wrong with `id`.
-pub fn check_host_id(id: &str) -> Result<(), String> {
+pub fn check_host_id(id: &str) -> Result<(), IdError> {
     let ok = !id.is_empty()
         && id.len() <= 64
         && id != "."
@@ -22,9 +49,7 @@ pub fn check_host_id(id: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "host id {id:?} must be 1 to 64 characters from [A-Za-z0-9._-], not . or .."
-        ))
+        Err(IdError::HostId { id: id.to_owned() })
     }
 }
 
@@ -34,7 +59,7 @@ pub fn check_host_id(id: &str) -> Result<(), String> {
 /// # Errors
 ///
 /// What is wrong with `value`.
-pub fn check_text(field: &str, value: &str) -> Result<(), String> {
+pub fn check_text(field: &str, value: &str) -> Result<(), IdError> {
     // Control characters in ASCII are 0x00-0x1f and 0x7f (and 0x80-0x9f beyond).
     let control = if value.is_ascii() {
         value.bytes().any(|b| b < 0x20 || b == 0x7f)
@@ -42,9 +67,10 @@ pub fn check_text(field: &str, value: &str) -> Result<(), String> {
         value.chars().any(char::is_control)
     };
     if value.is_empty() || value.len() > 256 || control {
-        Err(format!(
-            "{field} {value:?} must be 1 to 256 characters without control characters"
-        ))
+        Err(IdError::Text {
+            field: field.to_owned(),
+            value: value.to_owned(),
+        })
     } else {
         Ok(())
     }
@@ -55,8 +81,11 @@ pub fn check_text(field: &str, value: &str) -> Result<(), String> {
 /// # Errors
 ///
 /// A timestamp that does not parse as RFC 3339.
-pub fn check_timestamp(value: &str) -> Result<(), String> {
+pub fn check_timestamp(value: &str) -> Result<(), IdError> {
     time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339)
         .map(|_| ())
-        .map_err(|e| format!("timestamp {value:?} is not RFC 3339: {e}"))
+        .map_err(|e| IdError::Timestamp {
+            value: value.to_owned(),
+            reason: e.to_string(),
+        })
 }

@@ -11,7 +11,8 @@
 //!
 //! Modules: [`keys`] (Ed25519 keys and key files), [`receipt`], [`log`] (the
 //! host's append-only log as a pure state machine), [`merkle`],
-//! [`checkpoint`], [`dag`], [`pack`] (evidence packs), [`verify`] (offline
+//! [`checkpoint`], [`dag`], [`pack`] (evidence packs), [`archive`] (the tar
+//! writer, reader and path rule of packs and bundles), [`verify`] (offline
 //! verification), [`replay`].
 //!
 //! This crate is pure logic. It must never depend on wasmtime, HTTP, SQLite
@@ -21,6 +22,7 @@
 //! key, and never accept a signature that `verify_strict` rejects.
 #![deny(missing_docs)]
 
+pub mod archive;
 pub mod checkpoint;
 pub mod dag;
 pub mod hash;
@@ -33,7 +35,7 @@ mod par;
 pub mod reason;
 pub mod receipt;
 pub mod replay;
-pub mod tar_read;
+mod scan;
 pub mod verify;
 mod view;
 

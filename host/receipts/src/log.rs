@@ -349,9 +349,9 @@ impl HostLog {
     /// due checkpoint cannot be made.
     pub fn append(&mut self, draft: Draft) -> Result<Appended, LogError> {
         let host_id = self.state.host_id.clone();
-        ids::check_timestamp(&draft.timestamp).map_err(|reason| LogError::Field {
+        ids::check_timestamp(&draft.timestamp).map_err(|e| LogError::Field {
             host_id: host_id.clone(),
-            reason,
+            reason: e.to_string(),
         })?;
         let clock = draft
             .parents
@@ -465,7 +465,7 @@ fn check_state(state: &LogState) -> Result<(), LogError> {
         host_id: state.host_id.clone(),
         reason,
     };
-    ids::check_host_id(&state.host_id).map_err(bad)?;
+    ids::check_host_id(&state.host_id).map_err(|e| bad(e.to_string()))?;
     if !state.tree.is_well_formed() {
         return Err(bad(format!(
             "the tree state holds {} nodes for size {}",

@@ -216,20 +216,6 @@ impl Receipt {
             lamport: self.lamport,
         })
     }
-
-    /// Checks the rules of the format that one receipt can break alone:
-    /// version, identifiers, `receipt_id` = `<host_id>:<seq>`, integers
-    /// within 2^53 − 1, reason code form, ALLOW ⇔ reason `ALLOW`, `key_id` and
-    /// `signature` both set or both null, no duplicate parents, and the
-    /// first receipt (seq 0) without `prev_hash`, any other with one.
-    /// The timestamp is checked by the log when the receipt is made, not here.
-    ///
-    /// # Errors
-    ///
-    /// The first rule broken.
-    pub fn check(&self) -> Result<(), ReceiptError> {
-        crate::view::ReceiptView::of(self).check()
-    }
 }
 
 #[cfg(test)]

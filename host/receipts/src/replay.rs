@@ -50,6 +50,9 @@ pub struct Decision {
 
 /// Decides one call again from the policy snapshot and the recorded input.
 pub trait Decider {
+    /// Why a call cannot be decided again (replay reports its message).
+    type Error: std::error::Error;
+
     /// The verdict for `input` under `policy`.
     ///
     /// # Errors
@@ -59,7 +62,7 @@ pub trait Decider {
         &self,
         policy: &PolicySnapshot<'_>,
         input: &serde_json::Value,
-    ) -> Result<Decision, String>;
+    ) -> Result<Decision, Self::Error>;
 
     /// The hash receipts record as `policy_hash` for this snapshot, or `None`
     /// to skip that check. By default [`PolicySnapshot::digest`].
@@ -79,7 +82,7 @@ pub trait Decider {
         policy: &PolicySnapshot<'_>,
         policy_hash: Option<Digest>,
         input: &serde_json::Value,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, Self::Error> {
         let _ = policy_hash;
         self.decide(policy, input)
     }
@@ -210,7 +213,7 @@ impl ReplayReport {
 /// Replays every receipt of `pack` with `decider` (see the module doc).
 /// Receipts whose input is missing or does not match `input_hash` are
 /// reported and not replayed.
-pub fn replay(pack: &Pack, decider: &dyn Decider) -> ReplayReport {
+pub fn replay<D: Decider + ?Sized>(pack: &Pack, decider: &D) -> ReplayReport {
     let mut groups = pack.policy_snapshots();
     if groups.is_empty() {
         groups.push(BTreeMap::new());
@@ -282,7 +285,7 @@ pub fn replay(pack: &Pack, decider: &dyn Decider) -> ReplayReport {
             let replayed = match decider.decide_under(&snapshot, policy_hash, input) {
                 Ok(d) => d,
                 Err(e) => {
-                    issue(Finding::DeciderFailed(e));
+                    issue(Finding::DeciderFailed(e.to_string()));
                     continue;
                 }
             };

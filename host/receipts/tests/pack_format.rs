@@ -313,15 +313,7 @@ fn a_host_declared_twice_is_refused() {
     p.hosts.truncate(1);
     let bytes = write(&p);
     // Rewrite pack.json with the host listed twice (and fix the index).
-    let mut archive = tar::Archive::new(bytes.as_slice());
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
-    for entry in archive.entries().expect("entries") {
-        let mut entry = entry.expect("entry");
-        let name = String::from_utf8(entry.path_bytes().into_owned()).expect("utf8");
-        let mut data = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut data).expect("read");
-        files.push((name, data));
-    }
+    let mut files = tar_entries(&bytes);
     let manifest_at = files
         .iter()
         .position(|(n, _)| n == "pack.json")
@@ -331,41 +323,28 @@ fn a_host_declared_twice_is_refused() {
     let host = manifest["hosts"][0].clone();
     manifest["hosts"].as_array_mut().expect("hosts").push(host);
     files[manifest_at].1 = serde_json::to_vec(&manifest).expect("json");
-    let index = Index {
-        entries: files
-            .iter()
-            .filter(|(n, _)| n != "index.json")
-            .map(|(n, d)| IndexEntry {
-                path: n.clone(),
-                size: d.len() as u64,
-                sha256: Digest::of(d),
-            })
-            .collect(),
-    };
-    let index_bytes = serde_json::to_vec(&index).expect("json");
-    let mut all: Vec<(&str, tar::EntryType, &[u8])> = files
-        .iter()
-        .filter(|(n, _)| n != "index.json")
-        .map(|(n, d)| (n.as_str(), tar::EntryType::Regular, d.as_slice()))
-        .collect();
-    all.push(("index.json", tar::EntryType::Regular, &index_bytes));
     assert_eq!(
-        refused(&raw_tar(&all)),
+        refused(&with_index(&files)),
         "pack.json: host host-a appears twice"
     );
 }
 
-/// `bytes` with entry `path` replaced by `data`, the index updated.
-fn with_entry(bytes: &[u8], path: &str, data: &[u8]) -> Vec<u8> {
+/// The entries of a tar, in order: (path, data).
+fn tar_entries(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
     let mut archive = tar::Archive::new(bytes);
-    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut files = Vec::new();
     for entry in archive.entries().expect("entries") {
         let mut entry = entry.expect("entry");
         let name = String::from_utf8(entry.path_bytes().into_owned()).expect("utf8");
-        let mut old = Vec::new();
-        std::io::Read::read_to_end(&mut entry, &mut old).expect("read");
-        files.push((name.clone(), if name == path { data.to_vec() } else { old }));
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut data).expect("read");
+        files.push((name, data));
     }
+    files
+}
+
+/// `files` as a tar in their order, `index.json` listing the others again.
+fn with_index(files: &[(String, Vec<u8>)]) -> Vec<u8> {
     let index = Index {
         entries: files
             .iter()
@@ -386,6 +365,17 @@ fn with_entry(bytes: &[u8], path: &str, data: &[u8]) -> Vec<u8> {
         })
         .collect();
     raw_tar(&all)
+}
+
+/// `bytes` with entry `path` replaced by `data`, the index updated.
+fn with_entry(bytes: &[u8], path: &str, data: &[u8]) -> Vec<u8> {
+    let mut files = tar_entries(bytes);
+    for (name, old) in &mut files {
+        if name == path {
+            *old = data.to_vec();
+        }
+    }
+    with_index(&files)
 }
 
 /// A receipts file with each line rewritten by `rewrite`.

@@ -16,8 +16,8 @@
 //! (see [`crate::fs_write`]).
 
 use crate::fs_write::{MeteredStream, WriteMeter};
-use crate::hcp_units::HcpCtx;
 use crate::pep::{Call, FsAccess, Op};
+use crate::units::context::HcpCtx;
 use std::collections::HashMap;
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};

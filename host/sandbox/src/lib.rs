@@ -30,9 +30,7 @@ mod engine;
 mod fs;
 mod fs_write;
 mod grant_dir;
-mod hcp_units;
-mod hid_unit;
-mod instrument_unit;
+mod hid_broker;
 mod limits;
 mod net;
 pub mod pep;
@@ -40,15 +38,16 @@ mod prepare;
 pub mod store;
 mod task;
 pub mod tasklog;
+mod units;
 
 pub use audit::SurfaceReport;
 pub use engine::{EngineError, SandboxConfig};
-pub use hcp_units::reason_name;
-pub use hid_unit::{HidBroker, HidOutcome, HidRefusal};
+pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
 pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
+pub use units::types::reason_name;
 
 use engine::SharedEngine;
 use hcp_contracts::manifest::Manifest;
@@ -265,7 +264,12 @@ impl PreparedCapability {
         }
         let state = match task::state(manifest, &request, meta, store, log.clone(), net, pep) {
             Ok(s) => s,
-            Err(e) => return failed(RunFailure::new(ErrorCode::ResourceUnavailable, e), &log),
+            Err(e) => {
+                return failed(
+                    RunFailure::new(ErrorCode::ResourceUnavailable, e.to_string()),
+                    &log,
+                );
+            }
         };
         let mut store = wasmtime::Store::new(&self.engine.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -6,7 +6,7 @@
 //!
 //! | calls | hook |
 //! |---|---|
-//! | `hcp:capability/{log,artifacts,checkpoints,instrument}` | at the top of each host function (`hcp_units`, `instrument_unit`) |
+//! | `hcp:capability/{log,artifacts,checkpoints,instrument}` | at the top of each host function (`units/`) |
 //! | `wasi:filesystem/types` `*-at` (open, stat, mkdir, unlink, rename, link, symlink, readlink, set-times, metadata-hash) | a governed view ([`crate::fs`]) linked in place of the stock interface, delegating to it |
 //! | bytes written into files (`write`, output streams of files, `set-size` growth) | the same view, through a write meter ([`crate::fs_write`]) |
 //! | TCP and UDP socket creation | a governed view of `tcp-create-socket`, `udp-create-socket` ([`crate::net::sockets`]) |

@@ -6,10 +6,10 @@
 use crate::audit::{self, SurfaceReport};
 use crate::bindings::CapabilityPre;
 use crate::engine::SharedEngine;
-use crate::hcp_units::HcpData;
 use crate::net::lookup::{GovernedLookup, GovernedLookupData};
 use crate::net::sockets::{GovernedSockets, GovernedSocketsData};
 use crate::task::TaskState;
+use crate::units::context::HcpData;
 use hcp_contracts::manifest::{Grants, Manifest};
 use std::sync::Arc;
 use wasmtime::component::{Component, HasData, Linker, ResourceTable};

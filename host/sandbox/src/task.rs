@@ -4,12 +4,12 @@
 use crate::bindings::hcp::capability::types as wit;
 use crate::fs::FsPaths;
 use crate::fs_write::WriteMeter;
-use crate::hcp_units::HcpCtx;
 use crate::limits::TaskLimiter;
 use crate::net::{NetPolicy, http::GovernedHttp, socket_check};
 use crate::pep::{Governor, Pep};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
 use crate::tasklog::{LogSummary, TaskLog};
+use crate::units::context::HcpCtx;
 use hcp_contracts::manifest::{Access, Manifest};
 use hcp_contracts::message::ErrorCode;
 use hcp_contracts::{DataClass, RiskLevel};
@@ -168,7 +168,7 @@ pub(crate) fn wasi_ctx(
     log: &TaskLog,
     net: &Arc<NetPolicy>,
     pep: &Pep,
-) -> Result<WasiCtx, String> {
+) -> Result<WasiCtx, Unavailable> {
     let grants = &manifest.grants;
     let mut b = WasiCtxBuilder::new();
     b.stdout(log.stdout()).stderr(log.stderr());
@@ -184,13 +184,11 @@ pub(crate) fn wasi_ctx(
         };
         // Opened without following a link, checked against the recorded
         // directory, then handed over as that very handle.
-        let opened = crate::grant_dir::open(dir).map_err(|e| e.to_string())?;
+        let opened = crate::grant_dir::open(dir)?;
         b.preopened_dir(opened.proc_path(), &dir.guest_path, perms)
-            .map_err(|e| {
-                format!(
-                    "granted directory {} cannot be opened: {e:#}",
-                    dir.host_path.display()
-                )
+            .map_err(|e| Unavailable::Preopen {
+                path: dir.host_path.display().to_string(),
+                reason: format!("{e:#}"),
             })?;
     }
     let has_net = !grants.network.is_empty();
@@ -204,6 +202,27 @@ pub(crate) fn wasi_ctx(
     Ok(b.build())
 }
 
+/// Why a task cannot have what its manifest grants: it fails
+/// `resource_unavailable`, saying so.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unavailable {
+    /// A granted directory is missing, replaced or otherwise not the grant.
+    #[error(transparent)]
+    GrantDir(#[from] crate::grant_dir::GrantUnavailable),
+    /// A granted directory opened, but its preopen could not be made.
+    #[error("granted directory {path} cannot be opened: {reason}")]
+    Preopen { path: String, reason: String },
+    /// The hid device is granted, and no mediator stands behind it.
+    #[error("the hid device is granted but this host runs no HID mediator")]
+    NoHidMediator,
+    /// A granted instrument this host does not have.
+    #[error(
+        "instrument {name} is granted but this host has none by that name (it has {})",
+        hcp_instruments::AVAILABLE.join(", ")
+    )]
+    NoInstrument { name: String },
+}
+
 /// Builds the store data of one task.
 pub(crate) fn state(
     manifest: &Manifest,
@@ -213,14 +232,12 @@ pub(crate) fn state(
     log: TaskLog,
     net: Arc<NetPolicy>,
     pep: Pep,
-) -> Result<TaskState, String> {
+) -> Result<TaskState, Unavailable> {
     let wasi = wasi_ctx(manifest, &log, &net, &pep)?;
     let instruments = instruments(manifest, request)?;
     let hid = if manifest.grants.devices.iter().any(|d| d == "hid") {
-        let broker = request.hid.clone().ok_or_else(|| {
-            "the hid device is granted but this host runs no HID mediator".to_owned()
-        })?;
-        Some(crate::hid_unit::HidLink {
+        let broker = request.hid.clone().ok_or(Unavailable::NoHidMediator)?;
+        Some(crate::hid_broker::HidLink {
             broker,
             deadline: std::time::Instant::now() + request.deadline,
         })
@@ -261,7 +278,7 @@ pub(crate) fn state(
 fn instruments(
     manifest: &Manifest,
     request: &TaskRequest,
-) -> Result<hcp_instruments::session::Session, String> {
+) -> Result<hcp_instruments::session::Session, Unavailable> {
     // Simulated instruments are seeded from the task, so a run is repeatable.
     let seed = request
         .task_id
@@ -272,10 +289,7 @@ fn instruments(
     let mut opened = Vec::new();
     for name in &manifest.grants.instruments {
         let Some(instrument) = hcp_instruments::open(name, seed) else {
-            return Err(format!(
-                "instrument {name} is granted but this host has none by that name (it has {})",
-                hcp_instruments::AVAILABLE.join(", ")
-            ));
+            return Err(Unavailable::NoInstrument { name: name.clone() });
         };
         opened.push(instrument);
     }

@@ -488,7 +488,7 @@ fn trust_verdict(status: &SignatureStatus, trusted: &[TrustedKey]) -> Verdict {
                     t.public_key.key_id()
                 ),
             ),
-            Err(e) => (Status::Fail, e),
+            Err(e) => (Status::Fail, e.to_string()),
         },
         SignatureStatus::Unsigned => (
             Status::Conditional,

@@ -209,7 +209,7 @@ fn signer(
                 .iter()
                 .map(crate::store::TrustedPublisher::as_trusted_key)
                 .collect();
-            check_trust(&s, &trusted).map_err(InstallError::Refused)?;
+            check_trust(&s, &trusted).map_err(|e| InstallError::Refused(e.to_string()))?;
             Ok(Some(*s))
         }
     }

@@ -15,6 +15,7 @@
 //! Creates, renames and deletes directories under `<data dir>/capabilities/`
 //! only; [`Capabilities::remove_dir`] refuses any path outside it.
 
+use crate::private_dir::{create_private_dir, sync_dir};
 use anyhow::{Context as _, Result};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -238,25 +239,4 @@ pub(crate) struct Placed {
     created_parent: bool,
     /// A leftover directory without a registry record was replaced.
     pub(crate) stale: bool,
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt as _;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }

@@ -9,6 +9,7 @@
 //!
 //! Opens and writes files under the data directory only.
 
+use crate::private_dir::{create_private_dir, sync_dir};
 use crate::seal::DataKey;
 use anyhow::{Context as _, Result};
 use rusqlite::Connection;
@@ -238,27 +239,6 @@ fn migrate(db: &Connection) -> Result<()> {
         tx.commit()?;
     }
     Ok(())
-}
-
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-    }
-    #[cfg(not(unix))]
-    {
-        std::fs::create_dir_all(dir)
-    }
-}
-
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
 }
 
 pub(crate) fn now() -> String {

@@ -108,12 +108,33 @@ impl LogEntry {
     /// # Errors
     ///
     /// Canonicalization failed (a non-finite number).
-    pub fn compute_checksum(&self) -> Result<String, String> {
-        let mut value = serde_json::to_value(self).map_err(|e| e.to_string())?;
+    pub fn compute_checksum(&self) -> Result<String, ChecksumError> {
+        let mut value = serde_json::to_value(self)?;
         if let Some(obj) = value.as_object_mut() {
             obj.remove("checksum");
         }
-        hcp_contracts::jcs::sha256(&value).map(hex::encode)
+        hcp_contracts::jcs::sha256(&value)
+            .map(hex::encode)
+            .map_err(ChecksumError::Canonical)
+    }
+}
+
+/// Why an entry's checksum cannot be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecksumError {
+    /// The entry has no JSON form.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// Its JSON has no canonical form (a non-finite number).
+    #[error("{0}")]
+    Canonical(String),
+}
+
+/// The error of a failed database call on the log at `path`.
+fn db_error(path: &Path) -> impl Fn(rusqlite::Error) -> LogError + Copy + '_ {
+    move |source| LogError::Db {
+        path: path.to_path_buf(),
+        source,
     }
 }
 
@@ -189,10 +210,7 @@ impl SessionLog {
     /// The database cannot be opened or migrated, or its HID tables were
     /// written by a newer host.
     pub fn open(path: &Path) -> Result<Self, LogError> {
-        let db_err = |source| LogError::Db {
-            path: path.to_path_buf(),
-            source,
-        };
+        let db_err = db_error(path);
         let db = Connection::open(path).map_err(db_err)?;
         db.busy_timeout(std::time::Duration::from_secs(10))
             .map_err(db_err)?;
@@ -214,18 +232,12 @@ impl SessionLog {
     }
 
     fn db_err(&self, source: rusqlite::Error) -> LogError {
-        LogError::Db {
-            path: self.path.clone(),
-            source,
-        }
+        db_error(&self.path)(source)
     }
 
     fn migrate(&mut self) -> Result<(), LogError> {
         let path = self.path.clone();
-        let db_err = |source| LogError::Db {
-            path: path.clone(),
-            source,
-        };
+        let db_err = db_error(&path);
         let tx = self
             .db
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -275,10 +287,7 @@ impl SessionLog {
     /// database failed.
     pub fn append(&mut self, event: Event) -> Result<LogEntry, LogError> {
         let path = self.path.clone();
-        let db_err = |source| LogError::Db {
-            path: path.clone(),
-            source,
-        };
+        let db_err = db_error(&path);
         let tx = self
             .db
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -308,7 +317,9 @@ impl SessionLog {
             previous_log_checksum: previous,
             checksum: String::new(),
         };
-        entry.checksum = entry.compute_checksum().map_err(LogError::Hash)?;
+        entry.checksum = entry
+            .compute_checksum()
+            .map_err(|e| LogError::Hash(e.to_string()))?;
         let value = serde_json::to_value(&entry).map_err(|e| LogError::Hash(e.to_string()))?;
         SchemaId::HidSessionLog
             .validate(&value, "")

@@ -30,6 +30,22 @@ fn sql(log: &SessionLog, statement: &str) {
     log.db.execute_batch(statement).expect(statement);
 }
 
+/// Inserts `forged`, its checksum made right, as a row of its own: at
+/// `position`, or after the last row.
+fn insert_forged(log: &SessionLog, mut forged: LogEntry, position: Option<i64>) {
+    forged.checksum = forged.compute_checksum().expect("hash");
+    log.db
+        .execute(
+            "INSERT INTO hid_session_log (position, log_id, entry) VALUES (?1, ?2, ?3)",
+            params![
+                position,
+                forged.log_id,
+                serde_json::to_string(&forged).expect("json")
+            ],
+        )
+        .expect("insert");
+}
+
 fn integrity(log: &SessionLog) -> IntegrityError {
     match log.verify() {
         Err(LogError::Integrity { source, .. }) => source,
@@ -204,13 +220,7 @@ fn an_inserted_entry_is_found() {
     let mut forged = entries[2].clone();
     forged.log_id = "log-forged0000000000".into();
     forged.details.insert("n".into(), json!(99));
-    forged.checksum = forged.compute_checksum().expect("hash");
-    log.db
-        .execute(
-            "INSERT INTO hid_session_log (position, log_id, entry) VALUES (25, ?1, ?2)",
-            params![forged.log_id, serde_json::to_string(&forged).expect("json")],
-        )
-        .expect("insert");
+    insert_forged(&log, forged, Some(25));
     assert_eq!(
         integrity(&log),
         IntegrityError::Inserted {
@@ -227,13 +237,7 @@ fn an_appended_entry_is_found_by_the_head() {
     forged.log_id = "log-forged0000000000".into();
     forged.sequence = 3;
     forged.previous_log_checksum = Some(entries[1].checksum.clone());
-    forged.checksum = forged.compute_checksum().expect("hash");
-    log.db
-        .execute(
-            "INSERT INTO hid_session_log (log_id, entry) VALUES (?1, ?2)",
-            params![forged.log_id, serde_json::to_string(&forged).expect("json")],
-        )
-        .expect("insert");
+    insert_forged(&log, forged, None);
     assert_eq!(
         integrity(&log),
         IntegrityError::Inserted {

@@ -3,10 +3,10 @@
 use super::witness::{self, Verdict};
 use super::{
     HOST_OPERATOR, Inner, MAX_REASON_CHARS, Mediator, MediatorError, Outcome, State, WITHDRAWN,
-    host_event, lock, pending,
+    decision_event, host_event, lock, pending,
 };
 use crate::action::{OperatorId, ProposalId};
-use crate::log::{Event, EventType};
+use crate::log::EventType;
 use serde_json::{Map, json};
 
 impl Mediator {
@@ -43,14 +43,7 @@ impl Mediator {
         details.insert("decision".into(), json!("REJECTED"));
         details.insert("override_reason".into(), json!(reason));
         details.insert("session_id".into(), json!(record.proposal.session));
-        self.append(Event {
-            event_type: EventType::Decision,
-            mode,
-            operator_id: operator.to_string(),
-            proposal_id: Some(id.to_string()),
-            execution_id: None,
-            details,
-        })?;
+        self.append(decision_event(mode, &operator, &id, details))?;
         let outcome = Outcome::Rejected {
             operator_id: operator.to_string(),
             reason: reason.to_owned(),

@@ -4,7 +4,7 @@
 use super::witness::{self, Decided, Finished, Readiness};
 use super::{
     Exec, Execution, Inner, MIN_DELAY, Mediator, MediatorError, Outcome, State, Status, bounded,
-    host_event, lock, pending,
+    decision_event, host_event, lock, pending,
 };
 use crate::action::{ExecutionId, Mode, OperatorId, ProposalId};
 use crate::device::{DeviceError, DeviceKind};
@@ -80,14 +80,7 @@ impl Mediator {
             "credential_acknowledged".into(),
             json!(credential_acknowledged),
         );
-        let decision = self.append(Event {
-            event_type: EventType::Decision,
-            mode,
-            operator_id: operator.to_string(),
-            proposal_id: Some(id.to_string()),
-            execution_id: None,
-            details,
-        })?;
+        let decision = self.append(decision_event(mode, &operator, &id, details))?;
         let not_executed = match (&mode, &execution) {
             (Mode::Observe, _) => Some("OBSERVE mode: nothing proposed is executed".to_owned()),
             (Mode::Suggest, _) => {

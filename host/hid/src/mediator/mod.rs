@@ -503,6 +503,23 @@ fn pending<'a>(inner: &'a mut Inner, id: &ProposalId) -> Result<&'a mut Record, 
     Ok(record)
 }
 
+/// An operator's decision on proposal `proposal`, as the log records it.
+fn decision_event(
+    mode: Mode,
+    operator: &impl std::fmt::Display,
+    proposal: &impl std::fmt::Display,
+    details: Map<String, Value>,
+) -> Event {
+    Event {
+        event_type: EventType::Decision,
+        mode,
+        operator_id: operator.to_string(),
+        proposal_id: Some(proposal.to_string()),
+        execution_id: None,
+        details,
+    }
+}
+
 fn host_event(event_type: EventType, mode: Mode, details: Map<String, Value>) -> Event {
     Event {
         event_type,

@@ -84,7 +84,9 @@ fn huge_payloads_are_refused() {
     .expect_err("too long");
     assert_eq!(
         err,
-        WireError::Firmware("Text length 1025 exceeds MAX_TEXT_LENGTH (1024)".into())
+        WireError::Firmware(FirmwareRefusal(
+            "Text length 1025 exceeds MAX_TEXT_LENGTH (1024)".into()
+        ))
     );
 }
 
@@ -140,7 +142,10 @@ fn the_firmware_checks_say_what_they_refuse() {
             "Invalid action_type: \"RUN\"",
         ),
     ] {
-        assert_eq!(firmware_check(&cmd), Err(expected.to_owned()));
+        assert_eq!(
+            firmware_check(&cmd),
+            Err(FirmwareRefusal(expected.to_owned()))
+        );
     }
 }
 

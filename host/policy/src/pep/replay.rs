@@ -193,9 +193,11 @@ fn part(part: &'static str, e: &serde_json::Error) -> InputError {
 }
 
 impl Decider for PepDecider {
-    fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
-        let (_, policy) = self.load(policy).map_err(|e| e.to_string())?;
-        self.decide_with(&policy, input).map_err(|e| e.to_string())
+    type Error = InputError;
+
+    fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, InputError> {
+        let (_, policy) = self.load(policy)?;
+        self.decide_with(&policy, input)
     }
 
     fn decide_under(
@@ -203,10 +205,10 @@ impl Decider for PepDecider {
         policy: &PolicySnapshot<'_>,
         policy_hash: Option<Digest>,
         input: &Value,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision, InputError> {
         let loaded = policy_hash.and_then(|h| self.policies.borrow().get(&h).cloned());
         match loaded {
-            Some(loaded) => self.decide_with(&loaded, input).map_err(|e| e.to_string()),
+            Some(loaded) => self.decide_with(&loaded, input),
             None => self.decide(policy, input),
         }
     }

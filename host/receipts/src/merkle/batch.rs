@@ -1,7 +1,7 @@
 //! Verifying many inclusion proofs against one tree, in leaf order, without
 //! rehashing the path nodes they share.
 
-use super::{AuditPath, ProofError, ProofHash, inclusion_of_leaf_hash, leaf_hash, node_hash_of};
+use super::{AuditPath, ProofError, ProofHash, climb, inclusion_of_leaf_hash, leaf_hash};
 use crate::hash::Digest;
 
 /// The state of RFC 9162's inclusion verification after one proof hash:
@@ -94,17 +94,7 @@ impl InclusionVerifier {
             if s == 0 {
                 break;
             }
-            if f & 1 == 1 || f == s {
-                r = node_hash_of(p.bytes(), &r.0);
-                while f & 1 == 0 && f != 0 {
-                    f >>= 1;
-                    s >>= 1;
-                }
-            } else {
-                r = node_hash_of(&r.0, p.bytes());
-            }
-            f >>= 1;
-            s >>= 1;
+            r = climb(&mut f, &mut s, &r, p.bytes());
             let consumed = i + 1;
             self.steps.push(Step { f, s, r, consumed });
             if let Some(j) = self.trace.iter().position(|t| t.f == f && t.s == s) {

@@ -186,6 +186,26 @@ pub fn verify_inclusion_of_leaf_hash(
     inclusion_of_leaf_hash(leaf, index, size, proof, root)
 }
 
+/// One step of RFC 9162's inclusion check (section 2.1.3.2): hashes `r`
+/// with the proof's next hash `p` on the side position `f` of last index
+/// `s` says, and climbs `f` and `s` to the parent level.
+#[inline]
+fn climb(f: &mut u64, s: &mut u64, r: &Digest, p: &[u8; 32]) -> Digest {
+    let r = if *f & 1 == 1 || *f == *s {
+        let r = node_hash_of(p, &r.0);
+        while *f & 1 == 0 && *f != 0 {
+            *f >>= 1;
+            *s >>= 1;
+        }
+        r
+    } else {
+        node_hash_of(&r.0, p)
+    };
+    *f >>= 1;
+    *s >>= 1;
+    r
+}
+
 fn inclusion_of_leaf_hash<H: ProofHash>(
     leaf: &Digest,
     index: u64,
@@ -206,19 +226,7 @@ fn inclusion_of_leaf_hash<H: ProofHash>(
         if s == 0 {
             return Err(wrong_length());
         }
-        if f & 1 == 1 || f == s {
-            r = node_hash_of(p.bytes(), &r.0);
-            if f & 1 == 0 {
-                while f & 1 == 0 && f != 0 {
-                    f >>= 1;
-                    s >>= 1;
-                }
-            }
-        } else {
-            r = node_hash_of(&r.0, p.bytes());
-        }
-        f >>= 1;
-        s >>= 1;
+        r = climb(&mut f, &mut s, &r, p.bytes());
     }
     if s != 0 {
         return Err(wrong_length());

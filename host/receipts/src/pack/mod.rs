@@ -42,6 +42,7 @@ pub(crate) use read::{Read, StoredReceipt, read_with};
 pub use read::{ReadLimits, read};
 pub use write::write;
 
+use crate::archive::PathProblem;
 use crate::checkpoint::Checkpoint;
 use crate::hash::Digest;
 use crate::keys::{KeyId, PublicKey};
@@ -56,7 +57,7 @@ pub const MANIFEST_PATH: &str = "pack.json";
 /// Path of the index.
 pub const INDEX_PATH: &str = "index.json";
 /// Longest entry path (a ustar header's name field).
-pub const MAX_PATH: usize = 100;
+pub use crate::archive::MAX_PATH;
 
 /// An evidence pack: what [`write`] takes and [`read`] returns.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -344,38 +345,28 @@ pub enum PackError {
     Write(String),
 }
 
-/// Checks an entry path: 1 to [`MAX_PATH`] bytes of `/`-separated
-/// components from `[A-Za-z0-9._-]`, none empty, `.` or `..`, not absolute.
+/// Checks an entry path against the archive rule ([`crate::archive`]): 1
+/// to [`MAX_PATH`] bytes of `/`-separated components from `[A-Za-z0-9._-]`,
+/// none empty, `.` or `..`, not absolute.
 ///
 /// # Errors
 ///
 /// [`PackError::Traversal`] for absolute paths and `..`,
 /// [`PackError::BadName`] for anything else.
 pub fn check_path(path: &str) -> Result<(), PackError> {
-    let bad = |reason: &str| PackError::BadName {
-        path: path.to_owned(),
-        reason: reason.to_owned(),
-    };
-    if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
-        return Err(PackError::Traversal {
-            path: path.to_owned(),
-        });
+    crate::archive::check_path(path).map_err(|problem| path_error(path, problem))
+}
+
+/// The pack's words for an entry path that breaks the archive rule.
+pub(crate) fn path_error(path: &str, problem: PathProblem) -> PackError {
+    let path = path.to_owned();
+    match problem {
+        PathProblem::Traversal => PackError::Traversal { path },
+        PathProblem::Bad(reason) => PackError::BadName {
+            path,
+            reason: reason.to_owned(),
+        },
     }
-    if path.is_empty() || path.len() > MAX_PATH {
-        return Err(bad("paths are 1 to 100 bytes"));
-    }
-    for component in path.split('/') {
-        if component.is_empty() || component == "." {
-            return Err(bad("empty or `.` path component"));
-        }
-        if !component
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            return Err(bad("path components use [A-Za-z0-9._-] only"));
-        }
-    }
-    Ok(())
 }
 
 /// Paths of a host's files.

@@ -6,13 +6,14 @@ use super::{
     MANIFEST_PATH, MANIFESTS_DIR, MESSAGES_DIR, PACK_FORMAT, POLICY_DIR, Pack, PackError,
     PackManifest, check_path,
 };
+use crate::archive::{TarLimits, TarProblem, read_entries};
 use crate::checkpoint::Checkpoint;
 use crate::hash::Digest;
 use crate::ids;
 use crate::keys::{KeyId, PublicKey};
 use crate::receipt::Receipt;
-use crate::tar_read::{TarLimits, TarProblem, read_entries};
-use crate::view::{self, ReceiptView};
+use crate::scan;
+use crate::view::ReceiptView;
 use serde::de::DeserializeOwned;
 use std::collections::{BTreeMap, HashMap};
 
@@ -113,21 +114,21 @@ pub(crate) struct ReadSection<'b, R> {
 
 /// How a line of a receipts file is read.
 pub(crate) trait FromLine<'b>: Sized + Send {
-    /// The record, or serde's message.
-    fn from_line(line: &'b str) -> Result<Self, String>;
+    /// The record, or what serde found wrong.
+    fn from_line(line: &'b str) -> Result<Self, serde_json::Error>;
 }
 
 impl FromLine<'_> for Receipt {
-    fn from_line(line: &str) -> Result<Self, String> {
-        match view::scan(line) {
+    fn from_line(line: &str) -> Result<Self, serde_json::Error> {
+        match scan::scan(line) {
             Some(scanned) => Ok(scanned.to_receipt()),
-            None => serde_json::from_str(line).map_err(|e| e.to_string()),
+            None => serde_json::from_str(line),
         }
     }
 }
 
 /// A receipt as verification keeps it: its canonical line, read in place
-/// (see [`crate::view`]), or what serde read from any other line.
+/// (see [`crate::scan`]), or what serde read from any other line.
 #[derive(Debug)]
 #[expect(
     clippy::large_enum_variant,
@@ -141,12 +142,10 @@ pub(crate) enum StoredReceipt<'b> {
 }
 
 impl<'b> FromLine<'b> for StoredReceipt<'b> {
-    fn from_line(line: &'b str) -> Result<Self, String> {
-        match view::scan(line) {
+    fn from_line(line: &'b str) -> Result<Self, serde_json::Error> {
+        match scan::scan(line) {
             Some(scanned) => Ok(Self::Line(scanned.view())),
-            None => serde_json::from_str(line)
-                .map(|r| Self::Parsed(Box::new(r)))
-                .map_err(|e| e.to_string()),
+            None => serde_json::from_str(line).map(|r| Self::Parsed(Box::new(r))),
         }
     }
 }
@@ -272,16 +271,14 @@ fn parse_json<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, PackEr
 
 /// Parses a JSON lines file in parallel.
 fn parse_lines<T: DeserializeOwned + Send>(path: &str, bytes: &[u8]) -> Result<Vec<T>, PackError> {
-    read_lines(path, bytes, |line| {
-        serde_json::from_str(line).map_err(|e| e.to_string())
-    })
+    read_lines(path, bytes, serde_json::from_str)
 }
 
 /// Reads a lines file in parallel, each line with `read`.
 fn read_lines<'b, T: Send>(
     path: &str,
     bytes: &'b [u8],
-    read: impl Fn(&'b str) -> Result<T, String> + Sync,
+    read: impl Fn(&'b str) -> Result<T, serde_json::Error> + Sync,
 ) -> Result<Vec<T>, PackError> {
     if bytes.is_empty() {
         return Ok(Vec::new());
@@ -309,11 +306,11 @@ fn read_lines<'b, T: Send>(
     let parsed = crate::par::map(&lines, |i, line| read(line).map_err(|e| (i, e)));
     parsed
         .into_iter()
-        .collect::<Result<Vec<T>, (usize, String)>>()
-        .map_err(|(i, reason)| PackError::Content {
+        .collect::<Result<Vec<T>, (usize, serde_json::Error)>>()
+        .map_err(|(i, e)| PackError::Content {
             path: path.to_owned(),
             line: Some(i + 1),
-            reason,
+            reason: e.to_string(),
         })
 }
 
@@ -348,7 +345,7 @@ fn parse<'b, R: FromLine<'b>>(
     };
     let mut seen = std::collections::HashSet::new();
     for host in manifest.hosts {
-        ids::check_host_id(&host.host_id).map_err(bad_manifest)?;
+        ids::check_host_id(&host.host_id).map_err(|e| bad_manifest(e.to_string()))?;
         if !seen.insert(host.host_id.clone()) {
             return Err(bad_manifest(format!("host {} appears twice", host.host_id)));
         }

@@ -3,8 +3,9 @@
 use super::proofs::encode_inclusion;
 use super::{
     HostEntry, HostPaths, INDEX_PATH, Index, IndexEntry, KEYS_DIR, MANIFEST_PATH, MANIFESTS_DIR,
-    MESSAGES_DIR, PACK_FORMAT, POLICY_DIR, Pack, PackError, PackManifest, check_path,
+    MESSAGES_DIR, PACK_FORMAT, POLICY_DIR, Pack, PackError, PackManifest, check_path, path_error,
 };
+use crate::archive::{self, WriteProblem};
 use crate::hash::Digest;
 use crate::ids;
 use std::collections::BTreeMap;
@@ -29,48 +30,17 @@ pub fn write(pack: &Pack) -> Result<Vec<u8>, PackError> {
             .collect(),
     };
     let index_bytes = json(&index)?;
-    let total: usize = entries
-        .values()
-        .map(|b| 512 + b.len().next_multiple_of(512))
-        .sum();
-    let mut builder = tar::Builder::new(Vec::with_capacity(total + 4096));
-    let mut all: Vec<(&str, &[u8])> = entries
+    let all = entries
         .iter()
         .map(|(p, b)| (p.as_str(), b.as_slice()))
-        .collect();
-    all.push((INDEX_PATH, &index_bytes));
-    all.sort_by(|a, b| a.0.cmp(b.0));
-    for (path, bytes) in all {
-        builder
-            .append(&header(path, bytes.len() as u64)?, bytes)
-            .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    }
-    builder
-        .into_inner()
-        .map_err(|e| PackError::Write(e.to_string()))
-}
-
-/// A fixed ustar header: mode 0644, uid/gid 0, no names, mtime 0.
-fn header(path: &str, size: u64) -> Result<tar::Header, PackError> {
-    let mut h = tar::Header::new_ustar();
-    h.set_path(path)
-        .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    h.set_entry_type(tar::EntryType::Regular);
-    h.set_size(size);
-    h.set_mode(0o644);
-    h.set_uid(0);
-    h.set_gid(0);
-    h.set_mtime(0);
-    h.set_username("")
-        .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    h.set_groupname("")
-        .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    h.set_device_major(0)
-        .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    h.set_device_minor(0)
-        .map_err(|e| PackError::Write(format!("{path}: {e}")))?;
-    h.set_cksum();
-    Ok(h)
+        .chain([(INDEX_PATH, index_bytes.as_slice())]);
+    archive::write(all).map_err(|e| match e {
+        WriteProblem::Path { path, problem } => path_error(&path, problem),
+        WriteProblem::Header { path, source } | WriteProblem::Append { path, source } => {
+            PackError::Write(format!("{path}: {source}"))
+        }
+        WriteProblem::Finish(source) => PackError::Write(source.to_string()),
+    })
 }
 
 fn json<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, PackError> {
@@ -106,7 +76,7 @@ fn entries(pack: &Pack) -> Result<BTreeMap<String, Vec<u8>>, PackError> {
     };
     let mut hosts = Vec::new();
     for section in &pack.hosts {
-        ids::check_host_id(&section.host_id).map_err(PackError::Write)?;
+        ids::check_host_id(&section.host_id).map_err(|e| PackError::Write(e.to_string()))?;
         let paths = HostPaths::of(&section.host_id);
         add(
             paths.receipts,

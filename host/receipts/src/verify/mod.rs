@@ -33,7 +33,10 @@
 //! with the receipt (id and index in its host's receipts file, from 0) or
 //! checkpoint it concerns.
 
-mod host;
+mod checkpoints;
+mod receipts;
+mod section;
+mod sections;
 
 use crate::checkpoint::Checkpoint;
 use crate::keys::PublicKey;
@@ -207,7 +210,7 @@ impl fmt::Display for Report {
 /// report is the same either way.
 pub fn verify_bytes(bytes: &[u8], limits: &ReadLimits, options: &VerifyOptions) -> Report {
     match crate::pack::read_with::<StoredReceipt<'_>>(bytes, limits, false) {
-        Ok(read) => host::verify_read(&read, options),
+        Ok(read) => sections::verify_read(&read, options),
         Err(e) => Report {
             failures: vec![Failure {
                 check: Check::Pack,
@@ -222,5 +225,5 @@ pub fn verify_bytes(bytes: &[u8], limits: &ReadLimits, options: &VerifyOptions) 
 
 /// Verifies a pack that was read (see the module doc).
 pub fn verify(pack: &Pack, options: &VerifyOptions) -> Report {
-    host::verify_pack(pack, options)
+    sections::verify_pack(pack, options)
 }

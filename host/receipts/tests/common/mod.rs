@@ -35,11 +35,24 @@ pub fn policy_files() -> BTreeMap<String, Vec<u8>> {
 /// `max_risk` is DENY_ENVELOPE_HARD_LIMIT, anything else is ALLOW.
 pub struct RulesDecider;
 
+/// Why the test decider cannot decide.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RuleError(String);
+
+impl From<&str> for RuleError {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
 impl Decider for RulesDecider {
-    fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, String> {
+    type Error = RuleError;
+
+    fn decide(&self, policy: &PolicySnapshot<'_>, input: &Value) -> Result<Decision, RuleError> {
         let rules: Value =
             serde_json::from_slice(policy.files.get("rules.json").ok_or("no rules.json")?)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| RuleError(e.to_string()))?;
         let call = input["call"].as_str().ok_or("input without call")?;
         let risk = input["risk"].as_str().ok_or("input without risk")?;
         let max = rules["max_risk"].as_str().ok_or("rules without max_risk")?;

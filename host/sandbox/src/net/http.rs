@@ -1,7 +1,8 @@
 //! `wasi:http` outgoing requests to granted destinations only.
 
-use super::NetPolicy;
-use crate::pep::{Call, Pep};
+use super::decide::{NetUse, decide};
+use super::policy::NetPolicy;
+use crate::pep::Pep;
 use crate::tasklog::TaskLog;
 use http_body_util::BodyExt;
 use std::net::SocketAddr;
@@ -45,33 +46,22 @@ impl WasiHttpHooks for GovernedHttp {
             // one): the decision takes where it would connect as a fact, and
             // denies a request that could reach no address.
             let targets = policy.http_targets(&host, port).await;
-            let mut call = Call::http(format!("{host}:{port}"), &method, scheme, &path);
-            if let Some(targets) = &targets {
-                call = call.resolved(targets.iter().map(|a| a.ip().to_string()).collect());
-            }
-            if let Err(d) = pep.check(&call) {
-                log.host_note(&format!(
-                    "denied ({}): {}",
-                    d.reason,
-                    crate::tasklog::escape_controls(&d.message)
-                ));
+            let allowed = decide(
+                &pep,
+                &log,
+                &NetUse::Http {
+                    host: &host,
+                    port,
+                    method: &method,
+                    scheme,
+                    path: &path,
+                    targets: targets.as_deref(),
+                },
+            );
+            if !allowed {
                 return Err(Error::HttpRequestDenied);
             }
-            let targets = match targets {
-                Some(t) if !t.is_empty() => t,
-                other => {
-                    log.host_note(&format!(
-                        "denied: {method} {scheme}://{}:{port} ({})",
-                        crate::tasklog::escape_controls(&host),
-                        if other.is_some() {
-                            "no address the grant allows"
-                        } else {
-                            "not in grants.network"
-                        }
-                    ));
-                    return Err(Error::HttpRequestDenied);
-                }
-            };
+            let targets = targets.unwrap_or_default();
             send(request, options, &targets, tls.then_some(host)).await
         })
     }

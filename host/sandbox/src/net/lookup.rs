@@ -1,7 +1,8 @@
 //! `wasi:sockets/ip-name-lookup` restricted to granted names.
 
-use super::NetPolicy;
-use crate::pep::{Call, Op, Pep};
+use super::decide::{NetUse, decide};
+use super::policy::NetPolicy;
+use crate::pep::Pep;
 use crate::tasklog::TaskLog;
 use wasmtime::component::{HasData, Resource};
 use wasmtime_wasi::p2::SocketError;
@@ -32,20 +33,12 @@ impl Host for GovernedLookup<'_> {
         network: Resource<Network>,
         name: String,
     ) -> Result<Resource<ResolveAddressStream>, SocketError> {
-        if self.pep.is_on() {
-            if let Err(d) = self.pep.check(&Call::bare(Op::NetLookup, name.as_str())) {
-                self.log.host_note(&format!(
-                    "denied ({}): {}",
-                    d.reason,
-                    crate::tasklog::escape_controls(&d.message)
-                ));
-                return Err(ErrorCode::AccessDenied.into());
-            }
-        } else if !self.policy.may_lookup(&name) {
-            self.log.host_note(&format!(
-                "denied: name lookup of {:?} (not a host in grants.network)",
-                crate::tasklog::escape_controls(&name)
-            ));
+        let granted = self.policy.may_lookup(&name);
+        let lookup = NetUse::Lookup {
+            name: &name,
+            granted,
+        };
+        if !decide(self.pep, self.log, &lookup) {
             return Err(ErrorCode::AccessDenied.into());
         }
         let stream = self.inner.resolve_addresses(network, name.clone())?;
@@ -88,22 +81,8 @@ impl HostResolveAddressStream for GovernedLookup<'_> {
                 let Some(name) = self.policy.lookup_ended(rep) else {
                     return Ok(None);
                 };
-                let denial = if self.pep.is_on() {
-                    self.pep.check(&Call::lookup(&name, Vec::new())).err()
-                } else {
-                    None
-                };
-                match denial {
-                    Some(d) => self.log.host_note(&format!(
-                        "denied ({}): {}",
-                        d.reason,
-                        crate::tasklog::escape_controls(&d.message)
-                    )),
-                    None => self.log.host_note(&format!(
-                        "denied: name lookup of {:?} (no address the grant allows)",
-                        crate::tasklog::escape_controls(&name)
-                    )),
-                }
+                // Always denied: by the PEP (noted with its reason) or the grants.
+                decide(self.pep, self.log, &NetUse::Unresolved { name: &name });
                 return Err(ErrorCode::NameUnresolvable.into());
             };
             if self.policy.lookup_admits(rep, std_ip(ip)) {

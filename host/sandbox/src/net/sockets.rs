@@ -1,9 +1,10 @@
 //! The `socket_addr_check` hook and `wasi:sockets/tcp-create-socket`,
 //! `udp-create-socket`: every socket a guest creates and every address it
-//! uses passes the PEP.
+//! uses is decided by [`decide`].
 
-use super::NetPolicy;
-use crate::pep::{Call, Op, Pep};
+use super::decide::{NetUse, decide};
+use super::policy::NetPolicy;
+use crate::pep::Pep;
 use crate::tasklog::TaskLog;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,8 +14,8 @@ use wasmtime_wasi::p2::bindings::sockets::{tcp_create_socket, udp_create_socket}
 use wasmtime_wasi::p2::{SocketError, TcpSocket, UdpSocket};
 
 /// The `socket_addr_check` hook: every bind, connect, listen, accept and
-/// UDP use passes the PEP (with the grant the host's resolution found for a
-/// connect); with enforcement off, TCP connects to granted addresses only.
+/// UDP use is decided ([`decide`], with the grant the host's resolution
+/// found for a connect).
 pub(crate) fn socket_check(
     policy: Arc<NetPolicy>,
     log: TaskLog,
@@ -32,47 +33,11 @@ pub(crate) fn socket_check(
         let log = log.clone();
         let pep = pep.clone();
         Box::pin(async move {
-            if pep.is_on() {
-                let op = match use_ {
-                    SocketAddrUse::TcpConnect => Op::NetConnect,
-                    SocketAddrUse::TcpBind => Op::NetBind,
-                    SocketAddrUse::TcpListen => Op::NetListen,
-                    SocketAddrUse::TcpAccept => Op::NetAccept,
-                    _ => Op::NetUdp,
-                };
-                let call = if op == Op::NetConnect {
-                    let via = policy.grant_of(addr).await.flatten();
-                    Call::connect(addr.to_string(), via)
-                } else {
-                    Call::bare(op, addr.to_string())
-                };
-                return match pep.check(&call) {
-                    Ok(_) => true,
-                    Err(d) => {
-                        log.host_note(&format!("denied ({}): {}", d.reason, d.message));
-                        false
-                    }
-                };
-            }
-            let allowed = match use_ {
-                SocketAddrUse::TcpConnect => policy.may_connect(addr).await,
-                // The implicit bind of a client connect: any local address,
-                // an ephemeral port. Listening and accepting stay denied, so
-                // it never becomes a server socket.
-                SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
-                _ => false,
+            let grant = match use_ {
+                SocketAddrUse::TcpConnect => policy.grant_of(addr).await,
+                _ => None,
             };
-            if !allowed {
-                let what = match use_ {
-                    SocketAddrUse::TcpConnect => "connect to",
-                    SocketAddrUse::TcpBind => "bind to",
-                    SocketAddrUse::TcpListen => "listen on",
-                    SocketAddrUse::TcpAccept => "accept from",
-                    _ => "UDP with",
-                };
-                log.host_note(&format!("denied: {what} {addr} (not in grants.network)"));
-            }
-            allowed
+            decide(&pep, &log, &NetUse::Addr { addr, use_, grant })
         })
     }
 }
@@ -95,23 +60,16 @@ impl wasmtime::component::HasData for GovernedSocketsData {
 }
 
 impl GovernedSockets<'_> {
-    fn govern(&self, op: Op, family: IpAddressFamily) -> Result<(), SocketError> {
-        let target = match family {
+    fn govern(&self, udp: bool, family: IpAddressFamily) -> Result<(), SocketError> {
+        let family = match family {
             IpAddressFamily::Ipv4 => "ipv4",
             IpAddressFamily::Ipv6 => "ipv6",
         };
-        if self.pep.is_on() {
-            if let Err(d) = self.pep.check(&Call::bare(op, target)) {
-                self.log
-                    .host_note(&format!("denied ({}): {}", d.reason, d.message));
-                return Err(ErrorCode::AccessDenied.into());
-            }
-        } else if op == Op::NetUdp {
-            self.log
-                .host_note(&format!("denied: a UDP socket ({target}) is never granted"));
-            return Err(ErrorCode::AccessDenied.into());
+        if decide(self.pep, self.log, &NetUse::Socket { udp, family }) {
+            Ok(())
+        } else {
+            Err(ErrorCode::AccessDenied.into())
         }
-        Ok(())
     }
 
     /// A socket the table had no room for: `new-socket-limit` (the socket
@@ -140,7 +98,7 @@ impl tcp_create_socket::Host for GovernedSockets<'_> {
         &mut self,
         family: IpAddressFamily,
     ) -> Result<Resource<TcpSocket>, SocketError> {
-        self.govern(Op::NetSocket, family)?;
+        self.govern(false, family)?;
         self.inner
             .create_tcp_socket(family)
             .map_err(|e| self.limited(e))
@@ -152,7 +110,7 @@ impl udp_create_socket::Host for GovernedSockets<'_> {
         &mut self,
         family: IpAddressFamily,
     ) -> Result<Resource<UdpSocket>, SocketError> {
-        self.govern(Op::NetUdp, family)?;
+        self.govern(true, family)?;
         match udp_create_socket::Host::create_udp_socket(&mut self.inner, family).await {
             Ok(s) => Ok(s),
             Err(e) => Err(self.limited(e)),

@@ -9,9 +9,9 @@
 //! still counts as a breach: the declared emergency procedure runs and the
 //! session's instruments shut down, as the guard would have done.
 
+use super::context::HcpCtx;
 use crate::bindings::hcp::capability::instrument;
 use crate::bindings::hcp::capability::types::{Denial, HostError, ReasonCode};
-use crate::hcp_units::HcpCtx;
 use crate::pep::{Call, InstrumentArgs, Op, PlanArgs, SettingArgs};
 use hcp_instruments::Plan;
 use hcp_instruments::session::Refusal;

@@ -1,5 +1,4 @@
-//! Reading a tar archive that may come from a stranger: the one hardened
-//! reader behind evidence packs and plugin bundles.
+//! Reading a tar archive that may come from a stranger.
 //!
 //! Only plain ustar regular files are accepted, each as a slice of the
 //! input (nothing is copied). Refused, in this order for each entry: links;

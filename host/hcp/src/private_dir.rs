@@ -1,0 +1,61 @@
+//! Directories only the host's user may enter, and making a directory's
+//! entries durable: the one copy every part of the data directory uses.
+//!
+//! # Ambient authority
+//!
+//! Creates and opens the directories its callers name.
+
+use std::path::Path;
+
+/// Creates `dir` and its missing parents with mode 0700 (on Unix; plain
+/// directories elsewhere). An existing directory is left as it is.
+///
+/// # Errors
+///
+/// A directory cannot be created.
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::create_dir_all(dir)
+    }
+}
+
+/// Flushes `dir`'s entries (a file created or renamed in it) to disk, as
+/// far as the platform allows; a directory that cannot be opened is
+/// skipped (the rename it follows has happened already).
+pub(crate) fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_dirs_are_owner_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("a/b");
+        create_private_dir(&dir).expect("create");
+        create_private_dir(&dir).expect("an existing directory is fine");
+        assert!(dir.is_dir());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            for d in [tmp.path().join("a"), dir] {
+                let mode = std::fs::metadata(&d).expect("stat").permissions().mode();
+                assert_eq!(mode & 0o777, 0o700, "{}", d.display());
+            }
+        }
+        sync_dir(tmp.path());
+    }
+}
