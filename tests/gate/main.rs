@@ -554,3 +554,57 @@ async fn t3_artifacts_are_sealed_at_rest() {
     assert_eq!(class, hcp_contracts::DataClass::T3);
     assert!(serde_json::from_slice::<Value>(&bytes).is_ok());
 }
+
+/// The prepared capability is read once: the install hashes the component
+/// it installs, a host start hashes each installed component, and no
+/// admission, approval or run hashes it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_component_is_hashed_once_per_install_and_once_per_host_start_never_per_task() {
+    let lab = lab();
+    let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
+    assert_eq!(hashes, 2, "each install hashes its installed copy once");
+    for i in 0..3 {
+        let s = lab.submit(
+            &with_id(doc_submit(), &format!("hash-doc-{i}")),
+            "harness-local-01",
+        );
+        let done = lab.run(&s).await;
+        assert_eq!(done["type"], "task_completed", "{done}");
+    }
+    let cvd = lab.submit(&cvd_submit(), "harness-alpha-001");
+    assert_eq!(cvd.answer["status"], "queued", "{}", cvd.answer);
+    let done = lab.approve(&cvd).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
+    assert_eq!(hashes, 2, "no task hashes a component");
+    // A host started on the same data directory hashes each installed
+    // component once, then no more for its tasks.
+    let Lab { data, host } = lab;
+    drop(host);
+    let host = Host::open(
+        HostPaths {
+            data_dir: data.path().to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: Path::new(REPO_ROOT).join("policies"),
+        },
+        HostConfig {
+            gate_clock: Some(weekday_morning()),
+            ..HostConfig::default()
+        },
+    )
+    .expect("host again");
+    let lab = Lab { data, host };
+    let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
+    assert_eq!(
+        hashes, 4,
+        "a host start hashes each installed component once"
+    );
+    let s = lab.submit(
+        &with_id(doc_submit(), "hash-doc-after-start"),
+        "harness-local-01",
+    );
+    let done = lab.run(&s).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
+    assert_eq!(hashes, 4, "no task hashes a component");
+}

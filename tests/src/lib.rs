@@ -10,6 +10,8 @@ use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 
+pub mod broker;
+
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 
 /// A manifest under construction for a test.

@@ -270,7 +270,10 @@ impl TaskSubmit {
             .and_then(|s| match schema::compile_user(s) {
                 Ok(v) => Some(std::sync::Arc::new(v)),
                 Err(e) => {
-                    problems.push(Problem::new("/payload/expected_output/schema", e));
+                    problems.push(Problem::new(
+                        "/payload/expected_output/schema",
+                        e.to_string(),
+                    ));
                     None
                 }
             });

@@ -167,21 +167,37 @@ static VALIDATORS: LazyLock<Vec<Validator>> = LazyLock::new(|| {
 ///
 /// # Errors
 ///
-/// A message saying why the schema is not usable.
-pub fn compile_user(schema: &Value) -> Result<Validator, String> {
+/// Why the schema is not usable.
+pub fn compile_user(schema: &Value) -> Result<Validator, UserSchemaError> {
     if let Err(e) = jsonschema::meta::validate(schema) {
         let at = e.instance_path().as_str().to_owned();
-        return Err(if at.is_empty() {
-            format!("not a valid JSON Schema: {e}")
-        } else {
-            format!("not a valid JSON Schema at {at}: {e}")
+        return Err(UserSchemaError::Invalid {
+            at,
+            reason: e.to_string(),
         });
     }
     jsonschema::options()
         .should_validate_formats(true)
         .with_retriever(NoRetrieval)
         .build(schema)
-        .map_err(|e| format!("not a usable JSON Schema: {e}"))
+        .map_err(|e| UserSchemaError::Unusable(e.to_string()))
+}
+
+/// Why a schema supplied by an author or a caller is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserSchemaError {
+    /// It is not valid against its meta-schema (`at`: where, empty for the
+    /// whole document).
+    #[error("not a valid JSON Schema{}: {reason}", if at.is_empty() { String::new() } else { format!(" at {at}") })]
+    Invalid {
+        /// JSON pointer into the schema.
+        at: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// It is valid but cannot be used (e.g. a reference to fetch).
+    #[error("not a usable JSON Schema: {0}")]
+    Unusable(String),
 }
 
 /// Validates `instance` against a compiled user schema.
@@ -263,17 +279,21 @@ mod tests {
 
     #[test]
     fn user_schemas_cannot_fetch() {
-        let err =
-            compile_user(&json!({"$ref": "https://example.com/s.json"})).expect_err("fetched");
+        let err = compile_user(&json!({"$ref": "https://example.com/s.json"}))
+            .expect_err("fetched")
+            .to_string();
         assert!(err.contains("not allowed"), "{err}");
-        let err = compile_user(&json!({"$ref": "file:///etc/passwd"})).expect_err("read a file");
+        let err = compile_user(&json!({"$ref": "file:///etc/passwd"}))
+            .expect_err("read a file")
+            .to_string();
         assert!(err.contains("not allowed"), "{err}");
     }
 
     #[test]
     fn invalid_user_schema_is_refused_with_its_location() {
         let err = compile_user(&json!({"type": "object", "properties": {"a": {"type": 5}}}))
-            .expect_err("accepted");
+            .expect_err("accepted")
+            .to_string();
         assert!(err.contains("/properties/a/type"), "{err}");
     }
 }

@@ -120,16 +120,14 @@ impl Lab {
     }
 
     fn governor(&self, session: &str) -> PolicyGovernor {
-        let opened = self
-            .recorder
-            .open_session(
-                &self.policy,
-                facts(&self.manifest, session),
-                b"{}",
-                Vec::new(),
-            )
-            .expect("session");
-        PolicyGovernor::new(opened.scope, self.recorder.sink())
+        hcp::engine::open_session(
+            &self.recorder,
+            &self.policy,
+            facts(&self.manifest, session),
+            b"{}",
+            Vec::new(),
+        )
+        .expect("session")
     }
 }
 

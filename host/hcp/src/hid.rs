@@ -124,13 +124,36 @@ pub fn outcome_json(o: &Outcome) -> Value {
     }
 }
 
+/// Why an operator's input to the mediator was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HidInputError {
+    /// Not an operator id (the mediator's reason).
+    #[error("{0}")]
+    Operator(String),
+    /// Not a mode.
+    #[error("{name:?} is not a mode (OBSERVE, SUGGEST or EXECUTE)")]
+    Mode {
+        /// What was given.
+        name: String,
+    },
+    /// Not a proposal id (the mediator's reason).
+    #[error("{0}")]
+    Proposal(String),
+}
+
+impl From<HidInputError> for String {
+    fn from(e: HidInputError) -> Self {
+        e.to_string()
+    }
+}
+
 /// Parses an operator id for the mediator.
 ///
 /// # Errors
 ///
 /// Not 2–64 characters of `[A-Za-z0-9_-]`, or `host`.
-pub fn operator(id: &str) -> Result<OperatorId, String> {
-    OperatorId::try_from(id.to_owned())
+pub fn operator(id: &str) -> Result<OperatorId, HidInputError> {
+    OperatorId::try_from(id.to_owned()).map_err(HidInputError::Operator)
 }
 
 /// Parses a mode name (`OBSERVE`, `SUGGEST`, `EXECUTE`, any case).
@@ -138,10 +161,12 @@ pub fn operator(id: &str) -> Result<OperatorId, String> {
 /// # Errors
 ///
 /// Not one of the three.
-pub fn mode(name: &str) -> Result<Mode, String> {
+pub fn mode(name: &str) -> Result<Mode, HidInputError> {
     name.to_ascii_uppercase()
         .parse::<Mode>()
-        .map_err(|_| format!("{name:?} is not a mode (OBSERVE, SUGGEST or EXECUTE)"))
+        .map_err(|_| HidInputError::Mode {
+            name: name.to_owned(),
+        })
 }
 
 /// Parses a proposal id.
@@ -149,8 +174,8 @@ pub fn mode(name: &str) -> Result<Mode, String> {
 /// # Errors
 ///
 /// Not a proposal id.
-pub fn proposal_id(id: &str) -> Result<ProposalId, String> {
-    id.parse()
+pub fn proposal_id(id: &str) -> Result<ProposalId, HidInputError> {
+    id.parse().map_err(HidInputError::Proposal)
 }
 
 fn refusal(e: MediatorError) -> HidRefusal {

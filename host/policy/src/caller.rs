@@ -19,6 +19,8 @@ pub struct Caller {
     pub capabilities: BTreeSet<CapabilityName>,
     /// Listed for every installed capability (`all_capabilities`).
     pub all_capabilities: bool,
+    /// The broker user whose messages are this caller's (`amqp_user`).
+    pub amqp_user: Option<String>,
     /// Highest risk level.
     pub max_risk_level: RiskLevel,
     /// Highest data classification.

@@ -23,7 +23,24 @@ pub(crate) fn callers(file: &CallersFile) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut ids = BTreeSet::new();
     let mut credentials = BTreeMap::new();
+    let mut amqp_users = BTreeMap::new();
     for (i, caller) in file.callers.iter().enumerate() {
+        if let Some(user) = &caller.amqp_user {
+            if user.is_empty() || user.len() > 255 || user.chars().any(char::is_control) {
+                problems.push(Problem::new(
+                    format!("/callers/{i}/amqp_user"),
+                    "a broker user name is 1 to 255 characters, none of them control characters"
+                        .to_owned(),
+                ));
+            } else if let Some(other) = amqp_users.insert(user.as_str(), &caller.id) {
+                problems.push(Problem::new(
+                    format!("/callers/{i}/amqp_user"),
+                    format!(
+                        "broker user {user:?} is already caller {other}'s: one broker user is one caller"
+                    ),
+                ));
+            }
+        }
         if !ids.insert(&caller.id) {
             problems.push(Problem::new(
                 format!("/callers/{i}/id"),

@@ -2,7 +2,7 @@
 //! `schemas/policy/`, compiled once) and syntax checking.
 
 use hcp_contracts::Problem;
-use hcp_contracts::schema::{compile_user, validate_user};
+use hcp_contracts::schema::{UserSchemaError, compile_user, validate_user};
 use serde_json::Value;
 use std::sync::LazyLock;
 
@@ -25,7 +25,19 @@ pub enum PolicyFile {
     Dispatch,
 }
 
-type Compiled = Result<jsonschema::Validator, String>;
+/// An embedded policy schema that does not compile (a build fault,
+/// reported as a problem of every file rather than a panic).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum EmbeddedSchemaError {
+    #[error("{0} has no JSON Schema")]
+    Missing(&'static str),
+    #[error("schemas/policy: {0}")]
+    Json(String),
+    #[error(transparent)]
+    Compile(#[from] UserSchemaError),
+}
+
+type Compiled = Result<jsonschema::Validator, EmbeddedSchemaError>;
 
 static CALLERS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Callers));
 static RISK: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Risk));
@@ -37,9 +49,15 @@ static DISPATCH: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Dispa
 fn compile(file: PolicyFile) -> Compiled {
     let text = file
         .schema_text()
-        .ok_or_else(|| format!("{} has no JSON Schema", file.name()))?;
-    let schema: Value = serde_json::from_str(text).map_err(|e| format!("schemas/policy: {e}"))?;
-    compile_user(&schema)
+        .ok_or(EmbeddedSchemaError::Missing(file.name()))?;
+    embedded(text)
+}
+
+/// Compiles an embedded policy schema.
+pub(crate) fn embedded(text: &str) -> Compiled {
+    let schema: Value =
+        serde_json::from_str(text).map_err(|e| EmbeddedSchemaError::Json(e.to_string()))?;
+    Ok(compile_user(&schema)?)
 }
 
 impl PolicyFile {

@@ -18,10 +18,11 @@
 //! component.
 
 use crate::dupkeys::duplicate_keys;
+use crate::file_kind::{EmbeddedSchemaError, embedded};
 use crate::install_limits::LimitBounds;
 use crate::load::{FileProblem, PolicyError};
 use hcp_contracts::manifest::{Access, Manifest, NetHost};
-use hcp_contracts::schema::{compile_user, validate_user};
+use hcp_contracts::schema::validate_user;
 use hcp_contracts::{Problem, RiskLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -38,21 +39,8 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The JSON Schema (`schemas/policy/install.schema.json`).
 pub const INSTALL_SCHEMA: &str = include_str!("../../../schemas/policy/install.schema.json");
 
-/// The embedded schema does not compile (a build fault, reported as a
-/// problem of every file rather than a panic).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-enum SchemaError {
-    #[error("schemas/policy: {0}")]
-    Json(String),
-    #[error("{0}")]
-    Compile(String),
-}
-
-static SCHEMA: LazyLock<Result<jsonschema::Validator, SchemaError>> = LazyLock::new(|| {
-    let schema: Value =
-        serde_json::from_str(INSTALL_SCHEMA).map_err(|e| SchemaError::Json(e.to_string()))?;
-    compile_user(&schema).map_err(SchemaError::Compile)
-});
+static SCHEMA: LazyLock<Result<jsonschema::Validator, EmbeddedSchemaError>> =
+    LazyLock::new(|| embedded(INSTALL_SCHEMA));
 
 /// A destination pattern of `network.allow` or `network.deny` that does not
 /// read; each names the pattern's text.

@@ -194,6 +194,7 @@ impl PolicySet {
                             kind: c.kind,
                             capabilities: c.capabilities.into_iter().collect(),
                             all_capabilities: c.all_capabilities,
+                            amqp_user: c.amqp_user,
                             max_risk_level: c.max_risk_level,
                             max_data_classification: c.max_data_classification,
                             credential: c.credential,

@@ -58,6 +58,15 @@ impl PolicySet {
             .and_then(|id| self.callers.get(&id))
     }
 
+    /// The caller whose broker user is `user` (`amqp_user` in
+    /// `callers.json`): the identity of an AMQP message, whose `user-id`
+    /// the broker has checked against the connection's login.
+    pub fn caller_for_amqp_user(&self, user: &str) -> Option<&Caller> {
+        self.callers
+            .values()
+            .find(|c| c.amqp_user.as_deref() == Some(user))
+    }
+
     /// The risk profile of a capability, if `risk.json` has one.
     pub fn risk_profile(&self, capability: &str) -> Option<&CapabilityRisk> {
         self.risk

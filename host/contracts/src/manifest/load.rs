@@ -317,7 +317,7 @@ impl Checker<'_> {
 
     fn user_schema(&mut self, pointer: &str, schema: &Value) -> Option<jsonschema::Validator> {
         schema::compile_user(schema)
-            .map_err(|e| self.problem(pointer, e))
+            .map_err(|e| self.problem(pointer, e.to_string()))
             .ok()
     }
 
@@ -374,6 +374,7 @@ impl Checker<'_> {
             }
         };
         let digest = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+        super::hashed::count(&path);
         match &doc.component.digest {
             Some(pinned) if *pinned != digest => {
                 self.problem(

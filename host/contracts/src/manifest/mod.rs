@@ -10,6 +10,7 @@
 
 mod doc;
 mod fs_grant;
+mod hashed;
 mod load;
 
 pub use doc::{
@@ -17,6 +18,7 @@ pub use doc::{
     GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
 };
 pub use fs_grant::dir_identity;
+pub use hashed::component_hashes;
 pub use load::{LoadOptions, ManifestError, from_value, load, load_installed};
 
 use crate::levels::RiskLevel;

@@ -1,17 +1,10 @@
 //! `hcp run`: one task, straight from a `task_submit` file to its answer.
 
-use super::{Outcome, Paths, load_manifest, print_json, runtime, sandbox};
-use crate::evidence::Recorder;
-use crate::hostkey;
-use crate::lifecycle;
-use crate::store::Store;
+use super::{Outcome, Paths, load_manifest, print_json, runtime};
+use crate::engine::{Host, HostConfig, HostPaths, NotATask, TaskMessage, UngatedTask};
 use anyhow::Context as _;
-use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
-use hcp_contracts::{DataClass, RiskLevel, problem};
-use hcp_policy::PolicySet;
-use hcp_receipts::SigningPolicy;
-use hcp_sandbox::TaskRequest;
-use hcp_sandbox::pep::{PolicyGovernor, Standalone};
+use hcp_contracts::message::{Envelope, MessageType, TaskRejected};
+use hcp_contracts::problem;
 use hcp_sandbox::tasklog::{LogEntry, LogSource};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,17 +63,8 @@ fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
     serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
 }
 
-fn reject(reason_code: RejectReason, reason_message: String) -> Outcome {
-    let answer = Envelope::new(
-        MessageType::TaskRejected,
-        None,
-        TaskRejected {
-            reason_code,
-            reason_message,
-            assessed_risk_level: None,
-            suggestion: None,
-        },
-    )?;
+fn reject(refusal: TaskRejected) -> Outcome {
+    let answer = Envelope::new(MessageType::TaskRejected, None, refusal)?;
     print_json(&answer)?;
     Ok(ExitCode::from(1))
 }
@@ -88,169 +72,47 @@ fn reject(reason_code: RejectReason, reason_message: String) -> Outcome {
 pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
     let manifest = Arc::new(load_manifest(&args.manifest)?);
     let message = read_input(&args.input)?;
-    let envelope = Envelope::parse(&message).map_err(|problems| {
-        anyhow::anyhow!(
+    let message = match TaskMessage::parse(message) {
+        Ok(m) => m,
+        Err(NotATask::Invalid(problems)) => anyhow::bail!(
             "{}: not a valid HCP message:\n{}",
             args.input.display(),
             problem::list(&problems)
-        )
-    })?;
-    if envelope.kind != MessageType::TaskSubmit {
-        anyhow::bail!(
+        ),
+        Err(NotATask::WrongType(kind)) => anyhow::bail!(
             "{}: expected a task_submit message, got {}",
             args.input.display(),
-            envelope.kind.as_str()
-        );
-    }
-    let submit: TaskSubmit = envelope
-        .payload_as()
-        .map_err(|p| anyhow::anyhow!("{}:\n{}", args.input.display(), problem::list(&p)))?;
-    let submit = match submit.check() {
-        Ok(s) => s,
-        Err(problems) => {
-            return reject(
-                RejectReason::InvalidInput,
-                format!("the task_submit is invalid:\n{}", problem::list(&problems)),
-            );
+            kind.as_str()
+        ),
+        Err(NotATask::Payload(problems)) => {
+            anyhow::bail!("{}:\n{}", args.input.display(), problem::list(&problems))
         }
     };
-    if submit.submit.capability != manifest.name() {
-        return reject(
-            RejectReason::CapabilityNotFound,
-            format!(
-                "the task asks for capability {:?}, the manifest declares {:?}",
-                submit.submit.capability,
-                manifest.name()
-            ),
-        );
-    }
-    if !submit.version_req.matches(&manifest.version) {
-        return reject(
-            RejectReason::CapabilityNotFound,
-            format!(
-                "{} does not satisfy capability_version {}",
-                manifest.id(),
-                submit.version_req
-            ),
-        );
-    }
-    let safety = &manifest.doc.capability.safety;
-    if safety.requires_human_approval {
-        return reject(
-            RejectReason::Forbidden,
-            format!(
-                "{} requires human approval; `hcp run` has no gate, submit the task through the host instead",
-                manifest.id()
-            ),
-        );
-    }
-    if let Err(problems) = lifecycle::check_inputs(&manifest, &submit.submit.inputs) {
-        return reject(
-            RejectReason::InvalidInput,
-            format!(
-                "inputs do not match the input_schema of {}:\n{}",
-                manifest.id(),
-                problem::list(&problems)
-            ),
-        );
-    }
-    // The error names the directory and every file's problem already.
-    let policy = PolicySet::load(&paths.policies_dir)?;
-    let store = Arc::new(Store::open(&paths.data_dir)?);
-    let identity = hostkey::load_or_init(&paths.data_dir)?;
-    let recorder = Recorder::open(store.clone(), identity, SigningPolicy::default())?;
-    let sandbox = sandbox(paths)?;
-    let session_id = format!("session-{}", uuid::Uuid::new_v4());
-    let task_id = format!("task-{}", uuid::Uuid::now_v7());
-    let deadline = lifecycle::deadline(&manifest, &submit);
-    let risk_level = safety.risk_floor.unwrap_or(RiskLevel::R1);
-    let data_classification = submit
-        .submit
-        .constraints
-        .as_ref()
-        .and_then(|c| c.data_classification)
-        .unwrap_or(DataClass::T1);
-    let facts = Standalone {
-        task_id: &task_id,
-        session_id: &session_id,
-        caller: &submit.submit.caller_id,
-        risk_level,
-        data_classification,
-        envelope: &manifest.doc.safety_envelope,
-        expires_at_ms: hcp_sandbox::pep::now_ms()
-            .saturating_add(u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX))
-            .saturating_add(SESSION_GRACE_MS),
-        budgets: policy
-            .budgets_for(&submit.submit.caller_id, &manifest.doc.capability)
-            .into(),
-    }
-    .facts(&manifest);
-    recorder.record_message(
-        &task_id,
-        "task_submit.json",
-        &serde_json::to_vec_pretty(&message)?,
-    )?;
-    let opened = recorder.open_session(&policy, facts, &manifest_bytes(&manifest)?, Vec::new())?;
-    let governor = Arc::new(PolicyGovernor::new(opened.scope, recorder.sink()));
-    let request = TaskRequest {
-        task_id: task_id.clone(),
-        session_id: session_id.clone(),
-        caller_id: submit.submit.caller_id.clone(),
-        intent: submit.submit.intent.clone(),
-        inputs: submit.submit.inputs.clone(),
-        constraints: serde_json::to_value(submit.submit.constraints.clone().unwrap_or_default())?,
-        context: submit.submit.context.clone(),
-        resume: None,
-        risk_level,
-        data_classification,
-        deadline,
-        envelope: manifest.doc.safety_envelope.clone(),
-        governor,
-        // `hcp run` is one task on its own: no operator, no HID mediator.
-        hid: None,
+    let task = match UngatedTask::check(manifest, message) {
+        Ok(t) => t,
+        Err(refusal) => return reject(refusal),
     };
-    let rt = runtime()?;
-    let run = rt.block_on(async {
-        let prepared = tokio::task::spawn_blocking({
-            let manifest = manifest.clone();
-            move || sandbox.prepare(manifest)
-        })
-        .await??;
-        anyhow::Ok(prepared.run(request, store).await)
-    })?;
-    if !args.quiet {
-        print_log(&run.log.entries);
-    }
-    let answer = lifecycle::answer(&manifest, &submit, &session_id, &run)?;
-    recorder.record_message(
-        &task_id,
-        &format!("{}.json", answer.kind.as_str()),
-        &serde_json::to_vec_pretty(&answer)?,
+    // The same engine as `hcp serve`, without its gate.
+    let host = Host::open(
+        HostPaths {
+            data_dir: paths.data_dir.clone(),
+            cache_dir: paths.cache_dir.clone(),
+            policies_dir: paths.policies_dir.clone(),
+        },
+        HostConfig::default(),
     )?;
-    // Receipts are durable before the task is answered.
-    recorder.close_session(&session_id);
-    recorder.close()?;
-    eprintln!("receipts: task {task_id}, session {session_id}");
-    print_json(&answer)?;
-    let completed = answer.kind == MessageType::TaskCompleted;
+    let ran = runtime()?.block_on(host.run_ungated(task))?;
+    if !args.quiet {
+        print_log(&ran.log);
+    }
+    eprintln!("receipts: task {}, session {}", ran.task_id, ran.session_id);
+    print_json(&ran.answer)?;
+    let completed = ran.answer.kind == MessageType::TaskCompleted;
     Ok(if completed {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
-}
-
-/// The session outlives the task's deadline by this much: the wall-clock
-/// timeout's grace, so that calls the deadline has not stopped yet are
-/// still decided under a valid session.
-const SESSION_GRACE_MS: u64 = 1_000;
-
-/// The manifest as written (its file), for evidence packs.
-fn manifest_bytes(manifest: &hcp_contracts::Manifest) -> anyhow::Result<Vec<u8>> {
-    match &manifest.source {
-        Some(path) => std::fs::read(path).with_context(|| format!("{}", path.display())),
-        None => Ok(serde_json::to_vec_pretty(&manifest.doc)?),
-    }
 }
 
 fn print_log(entries: &[LogEntry]) {

@@ -7,7 +7,7 @@
 //! credential over HTTP.
 
 use super::{DataDir, HostDirs, Outcome, Paths, print_fields, print_json, runtime};
-use crate::engine::{Auth, Host, HostConfig, HostPaths};
+use crate::engine::{AnswerKind, Auth, Host, HostConfig, HostPaths};
 use crate::store::TaskState;
 use anyhow::Context as _;
 use serde_json::Value;
@@ -207,7 +207,7 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
             duplicate_note(&message, &args.caller, submission.task_id.as_deref())
         );
     }
-    if submission.answer["type"] == "task_rejected" {
+    if matches!(submission.kind, AnswerKind::Rejected(_)) {
         return Ok(ExitCode::from(1));
     }
     let Some(task_id) = submission.task_id else {

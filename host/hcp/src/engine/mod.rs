@@ -15,25 +15,34 @@
 //! (`hcp_sandbox::pep::PolicyGovernor`) before dispatch. The admission and
 //! approval receipts are the DAG parents of the session's first receipts.
 
-mod gate;
+mod admit;
+mod answers;
+mod approvals;
+mod capabilities;
 mod policy;
 mod receipts;
 mod runner;
+mod session;
 mod settle;
 mod slots;
+mod submission;
+mod ungated;
 
-pub use gate::{Auth, Submission, job_status};
+pub use answers::job_status;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
+pub use session::open_session;
+pub use submission::{AnswerKind, Auth, NotATask, Submission, TaskMessage};
+pub use ungated::{UngatedRun, UngatedTask};
 
 use crate::evidence::Recorder;
 use crate::hostkey::{self, HostIdentity};
 use crate::store::{Installed, Store};
 use crate::token::TokenKeys;
 use anyhow::{Context as _, Result};
-use hcp_contracts::manifest::Manifest;
+pub(crate) use capabilities::Capabilities;
+use capabilities::Capability;
 use hcp_policy::PolicySet;
-use hcp_sandbox::{PreparedCapability, Sandbox, SandboxConfig};
-use std::collections::HashMap;
+use hcp_sandbox::{Sandbox, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -85,7 +94,8 @@ pub struct Host {
     tokens: TokenKeys,
     /// Receipts of every decision.
     pub(crate) recorder: Recorder,
-    prepared: Mutex<HashMap<String, PreparedCapability>>,
+    /// The installed capabilities, each read and hashed once.
+    capabilities: Arc<Capabilities>,
     /// Submissions of the same `(caller_id, message_id)` go through the gate
     /// one at a time, so a duplicate that arrives with the original gets the
     /// original's answer.
@@ -132,10 +142,12 @@ impl Host {
             cache_dir: Some(paths.cache_dir.clone()),
             ..SandboxConfig::default()
         })?;
+        let capabilities = Arc::new(Capabilities::load(&store)?);
         let witness = crate::hid::HidReceipts {
             appender: recorder.appender(),
             store: store.clone(),
             policy: policy.clone(),
+            capabilities: capabilities.clone(),
         };
         let hid = Arc::new(crate::hid::HidService::start(
             &paths.data_dir,
@@ -152,7 +164,7 @@ impl Host {
             identity,
             tokens,
             recorder,
-            prepared: Mutex::new(HashMap::new()),
+            capabilities,
             submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
         })
     }
@@ -172,51 +184,26 @@ impl Host {
         &self.paths
     }
 
-    /// Loads an installed capability's manifest (digest required: installs
-    /// are pinned), with the granted directories its install recorded;
-    /// looks at none of them (each task does, see
-    /// [`crate::install::installed_manifest`]).
+    /// An installed version, from the cache (read on first use when
+    /// another process installed it).
+    ///
+    /// # Errors
+    ///
+    /// The installed files are missing or do not match the registry.
+    pub(crate) fn capability(&self, installed: &Installed) -> Result<Arc<Capability>> {
+        self.capabilities.get(installed)
+    }
+
+    /// An installed capability's manifest (its component's digest checked
+    /// against the registry's), with the granted directories its install
+    /// recorded; from the host's cache, so the component is read and
+    /// hashed once, not per call.
     ///
     /// # Errors
     ///
     /// The installed files are missing or do not match.
-    pub fn manifest(&self, installed: &Installed) -> Result<Manifest> {
-        let manifest = crate::install::installed_manifest(installed)?;
-        if manifest.component.digest != installed.digest {
-            anyhow::bail!(
-                "{}: the installed component is {}, the registry recorded {}",
-                installed.id(),
-                manifest.component.digest,
-                installed.digest
-            );
-        }
-        Ok(manifest)
-    }
-
-    /// The prepared capability for an installed version, compiling it on
-    /// first use (from the on-disk cache when warm).
-    ///
-    /// # Errors
-    ///
-    /// The manifest or component cannot be loaded, or preparation refuses it.
-    pub async fn prepared(&self, installed: &Installed) -> Result<PreparedCapability> {
-        // A reinstall (new recorded directories) is prepared anew.
-        let key = format!(
-            "{}@{}@{}",
-            installed.id(),
-            installed.digest,
-            installed.installed_at
-        );
-        if let Some(p) = self.lock_prepared().get(&key) {
-            return Ok(p.clone());
-        }
-        let manifest = Arc::new(self.manifest(installed)?);
-        let sandbox = self.sandbox.clone();
-        let prepared = tokio::task::spawn_blocking(move || sandbox.prepare(manifest))
-            .await
-            .context("preparing the capability")??;
-        self.lock_prepared().insert(key, prepared.clone());
-        Ok(prepared)
+    pub fn manifest(&self, installed: &Installed) -> Result<Arc<hcp_contracts::Manifest>> {
+        Ok(self.capability(installed)?.manifest.clone())
     }
 
     /// The lock of one `(caller_id, message_id)`.
@@ -230,10 +217,6 @@ impl Host {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_prepared(&self) -> std::sync::MutexGuard<'_, HashMap<String, PreparedCapability>> {
-        self.prepared.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Installs a capability from its manifest without a bundle (local
     /// development and tests: recorded as unsigned, with a host-signed
     /// install receipt; see [`crate::install::install_manifest`]). Copies
@@ -245,6 +228,13 @@ impl Host {
     /// The manifest is invalid, its imports exceed its grants, or that
     /// version is installed already.
     pub fn install_manifest(&self, manifest_path: &Path) -> Result<Installed> {
-        crate::install::install_manifest(&self.store, &self.sandbox, &self.identity, manifest_path)
+        let (installed, manifest) = crate::install::install_manifest(
+            &self.store,
+            &self.sandbox,
+            &self.identity,
+            manifest_path,
+        )?;
+        self.capabilities.insert(installed.clone(), manifest)?;
+        Ok(installed)
     }
 }

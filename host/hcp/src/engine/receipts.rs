@@ -20,7 +20,7 @@ use hcp_policy::pep::gate::{
 use hcp_receipts::{Parent, Verdict, reason};
 
 /// What the gate decided on, for the admission receipt.
-pub(crate) struct GateFacts<'a> {
+pub(crate) struct AdmissionFacts<'a> {
     /// The policy the gate decided under.
     pub(crate) policy: &'a super::CurrentPolicy,
     /// The gate's clock.
@@ -30,7 +30,7 @@ pub(crate) struct GateFacts<'a> {
     /// Resources held by other sessions.
     pub(crate) busy: Vec<String>,
     /// The capability selected, once one was.
-    pub(crate) manifest: Option<&'a Manifest>,
+    pub(crate) capability: Option<&'a super::Capability>,
 }
 
 /// The manifest as installed (its file), or its document.
@@ -65,6 +65,36 @@ fn printable(s: &str) -> String {
     if out.is_empty() { "?".into() } else { out }
 }
 
+/// The receipt of an engine decision on `task` under `policy`: `call` on
+/// `capability` with `args` and decision `input`, its verdict, reason code
+/// and risk. No session, parents or manifest (a caller adds those).
+fn decision(
+    policy: &super::CurrentPolicy,
+    task: &TaskRecord,
+    capability: String,
+    call: &str,
+    args: serde_json::Value,
+    input: &impl serde::Serialize,
+    (verdict, reason_code, risk): (Verdict, &str, RiskLevel),
+) -> Result<Entry> {
+    Ok(Entry {
+        session_id: None,
+        task_id: Some(task.task_id.clone()),
+        capability,
+        call: call.to_owned(),
+        args,
+        input: serde_json::to_value(input)?,
+        verdict,
+        reason_code: reason_code.to_owned(),
+        risk,
+        policy_hash: policy.digest,
+        parents: Vec::new(),
+        manifest: None,
+        policy_sources: Some(policy.sources.clone()),
+        follows: None,
+    })
+}
+
 impl Host {
     /// Records the gate's decision on `task`: ALLOW at `risk`, or the
     /// refusal `rejected` (by the policy, or by the host's own check when
@@ -72,7 +102,7 @@ impl Host {
     pub(crate) fn record_admission(
         &self,
         task: &TaskRecord,
-        facts: &GateFacts<'_>,
+        facts: &AdmissionFacts<'_>,
         outcome: Result<RiskLevel, (&TaskRejected, bool)>,
     ) -> Result<Parent> {
         let host_check = match outcome {
@@ -96,29 +126,25 @@ impl Host {
             equipment_busy: facts.busy.clone(),
             host_check,
             kind: CALL_ADMISSION.to_owned(),
-            manifest: facts.manifest.map(|m| m.doc.clone()),
+            manifest: facts.capability.map(|c| c.manifest.doc.clone()),
             submit: task.submit["payload"].clone(),
         };
-        let capability = match facts.manifest {
-            Some(m) => m.id(),
+        let capability = match facts.capability {
+            Some(c) => c.manifest.id(),
             None => task_capability(task),
         };
-        let manifest = facts.manifest.map(manifest_bytes).transpose()?;
+        let manifest = facts.capability.map(|c| c.manifest_bytes.to_vec());
         self.recorder.append_sealed(Entry {
-            session_id: None,
-            task_id: Some(task.task_id.clone()),
-            capability,
-            call: CALL_ADMISSION.to_owned(),
-            args: task.submit["payload"].clone(),
-            input: serde_json::to_value(&input)?,
-            verdict,
-            reason_code: code.to_owned(),
-            risk,
-            policy_hash: facts.policy.digest,
-            parents: Vec::new(),
             manifest,
-            policy_sources: Some(facts.policy.sources.clone()),
-            follows: None,
+            ..decision(
+                facts.policy,
+                task,
+                capability,
+                CALL_ADMISSION,
+                task.submit["payload"].clone(),
+                &input,
+                (verdict, code, risk),
+            )?
         })
     }
 
@@ -149,20 +175,16 @@ impl Host {
             (None, false) => (Verdict::Deny, reason::DENY_APPROVAL_REJECTED),
         };
         self.recorder.append_sealed(Entry {
-            session_id: None,
-            task_id: Some(task.task_id.clone()),
-            capability: manifest.id(),
-            call: CALL_APPROVAL.to_owned(),
-            args: serde_json::json!({"approved": approved, "operator": operator}),
-            input: serde_json::to_value(&input)?,
-            verdict,
-            reason_code: code.to_owned(),
-            risk: admission.risk_level,
-            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
-            manifest: None,
-            policy_sources: Some(policy.sources.clone()),
-            follows: None,
+            ..decision(
+                policy,
+                task,
+                manifest.id(),
+                CALL_APPROVAL,
+                serde_json::json!({"approved": approved, "operator": operator}),
+                &input,
+                (verdict, code, admission.risk_level),
+            )?
         })
     }
 
@@ -180,25 +202,22 @@ impl Host {
         };
         let capability = task_capability(task);
         let policy = self.policy();
+        let risk = task
+            .risk
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(RiskLevel::R1);
         self.recorder.append_sealed(Entry {
-            session_id: None,
-            task_id: Some(task.task_id.clone()),
-            capability,
-            call: CALL_EXPIRY.to_owned(),
-            args: serde_json::json!({"expires_at": expires_at}),
-            input: serde_json::to_value(&input)?,
-            verdict: Verdict::Deny,
-            reason_code: reason::DENY_APPROVAL_EXPIRED.to_owned(),
-            risk: task
-                .risk
-                .as_deref()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(RiskLevel::R1),
-            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
-            manifest: None,
-            policy_sources: Some(policy.sources.clone()),
-            follows: None,
+            ..decision(
+                &policy,
+                task,
+                capability,
+                CALL_EXPIRY,
+                serde_json::json!({"expires_at": expires_at}),
+                &input,
+                (Verdict::Deny, reason::DENY_APPROVAL_EXPIRED, risk),
+            )?
         })
     }
 
@@ -219,19 +238,20 @@ impl Host {
         let policy = self.policy();
         self.recorder.append_sealed(Entry {
             session_id: Some(session.to_owned()),
-            task_id: Some(task.task_id.clone()),
-            capability: manifest.id(),
-            call: CALL_SESSION_TOKEN.to_owned(),
-            args: serde_json::json!({"session_id": session}),
-            input: serde_json::to_value(&input)?,
-            verdict: Verdict::Deny,
-            reason_code: reason::DELEGATION_INVALID.to_owned(),
-            risk: admission.risk_level,
-            policy_hash: policy.digest,
             parents: self.recorder.task_causes(&task.task_id)?,
-            manifest: None,
-            policy_sources: Some(policy.sources.clone()),
-            follows: None,
+            ..decision(
+                &policy,
+                task,
+                manifest.id(),
+                CALL_SESSION_TOKEN,
+                serde_json::json!({"session_id": session}),
+                &input,
+                (
+                    Verdict::Deny,
+                    reason::DELEGATION_INVALID,
+                    admission.risk_level,
+                ),
+            )?
         })
     }
 }

@@ -8,13 +8,10 @@ use super::Host;
 use super::slots::{self, Claim, SlotLimits};
 use crate::store::{TaskRecord, TaskState, TaskUpdate};
 use anyhow::{Context as _, Result};
-use hcp_contracts::message::{
-    Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed, TaskSubmit,
-};
+use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
 use hcp_contracts::problem;
 use hcp_policy::Admission;
 use hcp_policy::pep::SessionFacts;
-use hcp_sandbox::pep::PolicyGovernor;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
 use serde_json::Value;
 use std::sync::Arc;
@@ -58,11 +55,10 @@ impl Host {
             .session_id
             .clone()
             .context("queued task without a session")?;
-        let admission: Admission = serde_json::from_value(
-            task.admission
-                .clone()
-                .context("queued task without its admission")?,
-        )?;
+        let admission = task
+            .admission
+            .clone()
+            .context("queued task without its admission")?;
         let installed = self
             .store
             .installed_version(
@@ -70,13 +66,14 @@ impl Host {
                 task.version.as_deref().unwrap_or_default(),
             )?
             .with_context(|| format!("{} is no longer installed", task.capability))?;
-        let manifest = self.manifest(&installed)?;
+        let capability = self.capability(&installed)?;
+        let manifest = &*capability.manifest;
         // A session that ended while the task waited (for equipment or a
         // slot): the task fails now, without running.
-        if let Some(answer) = self.ended_session(&task, &session, &admission, &manifest)? {
+        if let Some(answer) = self.ended_session(&task, &session, &admission, manifest)? {
             return Ok(Some(answer));
         }
-        let held = resources(&manifest);
+        let held = resources(manifest);
         let mut acquired = Vec::new();
         for r in &held {
             if self.store.acquire_resource(r, &session)? {
@@ -86,7 +83,7 @@ impl Host {
                 return Ok(None);
             }
         }
-        match slots::claim(&self.store, &task, SlotLimits::of(&admission, &manifest))? {
+        match slots::claim(&self.store, &task, SlotLimits::of(&admission, manifest))? {
             Claim::Running => {}
             Claim::Waiting(why) => {
                 tracing::debug!("task {task_id} stays queued: {why}");
@@ -99,7 +96,7 @@ impl Host {
             }
         }
         let result = self
-            .run_admitted(&task, &session, &admission, &installed, &manifest)
+            .run_admitted(&task, &session, &admission, &capability)
             .await;
         self.release(&acquired, &session);
         let answer = match result {
@@ -129,12 +126,7 @@ impl Host {
         admission: &Admission,
         manifest: &hcp_contracts::Manifest,
     ) -> Result<Option<Value>> {
-        let token = task
-            .answer
-            .as_ref()
-            .and_then(|a| a["payload"]["session_token"].as_str())
-            .context("accepted task without its session token")?;
-        let Err(e) = self.tokens().verify(token, Some(session)) else {
+        let Err(e) = self.session_claims(task, session)? else {
             return Ok(None);
         };
         if !self
@@ -181,20 +173,18 @@ impl Host {
         task: &TaskRecord,
         session: &str,
         admission: &Admission,
-        installed: &crate::store::Installed,
-        manifest: &hcp_contracts::Manifest,
+        capability: &super::Capability,
     ) -> Result<Value> {
-        let checked = serde_json::from_value::<TaskSubmit>(task.submit["payload"].clone())?
+        let manifest = &*capability.manifest;
+        let checked = task
+            .payload
+            .clone()
+            .context("queued task without its task_submit")?
             .check()
             .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
         let submit = &checked.submit;
         // The session token bounds the run: a task that waited past it fails.
-        let token = task
-            .answer
-            .as_ref()
-            .and_then(|a| a["payload"]["session_token"].as_str())
-            .context("accepted task without its session token")?;
-        let claims = match self.tokens().verify(token, Some(session)) {
+        let claims = match self.session_claims(task, session)? {
             Ok(c) => c,
             Err(e) => {
                 let error = e.to_string();
@@ -211,12 +201,7 @@ impl Host {
         let full = crate::lifecycle::deadline(manifest, &checked);
         let now = now_ms();
         let mut left = claims.exp.saturating_mul(1000).saturating_sub(now);
-        if let Some(admitted) = task
-            .answer
-            .as_ref()
-            .and_then(|a| a["timestamp"].as_str())
-            .and_then(unix_ms)
-        {
+        if let Some(admitted) = task.session.as_ref().and_then(|s| unix_ms(&s.accepted_at)) {
             let full_ms = u64::try_from(full.as_millis()).unwrap_or(u64::MAX);
             left = left.min(admitted.saturating_add(full_ms).saturating_sub(now));
         }
@@ -232,13 +217,14 @@ impl Host {
             claims.exp.saturating_mul(1000),
         );
         let causes = self.recorder.task_causes(&task.task_id)?;
-        let opened = match self.recorder.open_session(
+        let governor = match super::session::open_session(
+            &self.recorder,
             &self.policy(),
             facts,
-            &super::receipts::manifest_bytes(manifest)?,
+            &capability.manifest_bytes,
             causes,
         ) {
-            Ok(o) => o,
+            Ok(g) => Arc::new(g),
             Err(e) => {
                 return failure(
                     session,
@@ -247,7 +233,6 @@ impl Host {
                 );
             }
         };
-        let governor = Arc::new(PolicyGovernor::new(opened.scope, self.recorder.sink()));
         let request = TaskRequest {
             task_id: task.task_id.clone(),
             session_id: session.to_owned(),
@@ -267,7 +252,7 @@ impl Host {
             governor,
             hid: Some(self.hid.clone()),
         };
-        let prepared = self.prepared(installed).await;
+        let prepared = capability.prepared(&self.sandbox).await;
         let run = match prepared {
             Ok(prepared) => {
                 let store: Arc<dyn TaskStore> = self.store.clone();

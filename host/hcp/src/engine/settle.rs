@@ -4,7 +4,7 @@
 //! tasks a stopped host left `received` are failed the same way.
 
 use super::Host;
-use super::gate::Submission;
+use super::submission::Submission;
 use crate::store::{TaskRecord, TaskState};
 use anyhow::Result;
 use hcp_contracts::message::{Envelope, ErrorCode, MessageType, TaskFailed};

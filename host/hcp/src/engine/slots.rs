@@ -18,10 +18,9 @@
 //! `running` task wait, since the capability's slots are never more than
 //! that limit.
 
-use crate::store::{Store, TaskRecord, TaskState};
+use crate::store::{SlotClaim, Store, TaskRecord};
 use anyhow::Result;
 use hcp_policy::Admission;
-use rusqlite::params;
 
 /// The limits a task's slot is taken under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,37 +62,15 @@ pub(crate) enum Claim {
 ///
 /// The database fails.
 pub(crate) fn claim(store: &Store, task: &TaskRecord, limits: SlotLimits) -> Result<Claim> {
-    let running = TaskState::Running.as_str();
-    let moved = store.db().execute(
-        "UPDATE tasks SET state = ?2, updated_at = ?3
-         WHERE task_id = ?1 AND state = ?4
-           AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?5) < ?6
-           AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?7) < ?8",
-        params![
-            task.task_id,
-            running,
-            crate::store::now(),
-            TaskState::Queued.as_str(),
-            task.caller_id,
-            limits.caller,
-            task.capability,
-            limits.capability,
-        ],
-    )? == 1;
-    if moved {
-        store.task_moved(&task.task_id, TaskState::Running);
-        return Ok(Claim::Running);
-    }
-    let (state, by_caller, by_capability): (String, u32, u32) = store.db().query_row(
-        "SELECT (SELECT state FROM tasks WHERE task_id = ?1),
-                (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?3),
-                (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?4)",
-        params![task.task_id, running, task.caller_id, task.capability],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )?;
-    if state != TaskState::Queued.as_str() {
-        return Ok(Claim::Lost);
-    }
+    let (by_caller, by_capability) =
+        match store.claim_running(task, limits.caller, limits.capability)? {
+            SlotClaim::Moved => return Ok(Claim::Running),
+            SlotClaim::NotQueued => return Ok(Claim::Lost),
+            SlotClaim::Full {
+                by_caller,
+                by_capability,
+            } => (by_caller, by_capability),
+        };
     let mut why = Vec::new();
     if by_caller >= limits.caller {
         why.push(format!(

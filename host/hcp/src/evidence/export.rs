@@ -291,14 +291,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
             let (name, body) = row?;
             messages.insert(format!("{}/{}", component(task), component(&name)), body);
         }
-        let stored: Option<(String, Option<String>, Option<String>)> = db
-            .query_row(
-                "SELECT submit, answer, result FROM tasks WHERE task_id = ?1",
-                params![task],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        if let Some((submit, answer, result)) = stored {
+        if let Some((submit, answer, result)) = crate::store::stored_messages(&db, task)? {
             for (name, body) in [
                 ("submit.json", Some(submit)),
                 ("answer.json", answer),

@@ -20,10 +20,11 @@
 //! - [`Recorder::append`]: appends one of its own receipts (admission,
 //!   rejection, approval), durable when it returns, and gives its
 //!   [`Parent`].
-//! - [`Recorder::open_session`] with those parents as causes: compiles the
-//!   session's decision scope, records the `session.open` receipt (its
-//!   facts in full, the policy snapshot, the manifest), and returns the
-//!   scope for the task's `PolicyGovernor` (with [`Recorder::sink`]).
+//! - [`Recorder::record_session_open`] with those parents as causes:
+//!   records the `session.open` receipt the engine decided (its facts in
+//!   full, the policy snapshot, the manifest); the engine compiles the
+//!   session's decision scope and builds the task's `PolicyGovernor` on
+//!   [`Recorder::sink`]. The recorder decides nothing.
 //! - [`Recorder::record_message`]: the task's messages, for evidence packs.
 //! - [`Recorder::flush`] before answering; [`Recorder::close_session`] when
 //!   the session ends.
@@ -47,14 +48,19 @@
 //! (`hcp serve`, the command line) may append to the same log: each batch
 //! is written under SQLite's write lock from the stored log state.
 
+mod channel;
 mod export;
 mod recorder;
 pub mod view;
 mod writer;
 
+pub use channel::{Entry, Follows};
 pub use export::{Selection, export};
-pub use recorder::{Appender, Entry, Follows, Recorder, SessionOpened};
-pub use view::{ReceiptFilter, ReceiptSummary, StoreCheck, recent_receipts, verify_store};
+pub use recorder::{Appender, Recorder};
+pub use view::{
+    ReceiptFilter, ReceiptSummary, RecordedSession, StoreCheck, recent_receipts, recorded_session,
+    verify_store,
+};
 
 pub use hcp_receipts::Parent;
 

@@ -1,206 +1,24 @@
 //! The receipt pipeline's handle: the channel to the writer thread
 //! ([`super::writer`]), and what the gate and the task engine call.
 
+use super::channel::{Entry, Failure, Msg, Open};
 use super::writer::Writer;
 use crate::hostkey::HostIdentity;
 use crate::store::Store;
-use crate::store::durable::StorageFull;
 use anyhow::{Context as _, Result};
-use hcp_contracts::RiskLevel;
 use hcp_policy::PolicySet;
-use hcp_policy::pep::{self, Decision, Scope, SessionFacts};
+use hcp_policy::pep::{self, Decision, SessionFacts};
 use hcp_receipts::{Digest, HostLog, LogState, Parent, SigningPolicy, Verdict};
-use hcp_sandbox::pep::{DecidedCall, VerdictSink, now_ms};
+use hcp_sandbox::pep::{DecidedCall, VerdictSink};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
-use std::collections::HashSet;
 use std::path::Path;
 use std::str::FromStr as _;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Verdicts waiting for the writer before the PEP's `record` blocks.
 const CHANNEL: usize = 1 << 16;
-
-/// A receipt the gate appends (admission, rejection, approval, ...).
-#[derive(Debug, Clone)]
-pub struct Entry {
-    /// The session, if one exists yet.
-    pub session_id: Option<String>,
-    /// The task.
-    pub task_id: Option<String>,
-    /// `name@version`.
-    pub capability: String,
-    /// What was decided, e.g. `gate.admission`.
-    pub call: String,
-    /// The arguments (their RFC 8785 SHA-256 is recorded).
-    pub args: Value,
-    /// The decision input, recorded for replay.
-    pub input: Value,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Its reason code.
-    pub reason_code: String,
-    /// Risk level.
-    pub risk: RiskLevel,
-    /// The policy it was decided under.
-    pub policy_hash: Digest,
-    /// Receipts it follows from.
-    pub parents: Vec<Parent>,
-    /// The capability's manifest as written, for evidence packs (when the
-    /// decision concerns one).
-    pub manifest: Option<Vec<u8>>,
-    /// The policy files (`PolicySet::sources` as JSON), stored as the
-    /// snapshot of `policy_hash` for evidence packs.
-    pub policy_sources: Option<String>,
-    /// The HID proposal this receipt follows from: the receipts recorded
-    /// so far about it (the guest's `hid.propose` call, the operator's
-    /// decision) become parents too.
-    pub follows: Option<Follows>,
-}
-
-/// A receipt's place among the receipts about one HID proposal.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Follows {
-    /// The proposal (named by its `hid.propose` call's arguments).
-    pub proposal: String,
-    /// The proposal's last receipt: the writer forgets it afterwards.
-    pub last: bool,
-}
-
-/// A session the recorder opened.
-#[derive(Debug, Clone)]
-pub struct SessionOpened {
-    /// The compiled scope, for the task's `PolicyGovernor`.
-    pub scope: Arc<Scope>,
-    /// The `session.open` receipt.
-    pub parent: Parent,
-}
-
-/// The session's opening, for the writer.
-pub(super) struct Open {
-    pub(super) facts: SessionFacts,
-    pub(super) facts_bytes: Vec<u8>,
-    pub(super) input: Vec<u8>,
-    pub(super) at_ms: u64,
-    pub(super) decision: Decision,
-    pub(super) policy_hash: Digest,
-    pub(super) policy_sources: String,
-    pub(super) manifest: Vec<u8>,
-    pub(super) causes: Vec<Parent>,
-}
-
-/// What the writer thread is asked to do.
-pub(super) enum Msg {
-    Call(Box<DecidedCall>),
-    Append(Box<Entry>, Sender<Result<Parent, String>>),
-    Open(Box<Open>, Sender<Result<Parent, String>>),
-    Close(String),
-    Flush(Sender<Result<(), String>>),
-    Stop,
-}
-
-/// Where to answer a message that was not stored.
-pub(super) enum Refuser {
-    Parent(Sender<Result<Parent, String>>),
-    Done(Sender<Result<(), String>>),
-}
-
-impl Refuser {
-    /// Answers `why` (an answer already sent is read first).
-    pub(super) fn refuse(self, why: &str) {
-        match self {
-            Refuser::Parent(tx) => {
-                let _ = tx.send(Err(why.to_owned()));
-            }
-            Refuser::Done(tx) => {
-                let _ = tx.send(Err(why.to_owned()));
-            }
-        }
-    }
-}
-
-impl Msg {
-    /// Where to answer the message if its batch fails (whether or not the
-    /// batch reached it).
-    pub(super) fn refuser(&self) -> Option<Refuser> {
-        match self {
-            Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
-            Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
-            Msg::Call(_) | Msg::Close(_) | Msg::Stop => None,
-        }
-    }
-
-    /// The session whose receipt this is, if any.
-    pub(super) fn session(&self) -> Option<String> {
-        match self {
-            Msg::Call(d) => Some(d.scope.facts().session_id.clone()),
-            Msg::Open(o, _) => Some(o.facts.session_id.clone()),
-            Msg::Append(e, _) => e.session_id.clone(),
-            Msg::Close(_) | Msg::Flush(_) | Msg::Stop => None,
-        }
-    }
-}
-
-/// Set while the writer cannot store receipts (its last batch failed):
-/// meanwhile every PEP decision fails closed. The next batch that commits
-/// clears it; the sessions whose receipts were lost stay marked.
-#[derive(Debug, Default)]
-pub(super) struct Failure {
-    set: AtomicBool,
-    /// The failure is a full disk ([`StorageFull`]).
-    full: AtomicBool,
-    why: Mutex<Option<String>>,
-    /// Sessions with receipts in a batch that failed.
-    lost: Mutex<HashSet<String>>,
-}
-
-impl Failure {
-    pub(super) fn set(&self, why: String, full: bool, lost: Vec<String>) {
-        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
-        self.lost
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(lost);
-        self.full.store(full, Ordering::Release);
-        self.set.store(true, Ordering::Release);
-    }
-
-    pub(super) fn clear(&self) {
-        self.set.store(false, Ordering::Release);
-    }
-
-    pub(super) fn is_set(&self) -> bool {
-        self.set.load(Ordering::Acquire)
-    }
-
-    pub(super) fn why(&self) -> String {
-        self.why
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_else(|| "the receipt writer stopped".into())
-    }
-
-    /// The error for a message the writer answered `why`.
-    fn error(&self, why: String) -> anyhow::Error {
-        if self.full.load(Ordering::Acquire) {
-            anyhow::Error::new(StorageFull(format!("receipts: {why}")))
-        } else {
-            anyhow::anyhow!("receipts: {why}")
-        }
-    }
-
-    /// Whether receipts of `session` were lost (forgets it).
-    fn take_lost(&self, session: &str) -> bool {
-        self.lost
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(session)
-    }
-}
 
 /// The sink PEP governors record into.
 struct Sink {
@@ -462,25 +280,24 @@ impl Recorder {
         Ok(causes)
     }
 
-    /// Opens a session: compiles its scope under `policy`, records the
-    /// `session.open` receipt (parents: `causes`, e.g. the admission
-    /// receipt) with the facts, the policy snapshot and the capability's
-    /// `manifest` (bytes as written), durably.
+    /// Records a session's opening as the engine decided it
+    /// (`crate::engine`'s session): the `session.open` receipt (parents:
+    /// `causes`, e.g. the admission receipt) with the facts, the decision
+    /// taken at `at_ms`, the policy snapshot and the capability's
+    /// `manifest` (bytes as written), durably. Decides nothing.
     ///
     /// # Errors
     ///
-    /// The session was refused (its facts do not compile, or it has
-    /// expired): the refusal is recorded, and the task must not run. Or the
-    /// receipt cannot be stored.
-    pub fn open_session(
+    /// The facts cannot be encoded, or the receipt cannot be stored.
+    pub fn record_session_open(
         &self,
         policy: &PolicySet,
         facts: SessionFacts,
+        at_ms: u64,
+        decision: &Decision,
         manifest: &[u8],
         causes: Vec<Parent>,
-    ) -> Result<SessionOpened> {
-        let at_ms = now_ms();
-        let (scope, decision) = pep::input::open(policy, facts.clone(), at_ms);
+    ) -> Result<Parent> {
         let open = Open {
             facts_bytes: hcp_contracts::jcs::canonical_bytes(&facts)
                 .map_err(|e| anyhow::anyhow!("session facts: {e}"))?,
@@ -495,18 +312,7 @@ impl Recorder {
             causes,
             decision: decision.clone(),
         };
-        let parent = self.ask(|tx| Msg::Open(Box::new(open), tx))?;
-        match scope {
-            Ok(scope) if decision.allowed() => Ok(SessionOpened {
-                scope: Arc::new(scope),
-                parent,
-            }),
-            _ => anyhow::bail!(
-                "session refused ({}): {}",
-                decision.reason,
-                decision.message
-            ),
-        }
+        self.ask(|tx| Msg::Open(Box::new(open), tx))
     }
 
     /// Forgets a session's chain (its receipts stay).

@@ -321,3 +321,36 @@ fn check_chain(
     }
     Ok(())
 }
+
+/// A session as its opening receipt recorded it (`receipt_sessions`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedSession {
+    /// Its task.
+    pub task_id: String,
+    /// Its capability, `name@version`.
+    pub capability: String,
+    /// Its facts, canonical JSON of `hcp_policy::pep::SessionFacts`.
+    pub facts: Vec<u8>,
+}
+
+/// The session `session_id`, if a receipt of this data directory opened it.
+///
+/// # Errors
+///
+/// The database fails.
+pub fn recorded_session(store: &Store, session_id: &str) -> Result<Option<RecordedSession>> {
+    Ok(store
+        .db()
+        .query_row(
+            "SELECT task_id, capability, facts FROM receipt_sessions WHERE session_id = ?1",
+            [session_id],
+            |r| {
+                Ok(RecordedSession {
+                    task_id: r.get(0)?,
+                    capability: r.get(1)?,
+                    facts: r.get(2)?,
+                })
+            },
+        )
+        .optional()?)
+}

@@ -9,7 +9,7 @@
 //! ([`HostLog::resync`]). A session's receipts are written by the one
 //! process that runs it, so its chain stays in memory.
 
-use super::recorder::{Entry, Msg, Open, Refuser};
+use super::channel::{Entry, Failure, Msg, Open, Refuser};
 use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
@@ -91,7 +91,7 @@ impl Writer {
         }
     }
 
-    pub(super) fn run(mut self, rx: &Receiver<Msg>, failure: &super::recorder::Failure) {
+    pub(super) fn run(mut self, rx: &Receiver<Msg>, failure: &Failure) {
         loop {
             let Ok(first) = rx.recv() else { return };
             let mut batch = vec![first];

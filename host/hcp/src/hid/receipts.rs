@@ -1,7 +1,7 @@
 //! The host's witness of the HID mediator: each decision, mode change and
 //! execution as a receipt, decided by the functions `hcp replay` uses.
 
-use crate::evidence::{Appender, Entry, Follows};
+use crate::evidence::{Appender, Entry, Follows, RecordedSession};
 use crate::store::Store;
 use hcp_contracts::RiskLevel;
 use hcp_hid::mediator::witness::{
@@ -13,7 +13,6 @@ use hcp_policy::pep::hid::{
 };
 use hcp_policy::pep::{Decision, SessionFacts};
 use hcp_receipts::{Verdict, reason};
-use rusqlite::OptionalExtension as _;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -27,6 +26,8 @@ pub struct HidReceipts {
     pub(crate) store: Arc<Store>,
     /// The policy in force (read once per decision).
     pub(crate) policy: Arc<crate::engine::LivePolicy>,
+    /// The installed capabilities, read once (the engine's).
+    pub(crate) capabilities: Arc<crate::engine::Capabilities>,
 }
 
 /// What a session's receipts say of it.
@@ -42,7 +43,7 @@ const HID_GRANT: &str = "hid";
 
 impl HidReceipts {
     /// The declaration of an installed `name@version`, from its manifest.
-    fn declaration(&self, id: &str) -> Result<hcp_contracts::manifest::Manifest, String> {
+    fn declaration(&self, id: &str) -> Result<Arc<hcp_contracts::manifest::Manifest>, String> {
         let (name, version) = id
             .split_once('@')
             .ok_or_else(|| format!("capability {id:?} is not name@version"))?;
@@ -51,7 +52,19 @@ impl HidReceipts {
             .installed_version(name, version)
             .map_err(|e| format!("{id}: {e:#}"))?
             .ok_or_else(|| format!("{id} is no longer installed"))?;
-        load_manifest(&installed)
+        self.load_manifest(&installed)
+    }
+
+    /// An installed capability's manifest (pinned to its recorded digest),
+    /// from the engine's cache.
+    fn load_manifest(
+        &self,
+        installed: &crate::store::Installed,
+    ) -> Result<Arc<hcp_contracts::manifest::Manifest>, String> {
+        self.capabilities
+            .get(installed)
+            .map(|c| c.manifest.clone())
+            .map_err(|e| format!("{}: {e:#}", installed.id()))
     }
 
     /// The facts the policy's `approve` question looks at for a proposal of
@@ -63,10 +76,9 @@ impl HidReceipts {
             .task(&session.task_id)
             .map_err(|e| format!("task {}: {e:#}", session.task_id))?
             .and_then(|t| t.admission)
-            .and_then(|a| a["assessment"]["unattended"].as_bool())
-            .unwrap_or(false);
+            .is_some_and(|a| a.assessment.unattended);
         Ok(HidAuthzFacts {
-            declaration: manifest.doc.capability,
+            declaration: manifest.doc.capability.clone(),
             risk: session.facts.risk_level,
             data: session.facts.data_classification,
             unattended,
@@ -80,9 +92,9 @@ impl HidReceipts {
         let installed = self.store.installed().map_err(|e| format!("{e:#}"))?;
         let mut out = Vec::new();
         for i in installed {
-            let manifest = load_manifest(&i)?;
+            let manifest = self.load_manifest(&i)?;
             if manifest.grants.devices.iter().any(|d| d == HID_GRANT) {
-                let declaration = manifest.doc.capability;
+                let declaration = manifest.doc.capability.clone();
                 out.push(HidAuthzFacts {
                     risk: declaration.safety.risk_ceiling,
                     declaration,
@@ -96,18 +108,13 @@ impl HidReceipts {
     }
 
     fn session(&self, id: &str) -> Result<SessionOf, String> {
-        let row: Option<(String, String, Vec<u8>)> = self
-            .store
-            .db()
-            .query_row(
-                "SELECT task_id, capability, facts FROM receipt_sessions WHERE session_id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(|e| format!("session {id}: {e}"))?;
-        let (task_id, capability, facts) =
-            row.ok_or_else(|| format!("no receipt opened session {id}"))?;
+        let RecordedSession {
+            task_id,
+            capability,
+            facts,
+        } = crate::evidence::recorded_session(&self.store, id)
+            .map_err(|e| format!("session {id}: {e}"))?
+            .ok_or_else(|| format!("no receipt opened session {id}"))?;
         let facts: SessionFacts =
             serde_json::from_slice(&facts).map_err(|e| format!("session {id}'s facts: {e}"))?;
         Ok(SessionOf {
@@ -341,26 +348,4 @@ impl Witness for HidReceipts {
             },
         )
     }
-}
-
-/// An installed capability's manifest (pinned to its recorded digest).
-fn load_manifest(
-    installed: &crate::store::Installed,
-) -> Result<hcp_contracts::manifest::Manifest, String> {
-    let manifest = hcp_contracts::manifest::load(
-        &installed.manifest_path(),
-        hcp_contracts::LoadOptions {
-            require_digest: true,
-        },
-    )
-    .map_err(|e| format!("{}: {e:#}", installed.id()))?;
-    if manifest.component.digest != installed.digest {
-        return Err(format!(
-            "{}: the installed component is {}, the registry recorded {}",
-            installed.id(),
-            manifest.component.digest,
-            installed.digest
-        ));
-    }
-    Ok(manifest)
 }

@@ -85,8 +85,14 @@ pub(crate) fn record(manifest: &Manifest) -> Result<Vec<u8>> {
 /// The manifest cannot be loaded, or [`DIRS_FILE`] is damaged or does not
 /// match the manifest's grants.
 pub fn installed_manifest(installed: &Installed) -> Result<Manifest> {
-    let mut manifest = hcp_contracts::manifest::load_installed(&installed.manifest_path())?;
-    let path = installed.dir.join(DIRS_FILE);
+    load_dir(&installed.dir, &installed.id())
+}
+
+/// [`installed_manifest`] of the capability installed (or staged) in `dir`.
+pub(crate) fn load_dir(dir: &std::path::Path, id: &str) -> Result<Manifest> {
+    let mut manifest =
+        hcp_contracts::manifest::load_installed(&dir.join(hcp_bundle::layout::MANIFEST))?;
+    let path = dir.join(DIRS_FILE);
     let text = match std::fs::read(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(manifest),
@@ -106,7 +112,7 @@ pub fn installed_manifest(installed: &Installed) -> Result<Manifest> {
         anyhow::bail!(
             "{}: does not record the directories {} grants (reinstall it)",
             path.display(),
-            installed.id()
+            id
         );
     }
     for (grant, r) in grants.iter_mut().zip(recorded.filesystem) {

@@ -23,7 +23,8 @@ use hcp_sandbox::Sandbox;
 use serde_json::Value;
 use std::path::Path;
 
-/// Installs the capability `manifest_path` describes. The manifest and the
+/// Installs the capability `manifest_path` describes, and returns it with
+/// its installed manifest (as [`super::installed_manifest`] loads it). The manifest and the
 /// component are copied into the data directory, so later edits of the
 /// source do not change what runs; directories it grants stay where they
 /// are (their paths are written into the installed manifest, their device
@@ -39,7 +40,7 @@ pub fn install_manifest(
     sandbox: &Sandbox,
     host: &HostIdentity,
     manifest_path: &Path,
-) -> Result<Installed> {
+) -> Result<(Installed, Manifest)> {
     let manifest = hcp_contracts::manifest::load(manifest_path, LoadOptions::default())?;
     let report = sandbox.audit(&manifest)?;
     if !report.allowed {
@@ -60,15 +61,11 @@ pub fn install_manifest(
     text.push(b'\n');
     staging.write(MANIFEST, &text)?;
     staging.write(super::DIRS_FILE, &super::dirs::record(&manifest)?)?;
-    // The copy must load as the engine will load it: digest required.
-    let staged = staging.dir().join(MANIFEST);
-    hcp_contracts::manifest::load(
-        &staged,
-        LoadOptions {
-            require_digest: true,
-        },
-    )
-    .with_context(|| format!("installing {}", manifest.id()))?;
+    // The copy must load as the engine will load it (digest required, the
+    // recorded directories attached): the engine keeps this load, so the
+    // installed component is hashed once by the install.
+    let mut installed_manifest = super::dirs::load_dir(staging.dir(), &manifest.id())
+        .with_context(|| format!("installing {}", manifest.id()))?;
     let record = InstallRecord {
         format: RECEIPT_FORMAT.to_owned(),
         capability: manifest.name().to_owned(),
@@ -91,7 +88,10 @@ pub fn install_manifest(
         accepted_widening: Vec::new(),
     };
     let (installed, _, _) = commit(store, &caps, staging, record, None, host)?;
-    Ok(installed)
+    // The staged directory is now the installed one.
+    installed_manifest.source = Some(installed.manifest_path());
+    installed_manifest.component.path = installed.dir.join(COMPONENT);
+    Ok((installed, installed_manifest))
 }
 
 /// The manifest as installed: the component at `component.wasm`, its

@@ -8,7 +8,7 @@
 use super::error::ApiError;
 use super::request::{bearer, caller, json_body};
 use super::state::{AppState, spawn_run};
-use crate::engine::{Auth, job_status};
+use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status};
 use crate::store::{TaskRecord, TaskState};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -18,7 +18,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use hcp_contracts::message::{Envelope, MessageType};
+use hcp_contracts::message::MessageType;
 use hcp_policy::Caller;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -98,32 +98,40 @@ async fn submit(
             format!("POST /v1/tasks takes task_submit, not {kind:?}"),
         ));
     }
-    Envelope::parse(&message).map_err(|p| ApiError::invalid("not a valid HCP message", &p))?;
-    let host = state.host.clone();
-    let submission =
-        tokio::task::spawn_blocking(move || host.submit(&message, Auth::Bearer(&token)))
-            .await
-            .map_err(|e| anyhow::anyhow!("gate task: {e}"))??;
-    let answer = submission.answer;
-    if answer["payload"]["reason_code"] == "unauthorized" {
-        return Err(ApiError::unauthorized(
-            answer["payload"]["reason_message"]
+    // Parsed once, here: the engine takes the typed message.
+    let submission = match TaskMessage::parse(message) {
+        Ok(message) => {
+            let host = state.host.clone();
+            tokio::task::spawn_blocking(move || host.submit_task(message, Auth::Bearer(&token)))
+                .await
+                .map_err(|e| anyhow::anyhow!("gate task: {e}"))??
+        }
+        Err(NotATask::Invalid(p)) => {
+            return Err(ApiError::invalid("not a valid HCP message", &p));
+        }
+        Err(not) => Submission::refused(not.refusal())?,
+    };
+    if let AnswerKind::Rejected(reason) = submission.kind
+        && let Some(error) = ApiError::rejected(
+            reason,
+            submission.answer["payload"]["reason_message"]
                 .as_str()
                 .unwrap_or("not authenticated"),
-        ));
+        )
+    {
+        return Err(error);
     }
     if submission.runnable
         && let Some(id) = &submission.task_id
     {
         spawn_run(&state, id.clone());
     }
-    let status = match answer["type"].as_str() {
-        Some("task_accepted" | "task_rejected" | "task_completed" | "task_failed") => {
-            StatusCode::OK
-        }
-        _ => StatusCode::ACCEPTED,
+    let status = if submission.kind.is_final() {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
     };
-    let mut response = (status, Json(answer)).into_response();
+    let mut response = (status, Json(submission.answer)).into_response();
     // The body is the HCP message as the seed defines it; where to follow
     // the task travels in headers.
     if let Some(id) = &submission.task_id {

@@ -5,7 +5,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use hcp_contracts::message::{RejectReason, TaskRejected};
+use hcp_contracts::message::RejectReason;
 use serde_json::{Value, json};
 
 /// The code of a 503 for a full disk (answered with `Retry-After: 5`).
@@ -121,10 +121,6 @@ impl ApiError {
 /// message as the body), except for a caller that is not authenticated:
 /// that is a 401 error (with `WWW-Authenticate: Bearer`), as for any
 /// request without a valid credential ([`ApiError::rejected`]).
-#[allow(
-    dead_code,
-    reason = "the task-submission handler answers through this once it holds a typed answer"
-)]
 pub(crate) fn rejection_status(reason: RejectReason) -> StatusCode {
     match reason {
         RejectReason::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -144,18 +140,10 @@ impl ApiError {
     /// message, when [`rejection_status`] says it is one (a 401 whose code
     /// is the reason code and whose message is the reason's); `None` when
     /// the message itself is the answer.
-    #[allow(
-        dead_code,
-        reason = "the task-submission handler answers through this once it holds a typed answer"
-    )]
-    pub(crate) fn rejected(rejection: &TaskRejected) -> Option<Self> {
-        match rejection_status(rejection.reason_code) {
+    pub(crate) fn rejected(reason: RejectReason, message: &str) -> Option<Self> {
+        match rejection_status(reason) {
             StatusCode::OK => None,
-            status => Some(Self::new(
-                status,
-                rejection.reason_code.as_str(),
-                rejection.reason_message.clone(),
-            )),
+            status => Some(Self::new(status, reason.as_str(), message.to_owned())),
         }
     }
 }
@@ -207,19 +195,10 @@ impl From<anyhow::Error> for ApiError {
 mod tests {
     use super::*;
 
-    fn rejection(reason_code: RejectReason) -> TaskRejected {
-        TaskRejected {
-            reason_code,
-            reason_message: "why".into(),
-            assessed_risk_level: None,
-            suggestion: None,
-        }
-    }
-
     #[test]
     fn only_an_unauthenticated_caller_is_answered_with_an_error() {
         for reason in RejectReason::ALL {
-            let error = ApiError::rejected(&rejection(reason));
+            let error = ApiError::rejected(reason, "why");
             if reason == RejectReason::Unauthorized {
                 let e = error.expect("a 401");
                 assert_eq!(

@@ -1,4 +1,4 @@
-//! Tasks, approvals and resources in use, durable in SQLite.
+//! The `tasks` table: tasks and their states, durable in SQLite.
 //!
 //! A submission is recorded once per `(caller_id, message_id)`: the same
 //! message submitted again (concurrently, or after a restart) finds the
@@ -6,6 +6,8 @@
 
 use super::{Store, now};
 use anyhow::{Context as _, Result};
+use hcp_contracts::message::{Envelope, MessageType, TaskAccepted, TaskSubmit};
+use hcp_policy::Admission;
 use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
@@ -97,8 +99,53 @@ pub struct TaskRecord {
     pub created_at: String,
     /// Last change.
     pub updated_at: String,
-    /// The gate's admission (JSON of `hcp_policy::Admission`), once admitted.
-    pub admission: Option<Value>,
+    /// The gate's admission, once admitted.
+    pub admission: Option<Admission>,
+    /// The `task_submit` payload, when it reads as one (a message the gate
+    /// refused as invalid may not).
+    pub payload: Option<TaskSubmit>,
+    /// The session the gate issued, once it accepted the task.
+    pub session: Option<SessionIssued>,
+}
+
+/// The session the gate issued with its `task_accepted`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionIssued {
+    /// The session token.
+    pub token: String,
+    /// When the task was accepted (the answer's timestamp, RFC 3339).
+    pub accepted_at: String,
+}
+
+impl SessionIssued {
+    /// The session of a stored gate answer, if it is a `task_accepted`.
+    fn of(answer: &Value) -> Option<Self> {
+        let envelope: Envelope = serde_json::from_value(answer.clone()).ok()?;
+        if envelope.kind != MessageType::TaskAccepted {
+            return None;
+        }
+        let accepted: TaskAccepted = envelope.payload_as().ok()?;
+        Some(Self {
+            token: accepted.session_token,
+            accepted_at: envelope.timestamp,
+        })
+    }
+}
+
+/// What claiming a running slot for a queued task found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotClaim {
+    /// The task is `running`.
+    Moved,
+    /// The task is no longer `queued`.
+    NotQueued,
+    /// No slot: the tasks of its caller and of its capability running now.
+    Full {
+        /// Of its caller.
+        by_caller: u32,
+        /// Of its capability.
+        by_capability: u32,
+    },
 }
 
 /// What recording a submission found.
@@ -108,27 +155,6 @@ pub enum Submitted {
     New(TaskRecord),
     /// This caller already sent this `message_id`: the original task.
     Duplicate(TaskRecord),
-}
-
-/// An approval request and its decision.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ApprovalRecord {
-    /// The task.
-    pub task_id: String,
-    /// Requested at.
-    pub requested_at: String,
-    /// Expires at (RFC 3339).
-    pub expires_at: String,
-    /// What the operator needs to decide: intent, inputs, risk, rules, envelope.
-    pub assessment: Value,
-    /// `approved` or `rejected`, once decided.
-    pub decision: Option<String>,
-    /// Who decided.
-    pub operator_id: Option<String>,
-    /// Why.
-    pub reason: Option<String>,
-    /// When.
-    pub decided_at: Option<String>,
 }
 
 const TASK_COLUMNS: &str = "task_id, caller_id, message_id, capability, version, session_id, state, risk, \
@@ -166,7 +192,17 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         admission,
     ] = row;
     let req = |v: Option<String>, what: &str| v.with_context(|| format!("task without {what}"));
+    let submit: Value =
+        serde_json::from_str(&req(submit, "submission")?).context("stored submission")?;
+    let answer = json(answer)?;
+    let admission = admission
+        .map(|a| serde_json::from_str(&a).context("stored admission"))
+        .transpose()?;
     Ok(TaskRecord {
+        payload: submit
+            .get("payload")
+            .and_then(|p| serde_json::from_value(p.clone()).ok()),
+        session: answer.as_ref().and_then(SessionIssued::of),
         task_id: req(task_id, "id")?,
         caller_id: req(caller_id, "caller")?,
         message_id: req(message_id, "message id")?,
@@ -176,12 +212,12 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         state: TaskState::parse_name(&req(state, "state")?)?,
         risk,
         data_class,
-        submit: serde_json::from_str(&req(submit, "submission")?).context("stored submission")?,
-        answer: json(answer)?,
+        submit,
+        answer,
         result: json(result)?,
         created_at: req(created_at, "creation time")?,
         updated_at: req(updated_at, "update time")?,
-        admission: json(admission)?,
+        admission,
     })
 }
 
@@ -200,8 +236,8 @@ pub struct TaskUpdate {
     pub answer: Option<Value>,
     /// The final answer.
     pub result: Option<Value>,
-    /// The gate's admission (JSON of `hcp_policy::Admission`).
-    pub admission: Option<Value>,
+    /// The gate's admission.
+    pub admission: Option<Admission>,
 }
 
 impl TaskRecord {
@@ -293,7 +329,10 @@ impl Store {
                 u.answer.map(|v| v.to_string()),
                 u.result.map(|v| v.to_string()),
                 now(),
-                u.admission.map(|v| v.to_string())
+                u.admission
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()?
             ],
         )?;
         if n == 0 {
@@ -321,6 +360,57 @@ impl Store {
         Ok(moved)
     }
 
+    /// Moves `task` from `queued` to `running` if fewer than
+    /// `caller_limit` tasks of its caller and fewer than `capability_limit`
+    /// of its capability are running: one statement, so that neither two
+    /// runners of one process nor two processes overrun a limit.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn claim_running(
+        &self,
+        task: &TaskRecord,
+        caller_limit: u32,
+        capability_limit: u32,
+    ) -> Result<SlotClaim> {
+        let running = TaskState::Running.as_str();
+        let moved = self.db().execute(
+            "UPDATE tasks SET state = ?2, updated_at = ?3
+             WHERE task_id = ?1 AND state = ?4
+               AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?5) < ?6
+               AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?7) < ?8",
+            params![
+                task.task_id,
+                running,
+                now(),
+                TaskState::Queued.as_str(),
+                task.caller_id,
+                caller_limit,
+                task.capability,
+                capability_limit,
+            ],
+        )? == 1;
+        if moved {
+            self.task_moved(&task.task_id, TaskState::Running);
+            return Ok(SlotClaim::Moved);
+        }
+        let (state, by_caller, by_capability): (String, u32, u32) = self.db().query_row(
+            "SELECT (SELECT state FROM tasks WHERE task_id = ?1),
+                    (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?3),
+                    (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?4)",
+            params![task.task_id, running, task.caller_id, task.capability],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        if state != TaskState::Queued.as_str() {
+            return Ok(SlotClaim::NotQueued);
+        }
+        Ok(SlotClaim::Full {
+            by_caller,
+            by_capability,
+        })
+    }
+
     /// One task.
     ///
     /// # Errors
@@ -332,6 +422,25 @@ impl Store {
             .query_row(
                 &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"),
                 params![task_id],
+                task_row,
+            )
+            .optional()?;
+        row.map(task_record).transpose()
+    }
+
+    /// The task of a session.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn task_of_session(&self, session_id: &str) -> Result<Option<TaskRecord>> {
+        let row = self
+            .db()
+            .query_row(
+                &format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks WHERE session_id = ?1 ORDER BY created_at DESC, task_id DESC LIMIT 1"
+                ),
+                params![session_id],
                 task_row,
             )
             .optional()?;
@@ -362,222 +471,29 @@ impl Store {
         };
         rows.into_iter().map(task_record).collect()
     }
+}
 
-    /// Records that a task waits for an operator until `expires_at`.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn request_approval(
-        &self,
-        task_id: &str,
-        expires_at: &str,
-        assessment: &Value,
-    ) -> Result<()> {
-        self.db().execute(
-            "INSERT INTO approvals (task_id, requested_at, expires_at, assessment) VALUES (?1, ?2, ?3, ?4)",
-            params![task_id, now(), expires_at, assessment.to_string()],
-        )?;
-        Ok(())
-    }
+/// A task's messages as stored: `task_submit`, the gate's answer, the
+/// final answer (JSON text).
+pub(crate) type StoredMessages = (String, Option<String>, Option<String>);
 
-    /// Records an operator's decision, once: a decided or expired approval
-    /// cannot be decided again.
-    ///
-    /// # Errors
-    ///
-    /// No pending approval for the task, it expired, it was already decided,
-    /// or the database fails.
-    pub fn decide(
-        &self,
-        task_id: &str,
-        approved: bool,
-        operator_id: &str,
-        reason: &str,
-    ) -> Result<ApprovalRecord> {
-        let current = self
-            .approval(task_id)?
-            .with_context(|| format!("task {task_id} has no approval request"))?;
-        if let Some(d) = &current.decision {
-            anyhow::bail!(
-                "task {task_id} was already {d} by {} at {}",
-                current.operator_id.as_deref().unwrap_or("?"),
-                current.decided_at.as_deref().unwrap_or("?")
-            );
-        }
-        let decision = if approved { "approved" } else { "rejected" };
-        let n = self.db().execute(
-            "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
-             WHERE task_id = ?1 AND decision IS NULL",
-            params![task_id, decision, operator_id, reason, now()],
-        )?;
-        if n == 0 {
-            anyhow::bail!("task {task_id} was decided concurrently");
-        }
-        self.approval(task_id)?
-            .with_context(|| format!("task {task_id} lost its approval"))
-    }
-
-    /// The approval of a task.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn approval(&self, task_id: &str) -> Result<Option<ApprovalRecord>> {
-        let row = self
-            .db()
-            .query_row(
-                "SELECT task_id, requested_at, expires_at, assessment, decision, operator_id, reason, decided_at
-                 FROM approvals WHERE task_id = ?1",
-                params![task_id],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, Option<String>>(4)?,
-                        r.get::<_, Option<String>>(5)?,
-                        r.get::<_, Option<String>>(6)?,
-                        r.get::<_, Option<String>>(7)?,
-                    ))
-                },
-            )
-            .optional()?;
-        row.map(
-            |(
-                task_id,
-                requested_at,
-                expires_at,
-                assessment,
-                decision,
-                operator_id,
-                reason,
-                decided_at,
-            )| {
-                Ok(ApprovalRecord {
-                    task_id,
-                    requested_at,
-                    expires_at,
-                    assessment: serde_json::from_str(&assessment).context("stored assessment")?,
-                    decision,
-                    operator_id,
-                    reason,
-                    decided_at,
-                })
-            },
+/// A task's [`StoredMessages`], read on a connection the caller holds (an
+/// evidence pack reads many tables in one go).
+///
+/// # Errors
+///
+/// The database fails.
+pub(crate) fn stored_messages(
+    db: &rusqlite::Connection,
+    task_id: &str,
+) -> Result<Option<StoredMessages>> {
+    Ok(db
+        .query_row(
+            "SELECT submit, answer, result FROM tasks WHERE task_id = ?1",
+            params![task_id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
-        .transpose()
-    }
-
-    /// Decided approvals (approved or rejected by an operator), the most
-    /// recently decided first, at most `limit`.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn decided_approvals(&self, limit: usize) -> Result<Vec<ApprovalRecord>> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let ids: Vec<String> = self
-            .db()
-            .prepare(
-                "SELECT task_id FROM approvals WHERE decision IS NOT NULL
-                 ORDER BY decided_at DESC, task_id DESC LIMIT ?1",
-            )?
-            .query_map(params![limit], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(a) = self.approval(&id)? {
-                out.push(a);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Claims a shared resource (an instrument) for a session; `false` when
-    /// another session holds it.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn acquire_resource(&self, name: &str, session_id: &str) -> Result<bool> {
-        Ok(self.db().execute(
-            "INSERT INTO resources (name, session_id, since) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
-            params![name, session_id, now()],
-        )? == 1)
-    }
-
-    /// Releases a resource the session holds.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn release_resource(&self, name: &str, session_id: &str) -> Result<()> {
-        self.db().execute(
-            "DELETE FROM resources WHERE name = ?1 AND session_id = ?2",
-            params![name, session_id],
-        )?;
-        Ok(())
-    }
-
-    /// Which session holds a resource.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn resource_holder(&self, name: &str) -> Result<Option<String>> {
-        Ok(self
-            .db()
-            .query_row(
-                "SELECT session_id FROM resources WHERE name = ?1",
-                params![name],
-                |r| r.get(0),
-            )
-            .optional()?)
-    }
-
-    /// Releases every resource a session holds (after a crash).
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn release_session_resources(&self, session_id: &str) -> Result<()> {
-        self.db().execute(
-            "DELETE FROM resources WHERE session_id = ?1",
-            params![session_id],
-        )?;
-        Ok(())
-    }
-
-    /// The last checkpoint a session saved.
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn last_checkpoint(&self, session_id: &str) -> Result<Option<String>> {
-        Ok(self
-            .db()
-            .query_row(
-                "SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id DESC LIMIT 1",
-                params![session_id],
-                |r| r.get(0),
-            )
-            .optional()?)
-    }
-
-    /// Records an access to an artifact (T2 and above are logged).
-    ///
-    /// # Errors
-    ///
-    /// The database fails.
-    pub fn log_artifact_access(&self, uri: &str, accessor: &str, purpose: &str) -> Result<()> {
-        self.db().execute(
-            "INSERT INTO artifact_access (uri, accessor, purpose, at) VALUES (?1, ?2, ?3, ?4)",
-            params![uri, accessor, purpose, now()],
-        )?;
-        Ok(())
-    }
+        .optional()?)
 }
 
 #[cfg(test)]
@@ -619,65 +535,5 @@ mod tests {
                 .expect("submit"),
             Submitted::Duplicate(_)
         ));
-    }
-
-    #[test]
-    fn approvals_are_decided_once_and_transitions_are_exclusive() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        let Submitted::New(t) = store.submit("c1", "m", "cap", &json!({})).expect("submit") else {
-            panic!("not new");
-        };
-        store
-            .update_task(
-                &t.task_id,
-                TaskState::PendingApproval,
-                TaskUpdate::default(),
-            )
-            .expect("update");
-        store
-            .request_approval(
-                &t.task_id,
-                "2999-01-01T00:00:00.000Z",
-                &json!({"risk": "R3"}),
-            )
-            .expect("request");
-        let a = store
-            .decide(&t.task_id, true, "op-1", "looks safe")
-            .expect("decide");
-        assert_eq!(a.decision.as_deref(), Some("approved"));
-        let err = store
-            .decide(&t.task_id, false, "op-2", "no")
-            .expect_err("decided twice");
-        assert!(err.to_string().starts_with(&format!(
-            "task {} was already approved by op-1 at ",
-            t.task_id
-        )));
-        assert!(
-            store
-                .transition(&t.task_id, TaskState::PendingApproval, TaskState::Queued)
-                .expect("t")
-        );
-        assert!(
-            !store
-                .transition(&t.task_id, TaskState::PendingApproval, TaskState::Queued)
-                .expect("t")
-        );
-    }
-
-    #[test]
-    fn a_resource_has_one_holder() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        assert!(store.acquire_resource("cvd-rig", "s1").expect("acquire"));
-        assert!(!store.acquire_resource("cvd-rig", "s2").expect("acquire"));
-        assert_eq!(
-            store.resource_holder("cvd-rig").expect("holder").as_deref(),
-            Some("s1")
-        );
-        store.release_resource("cvd-rig", "s2").expect("release");
-        assert!(!store.acquire_resource("cvd-rig", "s2").expect("still held"));
-        store.release_resource("cvd-rig", "s1").expect("release");
-        assert!(store.acquire_resource("cvd-rig", "s2").expect("free"));
     }
 }

@@ -36,6 +36,11 @@ pub struct CallerDoc {
     /// developer's own host, as `hcp init` writes it). Off by default.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all_capabilities: bool,
+    /// The broker user (RabbitMQ's authenticated `user-id`) whose messages
+    /// are this caller's over AMQP. A caller without one cannot submit
+    /// over AMQP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amqp_user: Option<String>,
     /// Highest risk level it may be admitted at.
     pub max_risk_level: RiskLevel,
     /// Highest data classification it may submit.

@@ -47,8 +47,8 @@ pub enum InputError {
     #[error(transparent)]
     Scope(#[from] ScopeError),
     /// The recorded call does not read back.
-    #[error("{0}")]
-    Call(String),
+    #[error(transparent)]
+    Call(#[from] CallError),
     /// The recorded signals name an unknown detector.
     #[error("unknown threat detector {0:?}")]
     UnknownDetector(String),
@@ -84,3 +84,31 @@ pub(crate) fn read<T: serde::de::DeserializeOwned>(
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct CanonicalError(pub String);
+
+/// A recorded call that does not read back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// Not a JSON object.
+    #[error("a call is a JSON object")]
+    NotAnObject,
+    /// A field other than `op`, `target`, `args`.
+    #[error("unknown field {0:?} in a call")]
+    UnknownField(String),
+    /// No `op`.
+    #[error("a call names its op")]
+    NoOp,
+    /// An `op` the enforcement point does not know.
+    #[error("unknown op {0:?}")]
+    UnknownOp(String),
+    /// No `target`.
+    #[error("a call names its target")]
+    NoTarget,
+    /// Arguments that do not fit the operation.
+    #[error("arguments of {op}: {reason}")]
+    Args {
+        /// The operation.
+        op: String,
+        /// Why they do not fit.
+        reason: String,
+    },
+}

@@ -21,6 +21,7 @@
 use super::bound::FullArgs;
 use super::call::{Args, Call, Op};
 use super::decide::{Counters, Decision};
+use super::error::CallError;
 use super::scope::{Scope, ScopeError, SessionFacts};
 use crate::PolicySet;
 use hcp_contracts::ReasonCode;
@@ -176,27 +177,30 @@ impl Call<'_> {
     /// # Errors
     ///
     /// Not a call: unknown operation, or arguments that do not fit it.
-    pub fn from_value(value: &Value) -> Result<Call<'static>, String> {
-        let object = value.as_object().ok_or("a call is a JSON object")?;
+    pub fn from_value(value: &Value) -> Result<Call<'static>, CallError> {
+        let object = value.as_object().ok_or(CallError::NotAnObject)?;
         if let Some(key) = object
             .keys()
             .find(|k| !matches!(k.as_str(), "args" | "op" | "target"))
         {
-            return Err(format!("unknown field {key:?} in a call"));
+            return Err(CallError::UnknownField(key.clone()));
         }
         let name = object
             .get("op")
             .and_then(Value::as_str)
-            .ok_or("a call names its op")?;
-        let op = Op::from_name(name).ok_or_else(|| format!("unknown op {name:?}"))?;
+            .ok_or(CallError::NoOp)?;
+        let op = Op::from_name(name).ok_or_else(|| CallError::UnknownOp(name.to_owned()))?;
         let target = object
             .get("target")
             .and_then(Value::as_str)
-            .ok_or("a call names its target")?
+            .ok_or(CallError::NoTarget)?
             .to_owned();
         let raw = object.get("args").cloned().unwrap_or(Value::Null);
-        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, String> {
-            serde_json::from_value(raw).map_err(|e| format!("arguments of {op}: {e}"))
+        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, CallError> {
+            serde_json::from_value(raw).map_err(|e| CallError::Args {
+                op: op.to_string(),
+                reason: e.to_string(),
+            })
         }
         let args = match op {
             Op::LogWrite => Args::Log(de(op, raw)?),

@@ -45,7 +45,7 @@ pub use call::{
     Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
-pub use error::{CanonicalError, InputError};
+pub use error::{CallError, CanonicalError, InputError};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,

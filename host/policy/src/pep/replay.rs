@@ -133,7 +133,7 @@ impl PepDecider {
                 let scope = self.scope(policy, hash)?;
                 let counters: Counters = serde_json::from_value(field(input, "counters")?.clone())
                     .map_err(|e| part("counters", &e))?;
-                let call = Call::from_value(field(input, "call")?).map_err(InputError::Call)?;
+                let call = Call::from_value(field(input, "call")?)?;
                 // A bounded call: decided from the recorded facts of the
                 // whole call (its bytes, its threat signals), not its text.
                 let recorded = match input.get("full") {

@@ -1,0 +1,97 @@
+//! The engine's answers to a task that is not running: a `job_status`
+//! while it waits, the original answer to a message sent again, and
+//! `task_rejected` (recorded as the task's answer).
+
+use super::Host;
+use super::submission::{AnswerKind, Submission};
+use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use anyhow::{Context as _, Result};
+use hcp_contracts::message::TaskRejected;
+use serde_json::{Value, json};
+
+/// A `job_status` (seed 004's global contract) for a task that waits.
+pub fn job_status(task: &TaskRecord, message: &str) -> Value {
+    let status = match task.state {
+        TaskState::Received | TaskState::PendingApproval | TaskState::Queued => "queued",
+        TaskState::Running => "running",
+        TaskState::Completed => "complete",
+        TaskState::Failed | TaskState::Rejected => "failed",
+    };
+    let mut v = json!({
+        "job_id": task.task_id,
+        "status": status,
+        "service": "hcp",
+        "updated_at": task.updated_at,
+        "message": message,
+    });
+    if let Some(result) = task.result.as_ref().or(task.answer.as_ref())
+        && task.state.is_final()
+    {
+        v["result"] = result.clone();
+    }
+    v
+}
+
+impl Host {
+    /// The answer to a message submitted before. A task the gate never
+    /// answered (the host stopped mid-gate) goes through the gate now.
+    pub(super) fn duplicate(
+        &self,
+        policy: &super::CurrentPolicy,
+        task: TaskRecord,
+        caller: &hcp_policy::Caller,
+    ) -> Result<Submission> {
+        if task.state == TaskState::Received && task.answer.is_none() {
+            let submit = task
+                .payload
+                .clone()
+                .context("received task without its task_submit")?;
+            let checked = match submit.check() {
+                Ok(c) => c,
+                Err(p) => return self.refuse_invalid(policy, &task, caller, &p),
+            };
+            return self.admit(policy, &task, caller, &checked);
+        }
+        let answer = match (&task.state, &task.answer) {
+            (TaskState::PendingApproval, _) => {
+                job_status(&task, "waiting for an operator's approval")
+            }
+            (TaskState::Queued, _) if task.answer.is_none() => {
+                job_status(&task, "waiting for equipment")
+            }
+            (_, Some(answer)) => answer.clone(),
+            (TaskState::Received, None) => {
+                job_status(&task, "received; the gate has not answered yet")
+            }
+            (_, None) => job_status(&task, "no answer recorded"),
+        };
+        Ok(Submission {
+            task_id: Some(task.task_id),
+            kind: AnswerKind::of_stored(&answer),
+            answer,
+            duplicate: true,
+            runnable: false,
+        })
+    }
+
+    /// Answers `task_rejected` with `payload`, the task's final answer.
+    pub(super) fn reject_task(
+        &self,
+        task: &TaskRecord,
+        payload: TaskRejected,
+    ) -> Result<Submission> {
+        let risk = payload.assessed_risk_level.map(|l| l.as_str().to_owned());
+        let kind = AnswerKind::Rejected(payload.reason_code);
+        let answer = super::submission::rejected_answer(payload)?;
+        self.store.update_task(
+            &task.task_id,
+            TaskState::Rejected,
+            TaskUpdate {
+                risk,
+                answer: Some(answer.clone()),
+                ..TaskUpdate::default()
+            },
+        )?;
+        Ok(Submission::answered(task, answer, kind, false))
+    }
+}

@@ -1,0 +1,142 @@
+//! Approvals: an operator's decision on a task the gate held for one, and
+//! the expiry of those nobody decided in time. Each is a receipt before
+//! the answer.
+
+use super::Host;
+use super::submission::{Auth, Submission, refusal};
+use crate::store::{TaskState, TaskUpdate};
+use anyhow::{Context as _, Result};
+use hcp_contracts::message::RejectReason;
+use hcp_contracts::problem;
+
+impl Host {
+    /// An operator approves or rejects a pending task (authenticated by the
+    /// transport, or by credential when `credential` is given).
+    ///
+    /// # Errors
+    ///
+    /// No pending approval, expired, already decided, or the operator may not
+    /// decide it (the refusal says why).
+    pub fn decide(
+        &self,
+        task_id: &str,
+        approved: bool,
+        operator: Auth<'_>,
+        operator_id: &str,
+        reason: &str,
+    ) -> Result<Submission> {
+        self.expire_approvals()?;
+        let task = self
+            .store
+            .task(task_id)?
+            .with_context(|| format!("no task {task_id}"))?;
+        if task.state != TaskState::PendingApproval {
+            anyhow::bail!(
+                "task {task_id} is not waiting for approval (it is {})",
+                task.state.as_str()
+            );
+        }
+        if reason.trim().is_empty() {
+            anyhow::bail!("a decision needs a reason");
+        }
+        let admission = task
+            .admission
+            .clone()
+            .context("pending task without its admission")?;
+        let installed = self
+            .store
+            .installed_version(
+                &task.capability,
+                task.version.as_deref().unwrap_or_default(),
+            )?
+            .with_context(|| {
+                format!(
+                    "{} {} is no longer installed",
+                    task.capability,
+                    task.version.as_deref().unwrap_or("?")
+                )
+            })?;
+        let capability = self.capability(&installed)?;
+        let manifest = &*capability.manifest;
+        let policy = self.policy();
+        let op = match operator {
+            Auth::Transport(id) => policy.caller(id).filter(|_| id == operator_id),
+            Auth::Bearer(credential) => policy.authenticate(operator_id, credential).ok(),
+        }
+        .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
+        let record = |refused| {
+            self.record_approval(
+                &policy,
+                &task,
+                manifest,
+                &admission,
+                operator_id,
+                approved,
+                refused,
+            )
+        };
+        if let Err(r) = policy.authorize_approval_by(op, &admission, &manifest.doc.capability) {
+            record(Some(r.reason_code))?;
+            anyhow::bail!("{}", r.reason_message);
+        }
+        self.store.decide(task_id, approved, operator_id, reason)?;
+        record(None)?;
+        if !approved {
+            return self.reject_task(
+                &task,
+                refusal(
+                    RejectReason::ApprovalRejected,
+                    format!("operator {operator_id} rejected the task: {reason}"),
+                    Some(admission.risk_level),
+                ),
+            );
+        }
+        let checked = task
+            .payload
+            .clone()
+            .context("pending task without its task_submit")?
+            .check()
+            .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
+        let record = self
+            .store
+            .update_task(task_id, TaskState::Received, TaskUpdate::default())?;
+        let accepted = self.accept(&record, manifest, &checked, &admission);
+        self.settle_submission(&record, accepted)
+    }
+
+    /// Rejects, with `approval_expired`, every task whose approval expired.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn expire_approvals(&self) -> Result<Vec<String>> {
+        let now = hcp_contracts::message::now_rfc3339();
+        let mut expired = Vec::new();
+        for task in self
+            .store
+            .tasks(Some(TaskState::PendingApproval), usize::MAX)?
+        {
+            let Some(approval) = self.store.approval(&task.task_id)? else {
+                continue;
+            };
+            // RFC 3339 UTC with fixed precision compares as text.
+            if approval.decision.is_none() && approval.expires_at <= now {
+                self.record_expiry(&task, &now, &approval.expires_at)?;
+                let risk = task.risk.as_deref().and_then(|r| r.parse().ok());
+                self.reject_task(
+                    &task,
+                    refusal(
+                        RejectReason::ApprovalExpired,
+                        format!(
+                            "no operator decided before the approval expired at {}",
+                            approval.expires_at
+                        ),
+                        risk,
+                    ),
+                )?;
+                expired.push(task.task_id);
+            }
+        }
+        Ok(expired)
+    }
+}

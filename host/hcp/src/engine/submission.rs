@@ -1,0 +1,275 @@
+//! The one way a task enters the engine, whatever its transport.
+//!
+//! A transport (the HTTP API, the command line, AMQP next) does two
+//! things: it parses what it received once, into a [`TaskMessage`], and it
+//! says how the caller was authenticated ([`Auth`]). It hands both to
+//! [`Host::submit_task`] and delivers the [`Submission`] it gets back: the
+//! answer (a wire-ready HCP message or `job_status`), its typed
+//! [`AnswerKind`] (from which a transport picks its status, never from the
+//! answer's strings), and whether the task is ready to run now.
+
+use super::Host;
+use crate::store::Submitted;
+use anyhow::Result;
+use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
+use hcp_contracts::{Problem, problem};
+use serde_json::Value;
+
+/// How the caller was authenticated.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    /// By its transport: the local command line acting with the data
+    /// directory's authority, naming the caller; AMQP's validated user id.
+    Transport(&'a str),
+    /// By a bearer credential checked against `callers.json`.
+    Bearer(&'a str),
+}
+
+/// A `task_submit` as a transport received it, parsed once at its edge:
+/// the envelope checked against its schema, the payload read as a
+/// [`TaskSubmit`]. The message as received is kept: it is what the store
+/// records and what evidence packs carry.
+#[derive(Debug, Clone)]
+pub struct TaskMessage {
+    message: Value,
+    envelope: Envelope,
+    submit: TaskSubmit,
+}
+
+/// Why a message is not a `task_submit` the engine can take.
+#[derive(Debug, Clone)]
+pub enum NotATask {
+    /// Not an HCP message (its envelope or payload breaks the schema).
+    Invalid(Vec<Problem>),
+    /// An HCP message of another type.
+    WrongType(MessageType),
+    /// The payload does not read as a `task_submit`.
+    Payload(Vec<Problem>),
+}
+
+impl NotATask {
+    /// The `task_rejected` payload that answers it.
+    pub fn refusal(&self) -> TaskRejected {
+        let reason_message = match self {
+            Self::Invalid(p) => format!("not a valid HCP message:\n{}", problem::list(p)),
+            Self::WrongType(kind) => {
+                format!("expected a task_submit message, got {}", kind.as_str())
+            }
+            Self::Payload(p) => problem::list(p),
+        };
+        refusal(RejectReason::InvalidInput, reason_message, None)
+    }
+}
+
+impl TaskMessage {
+    /// Checks a received message.
+    ///
+    /// # Errors
+    ///
+    /// It is not a valid HCP message, not a `task_submit`, or its payload
+    /// does not read as one.
+    pub fn parse(message: Value) -> Result<Self, NotATask> {
+        let envelope = Envelope::parse(&message).map_err(NotATask::Invalid)?;
+        if envelope.kind != MessageType::TaskSubmit {
+            return Err(NotATask::WrongType(envelope.kind));
+        }
+        let submit = envelope.payload_as().map_err(NotATask::Payload)?;
+        Ok(Self {
+            message,
+            envelope,
+            submit,
+        })
+    }
+
+    /// The sender's `message_id`.
+    pub fn message_id(&self) -> &str {
+        &self.envelope.message_id
+    }
+
+    /// The payload.
+    pub fn submit(&self) -> &TaskSubmit {
+        &self.submit
+    }
+
+    /// The message as received.
+    pub fn message(&self) -> &Value {
+        &self.message
+    }
+}
+
+/// What an answer says, typed: transports choose their status from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerKind {
+    /// `task_accepted`.
+    Accepted,
+    /// `task_rejected`, and why.
+    Rejected(RejectReason),
+    /// A `job_status`: the task waits (for an operator, equipment, or the
+    /// gate).
+    Waiting,
+    /// `task_completed` or `task_failed` (a duplicate of a finished task
+    /// whose gate answer was lost).
+    Finished,
+}
+
+impl AnswerKind {
+    /// The kind of an answer read back from the store (the SQL edge): an
+    /// HCP message by its type, anything else a `job_status`.
+    pub(crate) fn of_stored(answer: &Value) -> Self {
+        let Ok(envelope) = serde_json::from_value::<Envelope>(answer.clone()) else {
+            return Self::Waiting;
+        };
+        match envelope.kind {
+            MessageType::TaskAccepted => Self::Accepted,
+            MessageType::TaskRejected => envelope
+                .payload_as::<TaskRejected>()
+                .map_or(Self::Rejected(RejectReason::InternalError), |r| {
+                    Self::Rejected(r.reason_code)
+                }),
+            MessageType::TaskCompleted | MessageType::TaskFailed => Self::Finished,
+            _ => Self::Waiting,
+        }
+    }
+
+    /// The task is answered for good at the gate or after: not waiting.
+    pub fn is_final(self) -> bool {
+        self != Self::Waiting
+    }
+}
+
+/// What a submission came to.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The task, once recorded (not for messages refused before that).
+    pub task_id: Option<String>,
+    /// The answer: `task_accepted`, `task_rejected`, or (pending approval or
+    /// queued for equipment) a `job_status` object.
+    pub answer: Value,
+    /// What the answer says.
+    pub kind: AnswerKind,
+    /// The caller had sent this message before: this is the original answer.
+    pub duplicate: bool,
+    /// Admitted and ready to run now.
+    pub runnable: bool,
+}
+
+impl Submission {
+    /// The gate's answer to `task`, recorded (not a duplicate).
+    pub(super) fn answered(
+        task: &crate::store::TaskRecord,
+        answer: Value,
+        kind: AnswerKind,
+        runnable: bool,
+    ) -> Self {
+        Self {
+            task_id: Some(task.task_id.clone()),
+            answer,
+            kind,
+            duplicate: false,
+            runnable,
+        }
+    }
+
+    /// The answer to a message refused before any task was recorded.
+    ///
+    /// # Errors
+    ///
+    /// The answer cannot be encoded.
+    pub fn refused(payload: TaskRejected) -> Result<Self> {
+        Ok(Self {
+            task_id: None,
+            kind: AnswerKind::Rejected(payload.reason_code),
+            answer: rejected_answer(payload)?,
+            duplicate: false,
+            runnable: false,
+        })
+    }
+}
+
+/// A `task_rejected` payload.
+pub(super) fn refusal(
+    reason_code: RejectReason,
+    reason_message: String,
+    level: Option<hcp_contracts::RiskLevel>,
+) -> TaskRejected {
+    TaskRejected {
+        reason_code,
+        reason_message,
+        assessed_risk_level: level,
+        suggestion: None,
+    }
+}
+
+/// The `task_rejected` message of `payload`.
+pub(super) fn rejected_answer(payload: TaskRejected) -> Result<Value> {
+    Ok(serde_json::to_value(Envelope::new(
+        MessageType::TaskRejected,
+        None,
+        payload,
+    )?)?)
+}
+
+impl Host {
+    /// Parses `message` as a transport that holds raw JSON would
+    /// ([`TaskMessage::parse`]) and takes it through [`Host::submit_task`];
+    /// a message that is not a `task_submit` is answered `task_rejected`.
+    ///
+    /// # Errors
+    ///
+    /// Only host faults (the database); every refusal is a `task_rejected`.
+    pub fn submit(&self, message: &Value, auth: Auth<'_>) -> Result<Submission> {
+        match TaskMessage::parse(message.clone()) {
+            Ok(m) => self.submit_task(m, auth),
+            Err(not) => Submission::refused(not.refusal()),
+        }
+    }
+
+    /// Takes a `task_submit` through the gate: the caller, before anything
+    /// is recorded under its name; the task recorded once per `(caller_id,
+    /// message_id)`; then admission (see [`super::admit`]). Every transport
+    /// calls this.
+    ///
+    /// # Errors
+    ///
+    /// Only host faults (the database); every refusal is a `task_rejected`.
+    pub fn submit_task(&self, message: TaskMessage, auth: Auth<'_>) -> Result<Submission> {
+        let submit = &message.submit;
+        // The whole gate decides under the policy in force now.
+        let policy = self.policy();
+        let caller = match auth {
+            Auth::Transport(id) => policy.caller(id).filter(|_| id == submit.caller_id),
+            Auth::Bearer(credential) => policy.authenticate(&submit.caller_id, credential).ok(),
+        };
+        let Some(caller) = caller else {
+            let who = match auth {
+                Auth::Transport(id) if id != submit.caller_id => format!(
+                    "the task names caller_id {:?} but was submitted as {id:?}",
+                    submit.caller_id
+                ),
+                _ => format!(
+                    "caller {:?} is not authenticated: unknown caller or wrong credential",
+                    submit.caller_id
+                ),
+            };
+            return Submission::refused(refusal(RejectReason::Unauthorized, who, None));
+        };
+        let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
+        let task = match self.store.submit(
+            caller.id.as_str(),
+            message.message_id(),
+            &submit.capability,
+            &message.message,
+        )? {
+            Submitted::Duplicate(task) => {
+                let answered = self.duplicate(&policy, task.clone(), caller);
+                return self.settle_submission(&task, answered);
+            }
+            Submitted::New(task) => task,
+        };
+        let answered = match message.submit.check() {
+            Ok(checked) => self.admit(&policy, &task, caller, &checked),
+            Err(p) => self.refuse_invalid(&policy, &task, caller, &p),
+        };
+        self.settle_submission(&task, answered)
+    }
+}

@@ -1,0 +1,184 @@
+//! What the receipt pipeline's handle (the `Recorder`) hands its writer
+//! thread, and the state they share: the two sides meet here, and the
+//! writer imports nothing of the handle's.
+
+use crate::store::durable::StorageFull;
+use anyhow::Result;
+use hcp_contracts::RiskLevel;
+use hcp_policy::pep::{Decision, SessionFacts};
+use hcp_receipts::{Digest, Parent, Verdict};
+use hcp_sandbox::pep::DecidedCall;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+
+/// A receipt the gate appends (admission, rejection, approval, ...).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The session, if one exists yet.
+    pub session_id: Option<String>,
+    /// The task.
+    pub task_id: Option<String>,
+    /// `name@version`.
+    pub capability: String,
+    /// What was decided, e.g. `gate.admission`.
+    pub call: String,
+    /// The arguments (their RFC 8785 SHA-256 is recorded).
+    pub args: Value,
+    /// The decision input, recorded for replay.
+    pub input: Value,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Its reason code.
+    pub reason_code: String,
+    /// Risk level.
+    pub risk: RiskLevel,
+    /// The policy it was decided under.
+    pub policy_hash: Digest,
+    /// Receipts it follows from.
+    pub parents: Vec<Parent>,
+    /// The capability's manifest as written, for evidence packs (when the
+    /// decision concerns one).
+    pub manifest: Option<Vec<u8>>,
+    /// The policy files (`PolicySet::sources` as JSON), stored as the
+    /// snapshot of `policy_hash` for evidence packs.
+    pub policy_sources: Option<String>,
+    /// The HID proposal this receipt follows from: the receipts recorded
+    /// so far about it (the guest's `hid.propose` call, the operator's
+    /// decision) become parents too.
+    pub follows: Option<Follows>,
+}
+
+/// A receipt's place among the receipts about one HID proposal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follows {
+    /// The proposal (named by its `hid.propose` call's arguments).
+    pub proposal: String,
+    /// The proposal's last receipt: the writer forgets it afterwards.
+    pub last: bool,
+}
+
+/// The session's opening, for the writer.
+pub(super) struct Open {
+    pub(super) facts: SessionFacts,
+    pub(super) facts_bytes: Vec<u8>,
+    pub(super) input: Vec<u8>,
+    pub(super) at_ms: u64,
+    pub(super) decision: Decision,
+    pub(super) policy_hash: Digest,
+    pub(super) policy_sources: String,
+    pub(super) manifest: Vec<u8>,
+    pub(super) causes: Vec<Parent>,
+}
+
+/// What the writer thread is asked to do.
+pub(super) enum Msg {
+    Call(Box<DecidedCall>),
+    Append(Box<Entry>, Sender<Result<Parent, String>>),
+    Open(Box<Open>, Sender<Result<Parent, String>>),
+    Close(String),
+    Flush(Sender<Result<(), String>>),
+    Stop,
+}
+
+/// Where to answer a message that was not stored.
+pub(super) enum Refuser {
+    Parent(Sender<Result<Parent, String>>),
+    Done(Sender<Result<(), String>>),
+}
+
+impl Refuser {
+    /// Answers `why` (an answer already sent is read first).
+    pub(super) fn refuse(self, why: &str) {
+        match self {
+            Refuser::Parent(tx) => {
+                let _ = tx.send(Err(why.to_owned()));
+            }
+            Refuser::Done(tx) => {
+                let _ = tx.send(Err(why.to_owned()));
+            }
+        }
+    }
+}
+
+impl Msg {
+    /// Where to answer the message if its batch fails (whether or not the
+    /// batch reached it).
+    pub(super) fn refuser(&self) -> Option<Refuser> {
+        match self {
+            Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
+            Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
+            Msg::Call(_) | Msg::Close(_) | Msg::Stop => None,
+        }
+    }
+
+    /// The session whose receipt this is, if any.
+    pub(super) fn session(&self) -> Option<String> {
+        match self {
+            Msg::Call(d) => Some(d.scope.facts().session_id.clone()),
+            Msg::Open(o, _) => Some(o.facts.session_id.clone()),
+            Msg::Append(e, _) => e.session_id.clone(),
+            Msg::Close(_) | Msg::Flush(_) | Msg::Stop => None,
+        }
+    }
+}
+
+/// Set while the writer cannot store receipts (its last batch failed):
+/// meanwhile every PEP decision fails closed. The next batch that commits
+/// clears it; the sessions whose receipts were lost stay marked.
+#[derive(Debug, Default)]
+pub(super) struct Failure {
+    set: AtomicBool,
+    /// The failure is a full disk ([`StorageFull`]).
+    full: AtomicBool,
+    why: Mutex<Option<String>>,
+    /// Sessions with receipts in a batch that failed.
+    lost: Mutex<HashSet<String>>,
+}
+
+impl Failure {
+    pub(super) fn set(&self, why: String, full: bool, lost: Vec<String>) {
+        *self.why.lock().unwrap_or_else(|e| e.into_inner()) = Some(why);
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(lost);
+        self.full.store(full, Ordering::Release);
+        self.set.store(true, Ordering::Release);
+    }
+
+    pub(super) fn clear(&self) {
+        self.set.store(false, Ordering::Release);
+    }
+
+    pub(super) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    pub(super) fn why(&self) -> String {
+        self.why
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_else(|| "the receipt writer stopped".into())
+    }
+
+    /// The error for a message the writer answered `why`.
+    pub(super) fn error(&self, why: String) -> anyhow::Error {
+        if self.full.load(Ordering::Acquire) {
+            anyhow::Error::new(StorageFull(format!("receipts: {why}")))
+        } else {
+            anyhow::anyhow!("receipts: {why}")
+        }
+    }
+
+    /// Whether receipts of `session` were lost (forgets it).
+    pub(super) fn take_lost(&self, session: &str) -> bool {
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(session)
+    }
+}

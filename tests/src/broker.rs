@@ -1,0 +1,271 @@
+//! A real RabbitMQ node for a test: Debian's `rabbitmq-server`, started on
+//! loopback with its own node name, ports and data directory, and stopped
+//! (its directory removed) when the [`Broker`] is dropped.
+//!
+//! Debian's broker runs as the `rabbitmq` user, so the node's directory is
+//! made over to that user and every `rabbitmq-server` / `rabbitmqctl` call
+//! runs as it (`runuser`; the tests run as root, as CI does). Each node gets
+//! its own Erlang port mapper port, so nodes of parallel tests never meet.
+
+use std::io;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
+const CTL: &str = "/usr/lib/rabbitmq/bin/rabbitmqctl";
+const EPMD: &str = "/usr/bin/epmd";
+
+/// How long a node may take to start (it takes about 6 to 10 s here).
+const STARTUP: Duration = Duration::from_secs(90);
+
+static NODES: AtomicU32 = AtomicU32::new(0);
+
+/// A running RabbitMQ node owned by one test.
+#[derive(Debug)]
+pub struct Broker {
+    dir: tempfile::TempDir,
+    node: String,
+    port: u16,
+    dist_port: u16,
+    epmd_port: u16,
+    child: Option<Child>,
+}
+
+/// A free TCP port on loopback (bound, then released for the broker).
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Whether this machine has Debian's broker (`scripts/test` installs it).
+pub fn installed() -> bool {
+    Path::new(SERVER).exists() && Path::new(CTL).exists()
+}
+
+impl Broker {
+    /// Starts a node and waits until it accepts connections. The default
+    /// `guest` user stays (loopback only), and no other user exists.
+    ///
+    /// # Errors
+    ///
+    /// The broker is not installed, or the node did not start in time (the
+    /// error holds the end of its log).
+    pub fn start() -> io::Result<Self> {
+        if !installed() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{SERVER} is missing: install Debian's rabbitmq-server (scripts/test does)"
+                ),
+            ));
+        }
+        let dir = tempfile::Builder::new().prefix("hcp-broker-").tempdir()?;
+        let n = NODES.fetch_add(1, Ordering::Relaxed);
+        let node = format!("hcptest{}x{n}@localhost", std::process::id());
+        let mut broker = Self {
+            dir,
+            node,
+            port: free_port()?,
+            dist_port: free_port()?,
+            epmd_port: free_port()?,
+            child: None,
+        };
+        for sub in ["mnesia", "log", "plugins-expand"] {
+            std::fs::create_dir_all(broker.dir.path().join(sub))?;
+        }
+        std::fs::write(
+            broker.dir.path().join("rabbitmq.conf"),
+            format!(
+                "listeners.tcp.default = {}\nloopback_users = none\n\
+                 log.console = false\nlog.file.level = info\n",
+                broker.port
+            ),
+        )?;
+        std::fs::write(broker.dir.path().join("enabled_plugins"), "[].\n")?;
+        let status = Command::new("chown")
+            .args(["-R", "rabbitmq:rabbitmq"])
+            .arg(broker.dir.path())
+            .status()?;
+        if !status.success() {
+            return Err(io::Error::other("chown of the broker directory failed"));
+        }
+        broker.spawn()?;
+        Ok(broker)
+    }
+
+    fn spawn(&mut self) -> io::Result<()> {
+        let log = std::fs::File::create(self.dir.path().join("server.out"))?;
+        let mut command = self.as_rabbitmq(SERVER);
+        command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log);
+        self.child = Some(command.spawn()?);
+        self.await_startup()
+    }
+
+    fn await_startup(&self) -> io::Result<()> {
+        let started = Instant::now();
+        loop {
+            let out = self.ctl(&["await_startup", "--timeout", "10"])?;
+            if out.status.success() {
+                return Ok(());
+            }
+            if started.elapsed() > STARTUP {
+                return Err(io::Error::other(format!(
+                    "the broker node {} did not start in {STARTUP:?}: {}\n{}",
+                    self.node,
+                    String::from_utf8_lossy(&out.stderr),
+                    self.log_tail()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// A command run as the `rabbitmq` user with this node's environment.
+    fn as_rabbitmq(&self, program: &str) -> Command {
+        let d = self.dir.path();
+        let p = |s: &str| d.join(s);
+        let mut c = Command::new("runuser");
+        c.args(["-u", "rabbitmq", "--", program]);
+        c.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .env("HOME", d)
+            .env("LANG", "C.UTF-8")
+            .env("RABBITMQ_NODENAME", &self.node)
+            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_NODE_PORT", self.port.to_string())
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("ERL_EPMD_PORT", self.epmd_port.to_string())
+            .env("RABBITMQ_MNESIA_BASE", p("mnesia"))
+            .env("RABBITMQ_LOG_BASE", p("log"))
+            .env("RABBITMQ_FEATURE_FLAGS_FILE", p("feature_flags"))
+            .env("RABBITMQ_PLUGINS_EXPAND_DIR", p("plugins-expand"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", p("enabled_plugins"))
+            .env("RABBITMQ_PID_FILE", p("node.pid"))
+            .env("RABBITMQ_CONFIG_FILE", p("rabbitmq.conf"))
+            .env("RABBITMQ_ADVANCED_CONFIG_FILE", p("advanced.config"))
+            .env("RABBITMQ_CONF_ENV_FILE", p("rabbitmq-env.conf"));
+        c
+    }
+
+    /// Runs `rabbitmqctl` against this node.
+    ///
+    /// # Errors
+    ///
+    /// `rabbitmqctl` could not be started.
+    pub fn ctl(&self, args: &[&str]) -> io::Result<Output> {
+        let mut c = self.as_rabbitmq(CTL);
+        c.args(args).stdin(Stdio::null());
+        c.output()
+    }
+
+    /// Runs `rabbitmqctl` and fails with its output when it fails.
+    ///
+    /// # Errors
+    ///
+    /// The command failed.
+    pub fn ctl_ok(&self, args: &[&str]) -> io::Result<()> {
+        let out = self.ctl(args)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "rabbitmqctl {}: {}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )))
+        }
+    }
+
+    /// Creates a user with full permissions on the default virtual host,
+    /// as an operator would (`rabbitmqctl add_user` and `set_permissions`).
+    ///
+    /// # Errors
+    ///
+    /// `rabbitmqctl` refused.
+    pub fn add_user(&self, user: &str, password: &str) -> io::Result<()> {
+        self.ctl_ok(&["add_user", user, password])?;
+        self.ctl_ok(&["set_permissions", "-p", "/", user, ".*", ".*", ".*"])
+    }
+
+    /// The AMQP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `amqp://user:password@127.0.0.1:port/%2f`.
+    pub fn url(&self, user: &str, password: &str) -> String {
+        format!("amqp://{user}:{password}@127.0.0.1:{}/%2f", self.port)
+    }
+
+    /// Stops the node and starts it again on the same ports and data (for
+    /// tests of a broker restart); durable queues and their messages stay.
+    ///
+    /// # Errors
+    ///
+    /// The node did not stop or did not start again.
+    pub fn restart(&mut self) -> io::Result<()> {
+        self.stop_node()?;
+        self.spawn()
+    }
+
+    fn stop_node(&mut self) -> io::Result<()> {
+        let out = self.ctl(&["stop"]);
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while child.try_wait()?.is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        out.map(|_| ())
+    }
+
+    /// The node's directory (its logs are under `log/`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The last lines of the node's own output and log, for failures.
+    pub fn log_tail(&self) -> String {
+        let mut text = String::new();
+        let mut files: Vec<PathBuf> = vec![self.dir.path().join("server.out")];
+        if let Ok(entries) = std::fs::read_dir(self.dir.path().join("log")) {
+            files.extend(entries.flatten().map(|e| e.path()));
+        }
+        for f in files {
+            if let Ok(s) = std::fs::read_to_string(&f) {
+                let lines: Vec<&str> = s.lines().collect();
+                let start = lines.len().saturating_sub(20);
+                text.push_str(&format!(
+                    "--- {}\n{}\n",
+                    f.display(),
+                    lines[start..].join("\n")
+                ));
+            }
+        }
+        text
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.stop_node();
+        // The node's port mapper (on this node's own port) outlives it.
+        let _ = self
+            .as_rabbitmq(EPMD)
+            .arg("-kill")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
