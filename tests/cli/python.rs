@@ -163,6 +163,20 @@ fn from_nothing_to_a_running_python_capability() {
         ],
     );
     ok(&out, "hcp bundle sign");
+    // The reviewer sees the inert imports for what they are.
+    let out = hcp(&project, &data, &["review", "word-count.hcpb"]);
+    ok(&out, "hcp review");
+    let review = stdout(&out);
+    assert!(
+        review.contains("imports, every one within the grants (7 linked, inert)"),
+        "{review}"
+    );
+    assert!(
+        review.contains(
+            "  allowed  wasi:sockets/udp@0.2.9  (linked, inert: no destination is granted"
+        ),
+        "{review}"
+    );
     let out = hcp(&project, &data, &["install", "word-count.hcpb"]);
     ok(&out, "hcp install");
     let out = hcp(

@@ -562,11 +562,62 @@ fn an_ungranted_instrument_refuses_a_python_guest_before_it_is_compiled() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_python_failure_is_task_failed_with_its_code() {
+async fn the_sdk_saves_checkpoints_reports_warnings_and_fails_with_a_code() {
     let p = Probe::new(json!({})).await;
-    let (run, _) = run(&p.prepared, json!({"action": "nonsense"})).await;
-    let RunResult::Failed(f) = &run.result else {
-        panic!("{:?}", run.result);
+    let (out, decided) = p.op(json!({"action": "checkpoint"})).await;
+    assert_eq!(
+        out,
+        json!({"ok": true, "value": {"id": "ckpt-001", "state": {"done": 3}}})
+    );
+    assert_eq!(verdicts(&decided, Op::CheckpointSave).len(), 1);
+    assert_eq!(verdicts(&decided, Op::CheckpointLoad).len(), 1);
+
+    let (warned, _) = run(&p.prepared, json!({"action": "warn"})).await;
+    let RunResult::Completed { warnings, .. } = &warned.result else {
+        panic!("{:?}", warned.result);
+    };
+    assert_eq!(warnings, &["half of the input was empty"]);
+
+    // A host error the guest catches: the denial, with its receipt's
+    // reason, as a HostError.
+    let (out, decided) = p
+        .op(json!({"action": "artifact", "name": "../escape"}))
+        .await;
+    assert_eq!(
+        out["error"],
+        "HostError: denied (DENY_ARGS_INVALID): artifact name \"../escape\" must be 1-128 \
+         characters from [A-Za-z0-9._-], not starting with '.'"
+    );
+    assert_eq!(
+        verdicts(&decided, Op::ArtifactCreate)[0].1,
+        reason::DENY_ARGS_INVALID
+    );
+
+    // A Failure: task_failed with its code, phase, step and partial outputs.
+    let (failed, _) = run(&p.prepared, json!({"action": "fail"})).await;
+    let RunResult::Failed(f) = &failed.result else {
+        panic!("{:?}", failed.result);
+    };
+    assert_eq!(f.code, ErrorCode::InputError);
+    assert_eq!(f.message, "the input names no file");
+    assert_eq!(f.phase.as_deref(), Some("reading"));
+    assert_eq!(f.step, Some(2));
+    assert!(f.recoverable);
+    assert_eq!(f.partial_outputs, Some(json!({"read": 0})));
+
+    // Any other exception traps: internal_error, its traceback in the log.
+    let (trapped, _) = run(&p.prepared, json!({"action": "nonsense"})).await;
+    let RunResult::Failed(f) = &trapped.result else {
+        panic!("{:?}", trapped.result);
     };
     assert_eq!(f.code, ErrorCode::InternalError, "{f:?}");
+    assert!(
+        trapped
+            .log
+            .entries
+            .iter()
+            .any(|e| e.message == "ValueError: unknown action 'nonsense'"),
+        "{:#?}",
+        trapped.log.entries
+    );
 }

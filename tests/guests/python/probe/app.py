@@ -11,7 +11,7 @@ import os
 import socket
 
 import hcp_guest
-from hcp_guest import Task, artifacts, log
+from hcp_guest import Failure, Task, artifacts, checkpoints, log
 
 
 def attempt(action: str, inputs: dict):
@@ -37,6 +37,20 @@ def attempt(action: str, inputs: dict):
         return artifacts.create(inputs["name"], "text/plain", "probe")
     if action == "environ":
         return dict(os.environ)
+    if action == "checkpoint":
+        saved = checkpoints.save("phase-1", {"done": 3})
+        return {"id": saved, "state": checkpoints.load(saved)}
+    if action == "warn":
+        hcp_guest.warning("half of the input was empty")
+        return "warned"
+    if action == "fail":
+        raise Failure.input(
+            "the input names no file",
+            phase="reading",
+            step=2,
+            recoverable=True,
+            partial_outputs={"read": 0},
+        )
     raise ValueError(f"unknown action {action!r}")
 
 
