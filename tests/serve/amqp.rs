@@ -16,6 +16,18 @@ use std::path::Path;
 use std::time::Duration;
 
 const QUEUE: &str = "hcp.tasks.document-analysis";
+/// docs/amqp.md: the host's configure, write and read permissions.
+const HOST_PERMISSIONS: [&str; 3] = [
+    r"^(hcp\.|amq\.gen-).*",
+    r"^(hcp\.|amq\.default$).*",
+    r"^hcp\..*",
+];
+/// docs/amqp.md: a caller harness's.
+const CALLER_PERMISSIONS: [&str; 3] = [
+    r"^amq\.gen-.*",
+    r"^(amq\.default|amq\.gen-.*)$",
+    r"^amq\.gen-.*",
+];
 
 /// The shipped policies, with the seed's two harnesses mapped to broker
 /// users of the same names.
@@ -176,11 +188,11 @@ async fn queue_ready(broker: &Broker) {
 fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
     let broker = Broker::start().expect("start a RabbitMQ node");
     broker
-        .add_user("hcp-host", "hcp-host-secret")
+        .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
         .expect("user");
     for user in ["harness-local-01", "harness-alpha-001", "stranger"] {
         broker
-            .add_user(user, &format!("{user}-secret"))
+            .add_user_with(user, &format!("{user}-secret"), CALLER_PERMISSIONS)
             .expect("user");
     }
     let data = lab();
@@ -306,6 +318,34 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
             "the malformed message is dead-lettered"
         );
     });
+
+    // The Python caller example (pika), as the README shows it.
+    let out = std::process::Command::new("python3")
+        .current_dir(REPO_ROOT)
+        .args([
+            "examples/amqp_caller.py",
+            "--url",
+            &broker.url("harness-local-01", "harness-local-01-secret"),
+            "--message-id",
+            "amqp-pika-1",
+            "plugins/document-analysis/examples/task_submit.json",
+        ])
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "examples/amqp_caller.py failed (pika==1.4.4 is installed by scripts/test): {stdout}{stderr}"
+    );
+    let kinds: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("one JSON object per line");
+            v["type"].as_str().expect("type").to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, ["task_accepted", "task_completed"], "{stdout}");
 
     drop(server);
 }

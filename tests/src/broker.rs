@@ -189,8 +189,24 @@ impl Broker {
     ///
     /// `rabbitmqctl` refused.
     pub fn add_user(&self, user: &str, password: &str) -> io::Result<()> {
+        self.add_user_with(user, password, [".*", ".*", ".*"])
+    }
+
+    /// Creates a user with the given `configure`, `write` and `read`
+    /// permissions (regular expressions on resource names) on the default
+    /// virtual host.
+    ///
+    /// # Errors
+    ///
+    /// `rabbitmqctl` refused.
+    pub fn add_user_with(
+        &self,
+        user: &str,
+        password: &str,
+        [configure, write, read]: [&str; 3],
+    ) -> io::Result<()> {
         self.ctl_ok(&["add_user", user, password])?;
-        self.ctl_ok(&["set_permissions", "-p", "/", user, ".*", ".*", ".*"])
+        self.ctl_ok(&["set_permissions", "-p", "/", user, configure, write, read])
     }
 
     /// The AMQP port on 127.0.0.1.

@@ -56,7 +56,7 @@ pub struct ServeArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
     /// Also take tasks from a RabbitMQ broker: `amqp://USER:PASSWORD@HOST:PORT/VHOST`
-    /// (or `amqps://`). One durable queue per installed capability,
+    /// (plain AMQP; TLS is not in this build yet). One durable queue per installed capability,
     /// `hcp.tasks.<capability>`; the caller is the message's broker-checked
     /// user-id (`amqp_user` in callers.json). See docs/amqp.md.
     #[arg(long, env = "HCP_AMQP_URL", value_name = "URL",
@@ -75,6 +75,16 @@ pub struct ServeArgs {
 
 /// An AMQP URL as lapin reads it.
 fn amqp_url(text: &str) -> std::result::Result<String, String> {
+    if text
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("amqps://"))
+    {
+        return Err(
+            "amqps:// (AMQP over TLS) is not in this build yet: use amqp:// on \
+                    loopback or a private network (docs/amqp.md)"
+                .to_owned(),
+        );
+    }
     text.parse::<lapin::uri::AMQPUri>()
         .map(|_| text.to_owned())
         .map_err(|e| format!("not an AMQP URL (amqp://user:password@host:port/vhost): {e}"))

@@ -56,7 +56,7 @@ pub fn task_queue(capability: &str) -> String {
 /// Settings of the AMQP transport.
 #[derive(Debug, Clone)]
 pub struct AmqpConfig {
-    /// `amqp://user:password@host:port/vhost` (or `amqps://`).
+    /// `amqp://user:password@host:port/vhost`.
     pub url: String,
     /// Deliveries in flight at once (unacknowledged, per connection).
     pub prefetch: u16,

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Submit an HCP task_submit over AMQP and print the host's answers.
+
+A caller harness as seed 000 describes it: authenticated by the broker
+(its RabbitMQ user, which callers.json maps to a caller with `amqp_user`),
+publishing the seed's JSON to `hcp.tasks.<capability>` with `user_id` and
+`reply_to`, and reading the answers (first task_accepted / task_rejected or
+a job_status, then task_completed / task_failed) from its own reply queue.
+
+    pip install pika==1.4.4
+    python3 examples/amqp_caller.py \\
+        --url amqp://harness-local-01:PASSWORD@127.0.0.1:5672/%2f \\
+        plugins/document-analysis/examples/task_submit.json
+
+Exit status: 0 when the task completed, 1 when it was rejected or failed,
+2 on a usage or connection error.
+"""
+
+import argparse
+import json
+import sys
+import urllib.parse
+import uuid
+
+import pika
+
+FINAL = {"task_completed", "task_failed", "task_rejected"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task", help="a task_submit JSON file")
+    parser.add_argument("--url", required=True, help="amqp://USER:PASSWORD@HOST:PORT/VHOST")
+    parser.add_argument("--message-id", help="override the file's message_id")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for answers")
+    args = parser.parse_args()
+
+    try:
+        with open(args.task, encoding="utf-8") as f:
+            message = json.load(f)
+    except (OSError, ValueError) as e:
+        print(f"amqp_caller: cannot read {args.task}: {e}", file=sys.stderr)
+        return 2
+    if args.message_id:
+        message["message_id"] = args.message_id
+    message.setdefault("message_id", str(uuid.uuid4()))
+    capability = message.get("payload", {}).get("capability")
+    if not capability:
+        print("amqp_caller: the task names no payload.capability", file=sys.stderr)
+        return 2
+
+    params = pika.URLParameters(args.url)
+    user = urllib.parse.unquote(urllib.parse.urlparse(args.url).username or "guest")
+    try:
+        connection = pika.BlockingConnection(params)
+    except pika.exceptions.AMQPError as e:
+        print(f"amqp_caller: cannot connect: {e!r}", file=sys.stderr)
+        return 2
+    channel = connection.channel()
+    channel.confirm_delivery()
+    reply_to = channel.queue_declare(queue="", exclusive=True).method.queue
+
+    try:
+        channel.basic_publish(
+            exchange="",
+            routing_key=f"hcp.tasks.{capability}",
+            body=json.dumps(message).encode(),
+            properties=pika.BasicProperties(
+                content_type="application/json",
+                delivery_mode=2,
+                user_id=user,
+                reply_to=reply_to,
+            ),
+            mandatory=True,
+        )
+    except pika.exceptions.UnroutableError:
+        print(
+            f"amqp_caller: no queue hcp.tasks.{capability}: no host serving it has connected",
+            file=sys.stderr,
+        )
+        return 2
+
+    status = 1
+    for method, props, body in channel.consume(
+        reply_to, auto_ack=True, inactivity_timeout=args.timeout
+    ):
+        if method is None:
+            print(f"amqp_caller: no answer within {args.timeout} s", file=sys.stderr)
+            status = 2
+            break
+        if props.correlation_id != message["message_id"]:
+            continue
+        answer = json.loads(body)
+        kind = answer.get("type", "job_status")
+        print(json.dumps({"type": kind, "answer": answer}), flush=True)
+        if kind in FINAL:
+            status = 0 if kind == "task_completed" else 1
+            break
+    channel.cancel()
+    connection.close()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
