@@ -349,3 +349,26 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
 
     drop(server);
 }
+
+#[test]
+fn a_bad_amqp_url_is_refused_before_anything_starts() {
+    let data = tempfile::tempdir().expect("tempdir");
+    for (url, says) in [
+        (
+            "amqps://h:p@127.0.0.1:5671/%2f",
+            "amqps:// (AMQP over TLS) is not in this build",
+        ),
+        ("http://127.0.0.1:5672", "not an AMQP URL"),
+        ("amqp://127.0.0.1:notaport", "not an AMQP URL"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcp"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--amqp", url])
+            .env("HCP_DATA_DIR", data.path())
+            .current_dir(REPO_ROOT)
+            .output()
+            .expect("run hcp serve");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.contains(says), "{url}: {stderr}");
+    }
+}
