@@ -45,7 +45,7 @@ pub use engine::{EngineError, SandboxConfig};
 pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
-pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore};
+pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore, TaskStoreError};
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
 pub use units::types::reason_name;
 

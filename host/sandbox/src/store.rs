@@ -61,6 +61,12 @@ impl StoredArtifact {
     }
 }
 
+/// Why a task's artifact or checkpoint could not be stored or read. Its
+/// text is what the guest is told, so it names no host path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TaskStoreError(pub String);
+
 /// Durable storage of artifacts and checkpoints.
 ///
 /// Implementations must be idempotent per (session, name/id) and must not
@@ -77,7 +83,7 @@ pub trait TaskStore: Send + Sync + 'static {
         name: &str,
         mime_type: &str,
         content: &[u8],
-    ) -> Result<StoredArtifact, String>;
+    ) -> Result<StoredArtifact, TaskStoreError>;
 
     /// Saves checkpoint `id` of the task's session.
     ///
@@ -90,14 +96,18 @@ pub trait TaskStore: Send + Sync + 'static {
         id: &str,
         label: &str,
         state: &[u8],
-    ) -> Result<(), String>;
+    ) -> Result<(), TaskStoreError>;
 
     /// Loads checkpoint `id` of `session_id`.
     ///
     /// # Errors
     ///
     /// A message for the guest.
-    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String>;
+    fn load_checkpoint(
+        &self,
+        session_id: &str,
+        id: &str,
+    ) -> Result<Option<Vec<u8>>, TaskStoreError>;
 }
 
 /// (session id, artifact name or checkpoint id).
@@ -134,7 +144,7 @@ impl TaskStore for MemoryStore {
         name: &str,
         mime_type: &str,
         content: &[u8],
-    ) -> Result<StoredArtifact, String> {
+    ) -> Result<StoredArtifact, TaskStoreError> {
         let stored = StoredArtifact::describe(&task.session_id, name, mime_type, content);
         self.artifacts
             .lock()
@@ -152,7 +162,7 @@ impl TaskStore for MemoryStore {
         id: &str,
         label: &str,
         state: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskStoreError> {
         self.checkpoints
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -163,7 +173,11 @@ impl TaskStore for MemoryStore {
         Ok(())
     }
 
-    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String> {
+    fn load_checkpoint(
+        &self,
+        session_id: &str,
+        id: &str,
+    ) -> Result<Option<Vec<u8>>, TaskStoreError> {
         Ok(self
             .checkpoints
             .lock()

@@ -10,9 +10,8 @@
 //! (`[cut]` marks them). Only reads the database.
 
 use crate::store::Store;
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use hcp_receipts::{Receipt, Verdict};
-use rusqlite::{OptionalExtension as _, params};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -80,32 +79,8 @@ fn deny_line(receipt: &Receipt, call: Option<&Value>) -> String {
 ///
 /// The database fails, or a stored receipt does not read back.
 pub(super) fn session_lines(store: &Store, session_id: &str) -> Result<Vec<Line>> {
-    let db = store.db();
-    let range: Option<(i64, i64)> = db
-        .query_row(
-            "SELECT first_seq, last_seq FROM receipt_sessions WHERE session_id = ?1",
-            params![session_id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?;
-    let Some((first, last)) = range else {
-        return Ok(Vec::new());
-    };
-    let mut stmt = db.prepare(
-        "SELECT seq, body, input FROM receipts WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq",
-    )?;
-    let mut rows = stmt.query(params![first, last])?;
     let mut lines = Vec::new();
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let body: Vec<u8> = row.get(1)?;
-        let input: Vec<u8> = row.get(2)?;
-        let receipt: Receipt =
-            serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
-        if receipt.session_id.as_deref() != Some(session_id) {
-            continue;
-        }
-        let input: Value = serde_json::from_slice(&input).unwrap_or(Value::Null);
+    for (receipt, input) in crate::evidence::session_receipts(store, session_id)? {
         let call = input.get("call");
         if receipt.verdict == Verdict::Deny {
             lines.push(Line::Deny(deny_line(&receipt, call)));

@@ -36,7 +36,9 @@
 //!
 //! # Storage
 //!
-//! Tables of [`MIGRATION`]: `receipts` (by `seq`: hash, canonical
+//! Tables (their schema is in the data directory's schema history,
+//! `crate::store::schema`; only this module reads or writes their rows):
+//! `receipts` (by `seq`: hash, canonical
 //! receipt, canonical decision input: nothing else, so that a host call's
 //! receipt costs one row of one table), `receipt_marks` (the receipts that
 //! are not host calls, by task and session: the gate's and the sessions'
@@ -59,62 +61,10 @@ pub use export::{Selection, export};
 pub use recorder::{Appender, Recorder};
 pub use view::{
     ReceiptFilter, ReceiptSummary, RecordedSession, StoreCheck, recent_receipts, recorded_session,
-    verify_store,
+    session_receipts, verify_store,
 };
 
 pub use hcp_receipts::Parent;
-
-/// The schema of the receipt tables (a migration of `crate::store`).
-pub const MIGRATION: &str = r"
-    CREATE TABLE receipt_log (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        host_id TEXT NOT NULL,
-        public_key TEXT NOT NULL,
-        state TEXT NOT NULL
-    ) STRICT;
-    CREATE TABLE receipts (
-        seq INTEGER PRIMARY KEY,
-        hash BLOB NOT NULL,
-        body BLOB NOT NULL,
-        input BLOB NOT NULL
-    ) STRICT;
-    CREATE TABLE receipt_marks (
-        seq INTEGER PRIMARY KEY,
-        task_id TEXT,
-        session_id TEXT,
-        call TEXT NOT NULL
-    ) STRICT;
-    CREATE INDEX receipt_marks_task ON receipt_marks (task_id);
-    CREATE INDEX receipt_marks_session ON receipt_marks (session_id);
-    CREATE TABLE receipt_checkpoints (
-        tree_size INTEGER PRIMARY KEY,
-        body BLOB NOT NULL
-    ) STRICT;
-    CREATE TABLE receipt_sessions (
-        session_id TEXT PRIMARY KEY,
-        task_id TEXT NOT NULL,
-        capability TEXT NOT NULL,
-        facts_hash TEXT NOT NULL,
-        facts BLOB NOT NULL,
-        first_seq INTEGER NOT NULL,
-        last_seq INTEGER NOT NULL
-    ) STRICT;
-    CREATE INDEX receipt_sessions_task ON receipt_sessions (task_id);
-    CREATE TABLE policy_snapshots (
-        policy_hash TEXT PRIMARY KEY,
-        sources TEXT NOT NULL
-    ) STRICT;
-    CREATE TABLE capability_manifests (
-        capability TEXT PRIMARY KEY,
-        manifest BLOB NOT NULL
-    ) STRICT;
-    CREATE TABLE task_messages (
-        task_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        body BLOB NOT NULL,
-        PRIMARY KEY (task_id, name)
-    ) STRICT;
-";
 
 /// The WIT package, as evidence packs carry it (`manifests/wit/`).
 pub const WIT_FILES: &[(&str, &str)] = &[

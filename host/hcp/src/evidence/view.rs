@@ -354,3 +354,44 @@ pub fn recorded_session(store: &Store, session_id: &str) -> Result<Option<Record
         )
         .optional()?)
 }
+
+/// The receipts of `session_id`, in the order they were recorded, each with
+/// the decision input it was decided on (`null` when none was kept).
+///
+/// # Errors
+///
+/// The database fails, or a stored receipt does not read back.
+pub fn session_receipts(
+    store: &Store,
+    session_id: &str,
+) -> Result<Vec<(Receipt, serde_json::Value)>> {
+    let db = store.db();
+    let range: Option<(i64, i64)> = db
+        .query_row(
+            "SELECT first_seq, last_seq FROM receipt_sessions WHERE session_id = ?1",
+            params![session_id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((first, last)) = range else {
+        return Ok(Vec::new());
+    };
+    let mut stmt = db.prepare(
+        "SELECT seq, body, input FROM receipts WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq",
+    )?;
+    let mut rows = stmt.query(params![first, last])?;
+    let mut receipts = Vec::new();
+    while let Some(row) = rows.next()? {
+        let seq: i64 = row.get(0)?;
+        let body: Vec<u8> = row.get(1)?;
+        let input: Vec<u8> = row.get(2)?;
+        let receipt: Receipt =
+            serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
+        if receipt.session_id.as_deref() != Some(session_id) {
+            continue;
+        }
+        let input = serde_json::from_slice(&input).unwrap_or(serde_json::Value::Null);
+        receipts.push((receipt, input));
+    }
+    Ok(receipts)
+}

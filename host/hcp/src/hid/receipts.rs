@@ -290,7 +290,7 @@ impl Witness for HidReceipts {
         Ok(())
     }
 
-    fn finished(&self, f: &Finished<'_>) -> Result<(), String> {
+    fn finished(&self, f: &Finished<'_>) -> Result<(), WitnessError> {
         let (result, execution_id, sent, reason) = match f.result {
             witness::Result::Executed { execution_id } => {
                 (HidResult::Executed, Some(execution_id), None, None)
@@ -334,7 +334,8 @@ impl Witness for HidReceipts {
             "proposal": f.proposal,
             "result": result,
         });
-        let input = serde_json::to_value(&input).map_err(|e| e.to_string())?;
+        let input =
+            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
         self.record(
             f.session,
             CALL_HID_EXECUTION,
@@ -347,5 +348,6 @@ impl Witness for HidReceipts {
                 last: true,
             },
         )
+        .map_err(WitnessError::Failed)
     }
 }

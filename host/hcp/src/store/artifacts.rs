@@ -5,7 +5,7 @@
 
 use super::{Store, now, sync_dir};
 use anyhow::{Context as _, Result};
-use hcp_sandbox::{StoredArtifact, TaskMeta, TaskStore};
+use hcp_sandbox::{StoredArtifact, TaskMeta, TaskStore, TaskStoreError};
 use rusqlite::{OptionalExtension, params};
 use sha2::{Digest as _, Sha256};
 use std::io::Write as _;
@@ -149,11 +149,11 @@ impl TaskStore for Store {
         name: &str,
         mime_type: &str,
         content: &[u8],
-    ) -> Result<StoredArtifact, String> {
+    ) -> Result<StoredArtifact, TaskStoreError> {
         let stored = StoredArtifact::describe(&task.session_id, name, mime_type, content);
         let sealed = task.data_classification.encrypted_at_rest();
         self.put_blob(content, sealed)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(|e| TaskStoreError(format!("{e:#}")))?;
         self.db()
             .execute(
                 "INSERT INTO artifacts (session_id, name, task_id, mime_type, size_bytes, checksum, created_at, data_class, sealed)
@@ -170,7 +170,7 @@ impl TaskStore for Store {
                     i64::from(sealed)
                 ],
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| TaskStoreError(e.to_string()))?;
         Ok(stored)
     }
 
@@ -180,14 +180,18 @@ impl TaskStore for Store {
         id: &str,
         label: &str,
         state: &[u8],
-    ) -> Result<(), String> {
+    ) -> Result<(), TaskStoreError> {
         self.insert_checkpoint(task, id, label, state)
-            .map_err(|e| e.to_string())
+            .map_err(|e| TaskStoreError(e.to_string()))
     }
 
-    fn load_checkpoint(&self, session_id: &str, id: &str) -> Result<Option<Vec<u8>>, String> {
+    fn load_checkpoint(
+        &self,
+        session_id: &str,
+        id: &str,
+    ) -> Result<Option<Vec<u8>>, TaskStoreError> {
         self.checkpoint_state(session_id, id)
-            .map_err(|e| e.to_string())
+            .map_err(|e| TaskStoreError(e.to_string()))
     }
 }
 

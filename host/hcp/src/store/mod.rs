@@ -22,6 +22,7 @@ mod checkpoints;
 pub mod durable;
 mod registry;
 mod replies;
+mod schema;
 pub use replies::ReplyRoute;
 mod resources;
 mod settle;
@@ -34,119 +35,6 @@ pub use registry::Installed;
 pub(crate) use tasks::stored_messages;
 pub use tasks::{SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskUpdate};
 pub use trust::{Added, TrustedPublisher};
-
-/// Schema migrations, applied in order; `PRAGMA user_version` records how
-/// many ran.
-const MIGRATIONS: &[&str] = &[
-    r"
-    CREATE TABLE artifacts (
-        session_id TEXT NOT NULL,
-        name TEXT NOT NULL,
-        task_id TEXT NOT NULL,
-        mime_type TEXT NOT NULL,
-        size_bytes INTEGER NOT NULL,
-        checksum TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (session_id, name)
-    ) STRICT;
-    CREATE TABLE checkpoints (
-        session_id TEXT NOT NULL,
-        id TEXT NOT NULL,
-        task_id TEXT NOT NULL,
-        label TEXT NOT NULL,
-        state BLOB NOT NULL,
-        created_at TEXT NOT NULL,
-        PRIMARY KEY (session_id, id)
-    ) STRICT;
-",
-    // Installed capabilities, tasks, approvals, resources in use.
-    r"
-    CREATE TABLE capabilities (
-        name TEXT NOT NULL,
-        version TEXT NOT NULL,
-        major INTEGER NOT NULL,
-        minor INTEGER NOT NULL,
-        patch INTEGER NOT NULL,
-        dir TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        publisher TEXT,
-        unsigned INTEGER NOT NULL,
-        installed_at TEXT NOT NULL,
-        PRIMARY KEY (name, version)
-    ) STRICT;
-    CREATE TABLE tasks (
-        task_id TEXT PRIMARY KEY,
-        caller_id TEXT NOT NULL,
-        message_id TEXT NOT NULL,
-        capability TEXT NOT NULL,
-        version TEXT,
-        session_id TEXT,
-        state TEXT NOT NULL,
-        risk TEXT,
-        data_class TEXT,
-        submit TEXT NOT NULL,
-        answer TEXT,
-        result TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        UNIQUE (caller_id, message_id)
-    ) STRICT;
-    CREATE INDEX tasks_state ON tasks (state);
-    CREATE INDEX tasks_session ON tasks (session_id);
-    CREATE TABLE approvals (
-        task_id TEXT PRIMARY KEY REFERENCES tasks (task_id),
-        requested_at TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        assessment TEXT NOT NULL,
-        decision TEXT,
-        operator_id TEXT,
-        reason TEXT,
-        decided_at TEXT
-    ) STRICT;
-    CREATE TABLE resources (
-        name TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        since TEXT NOT NULL
-    ) STRICT;
-    CREATE TABLE artifact_access (
-        uri TEXT NOT NULL,
-        accessor TEXT NOT NULL,
-        purpose TEXT NOT NULL,
-        at TEXT NOT NULL
-    ) STRICT;
-",
-    // T3 and T4 artifacts are sealed at rest.
-    r"
-    ALTER TABLE artifacts ADD COLUMN data_class TEXT NOT NULL DEFAULT 'T1';
-    ALTER TABLE artifacts ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
-",
-    // What the gate decided for a task: the session runs under exactly this.
-    r"
-    ALTER TABLE tasks ADD COLUMN admission TEXT;
-",
-    // Trusted publishers of signed bundles (store/trust.rs).
-    r"
-    CREATE TABLE trusted_publishers (
-        name TEXT PRIMARY KEY,
-        public_key TEXT NOT NULL UNIQUE,
-        key_id TEXT NOT NULL UNIQUE,
-        added_at TEXT NOT NULL
-    ) STRICT;
-",
-    // Receipts (append-only; see `crate::evidence`).
-    crate::evidence::MIGRATION,
-    // Where a task submitted over AMQP is answered (store/replies.rs).
-    r"
-    CREATE TABLE amqp_replies (
-        task_id TEXT PRIMARY KEY REFERENCES tasks(task_id),
-        reply_to TEXT NOT NULL,
-        correlation_id TEXT NOT NULL,
-        acked INTEGER NOT NULL DEFAULT 0,
-        answered_at TEXT
-    ) STRICT;
-    CREATE INDEX amqp_replies_open ON amqp_replies(answered_at) WHERE answered_at IS NULL;
-",
-];
 
 /// The data directory and its database.
 #[derive(Debug)]
@@ -226,13 +114,13 @@ impl Store {
 fn migrate(db: &Connection) -> Result<()> {
     let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
     let version = usize::try_from(version).unwrap_or(usize::MAX);
-    if version > MIGRATIONS.len() {
+    if version > schema::MIGRATIONS.len() {
         anyhow::bail!(
             "schema version {version} is newer than this host knows ({}); upgrade the host",
-            MIGRATIONS.len()
+            schema::MIGRATIONS.len()
         );
     }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version) {
+    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version) {
         let tx = db.unchecked_transaction()?;
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i64::try_from(i + 1)?)?;

@@ -293,7 +293,10 @@ impl witness::Witness for Notary {
         Ok(())
     }
 
-    fn finished(&self, f: &witness::Finished<'_>) -> std::result::Result<(), String> {
+    fn finished(
+        &self,
+        f: &witness::Finished<'_>,
+    ) -> std::result::Result<(), witness::WitnessError> {
         lock(&self.seen).push(format!(
             "{} {} {} {} {}",
             f.result.as_str(),

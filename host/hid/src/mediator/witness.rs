@@ -190,5 +190,5 @@ pub trait Witness: Send + Sync + fmt::Debug {
     /// # Errors
     ///
     /// It could not be recorded: execution halts.
-    fn finished(&self, finished: &Finished<'_>) -> std::result::Result<(), String>;
+    fn finished(&self, finished: &Finished<'_>) -> std::result::Result<(), WitnessError>;
 }
