@@ -372,3 +372,57 @@ fn a_bad_amqp_url_is_refused_before_anything_starts() {
         assert!(stderr.contains(says), "{url}: {stderr}");
     }
 }
+
+#[test]
+fn the_host_carries_on_after_the_broker_restarts() {
+    let mut broker = Broker::start().expect("start a RabbitMQ node");
+    broker
+        .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
+        .expect("user");
+    broker
+        .add_user_with(
+            "harness-local-01",
+            "harness-local-01-secret",
+            CALLER_PERMISSIONS,
+        )
+        .expect("user");
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_amqp_users(policies.path());
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let _server = Server::start_with(
+        data.path(),
+        &[
+            "--amqp",
+            &url,
+            "--policies",
+            policies.path().to_str().expect("utf-8"),
+        ],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let round = |id: &'static str, broker: &Broker| {
+        runtime.block_on(async {
+            queue_ready(broker).await;
+            let mut local = Caller::connect(broker, "harness-local-01", data.path()).await;
+            let task = with_id(example("document-analysis"), id);
+            local
+                .send(
+                    &serde_json::to_vec(&task).expect("encode"),
+                    Some("harness-local-01"),
+                )
+                .await;
+            let (first_id, first) = local.answer().await;
+            let (_, last) = local.answer().await;
+            assert_eq!(first_id, id);
+            assert_eq!(first["type"], "task_accepted", "{first}");
+            assert_eq!(last["type"], "task_completed", "{last}");
+        });
+    };
+    round("amqp-before-restart", &broker);
+    broker.restart().expect("restart the broker");
+    // The queue is durable, so it is there at once; the answers come only
+    // once the host has connected again.
+    round("amqp-after-restart", &broker);
+    let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+    assert!(log.contains("reconnecting"), "{log}");
+}
