@@ -173,17 +173,12 @@ async fn maintain(state: AppState) {
             // Final states a full disk held back, once it takes them.
             host.store.settle_pending();
             host.expire_approvals()?;
-            Ok(host
-                .store
-                .tasks(Some(crate::store::TaskState::Queued), 1000)?
-                .into_iter()
-                .map(|t| t.task_id)
-                .collect())
+            host.store.startable_tasks()
         })
         .await;
         match queued {
             Ok(Ok(ids)) => {
-                for id in ids.into_iter().rev() {
+                for id in ids {
                     spawn_run(&state, id);
                 }
             }

@@ -86,4 +86,69 @@ impl Store {
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
+
+    /// Queued tasks this host may start (up to 1,000, oldest first): not
+    /// one whose AMQP delivery is unacknowledged, since the broker may give
+    /// that message to another host.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn startable_tasks(&self) -> Result<Vec<String>> {
+        let held = self.unacknowledged_tasks()?;
+        Ok(self
+            .tasks(Some(super::TaskState::Queued), 1000)?
+            .into_iter()
+            .rev()
+            .map(|t| t.task_id)
+            .filter(|id| !held.contains(id))
+            .collect())
+    }
+
+    fn unacknowledged_tasks(&self) -> Result<std::collections::HashSet<String>> {
+        let db = self.db();
+        let mut stmt =
+            db.prepare("SELECT task_id FROM amqp_replies WHERE acked = 0 AND answered_at IS NULL")?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Submitted, TaskState};
+    use super::*;
+    use serde_json::json;
+
+    fn queued(store: &Store, message_id: &str) -> String {
+        let Submitted::New(task) = store
+            .submit("c1", message_id, "cap", &json!({}))
+            .expect("submit")
+        else {
+            panic!("not new");
+        };
+        assert!(
+            store
+                .transition(&task.task_id, TaskState::Received, TaskState::Queued)
+                .expect("queue")
+        );
+        task.task_id
+    }
+
+    #[test]
+    fn a_task_whose_delivery_is_unacknowledged_is_not_started() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let http = queued(&store, "m-http");
+        let amqp = queued(&store, "m-amqp");
+        store
+            .route_replies(&amqp, "reply-q", "m-amqp")
+            .expect("route");
+        assert_eq!(
+            store.startable_tasks().expect("startable"),
+            std::slice::from_ref(&http)
+        );
+        store.route_acked(&amqp).expect("acked");
+        assert_eq!(store.startable_tasks().expect("startable"), [http, amqp]);
+    }
 }
