@@ -61,6 +61,20 @@ impl Broker {
                 ),
             ));
         }
+        // A port found free may be taken by another test before the node
+        // binds it: a node that exits at startup is tried again on new
+        // ports, in a new directory.
+        let mut last = None;
+        for _ in 0..4 {
+            match Self::try_start() {
+                Ok(broker) => return Ok(broker),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("the broker did not start")))
+    }
+
+    fn try_start() -> io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("hcp-broker-").tempdir()?;
         let n = NODES.fetch_add(1, Ordering::Relaxed);
         let node = format!("hcptest{}x{n}@localhost", std::process::id());
@@ -78,7 +92,7 @@ impl Broker {
         std::fs::write(
             broker.dir.path().join("rabbitmq.conf"),
             format!(
-                "listeners.tcp.default = {}\nloopback_users = none\n\
+                "listeners.tcp.default = 127.0.0.1:{}\nloopback_users = none\n\
                  log.console = false\nlog.file.level = info\n",
                 broker.port
             ),
@@ -106,12 +120,21 @@ impl Broker {
         self.await_startup()
     }
 
-    fn await_startup(&self) -> io::Result<()> {
+    fn await_startup(&mut self) -> io::Result<()> {
         let started = Instant::now();
         loop {
             let out = self.ctl(&["await_startup", "--timeout", "10"])?;
             if out.status.success() {
                 return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Some(status) = child.try_wait()?
+            {
+                return Err(io::Error::other(format!(
+                    "the broker node {} exited while starting ({status}):\n{}",
+                    self.node,
+                    self.log_tail()
+                )));
             }
             if started.elapsed() > STARTUP {
                 return Err(io::Error::other(format!(
