@@ -184,13 +184,14 @@ async fn queue_ready(broker: &Broker) {
     panic!("the host did not declare {QUEUE} within a minute");
 }
 
-#[test]
-fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
-    let broker = Broker::start().expect("start a RabbitMQ node");
+/// A host serving HTTP and AMQP on `broker`, as the broker user
+/// `hcp-host`, with the seed's harnesses mapped to broker users `callers`
+/// (made with the documented permissions). Keep the two directories.
+fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server) {
     broker
         .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
         .expect("user");
-    for user in ["harness-local-01", "harness-alpha-001", "stranger"] {
+    for user in callers {
         broker
             .add_user_with(user, &format!("{user}-secret"), CALLER_PERMISSIONS)
             .expect("user");
@@ -207,6 +208,16 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
             "--policies",
             policies.path().to_str().expect("utf-8"),
         ],
+    );
+    (data, policies, server)
+}
+
+#[test]
+fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, server) = amqp_host(
+        &broker,
+        &["harness-local-01", "harness-alpha-001", "stranger"],
     );
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -376,29 +387,7 @@ fn a_bad_amqp_url_is_refused_before_anything_starts() {
 #[test]
 fn the_host_carries_on_after_the_broker_restarts() {
     let mut broker = Broker::start().expect("start a RabbitMQ node");
-    broker
-        .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
-        .expect("user");
-    broker
-        .add_user_with(
-            "harness-local-01",
-            "harness-local-01-secret",
-            CALLER_PERMISSIONS,
-        )
-        .expect("user");
-    let data = lab();
-    let policies = tempfile::tempdir().expect("tempdir");
-    policies_with_amqp_users(policies.path());
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let _server = Server::start_with(
-        data.path(),
-        &[
-            "--amqp",
-            &url,
-            "--policies",
-            policies.path().to_str().expect("utf-8"),
-        ],
-    );
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let round = |id: &'static str, broker: &Broker| {
         runtime.block_on(async {
