@@ -31,7 +31,7 @@ mod ungated;
 pub use answers::job_status;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 pub use session::open_session;
-pub use submission::{AnswerKind, Auth, NotATask, Submission, TaskMessage};
+pub use submission::{AnswerKind, Auth, NotATask, Submission, TaskMessage, refusal};
 pub use ungated::{UngatedRun, UngatedTask};
 
 use crate::evidence::Recorder;

@@ -229,7 +229,7 @@ impl Submission {
 }
 
 /// A `task_rejected` payload.
-pub(super) fn refusal(
+pub fn refusal(
     reason_code: RejectReason,
     reason_message: String,
     level: Option<hcp_contracts::RiskLevel>,

@@ -3,7 +3,7 @@
 //! point, answered on `reply_to`, and only then acknowledged.
 
 use super::outbox::publish_answer;
-use crate::engine::{AnswerKind, Auth, Submission, TaskMessage};
+use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
@@ -59,12 +59,11 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<TaskMessage, Malforme
     let refuse = |message_id: Option<String>, why: String| -> Result<_> {
         Ok(Err(Malformed {
             message_id,
-            answer: Submission::refused(hcp_contracts::message::TaskRejected {
-                reason_code: hcp_contracts::message::RejectReason::InvalidInput,
-                reason_message: why,
-                assessed_risk_level: None,
-                suggestion: None,
-            })?,
+            answer: Submission::refused(refusal(
+                hcp_contracts::message::RejectReason::InvalidInput,
+                why,
+                None,
+            ))?,
         }))
     };
     if delivery.data.len() > BODY_LIMIT {
