@@ -130,6 +130,54 @@ pub(super) fn expected_counts(data: &Path) -> Vec<Value> {
     files
 }
 
+/// The author's steps after the build, the same in every language: `hcp
+/// run` from the manifest gives `task_completed` with the counts of the
+/// project's `data/`, then the project is packed and signed with the key
+/// `hcp init` made. Returns the expected counts and the output of `sign`.
+pub(super) fn run_pack_sign(project: &Path, data: &Path) -> (Vec<Value>, Output) {
+    let out = hcp(
+        project,
+        data,
+        &[
+            "run",
+            "--manifest",
+            "manifest.json",
+            "--input",
+            "examples/task_submit.json",
+        ],
+    );
+    ok(&out, "hcp run");
+    let answer = answers(&out).pop().expect("an answer");
+    assert_eq!(answer["type"], "task_completed", "{answer:#}");
+    let expected = expected_counts(&project.join("data"));
+    assert_eq!(answer["payload"]["outputs"]["files"], json!(expected));
+    assert!(
+        stderr(&out).contains("counted file=notes.md"),
+        "{}",
+        stderr(&out)
+    );
+    let out = hcp(
+        project,
+        data,
+        &["bundle", "pack", ".", "-o", "word-count.hcpb"],
+    );
+    ok(&out, "hcp bundle pack");
+    let key = data.join("keys/publisher.key");
+    let out = hcp(
+        project,
+        data,
+        &[
+            "bundle",
+            "sign",
+            "word-count.hcpb",
+            "--key",
+            key.to_str().expect("utf8"),
+        ],
+    );
+    ok(&out, "hcp bundle sign");
+    (expected, out)
+}
+
 #[test]
 fn run_and_submit_without_policies_give_one_error_naming_the_directory() {
     let scratch = tempfile::tempdir().expect("tempdir");
@@ -296,49 +344,8 @@ fn from_nothing_to_a_running_capability() {
             .is_file()
     );
 
-    // hcp run: straight from the manifest.
-    let out = hcp(
-        &project,
-        &data,
-        &[
-            "run",
-            "--manifest",
-            "manifest.json",
-            "--input",
-            "examples/task_submit.json",
-        ],
-    );
-    ok(&out, "hcp run");
-    let answer = answers(&out).pop().expect("an answer");
-    assert_eq!(answer["type"], "task_completed", "{answer:#}");
-    let expected = expected_counts(&project.join("data"));
-    assert_eq!(answer["payload"]["outputs"]["files"], json!(expected));
-    assert!(
-        stderr(&out).contains("counted file=notes.md"),
-        "{}",
-        stderr(&out)
-    );
-
-    // pack, sign with the key hcp init made, install.
-    let out = hcp(
-        &project,
-        &data,
-        &["bundle", "pack", ".", "-o", "word-count.hcpb"],
-    );
-    ok(&out, "hcp bundle pack");
-    let key = data.join("keys/publisher.key");
-    let out = hcp(
-        &project,
-        &data,
-        &[
-            "bundle",
-            "sign",
-            "word-count.hcpb",
-            "--key",
-            key.to_str().expect("utf8"),
-        ],
-    );
-    ok(&out, "hcp bundle sign");
+    // hcp run, then pack and sign with the key hcp init made.
+    let (expected, out) = run_pack_sign(&project, &data);
     assert!(
         stdout(&out).starts_with("signed word-count@0.1.0 as local-developer"),
         "{}",

@@ -7,7 +7,7 @@
 //! componentize-py 0.25.1 must be installed (`scripts/test` installs it
 //! with pip); it needs no download at build time.
 
-use super::author::{answers, expected_counts, hcp, ok, tokens, tree};
+use super::author::{answers, hcp, ok, run_pack_sign, tokens, tree};
 use super::{code, stderr, stdout};
 use hcp_tests::REPO_ROOT;
 use serde_json::json;
@@ -123,46 +123,8 @@ fn from_nothing_to_a_running_python_capability() {
         "{surface}"
     );
 
-    // hcp run: straight from the manifest.
-    let run = [
-        "run",
-        "--manifest",
-        "manifest.json",
-        "--input",
-        "examples/task_submit.json",
-    ];
-    let out = hcp(&project, &data, &run);
-    ok(&out, "hcp run");
-    let answer = answers(&out).pop().expect("an answer");
-    assert_eq!(answer["type"], "task_completed", "{answer:#}");
-    let expected = expected_counts(&project.join("data"));
-    assert_eq!(answer["payload"]["outputs"]["files"], json!(expected));
-    assert!(
-        stderr(&out).contains("counted file=notes.md"),
-        "{}",
-        stderr(&out)
-    );
-
-    // pack, sign, install, submit: as for a Rust capability.
-    let out = hcp(
-        &project,
-        &data,
-        &["bundle", "pack", ".", "-o", "word-count.hcpb"],
-    );
-    ok(&out, "hcp bundle pack");
-    let key = data.join("keys/publisher.key");
-    let out = hcp(
-        &project,
-        &data,
-        &[
-            "bundle",
-            "sign",
-            "word-count.hcpb",
-            "--key",
-            key.to_str().expect("utf8"),
-        ],
-    );
-    ok(&out, "hcp bundle sign");
+    // hcp run, then pack and sign: as for a Rust capability.
+    let (expected, _) = run_pack_sign(&project, &data);
     // The reviewer sees the inert imports for what they are.
     let out = hcp(&project, &data, &["review", "word-count.hcpb"]);
     ok(&out, "hcp review");
