@@ -100,11 +100,13 @@ impl Host {
             if let Some(task) = self.store.task(&route.task_id)?
                 && !task.state.is_final()
             {
-                let answer = internal_failure(
-                    &task,
-                    "abandoned: the host stopped before it acknowledged the AMQP delivery, so \
-                     the broker delivers the message again and whoever takes it answers",
-                )?;
+                const WHY: &str = "the host stopped before it acknowledged the AMQP delivery, \
+                                   so the broker delivers the message again and whoever takes \
+                                   it answers";
+                // The receipt first: a copy abandoned is on the record
+                // before its state says so.
+                self.record_abandoned(&task, "amqp", WHY)?;
+                let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
                 self.store
                     .settle(&task.task_id, task.state, TaskState::Failed, answer)?;
             }

@@ -4,6 +4,7 @@
 //! its route once it ends, and the route is closed only when the broker
 //! confirms it; after a restart the open routes are published again.
 
+use crate::engine::Host;
 use crate::serve::state::AppState;
 use anyhow::{Context as _, Result};
 use lapin::options::BasicPublishOptions;
@@ -12,10 +13,15 @@ use lapin::{BasicProperties, Channel, Confirmation};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The header with the host's Lamport clock, on every answer; a caller
+/// that sends it back with its next message (to any host) moves that
+/// host's clock past it.
+pub const LAMPORT_HEADER: &str = "x-hcp-lamport";
+
 /// Publishes one answer to `reply_to` and waits for the broker's confirm.
 pub(super) async fn publish_answer(
     channel: &Channel,
-    host_id: &str,
+    host: &Host,
     reply_to: &str,
     correlation_id: &str,
     task_id: Option<&str>,
@@ -26,7 +32,12 @@ pub(super) async fn publish_answer(
     let mut headers = FieldTable::default();
     headers.insert(
         "x-hcp-host-id".into(),
-        AMQPValue::LongString(host_id.into()),
+        AMQPValue::LongString(host.host_id().into()),
+    );
+    // Below 2^53, so it fits.
+    headers.insert(
+        LAMPORT_HEADER.into(),
+        AMQPValue::LongLongInt(i64::try_from(host.lamport()).unwrap_or(i64::MAX)),
     );
     if let Some(id) = task_id {
         headers.insert("x-hcp-task-id".into(), AMQPValue::LongString(id.into()));
@@ -81,7 +92,7 @@ pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
             };
             publish_answer(
                 &channel,
-                state.host.host_id(),
+                &state.host,
                 &route.reply_to,
                 &route.correlation_id,
                 Some(&route.task_id),
