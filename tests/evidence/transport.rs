@@ -56,6 +56,23 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     assert_eq!(open_routes, vec![done.clone()]);
     // A second start finds nothing more to abandon.
     assert!(host.abandon_unacknowledged().expect("again").is_empty());
+    // The broker's redelivery, should it come back here, is a new task,
+    // not a duplicate of the abandoned copy.
+    let again = submit(
+        &host,
+        &example("document-analysis", "amqp-held"),
+        "harness-local-01",
+    );
+    assert!(!again.duplicate, "{}", again.answer);
+    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
+    // The acknowledged one keeps its key.
+    let repeat = submit(
+        &host,
+        &example("document-analysis", "amqp-answered"),
+        "harness-local-01",
+    );
+    assert!(repeat.duplicate);
 
     let (_, pack) = export_all(&host);
     let report = verify(&pack);

@@ -2,7 +2,7 @@
 //! broker-checked `user-id`, submitted through the engine's one entry
 //! point, answered on `reply_to`, and only then acknowledged.
 
-use super::outbox::{LAMPORT_HEADER, publish_answer};
+use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
@@ -167,7 +167,7 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
                     &correlation,
                     None,
                     &malformed.answer.answer,
-                    false,
+                    Flags::default(),
                 )
                 .await?;
             }
@@ -224,7 +224,10 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
         &message_id,
         submission.task_id.as_deref(),
         &submission.answer,
-        submission.duplicate,
+        Flags {
+            duplicate: submission.duplicate,
+            redelivered: false,
+        },
     )
     .await?;
     delivery.ack(BasicAckOptions::default()).await?;

@@ -18,6 +18,18 @@ use std::time::Duration;
 /// host's clock past it.
 pub const LAMPORT_HEADER: &str = "x-hcp-lamport";
 
+/// What an answer's headers say besides its host, task and clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Flags {
+    /// `x-hcp-duplicate`: the answer to an earlier copy of the same
+    /// `message_id` from the same caller.
+    pub(super) duplicate: bool,
+    /// `x-hcp-redelivered`: this answer was handed to the broker before
+    /// by a host that stopped before recording the broker's confirm; the
+    /// caller may have it already (the AMQP `message_id` is the same).
+    pub(super) redelivered: bool,
+}
+
 /// Publishes one answer to `reply_to` and waits for the broker's confirm.
 pub(super) async fn publish_answer(
     channel: &Channel,
@@ -26,7 +38,7 @@ pub(super) async fn publish_answer(
     correlation_id: &str,
     task_id: Option<&str>,
     answer: &Value,
-    duplicate: bool,
+    flags: Flags,
 ) -> Result<()> {
     let body = serde_json::to_vec(answer)?;
     let mut headers = FieldTable::default();
@@ -42,10 +54,19 @@ pub(super) async fn publish_answer(
     if let Some(id) = task_id {
         headers.insert("x-hcp-task-id".into(), AMQPValue::LongString(id.into()));
     }
-    if duplicate {
+    if flags.duplicate {
         headers.insert("x-hcp-duplicate".into(), AMQPValue::Boolean(true));
     }
-    let props = BasicProperties::default()
+    if flags.redelivered {
+        headers.insert("x-hcp-redelivered".into(), AMQPValue::Boolean(true));
+    }
+    let mut props = BasicProperties::default();
+    // The answer's own message_id: the same on every copy of it, so a
+    // caller keeps the first and drops a repeat.
+    if let Some(id) = answer["message_id"].as_str() {
+        props = props.with_message_id(id.into());
+    }
+    let props = props
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
         .with_correlation_id(correlation_id.into())
@@ -90,6 +111,11 @@ pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
             let Some(answer) = task.result.as_ref().or(task.answer.as_ref()) else {
                 continue;
             };
+            state.host.store.route_attempt(&route.task_id)?;
+            let flags = Flags {
+                duplicate: false,
+                redelivered: route.attempts > 0,
+            };
             publish_answer(
                 &channel,
                 &state.host,
@@ -97,7 +123,7 @@ pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
                 &route.correlation_id,
                 Some(&route.task_id),
                 answer,
-                false,
+                flags,
             )
             .await?;
             state.host.store.route_answered(&route.task_id)?;
