@@ -570,3 +570,75 @@ fn the_host_carries_on_after_the_broker_restarts() {
     let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
     assert!(log.contains("reconnecting"), "{log}");
 }
+
+#[test]
+fn a_capability_installed_while_serving_gets_its_queue() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let consumers = |queue: &'static str| {
+        runtime.block_on(async {
+            let connection = Connection::connect(
+                &broker.url("harness-local-01", "harness-local-01-secret"),
+                ConnectionProperties::default(),
+            )
+            .await
+            .expect("connect");
+            let channel = connection.create_channel().await.expect("channel");
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(queue.into(), passive, FieldTable::default())
+                .await
+                .ok()
+                .map(|q| q.consumer_count())
+        })
+    };
+    runtime.block_on(queue_ready(&broker));
+    const NEW: &str = "hcp.tasks.word-count-amqp";
+    assert_eq!(consumers(NEW), None, "no queue before the install");
+
+    // Another process installs a capability on the same data directory.
+    let mut manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"),
+        )
+        .expect("read"),
+    )
+    .expect("json");
+    let plugin = Path::new(REPO_ROOT).join("plugins/document-analysis");
+    manifest["capability"]["name"] = Value::from("word-count-amqp");
+    let text = serde_json::to_string(&manifest)
+        .expect("json")
+        .replace("${manifest_dir}", &plugin.display().to_string());
+    let mut manifest: Value = serde_json::from_str(&text).expect("json");
+    let component = plugin.join(manifest["component"]["path"].as_str().expect("path"));
+    manifest["component"]["path"] = Value::from(component.to_str().expect("utf-8"));
+    let src = tempfile::tempdir().expect("tempdir");
+    let path = src.path().join("manifest.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
+    let other = hcp::engine::Host::open(
+        super::paths(data.path()),
+        hcp::engine::HostConfig::default(),
+    )
+    .expect("a second process's host");
+    other.install_manifest(&path).expect("install");
+    drop(other);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while consumers(NEW).unwrap_or(0) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{NEW} not consumed 30 s after the install; log:\n{}",
+            std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+    assert!(
+        log.contains("consuming hcp.tasks.word-count-amqp (installed while serving)"),
+        "{log}"
+    );
+}

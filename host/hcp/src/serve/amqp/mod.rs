@@ -179,38 +179,10 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         )
         .await?;
 
-    let capabilities: BTreeSet<String> = state
-        .host
-        .store
-        .installed()?
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
+    let capabilities = installed_names(state)?;
     let mut consumers = tokio::task::JoinSet::new();
     for capability in &capabilities {
-        let queue = task_queue(capability);
-        let mut args = FieldTable::default();
-        args.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("quorum".into()),
-        );
-        args.insert(
-            "x-dead-letter-exchange".into(),
-            AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
-        );
-        consume
-            .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
-            .await
-            .with_context(|| format!("declaring {queue}"))?;
-        let consumer = consume
-            .basic_consume(
-                queue.as_str().into(),
-                format!("hcp-{}-{capability}", state.host.host_id()).into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .with_context(|| format!("consuming {queue}"))?;
+        let consumer = consume_queue(state, &consume, capability).await?;
         consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
     }
     tracing::info!(
@@ -221,6 +193,12 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
     consumers.spawn(outbox::run(state.clone(), publish.clone()));
+    consumers.spawn(watch_installs(
+        state.clone(),
+        consume.clone(),
+        publish.clone(),
+        capabilities,
+    ));
     // The first consumer (or the outbox) to end means the connection or a
     // channel is gone: start over.
     let ended = match consumers.join_next().await {
@@ -235,6 +213,90 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
     )
     .await;
     ended
+}
+
+/// How often the registry is read for capabilities installed meanwhile
+/// (by this process or another on the same data directory).
+const INSTALL_POLL: Duration = Duration::from_secs(2);
+
+/// The names of the installed capabilities.
+fn installed_names(state: &AppState) -> Result<BTreeSet<String>> {
+    Ok(state
+        .host
+        .store
+        .installed()?
+        .into_iter()
+        .map(|i| i.name)
+        .collect())
+}
+
+/// Declares a capability's queue (durable, quorum, dead-lettering to
+/// [`DEAD_LETTER_EXCHANGE`]) and starts consuming it.
+async fn consume_queue(
+    state: &AppState,
+    channel: &lapin::Channel,
+    capability: &str,
+) -> Result<lapin::Consumer> {
+    let queue = task_queue(capability);
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
+    );
+    channel
+        .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
+        .await
+        .with_context(|| format!("declaring {queue}"))?;
+    channel
+        .basic_consume(
+            queue.as_str().into(),
+            format!("hcp-{}-{capability}", state.host.host_id()).into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .with_context(|| format!("consuming {queue}"))
+}
+
+/// Declares and consumes the queue of every capability installed after the
+/// connection was made, until a consumer of its own ends or a declaration
+/// fails (the connection is gone: the session starts over).
+async fn watch_installs(
+    state: AppState,
+    consume: lapin::Channel,
+    publish: lapin::Channel,
+    mut known: BTreeSet<String>,
+) -> Result<()> {
+    let mut consumers = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            ended = consumers.join_next(), if !consumers.is_empty() => {
+                return match ended {
+                    Some(Ok(result)) => result,
+                    Some(Err(e)) => Err(anyhow::anyhow!("consumer task: {e}")),
+                    None => Ok(()),
+                };
+            }
+            () = tokio::time::sleep(INSTALL_POLL) => {}
+        }
+        let now = installed_names(&state)?;
+        for capability in now.difference(&known) {
+            let consumer = consume_queue(&state, &consume, capability).await?;
+            consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
+            tracing::info!(
+                target: "hcp::amqp",
+                "consuming {} (installed while serving)",
+                task_queue(capability)
+            );
+        }
+        // Never consumed twice: an uninstalled capability keeps its queue
+        // (its tasks are refused) and is not declared again.
+        known.extend(now);
+    }
 }
 
 /// The URL without its password, for logs.
