@@ -183,3 +183,40 @@ fn differing<'a>(
         .min()
         .map(String::as_str)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::HostKey;
+
+    #[test]
+    fn one_key_id_for_two_keys_is_refused() {
+        let a = HostKey::from_seed(&[1; 32]).public().clone();
+        let b = HostKey::from_seed(&[2; 32]).public().clone();
+        let colliding = b.with_id(a.key_id());
+        let pack = |key: &PublicKey| Pack {
+            public_keys: vec![key.clone()],
+            ..Pack::default()
+        };
+        let packs = vec![
+            ("a.tar".to_owned(), pack(&a)),
+            ("b.tar".to_owned(), pack(&b)),
+            ("c.tar".to_owned(), pack(&a)),
+        ];
+        assert_eq!(keys(&packs).expect("keys").len(), 2);
+        let packs = vec![
+            ("a.tar".to_owned(), pack(&a)),
+            ("b.tar".to_owned(), pack(&colliding)),
+        ];
+        let err = keys(&packs).expect_err("conflict");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "a.tar and b.tar hold different public keys with the key id {}",
+                a.key_id()
+            )
+        );
+        let merged = super::super::merge_labeled(packs).expect_err("conflict");
+        assert_eq!(merged, err);
+    }
+}

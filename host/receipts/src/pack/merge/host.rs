@@ -34,6 +34,108 @@ impl Owners {
     }
 }
 
+/// The receipts joined so far, and where each came from.
+struct Chain<'a> {
+    host: &'a str,
+    labels: &'a [String],
+    /// `first_seq`, the declared `prev_hash` and the pack of the first stretch.
+    start: Option<(u64, Option<Digest>, usize)>,
+    receipts: Vec<Receipt>,
+    owners: Owners,
+}
+
+impl Chain<'_> {
+    fn label(&self, pack: usize) -> String {
+        self.labels[pack].clone()
+    }
+
+    fn hash(&self, r: &Receipt) -> Result<Digest, MergeError> {
+        r.hash().map_err(|e| MergeError::Unreadable {
+            pack: self.label(self.owners.of(r.seq)),
+            what: format!("receipt {} of host {}", r.seq, self.host),
+            reason: e.to_string(),
+        })
+    }
+
+    /// Adds a stretch that starts at or after the chain's first seq.
+    fn add(
+        &mut self,
+        pack: usize,
+        first: u64,
+        declared: Option<Digest>,
+        receipts: Vec<Receipt>,
+    ) -> Result<(), MergeError> {
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let Some((first_seq, prev_hash, by)) = self.start else {
+            self.start = Some((first, declared, pack));
+            self.owners.0.push((first, pack));
+            self.receipts = receipts;
+            return Ok(());
+        };
+        let fork = |seq: u64, first: usize, detail: String| MergeError::Fork {
+            host: self.host.to_owned(),
+            seq,
+            first: self.label(first),
+            second: self.label(pack),
+            detail,
+        };
+        if first == first_seq && declared != prev_hash {
+            return Err(fork(
+                first,
+                by,
+                "they declare different receipts before their first".into(),
+            ));
+        }
+        let end = first_seq + self.receipts.len() as u64;
+        if first > end {
+            return Err(MergeError::Gap {
+                host: self.host.to_owned(),
+                last: end - 1,
+                next: first,
+                first: self.label(self.owners.of(end - 1)),
+                second: self.label(pack),
+            });
+        }
+        // The overlap must agree receipt for receipt.
+        let overlap = usize::try_from(end - first).unwrap_or(usize::MAX);
+        let at = usize::try_from(first - first_seq).unwrap_or(usize::MAX);
+        for (i, r) in receipts.iter().take(overlap).enumerate() {
+            if self.receipts[at + i] != *r {
+                let seq = first + i as u64;
+                return Err(fork(
+                    seq,
+                    self.owners.of(seq),
+                    "they hold different receipts there".into(),
+                ));
+            }
+        }
+        let mut rest = receipts.into_iter().skip(overlap).peekable();
+        let Some(next) = rest.peek() else {
+            return Ok(());
+        };
+        // What continues the chain must follow its last receipt.
+        let last = self.receipts.last().map(|r| self.hash(r)).transpose()?;
+        if next.prev_hash != last {
+            let show = |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
+            return Err(fork(
+                end,
+                self.owners.of(end - 1),
+                format!(
+                    "the receipt at seq {end} names prev_hash {}, but the receipt at seq {} hashes to {}",
+                    show(next.prev_hash),
+                    end - 1,
+                    show(last)
+                ),
+            ));
+        }
+        self.owners.0.push((end, pack));
+        self.receipts.extend(rest);
+        Ok(())
+    }
+}
+
 /// Joins the stretches of host `host` (all of them sections of that host).
 pub(super) fn join(
     host: &str,
@@ -41,28 +143,27 @@ pub(super) fn join(
     labels: &[String],
 ) -> Result<Joined, MergeError> {
     let label = |pack: usize| labels[pack].clone();
-    let hash = |r: &Receipt, pack: usize| {
-        r.hash().map_err(|e| MergeError::Unreadable {
-            pack: label(pack),
-            what: format!("receipt {} of host {host}", r.seq),
-            reason: e.to_string(),
-        })
-    };
     // Earliest first, the longest of those first: each later stretch then
     // overlaps, continues, or leaves a gap after what is joined so far.
     stretches.sort_by_key(|s| (s.section.first_seq, Reverse(s.section.receipts.len())));
 
+    let mut chain = Chain {
+        host,
+        labels,
+        start: None,
+        receipts: Vec::new(),
+        owners: Owners(Vec::new()),
+    };
     let mut keys = Vec::new();
     let mut checkpoints: BTreeMap<u64, (Checkpoint, usize)> = BTreeMap::new();
     let mut inclusion: BTreeMap<u64, InclusionProof> = BTreeMap::new();
     let mut consistency: BTreeMap<(u64, u64), Vec<Digest>> = BTreeMap::new();
     let mut inputs: BTreeMap<u64, (DecisionInput, usize)> = BTreeMap::new();
-    let mut receipts: Vec<Receipt> = Vec::new();
-    let mut owners = Owners(Vec::new());
-    let mut start: Option<(u64, Option<Digest>, usize)> = None;
     let mut prev_checkpoint = None;
 
     for Stretch { pack, section } in stretches {
+        // Receipts first: a fork is named at the receipt where it starts.
+        chain.add(pack, section.first_seq, section.prev_hash, section.receipts)?;
         keys.extend(section.keys);
         if prev_checkpoint.is_none() {
             prev_checkpoint = section.prev_checkpoint;
@@ -113,91 +214,22 @@ pub(super) fn join(
                 }
             }
         }
-        if section.receipts.is_empty() {
-            continue;
-        }
-        let first = section.first_seq;
-        let Some((first_seq, prev_hash, by)) = start else {
-            start = Some((first, section.prev_hash, pack));
-            owners.0.push((first, pack));
-            receipts = section.receipts;
-            continue;
-        };
-        let fork = |seq: u64, first: usize, detail: String| MergeError::Fork {
-            host: host.to_owned(),
-            seq,
-            first: label(first),
-            second: label(pack),
-            detail,
-        };
-        if first == first_seq && section.prev_hash != prev_hash {
-            return Err(fork(
-                first,
-                by,
-                "they declare different receipts before their first".into(),
-            ));
-        }
-        let end = first_seq + receipts.len() as u64;
-        if first > end {
-            return Err(MergeError::Gap {
-                host: host.to_owned(),
-                last: end - 1,
-                next: first,
-                first: label(owners.of(end - 1)),
-                second: label(pack),
-            });
-        }
-        // The overlap must agree receipt for receipt.
-        let overlap = usize::try_from(end - first).unwrap_or(usize::MAX);
-        let at = usize::try_from(first - first_seq).unwrap_or(usize::MAX);
-        for (i, r) in section.receipts.iter().take(overlap).enumerate() {
-            if receipts[at + i] != *r {
-                let seq = first + i as u64;
-                return Err(fork(
-                    seq,
-                    owners.of(seq),
-                    "they hold different receipts there".into(),
-                ));
-            }
-        }
-        let mut rest = section.receipts.into_iter().skip(overlap).peekable();
-        if let Some(next) = rest.peek() {
-            // What continues the joined stretch must follow its last receipt.
-            let last = receipts.last().map(|r| hash(r, owners.of(end - 1)));
-            let last = last.transpose()?;
-            if next.prev_hash != last {
-                let show =
-                    |d: Option<Digest>| d.map_or_else(|| "null".to_owned(), |d| d.to_string());
-                return Err(fork(
-                    end,
-                    owners.of(end - 1),
-                    format!(
-                        "the receipt at seq {end} names prev_hash {}, but the receipt at seq {} hashes to {}",
-                        show(next.prev_hash),
-                        end - 1,
-                        show(last)
-                    ),
-                ));
-            }
-            owners.0.push((end, pack));
-            receipts.extend(rest);
-        }
     }
 
-    let (first_seq, prev_hash) = start.map_or((0, None), |(f, p, _)| (f, p));
+    let (first_seq, prev_hash) = chain.start.map_or((0, None), |(f, p, _)| (f, p));
+    let receipts = std::mem::take(&mut chain.receipts);
     let hashes = crate::par::map(&receipts, |_, r| r.hash());
     let hashes: Vec<Digest> = hashes
         .into_iter()
         .enumerate()
         .map(|(i, h)| {
             h.map_err(|e| MergeError::Unreadable {
-                pack: label(owners.of(first_seq + i as u64)),
+                pack: label(chain.owners.of(first_seq + i as u64)),
                 what: format!("receipt {} of host {host}", first_seq + i as u64),
                 reason: e.to_string(),
             })
         })
         .collect::<Result<_, _>>()?;
-
     let checkpoints: Vec<(Checkpoint, usize)> = checkpoints.into_values().collect();
     for pair in checkpoints.windows(2) {
         let ((prev, by), (cp, pack)) = (&pair[0], &pair[1]);
