@@ -9,21 +9,21 @@ use hcp_tests::broker::Broker;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
-const QUEUE: &str = "hcp.tasks.document-analysis";
+pub(super) const QUEUE: &str = "hcp.tasks.document-analysis";
 /// docs/amqp.md: the host's configure, write and read permissions.
-const HOST_PERMISSIONS: [&str; 3] = [
+pub(super) const HOST_PERMISSIONS: [&str; 3] = [
     r"^(hcp\.|amq\.gen-).*",
     r"^(hcp\.|amq\.default$).*",
     r"^hcp\..*",
 ];
 /// docs/amqp.md: a caller harness's.
-const CALLER_PERMISSIONS: [&str; 3] = [
+pub(super) const CALLER_PERMISSIONS: [&str; 3] = [
     r"^amq\.gen-.*",
     r"^(amq\.default|amq\.gen-.*)$",
     r"^amq\.gen-.*",
@@ -31,7 +31,7 @@ const CALLER_PERMISSIONS: [&str; 3] = [
 
 /// The shipped policies, with the seed's two harnesses mapped to broker
 /// users of the same names.
-fn policies_with_amqp_users(dir: &Path) {
+pub(super) fn policies_with_amqp_users(dir: &Path) {
     let source = Path::new(REPO_ROOT).join("policies");
     for entry in std::fs::read_dir(&source).expect("policies") {
         let entry = entry.expect("entry");
@@ -51,8 +51,8 @@ fn policies_with_amqp_users(dir: &Path) {
     std::fs::write(&path, serde_json::to_vec_pretty(&callers).expect("encode")).expect("write");
 }
 
-struct Caller {
-    channel: Channel,
+pub(super) struct Caller {
+    pub(super) channel: Channel,
     replies: Consumer,
     reply_to: String,
     log: std::path::PathBuf,
@@ -60,7 +60,7 @@ struct Caller {
 }
 
 impl Caller {
-    async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
+    pub(super) async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
         let connection = Connection::connect(
             &broker.url(user, &format!("{user}-secret")),
             ConnectionProperties::default(),
@@ -106,11 +106,17 @@ impl Caller {
         }
     }
 
-    async fn send(&self, body: &[u8], user_id: Option<&str>) {
+    pub(super) async fn send(&self, body: &[u8], user_id: Option<&str>) {
+        self.send_with(body, user_id, FieldTable::default()).await;
+    }
+
+    /// [`Caller::send`] with headers.
+    pub(super) async fn send_with(&self, body: &[u8], user_id: Option<&str>, headers: FieldTable) {
         let mut props = BasicProperties::default()
             .with_reply_to(self.reply_to.as_str().into())
             .with_content_type("application/json".into())
-            .with_delivery_mode(2);
+            .with_delivery_mode(2)
+            .with_headers(headers);
         if let Some(u) = user_id {
             props = props.with_user_id(u.into());
         }
@@ -132,19 +138,28 @@ impl Caller {
 
     /// The next answer: its correlation id and body.
     async fn answer(&mut self) -> (String, Value) {
+        let a = self
+            .next(Duration::from_secs(120))
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "no answer within two minutes; the host's log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                )
+            });
+        (a.correlation, a.body)
+    }
+
+    /// The next answer within `wait`, with the headers the host sets.
+    pub(super) async fn next(&mut self, wait: Duration) -> Option<Reply> {
         let next = tokio::time::timeout(
-            Duration::from_secs(120),
+            wait,
             std::future::poll_fn(|cx| {
                 futures_core::Stream::poll_next(std::pin::Pin::new(&mut self.replies), cx)
             }),
         )
         .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "no answer within two minutes; the host's log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            )
-        })
+        .ok()?
         .expect("the reply stream is open")
         .expect("a delivery");
         let correlation = next
@@ -153,13 +168,57 @@ impl Caller {
             .as_ref()
             .map(|c| c.as_str().to_owned())
             .unwrap_or_default();
-        let body = serde_json::from_slice(&next.data).expect("an answer is JSON");
-        (correlation, body)
+        let header = |name: &str| {
+            next.properties
+                .headers()
+                .as_ref()
+                .and_then(|h| h.inner().get(name).cloned())
+        };
+        let host = match header("x-hcp-host-id") {
+            Some(AMQPValue::LongString(s)) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+            other => panic!("x-hcp-host-id: {other:?}"),
+        };
+        let lamport = match header("x-hcp-lamport") {
+            Some(AMQPValue::LongLongInt(n)) => u64::try_from(n).expect("a clock is not negative"),
+            other => panic!("x-hcp-lamport: {other:?}"),
+        };
+        let redelivered = matches!(header("x-hcp-redelivered"), Some(AMQPValue::Boolean(true)));
+        let body: Value = serde_json::from_slice(&next.data).expect("an answer is JSON");
+        let id = next
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|m| m.as_str().to_owned());
+        assert_eq!(
+            id.as_deref(),
+            body["message_id"].as_str(),
+            "the AMQP message_id is the answer's"
+        );
+        Some(Reply {
+            correlation,
+            body,
+            host,
+            lamport,
+            redelivered,
+        })
     }
 }
 
+/// An answer as a caller reads it.
+pub(super) struct Reply {
+    /// The submission's `message_id`.
+    pub(super) correlation: String,
+    pub(super) body: Value,
+    /// `x-hcp-host-id`.
+    pub(super) host: String,
+    /// `x-hcp-lamport`.
+    pub(super) lamport: u64,
+    /// `x-hcp-redelivered`: the host may have published this answer before.
+    pub(super) redelivered: bool,
+}
+
 /// Waits until the host has declared the capability's queue.
-async fn queue_ready(broker: &Broker) {
+pub(super) async fn queue_ready(broker: &Broker) {
     let connection = Connection::connect(
         &broker.url("harness-local-01", "harness-local-01-secret"),
         ConnectionProperties::default(),

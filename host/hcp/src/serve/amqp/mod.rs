@@ -32,6 +32,8 @@
 mod delivery;
 mod outbox;
 
+pub use outbox::LAMPORT_HEADER;
+
 use super::state::AppState;
 use anyhow::{Context as _, Result};
 use lapin::options::{
