@@ -395,3 +395,27 @@ fn one_shared_policy_stays_directly_under_policy() {
     let merged = merge(vec![pa, pb]).expect("merge");
     assert_eq!(merged.policy, policy_files());
 }
+
+#[test]
+fn a_snapshot_that_cannot_be_named_is_not_guessed() {
+    let (pa, _) = two_policies();
+    // A pack with no receipts: its snapshot's hash is named nowhere.
+    let bare = Pack {
+        policy: other_policy(),
+        ..Pack::default()
+    };
+    let err = merge(vec![pa.clone(), bare.clone()]).expect_err("unnamed");
+    assert_eq!(
+        err.to_string(),
+        "pack 2: its policy snapshot (the files directly under policy/) cannot be placed beside the other packs' snapshots: its receipts do not name exactly one policy hash, so which policy it is is unknown"
+    );
+    // The same files as a named snapshot are that snapshot; alone, it is
+    // the only one and stays as it is.
+    let same = Pack {
+        policy: policy_files(),
+        ..Pack::default()
+    };
+    assert!(bytes(&merge(vec![same, pa.clone()]).expect("merge")) == bytes(&pa));
+    let alone = merge(vec![bare.clone(), bare.clone()]).expect("merge");
+    assert_eq!(alone.policy, other_policy());
+}
