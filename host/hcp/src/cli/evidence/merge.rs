@@ -191,7 +191,7 @@ fn summary(args: &MergeArgs, merged: &Pack, bytes: usize) -> anyhow::Result<()> 
             if n == 0 {
                 "none".to_owned()
             } else {
-                format!("{}..{}", h.first_seq, h.first_seq + n - 1)
+                format!("{}..{}", h.first_seq, h.first_seq.saturating_add(n - 1))
             },
             h.checkpoints.len(),
             show(range(&mut h.receipts.iter().map(|r| r.lamport))),

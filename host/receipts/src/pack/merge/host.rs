@@ -88,7 +88,7 @@ impl Chain<'_> {
                 "they declare different receipts before their first".into(),
             ));
         }
-        let end = first_seq + self.receipts.len() as u64;
+        let end = first_seq.saturating_add(self.receipts.len() as u64);
         if first > end {
             return Err(MergeError::Gap {
                 host: self.host.to_owned(),
@@ -224,8 +224,11 @@ pub(super) fn join(
         .enumerate()
         .map(|(i, h)| {
             h.map_err(|e| MergeError::Unreadable {
-                pack: label(chain.owners.of(first_seq + i as u64)),
-                what: format!("receipt {} of host {host}", first_seq + i as u64),
+                pack: label(chain.owners.of(first_seq.saturating_add(i as u64))),
+                what: format!(
+                    "receipt {} of host {host}",
+                    first_seq.saturating_add(i as u64)
+                ),
                 reason: e.to_string(),
             })
         })
@@ -259,7 +262,7 @@ pub(super) fn join(
     }
     keys.sort();
     keys.dedup();
-    let held = first_seq..first_seq + receipts.len() as u64;
+    let held = first_seq..first_seq.saturating_add(receipts.len() as u64);
     let section = HostSection {
         host_id: host.to_owned(),
         keys,
