@@ -10,6 +10,7 @@ use crate::hash::Digest;
 use crate::pack::{ConsistencyProof, DecisionInput, HostSection, InclusionProof};
 use crate::receipt::Receipt;
 use std::cmp::Reverse;
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A host section and the pack it comes from (an index into the labels).
@@ -193,9 +194,15 @@ pub(super) fn join(
             }
         }
         for proof in section.consistency {
-            let slot = consistency.entry((proof.from, proof.to)).or_default();
-            if slot.is_empty() || proof.path < *slot {
-                *slot = proof.path;
+            match consistency.entry((proof.from, proof.to)) {
+                Entry::Vacant(slot) => {
+                    slot.insert(proof.path);
+                }
+                Entry::Occupied(mut slot) => {
+                    if proof.path < *slot.get() {
+                        slot.insert(proof.path);
+                    }
+                }
             }
         }
         for input in section.inputs {
