@@ -146,7 +146,15 @@ pub(super) fn join(
     let label = |pack: usize| labels[pack].clone();
     // Earliest first, the longest of those first: each later stretch then
     // overlaps, continues, or leaves a gap after what is joined so far.
-    stretches.sort_by_key(|s| (s.section.first_seq, Reverse(s.section.receipts.len())));
+    // (The declared previous checkpoint last, so that even a section
+    // without checkpoints takes it from the same stretch in any order.)
+    stretches.sort_by_key(|s| {
+        (
+            s.section.first_seq,
+            Reverse(s.section.receipts.len()),
+            s.section.prev_checkpoint,
+        )
+    });
 
     let mut chain = Chain {
         host,
