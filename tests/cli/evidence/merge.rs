@@ -99,3 +99,63 @@ fn two_hosts_packs_merge_into_one_that_verifies_and_replays() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     assert!(std::fs::read(tmp.path().join("same.tar")).expect("same") == before);
 }
+
+/// Copies a data directory (files and subdirectories).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn one_hosts_exports_join_and_a_copied_data_directory_forks() {
+    let host = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    run_demo(&host);
+    let early = tmp.path().join("early.tar");
+    export(&host, &["--all"], &early);
+    run_demo(&host);
+    // A copy of the data directory: the same host, key and log so far.
+    let copy = Hcp::new();
+    copy_dir(host.data.path(), copy.data.path());
+    let late = tmp.path().join("late.tar");
+    let late_bytes = export(&host, &["--all"], &late);
+
+    // An earlier export of the host is part of a later one.
+    let joined = tmp.path().join("joined.tar");
+    let o = merge(&host, &[&late, &early], &joined, &[]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert!(stderr(&o).contains(", 1 hosts, "), "{}", stderr(&o));
+    assert!(std::fs::read(&joined).expect("joined") == late_bytes);
+
+    // The copy and the original go on separately: their logs fork where
+    // they part, and the merge says so.
+    run_demo(&host);
+    run_demo(&copy);
+    let (x, y) = (tmp.path().join("x.tar"), tmp.path().join("y.tar"));
+    export(&host, &["--all"], &x);
+    export(&copy, &["--all"], &y);
+    let seq = read(&late_bytes).hosts[0].receipts.len();
+    let host_id = read(&late_bytes).hosts[0].host_id.clone();
+    let forked = tmp.path().join("forked.tar");
+    let o = merge(&host, &[&x, &y], &forked, &["--json"]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let refusal: Value = serde_json::from_str(&stdout(&o)).expect("json");
+    assert_eq!(refusal["ok"], false);
+    assert_eq!(
+        refusal["error"],
+        format!(
+            "host {host_id} forks at seq {seq} between {} and {}: they hold different receipts there",
+            x.display(),
+            y.display()
+        )
+    );
+    assert!(!forked.exists());
+}
