@@ -247,6 +247,21 @@ pub(super) async fn queue_ready(broker: &Broker) {
 /// `hcp-host`, with the seed's harnesses mapped to broker users `callers`
 /// (made with the documented permissions). Keep the two directories.
 fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server) {
+    amqp_host_at(
+        broker,
+        callers,
+        &broker.url("hcp-host", "hcp-host-secret"),
+        &[],
+    )
+}
+
+/// [`amqp_host`] connecting to `url`, with `extra` flags.
+fn amqp_host_at(
+    broker: &Broker,
+    callers: &[&str],
+    url: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, tempfile::TempDir, Server) {
     broker
         .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
         .expect("user");
@@ -258,16 +273,14 @@ fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile:
     let data = lab();
     let policies = tempfile::tempdir().expect("tempdir");
     policies_with_amqp_users(policies.path());
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let server = Server::start_with(
-        data.path(),
-        &[
-            "--amqp",
-            &url,
-            "--policies",
-            policies.path().to_str().expect("utf-8"),
-        ],
-    );
+    let mut args = vec![
+        "--amqp",
+        url,
+        "--policies",
+        policies.path().to_str().expect("utf-8"),
+    ];
+    args.extend(extra);
+    let server = Server::start_with(data.path(), &args);
     (data, policies, server)
 }
 
@@ -421,26 +434,109 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
 }
 
 #[test]
-fn a_bad_amqp_url_is_refused_before_anything_starts() {
+fn a_bad_amqp_url_or_ca_is_refused_before_anything_starts() {
     let data = tempfile::tempdir().expect("tempdir");
-    for (url, says) in [
+    let not_pem = data.path().join("not.pem");
+    std::fs::write(&not_pem, "just text, no certificate\n").expect("write");
+    let not_pem = not_pem.to_str().expect("utf-8");
+    let missing = data.path().join("missing.pem");
+    let missing = missing.to_str().expect("utf-8");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--amqp", "http://127.0.0.1:5672"], "not an AMQP URL"),
+        (&["--amqp", "amqp://127.0.0.1:notaport"], "not an AMQP URL"),
         (
-            "amqps://h:p@127.0.0.1:5671/%2f",
-            "amqps:// (AMQP over TLS) is not in this build",
+            &["--amqp", "amqp://h:p@127.0.0.1/%2f", "--amqp-ca", not_pem],
+            "the CA is for amqps:// URLs; amqp://h:***@127.0.0.1/%2f is plain AMQP",
         ),
-        ("http://127.0.0.1:5672", "not an AMQP URL"),
-        ("amqp://127.0.0.1:notaport", "not an AMQP URL"),
-    ] {
+        (
+            &["--amqp", "amqps://h:p@localhost/%2f", "--amqp-ca", not_pem],
+            "no PEM certificate in it",
+        ),
+        (
+            &["--amqp", "amqps://h:p@localhost/%2f", "--amqp-ca", missing],
+            "missing.pem",
+        ),
+        (
+            &["--amqp-ca", not_pem],
+            "there is no --amqp URL to use it with",
+        ),
+    ];
+    for (args, says) in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcp"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--amqp", url])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("HCP_DATA_DIR", data.path())
             .current_dir(REPO_ROOT)
             .output()
             .expect("run hcp serve");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
-        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn amqps_with_the_brokers_ca_and_no_connection_to_a_certificate_nobody_vouches_for() {
+    let broker = Broker::start_tls().expect("start a RabbitMQ node with TLS");
+    let ca = broker.ca_path();
+    let url = broker.tls_url("hcp-host", "hcp-host-secret");
+    let (data, _policies, _server) = amqp_host_at(
+        &broker,
+        &["harness-local-01"],
+        &url,
+        &["--amqp-ca", ca.to_str().expect("utf-8")],
+    );
+    // A second host that trusts only the system's roots: the broker's
+    // certificate is refused, the host says so and keeps serving HTTP.
+    let untrusting = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_amqp_users(policies.path());
+    let other = Server::start_with(
+        untrusting.path(),
+        &[
+            "--amqp",
+            &url,
+            "--policies",
+            policies.path().to_str().expect("utf-8"),
+        ],
+    );
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut local = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let task = with_id(example("document-analysis"), "amqps-seed");
+        local
+            .send(
+                &serde_json::to_vec(&task).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let (id, first) = local.answer().await;
+        assert_eq!(id, "amqps-seed");
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (_, last) = local.answer().await;
+        assert_eq!(last["type"], "task_completed", "{last}");
+    });
+    let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+    assert!(log.contains("amqps://hcp-host:***@localhost"), "{log}");
+
+    let log_path = untrusting.path().join("serve.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if log.contains("certificate") && log.contains("reconnecting in") {
+            assert!(!log.contains("consuming 1 queue"), "{log}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no certificate error within a minute:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, _) = other.get("/v1/capabilities", Some(super::LOCAL));
+    assert_eq!(status, 200);
 }
 
 #[test]

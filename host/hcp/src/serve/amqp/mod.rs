@@ -40,8 +40,9 @@ use lapin::options::{
     BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
     QueueBindOptions, QueueDeclareOptions,
 };
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use lapin::{ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -58,10 +59,49 @@ pub fn task_queue(capability: &str) -> String {
 /// Settings of the AMQP transport.
 #[derive(Debug, Clone)]
 pub struct AmqpConfig {
-    /// `amqp://user:password@host:port/vhost`.
+    /// `amqp://user:password@host:port/vhost`, or `amqps://...` for TLS.
     pub url: String,
     /// Deliveries in flight at once (unacknowledged, per connection).
     pub prefetch: u16,
+    /// For `amqps://`: CA certificates (PEM) the broker's certificate may
+    /// chain to, besides the system's roots.
+    pub ca: Option<String>,
+}
+
+/// Largest CA file read.
+const CA_LIMIT: u64 = 1 << 20;
+
+/// Reads a PEM file of CA certificates for `amqps://`: at least one
+/// certificate, every `CERTIFICATE` block well formed.
+///
+/// # Errors
+///
+/// The file cannot be read, is over 1 MiB, or holds no certificate or a
+/// damaged one.
+pub fn read_ca(path: &std::path::Path) -> Result<String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).with_context(|| format!("--amqp-ca {shown}"))?;
+    if meta.len() > CA_LIMIT {
+        anyhow::bail!(
+            "--amqp-ca {shown}: {} bytes; a CA file is at most {CA_LIMIT}",
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--amqp-ca {shown}: not a text (PEM) file"))?;
+    let mut count = 0;
+    for cert in CertificateDer::pem_slice_iter(text.as_bytes()) {
+        cert.map_err(|e| anyhow::anyhow!("--amqp-ca {shown}: a damaged certificate: {e}"))?;
+        count += 1;
+    }
+    if count == 0 {
+        anyhow::bail!(
+            "--amqp-ca {shown}: no PEM certificate in it (-----BEGIN CERTIFICATE----- blocks)"
+        );
+    }
+    Ok(text)
 }
 
 /// Longest wait between reconnection attempts.
@@ -89,13 +129,19 @@ pub(crate) async fn run(state: AppState, config: AmqpConfig) {
 
 /// One connection's life: declare, consume, answer, until it fails.
 async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
-    let connection = Connection::connect(
-        &config.url,
-        ConnectionProperties::default()
-            .with_connection_name(format!("hcp {}", state.host.host_id()).into()),
-    )
-    .await
-    .with_context(|| format!("cannot connect to {}", redact(&config.url)))?;
+    let connection = DefaultConnectionBuilder::new()?
+        .with_uri_str(config.url.clone())
+        .with_properties(
+            ConnectionProperties::default()
+                .with_connection_name(format!("hcp {}", state.host.host_id()).into()),
+        )
+        .with_tls_config(OwnedTLSConfig {
+            identity: None,
+            cert_chain: config.ca.clone(),
+        })
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", redact(&config.url)))?;
     let consume = connection.create_channel().await?;
     consume
         .basic_qos(config.prefetch, BasicQosOptions::default())
@@ -192,7 +238,7 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
 }
 
 /// The URL without its password, for logs.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];
