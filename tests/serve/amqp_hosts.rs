@@ -256,4 +256,22 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
         .max()
         .expect("admissions");
     assert!(resumed > last_clock);
+
+    // What this run went through (the kill lands at a different point
+    // each time): printed for the log, not asserted.
+    let abandoned = pack
+        .hosts
+        .iter()
+        .flat_map(|h| &h.receipts)
+        .filter(|r| r.call == "gate.abandoned")
+        .count();
+    let failed = finals
+        .values()
+        .filter(|a| a[0].body["type"] == "task_failed")
+        .count();
+    let copies: usize = finals.values().map(|a| a.len() - 1).sum();
+    eprintln!(
+        "two hosts: first answers per host {firsts:?}; {failed} task(s) failed by the kill; \
+         {abandoned} copy(ies) abandoned (gate.abandoned); {copies} repeated final answer(s)"
+    );
 }
