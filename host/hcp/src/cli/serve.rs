@@ -68,7 +68,8 @@ pub struct ServeArgs {
     /// trusted besides the system's roots (a private CA for the broker).
     #[arg(long, env = "HCP_AMQP_CA", value_name = "PEM_FILE")]
     amqp_ca: Option<PathBuf>,
-    /// AMQP deliveries taken at once before any is acknowledged.
+    /// Tasks taken from the broker at once: the prefetch window, and the AMQP tasks this
+    /// host holds from delivery to final answer (a full host leaves the queue to others).
     #[arg(long, env = "HCP_AMQP_PREFETCH", default_value_t = 8,
           value_parser = clap::value_parser!(u16).range(1..))]
     amqp_prefetch: u16,

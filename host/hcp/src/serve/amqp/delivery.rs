@@ -2,6 +2,7 @@
 //! broker-checked `user-id`, submitted through the engine's one entry
 //! point, answered on `reply_to`, and only then acknowledged.
 
+use super::capacity::{Capacity, Place};
 use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
@@ -19,8 +20,13 @@ pub(super) async fn consume(
     state: AppState,
     publish: Channel,
     mut consumer: Consumer,
+    capacity: Capacity,
 ) -> Result<()> {
     loop {
+        // A full host reads no further delivery: the broker keeps the rest
+        // (at most the prefetch window here) and gives the queue's others
+        // to other hosts.
+        let place = capacity.take().await;
         let next = std::future::poll_fn(|cx| {
             futures_core::Stream::poll_next(std::pin::Pin::new(&mut consumer), cx)
         })
@@ -32,8 +38,9 @@ pub(super) async fn consume(
         };
         let state = state.clone();
         let publish = publish.clone();
+        let capacity = capacity.clone();
         state.tracker().clone().spawn(async move {
-            if let Err(e) = handle(&state, &publish, &delivery).await {
+            if let Err(e) = handle(&state, &publish, &delivery, (&capacity, place)).await {
                 // Not acknowledged: the broker redelivers it (here or to
                 // another host) once this channel closes; say so now.
                 tracing::error!(target: "hcp::amqp", "delivery {}: {e:#}", delivery.delivery_tag);
@@ -139,7 +146,12 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
     }
 }
 
-async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Result<()> {
+async fn handle(
+    state: &AppState,
+    publish: &Channel,
+    delivery: &Delivery,
+    (capacity, place): (&Capacity, Place),
+) -> Result<()> {
     let props = &delivery.properties;
     let reply_to = props.reply_to().as_ref().map(|r| r.as_str().to_owned());
     let Read { message, lamport } = match read(delivery)? {
@@ -236,6 +248,13 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
             return Ok(());
         }
         state.host.store.route_acked(id)?;
+        // Accepted: the task holds its place until its final answer is
+        // published (the outbox frees it); one that waits for an operator
+        // costs nothing meanwhile.
+        // (A duplicate's original holds its own, or was answered.)
+        if submission.kind == AnswerKind::Accepted && !submission.duplicate {
+            capacity.hold(id, place);
+        }
         if submission.runnable && submission.kind == AnswerKind::Accepted {
             spawn_run(state, id.clone());
         }

@@ -29,6 +29,7 @@
 //!   `reply_to`.
 //! - A lost connection is re-established with backoff; HTTP keeps serving.
 
+mod capacity;
 mod delivery;
 mod outbox;
 
@@ -61,7 +62,9 @@ pub fn task_queue(capability: &str) -> String {
 pub struct AmqpConfig {
     /// `amqp://user:password@host:port/vhost`, or `amqps://...` for TLS.
     pub url: String,
-    /// Deliveries in flight at once (unacknowledged, per connection).
+    /// Tasks taken from the broker at once, per connection: the prefetch
+    /// window (unacknowledged deliveries) and the tasks this host holds
+    /// from delivery to final answer (see `capacity`).
     pub prefetch: u16,
     /// For `amqps://`: CA certificates (PEM) the broker's certificate may
     /// chain to, besides the system's roots.
@@ -180,10 +183,23 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         .await?;
 
     let capabilities = installed_names(state)?;
+    let capacity = capacity::Capacity::new(config.prefetch);
+    // Tasks acknowledged on an earlier connection and not answered yet
+    // are this host's work still.
+    for route in state.host.store.open_routes()? {
+        if route.acked {
+            capacity.adopt(&route.task_id);
+        }
+    }
     let mut consumers = tokio::task::JoinSet::new();
     for capability in &capabilities {
         let consumer = consume_queue(state, &consume, capability).await?;
-        consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
+        consumers.spawn(delivery::consume(
+            state.clone(),
+            publish.clone(),
+            consumer,
+            capacity.clone(),
+        ));
     }
     tracing::info!(
         target: "hcp::amqp",
@@ -192,11 +208,16 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         redact(&config.url),
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
-    consumers.spawn(outbox::run(state.clone(), publish.clone()));
+    consumers.spawn(outbox::run(
+        state.clone(),
+        publish.clone(),
+        capacity.clone(),
+    ));
     consumers.spawn(watch_installs(
         state.clone(),
         consume.clone(),
         publish.clone(),
+        capacity,
         capabilities,
     ));
     // The first consumer (or the outbox) to end means the connection or a
@@ -269,6 +290,7 @@ async fn watch_installs(
     state: AppState,
     consume: lapin::Channel,
     publish: lapin::Channel,
+    capacity: capacity::Capacity,
     mut known: BTreeSet<String>,
 ) -> Result<()> {
     let mut consumers = tokio::task::JoinSet::new();
@@ -286,7 +308,12 @@ async fn watch_installs(
         let now = installed_names(&state)?;
         for capability in now.difference(&known) {
             let consumer = consume_queue(&state, &consume, capability).await?;
-            consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
+            consumers.spawn(delivery::consume(
+                state.clone(),
+                publish.clone(),
+                consumer,
+                capacity.clone(),
+            ));
             tracing::info!(
                 target: "hcp::amqp",
                 "consuming {} (installed while serving)",

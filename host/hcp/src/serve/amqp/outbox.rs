@@ -4,6 +4,7 @@
 //! its route once it ends, and the route is closed only when the broker
 //! confirms it; after a restart the open routes are published again.
 
+use super::capacity::Capacity;
 use crate::engine::Host;
 use crate::serve::state::AppState;
 use anyhow::{Context as _, Result};
@@ -95,7 +96,7 @@ const SWEEP: Duration = Duration::from_secs(1);
 
 /// Publishes final answers until publishing fails (the connection is
 /// gone; the routes stay open for the next connection).
-pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
+pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -> Result<()> {
     let mut changes = state.host.store.task_changes();
     loop {
         for route in state.host.store.open_routes()? {
@@ -127,6 +128,7 @@ pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
             )
             .await?;
             state.host.store.route_answered(&route.task_id)?;
+            capacity.release(&route.task_id);
             tracing::info!(
                 target: "hcp::amqp",
                 task = %route.task_id,
