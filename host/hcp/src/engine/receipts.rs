@@ -55,6 +55,14 @@ fn task_capability(task: &TaskRecord) -> String {
     format!("{}@{}", printable(&task.capability), printable(version))
 }
 
+/// The risk level the gate recorded for `task` (R1 before it assessed one).
+fn recorded_risk(task: &TaskRecord) -> RiskLevel {
+    task.risk
+        .as_deref()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(RiskLevel::R1)
+}
+
 /// At most 100 characters, control characters as `?`, never empty.
 fn printable(s: &str) -> String {
     let out: String = s
@@ -202,11 +210,7 @@ impl Host {
         };
         let capability = task_capability(task);
         let policy = self.policy();
-        let risk = task
-            .risk
-            .as_deref()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(RiskLevel::R1);
+        let risk = recorded_risk(task);
         self.recorder.append_sealed(Entry {
             parents: self.recorder.task_causes(&task.task_id)?,
             ..decision(
@@ -271,11 +275,7 @@ impl Host {
             transport: transport.to_owned(),
         };
         let policy = self.policy();
-        let risk = task
-            .risk
-            .as_deref()
-            .and_then(|r| r.parse().ok())
-            .unwrap_or(RiskLevel::R1);
+        let risk = recorded_risk(task);
         self.recorder.append_sealed(Entry {
             parents: self.recorder.task_causes(&task.task_id)?,
             ..decision(

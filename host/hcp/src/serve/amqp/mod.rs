@@ -182,7 +182,6 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         )
         .await?;
 
-    let capabilities = installed_names(state)?;
     let capacity = capacity::Capacity::new(config.prefetch);
     // Tasks acknowledged on an earlier connection and not answered yet
     // are this host's work still.
@@ -191,16 +190,16 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
             capacity.adopt(&route.task_id);
         }
     }
+    let links = Links {
+        state: state.clone(),
+        consume: consume.clone(),
+        publish: publish.clone(),
+        capacity: capacity.clone(),
+    };
     let mut consumers = tokio::task::JoinSet::new();
-    for capability in &capabilities {
-        let consumer = consume_queue(state, &consume, capability).await?;
-        consumers.spawn(delivery::consume(
-            state.clone(),
-            publish.clone(),
-            consumer,
-            capacity.clone(),
-        ));
-    }
+    let capabilities = installed_names(state)?;
+    let all: Vec<String> = capabilities.iter().cloned().collect();
+    links.consume_all(&all, &mut consumers).await?;
     tracing::info!(
         target: "hcp::amqp",
         "consuming {} queue(s) on {}: {}",
@@ -208,18 +207,8 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         redact(&config.url),
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
-    consumers.spawn(outbox::run(
-        state.clone(),
-        publish.clone(),
-        capacity.clone(),
-    ));
-    consumers.spawn(watch_installs(
-        state.clone(),
-        consume.clone(),
-        publish.clone(),
-        capacity,
-        capabilities,
-    ));
+    consumers.spawn(outbox::run(state.clone(), publish.clone(), capacity));
+    consumers.spawn(links.watch_installs(capabilities));
     // The first consumer (or the outbox) to end means the connection or a
     // channel is gone: start over.
     let ended = match consumers.join_next().await {
@@ -283,46 +272,65 @@ async fn consume_queue(
         .with_context(|| format!("consuming {queue}"))
 }
 
-/// Declares and consumes the queue of every capability installed after the
-/// connection was made, until a consumer of its own ends or a declaration
-/// fails (the connection is gone: the session starts over).
-async fn watch_installs(
+/// What a consumer of a task queue needs: the connection's channels and
+/// the host's places.
+struct Links {
     state: AppState,
     consume: lapin::Channel,
     publish: lapin::Channel,
     capacity: capacity::Capacity,
-    mut known: BTreeSet<String>,
-) -> Result<()> {
-    let mut consumers = tokio::task::JoinSet::new();
-    loop {
-        tokio::select! {
-            ended = consumers.join_next(), if !consumers.is_empty() => {
-                return match ended {
-                    Some(Ok(result)) => result,
-                    Some(Err(e)) => Err(anyhow::anyhow!("consumer task: {e}")),
-                    None => Ok(()),
-                };
-            }
-            () = tokio::time::sleep(INSTALL_POLL) => {}
-        }
-        let now = installed_names(&state)?;
-        for capability in now.difference(&known) {
-            let consumer = consume_queue(&state, &consume, capability).await?;
+}
+
+impl Links {
+    /// Declares and consumes the queues of `capabilities`, one consumer
+    /// task each in `consumers`.
+    async fn consume_all(
+        &self,
+        capabilities: &[String],
+        consumers: &mut tokio::task::JoinSet<Result<()>>,
+    ) -> Result<()> {
+        for capability in capabilities {
+            let consumer = consume_queue(&self.state, &self.consume, capability).await?;
             consumers.spawn(delivery::consume(
-                state.clone(),
-                publish.clone(),
+                self.state.clone(),
+                self.publish.clone(),
                 consumer,
-                capacity.clone(),
+                self.capacity.clone(),
             ));
-            tracing::info!(
-                target: "hcp::amqp",
-                "consuming {} (installed while serving)",
-                task_queue(capability)
-            );
         }
-        // Never consumed twice: an uninstalled capability keeps its queue
-        // (its tasks are refused) and is not declared again.
-        known.extend(now);
+        Ok(())
+    }
+
+    /// Declares and consumes the queue of every capability installed after
+    /// the connection was made, until a consumer of its own ends or a
+    /// declaration fails (the connection is gone: the session starts over).
+    async fn watch_installs(self, mut known: BTreeSet<String>) -> Result<()> {
+        let mut consumers = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                ended = consumers.join_next(), if !consumers.is_empty() => {
+                    return match ended {
+                        Some(Ok(result)) => result,
+                        Some(Err(e)) => Err(anyhow::anyhow!("consumer task: {e}")),
+                        None => Ok(()),
+                    };
+                }
+                () = tokio::time::sleep(INSTALL_POLL) => {}
+            }
+            let now = installed_names(&self.state)?;
+            let new: Vec<String> = now.difference(&known).cloned().collect();
+            self.consume_all(&new, &mut consumers).await?;
+            for capability in &new {
+                tracing::info!(
+                    target: "hcp::amqp",
+                    "consuming {} (installed while serving)",
+                    task_queue(capability)
+                );
+            }
+            // Never consumed twice: an uninstalled capability keeps its
+            // queue (its tasks are refused) and is not declared again.
+            known.extend(now);
+        }
     }
 }
 
