@@ -164,6 +164,9 @@ fn over_http(
                     // One agent per client: its connection is kept alive.
                     let agent: ureq::Agent = ureq::Agent::config_builder()
                         .http_status_as_error(false)
+                        // TCP_NODELAY (ureq's default, said here): the
+                        // server sets it on its side too.
+                        .no_delay(true)
                         .timeout_global(Some(Duration::from_secs(120)))
                         .build()
                         .into();

@@ -50,8 +50,10 @@ pub(super) struct Writer {
     pub(super) core: Core,
     /// The data directory, where the store's mark is written.
     dir: std::path::PathBuf,
-    /// The receipts the mark last recorded.
+    /// The receipts of the last mark handed to the marker.
     marked: Option<u64>,
+    /// Writes the marks, off this thread.
+    marker: super::marker::Marker,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -81,6 +83,7 @@ impl Writer {
             db,
             dir: dir.to_path_buf(),
             marked: None,
+            marker: super::marker::Marker::start(dir.to_path_buf()),
             core: Core {
                 log,
                 saved,
@@ -116,7 +119,10 @@ impl Writer {
             let sessions = self.core.sessions.clone();
             let threads = self.core.threads.clone();
             let mut replies: Vec<Reply> = Vec::new();
-            match self.batch(batch, &mut replies) {
+            let batched = phase!("writer.batch");
+            let stored = self.batch(batch, &mut replies);
+            drop(batched);
+            match stored {
                 Err(e) => {
                     // Nothing of the batch is stored: the log and the
                     // chains go back to the stored state, so that no later
@@ -153,6 +159,7 @@ impl Writer {
                         reply(Ok(()));
                     }
                     if flushed {
+                        let _mark = phase!("writer.mark");
                         self.mark();
                     }
                 }
@@ -164,8 +171,9 @@ impl Writer {
     }
 
     /// Records what the store now holds in its mark (see
-    /// [`crate::store::durable`]); a mark that cannot be written stays
-    /// behind the store, which the startup check allows.
+    /// [`crate::store::durable`]), through the marker's thread; a mark that
+    /// cannot be written stays behind the store, which the startup check
+    /// allows.
     fn mark(&mut self) {
         let receipts = self.core.log.size();
         if self.marked == Some(receipts) {
@@ -175,10 +183,8 @@ impl Writer {
             receipts,
             head: self.core.log.state().head.map(|d| hex::encode(d.0)),
         };
-        match mark.write(&self.dir) {
-            Ok(()) => self.marked = Some(receipts),
-            Err(e) => tracing::warn!("the store's mark: {e:#}"),
-        }
+        self.marker.mark(&self.dir, mark);
+        self.marked = Some(receipts);
     }
 
     /// Stores one batch in one transaction; `replies` are answered after.
@@ -231,10 +237,13 @@ impl Writer {
             core.save_session(&tx, &session)?;
         }
         if flush {
+            let _seal = phase!("writer.seal");
             core.seal(&tx)?;
         }
         let state = core.store_state(&tx)?;
+        let commit = phase!("writer.commit");
         tx.commit()?;
+        drop(commit);
         core.saved = state;
         Ok(flush)
     }
