@@ -81,6 +81,7 @@ def main() -> int:
         return 2
 
     status = 1
+    seen = set()
     for method, props, body in channel.consume(
         reply_to, auto_ack=True, inactivity_timeout=args.timeout
     ):
@@ -90,9 +91,27 @@ def main() -> int:
             break
         if props.correlation_id != message["message_id"]:
             continue
+        # A host that died after the broker took an answer may publish it
+        # again (x-hcp-redelivered); every copy has the answer's message_id.
+        if props.message_id in seen:
+            continue
+        seen.add(props.message_id)
+        headers = props.headers or {}
         answer = json.loads(body)
         kind = answer.get("type", "job_status")
-        print(json.dumps({"type": kind, "answer": answer}), flush=True)
+        # x-hcp-lamport: send it back (same header) with a next task to any
+        # host to order that task's receipts after these.
+        print(
+            json.dumps(
+                {
+                    "type": kind,
+                    "host": headers.get("x-hcp-host-id"),
+                    "lamport": headers.get("x-hcp-lamport"),
+                    "answer": answer,
+                }
+            ),
+            flush=True,
+        )
         if kind in FINAL:
             status = 0 if kind == "task_completed" else 1
             break

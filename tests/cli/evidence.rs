@@ -581,3 +581,5 @@ fn a_pack_of_receipts_under_two_policies_carries_both_and_replays_the_same() {
         )
     );
 }
+
+mod merge;

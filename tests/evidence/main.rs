@@ -6,6 +6,7 @@
 //! restart and is shared by two hosts on one data directory.
 
 mod reload;
+mod transport;
 
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::evidence::{self, ReceiptFilter, Selection};

@@ -9,21 +9,21 @@ use hcp_tests::broker::Broker;
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::types::FieldTable;
+use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, Consumer};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
-const QUEUE: &str = "hcp.tasks.document-analysis";
+pub(super) const QUEUE: &str = "hcp.tasks.document-analysis";
 /// docs/amqp.md: the host's configure, write and read permissions.
-const HOST_PERMISSIONS: [&str; 3] = [
+pub(super) const HOST_PERMISSIONS: [&str; 3] = [
     r"^(hcp\.|amq\.gen-).*",
     r"^(hcp\.|amq\.default$).*",
     r"^hcp\..*",
 ];
 /// docs/amqp.md: a caller harness's.
-const CALLER_PERMISSIONS: [&str; 3] = [
+pub(super) const CALLER_PERMISSIONS: [&str; 3] = [
     r"^amq\.gen-.*",
     r"^(amq\.default|amq\.gen-.*)$",
     r"^amq\.gen-.*",
@@ -31,7 +31,7 @@ const CALLER_PERMISSIONS: [&str; 3] = [
 
 /// The shipped policies, with the seed's two harnesses mapped to broker
 /// users of the same names.
-fn policies_with_amqp_users(dir: &Path) {
+pub(super) fn policies_with_amqp_users(dir: &Path) {
     let source = Path::new(REPO_ROOT).join("policies");
     for entry in std::fs::read_dir(&source).expect("policies") {
         let entry = entry.expect("entry");
@@ -51,8 +51,8 @@ fn policies_with_amqp_users(dir: &Path) {
     std::fs::write(&path, serde_json::to_vec_pretty(&callers).expect("encode")).expect("write");
 }
 
-struct Caller {
-    channel: Channel,
+pub(super) struct Caller {
+    pub(super) channel: Channel,
     replies: Consumer,
     reply_to: String,
     log: std::path::PathBuf,
@@ -60,7 +60,7 @@ struct Caller {
 }
 
 impl Caller {
-    async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
+    pub(super) async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
         let connection = Connection::connect(
             &broker.url(user, &format!("{user}-secret")),
             ConnectionProperties::default(),
@@ -106,11 +106,17 @@ impl Caller {
         }
     }
 
-    async fn send(&self, body: &[u8], user_id: Option<&str>) {
+    pub(super) async fn send(&self, body: &[u8], user_id: Option<&str>) {
+        self.send_with(body, user_id, FieldTable::default()).await;
+    }
+
+    /// [`Caller::send`] with headers.
+    pub(super) async fn send_with(&self, body: &[u8], user_id: Option<&str>, headers: FieldTable) {
         let mut props = BasicProperties::default()
             .with_reply_to(self.reply_to.as_str().into())
             .with_content_type("application/json".into())
-            .with_delivery_mode(2);
+            .with_delivery_mode(2)
+            .with_headers(headers);
         if let Some(u) = user_id {
             props = props.with_user_id(u.into());
         }
@@ -132,19 +138,28 @@ impl Caller {
 
     /// The next answer: its correlation id and body.
     async fn answer(&mut self) -> (String, Value) {
+        let a = self
+            .next(Duration::from_secs(120))
+            .await
+            .unwrap_or_else(|| {
+                panic!(
+                    "no answer within two minutes; the host's log:\n{}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                )
+            });
+        (a.correlation, a.body)
+    }
+
+    /// The next answer within `wait`, with the headers the host sets.
+    pub(super) async fn next(&mut self, wait: Duration) -> Option<Reply> {
         let next = tokio::time::timeout(
-            Duration::from_secs(120),
+            wait,
             std::future::poll_fn(|cx| {
                 futures_core::Stream::poll_next(std::pin::Pin::new(&mut self.replies), cx)
             }),
         )
         .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "no answer within two minutes; the host's log:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            )
-        })
+        .ok()?
         .expect("the reply stream is open")
         .expect("a delivery");
         let correlation = next
@@ -153,13 +168,57 @@ impl Caller {
             .as_ref()
             .map(|c| c.as_str().to_owned())
             .unwrap_or_default();
-        let body = serde_json::from_slice(&next.data).expect("an answer is JSON");
-        (correlation, body)
+        let header = |name: &str| {
+            next.properties
+                .headers()
+                .as_ref()
+                .and_then(|h| h.inner().get(name).cloned())
+        };
+        let host = match header("x-hcp-host-id") {
+            Some(AMQPValue::LongString(s)) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+            other => panic!("x-hcp-host-id: {other:?}"),
+        };
+        let lamport = match header("x-hcp-lamport") {
+            Some(AMQPValue::LongLongInt(n)) => u64::try_from(n).expect("a clock is not negative"),
+            other => panic!("x-hcp-lamport: {other:?}"),
+        };
+        let redelivered = matches!(header("x-hcp-redelivered"), Some(AMQPValue::Boolean(true)));
+        let body: Value = serde_json::from_slice(&next.data).expect("an answer is JSON");
+        let id = next
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|m| m.as_str().to_owned());
+        assert_eq!(
+            id.as_deref(),
+            body["message_id"].as_str(),
+            "the AMQP message_id is the answer's"
+        );
+        Some(Reply {
+            correlation,
+            body,
+            host,
+            lamport,
+            redelivered,
+        })
     }
 }
 
+/// An answer as a caller reads it.
+pub(super) struct Reply {
+    /// The submission's `message_id`.
+    pub(super) correlation: String,
+    pub(super) body: Value,
+    /// `x-hcp-host-id`.
+    pub(super) host: String,
+    /// `x-hcp-lamport`.
+    pub(super) lamport: u64,
+    /// `x-hcp-redelivered`: the host may have published this answer before.
+    pub(super) redelivered: bool,
+}
+
 /// Waits until the host has declared the capability's queue.
-async fn queue_ready(broker: &Broker) {
+pub(super) async fn queue_ready(broker: &Broker) {
     let connection = Connection::connect(
         &broker.url("harness-local-01", "harness-local-01-secret"),
         ConnectionProperties::default(),
@@ -188,6 +247,21 @@ async fn queue_ready(broker: &Broker) {
 /// `hcp-host`, with the seed's harnesses mapped to broker users `callers`
 /// (made with the documented permissions). Keep the two directories.
 fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server) {
+    amqp_host_at(
+        broker,
+        callers,
+        &broker.url("hcp-host", "hcp-host-secret"),
+        &[],
+    )
+}
+
+/// [`amqp_host`] connecting to `url`, with `extra` flags.
+fn amqp_host_at(
+    broker: &Broker,
+    callers: &[&str],
+    url: &str,
+    extra: &[&str],
+) -> (tempfile::TempDir, tempfile::TempDir, Server) {
     broker
         .add_user_with("hcp-host", "hcp-host-secret", HOST_PERMISSIONS)
         .expect("user");
@@ -199,16 +273,14 @@ fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile:
     let data = lab();
     let policies = tempfile::tempdir().expect("tempdir");
     policies_with_amqp_users(policies.path());
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let server = Server::start_with(
-        data.path(),
-        &[
-            "--amqp",
-            &url,
-            "--policies",
-            policies.path().to_str().expect("utf-8"),
-        ],
-    );
+    let mut args = vec![
+        "--amqp",
+        url,
+        "--policies",
+        policies.path().to_str().expect("utf-8"),
+    ];
+    args.extend(extra);
+    let server = Server::start_with(data.path(), &args);
     (data, policies, server)
 }
 
@@ -362,26 +434,109 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
 }
 
 #[test]
-fn a_bad_amqp_url_is_refused_before_anything_starts() {
+fn a_bad_amqp_url_or_ca_is_refused_before_anything_starts() {
     let data = tempfile::tempdir().expect("tempdir");
-    for (url, says) in [
+    let not_pem = data.path().join("not.pem");
+    std::fs::write(&not_pem, "just text, no certificate\n").expect("write");
+    let not_pem = not_pem.to_str().expect("utf-8");
+    let missing = data.path().join("missing.pem");
+    let missing = missing.to_str().expect("utf-8");
+    let cases: [(&[&str], &str); 6] = [
+        (&["--amqp", "http://127.0.0.1:5672"], "not an AMQP URL"),
+        (&["--amqp", "amqp://127.0.0.1:notaport"], "not an AMQP URL"),
         (
-            "amqps://h:p@127.0.0.1:5671/%2f",
-            "amqps:// (AMQP over TLS) is not in this build",
+            &["--amqp", "amqp://h:p@127.0.0.1/%2f", "--amqp-ca", not_pem],
+            "the CA is for amqps:// URLs; amqp://h:***@127.0.0.1/%2f is plain AMQP",
         ),
-        ("http://127.0.0.1:5672", "not an AMQP URL"),
-        ("amqp://127.0.0.1:notaport", "not an AMQP URL"),
-    ] {
+        (
+            &["--amqp", "amqps://h:p@localhost/%2f", "--amqp-ca", not_pem],
+            "no PEM certificate in it",
+        ),
+        (
+            &["--amqp", "amqps://h:p@localhost/%2f", "--amqp-ca", missing],
+            "missing.pem",
+        ),
+        (
+            &["--amqp-ca", not_pem],
+            "there is no --amqp URL to use it with",
+        ),
+    ];
+    for (args, says) in cases {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_hcp"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--amqp", url])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .env("HCP_DATA_DIR", data.path())
             .current_dir(REPO_ROOT)
             .output()
             .expect("run hcp serve");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
-        assert!(stderr.contains(says), "{url}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn amqps_with_the_brokers_ca_and_no_connection_to_a_certificate_nobody_vouches_for() {
+    let broker = Broker::start_tls().expect("start a RabbitMQ node with TLS");
+    let ca = broker.ca_path();
+    let url = broker.tls_url("hcp-host", "hcp-host-secret");
+    let (data, _policies, _server) = amqp_host_at(
+        &broker,
+        &["harness-local-01"],
+        &url,
+        &["--amqp-ca", ca.to_str().expect("utf-8")],
+    );
+    // A second host that trusts only the system's roots: the broker's
+    // certificate is refused, the host says so and keeps serving HTTP.
+    let untrusting = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_amqp_users(policies.path());
+    let other = Server::start_with(
+        untrusting.path(),
+        &[
+            "--amqp",
+            &url,
+            "--policies",
+            policies.path().to_str().expect("utf-8"),
+        ],
+    );
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut local = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let task = with_id(example("document-analysis"), "amqps-seed");
+        local
+            .send(
+                &serde_json::to_vec(&task).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let (id, first) = local.answer().await;
+        assert_eq!(id, "amqps-seed");
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (_, last) = local.answer().await;
+        assert_eq!(last["type"], "task_completed", "{last}");
+    });
+    let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+    assert!(log.contains("amqps://hcp-host:***@localhost"), "{log}");
+
+    let log_path = untrusting.path().join("serve.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        if log.contains("certificate") && log.contains("reconnecting in") {
+            assert!(!log.contains("consuming 1 queue"), "{log}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no certificate error within a minute:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, _) = other.get("/v1/capabilities", Some(super::LOCAL));
+    assert_eq!(status, 200);
 }
 
 #[test]
@@ -414,4 +569,76 @@ fn the_host_carries_on_after_the_broker_restarts() {
     round("amqp-after-restart", &broker);
     let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
     assert!(log.contains("reconnecting"), "{log}");
+}
+
+#[test]
+fn a_capability_installed_while_serving_gets_its_queue() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let consumers = |queue: &'static str| {
+        runtime.block_on(async {
+            let connection = Connection::connect(
+                &broker.url("harness-local-01", "harness-local-01-secret"),
+                ConnectionProperties::default(),
+            )
+            .await
+            .expect("connect");
+            let channel = connection.create_channel().await.expect("channel");
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            channel
+                .queue_declare(queue.into(), passive, FieldTable::default())
+                .await
+                .ok()
+                .map(|q| q.consumer_count())
+        })
+    };
+    runtime.block_on(queue_ready(&broker));
+    const NEW: &str = "hcp.tasks.word-count-amqp";
+    assert_eq!(consumers(NEW), None, "no queue before the install");
+
+    // Another process installs a capability on the same data directory.
+    let mut manifest: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"),
+        )
+        .expect("read"),
+    )
+    .expect("json");
+    let plugin = Path::new(REPO_ROOT).join("plugins/document-analysis");
+    manifest["capability"]["name"] = Value::from("word-count-amqp");
+    let text = serde_json::to_string(&manifest)
+        .expect("json")
+        .replace("${manifest_dir}", &plugin.display().to_string());
+    let mut manifest: Value = serde_json::from_str(&text).expect("json");
+    let component = plugin.join(manifest["component"]["path"].as_str().expect("path"));
+    manifest["component"]["path"] = Value::from(component.to_str().expect("utf-8"));
+    let src = tempfile::tempdir().expect("tempdir");
+    let path = src.path().join("manifest.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).expect("json")).expect("write");
+    let other = hcp::engine::Host::open(
+        super::paths(data.path()),
+        hcp::engine::HostConfig::default(),
+    )
+    .expect("a second process's host");
+    other.install_manifest(&path).expect("install");
+    drop(other);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while consumers(NEW).unwrap_or(0) == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{NEW} not consumed 30 s after the install; log:\n{}",
+            std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+    assert!(
+        log.contains("consuming hcp.tasks.word-count-amqp (installed while serving)"),
+        "{log}"
+    );
 }

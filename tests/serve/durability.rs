@@ -588,12 +588,22 @@ fn a_task_the_gate_never_answered_is_failed_at_startup_not_queued_forever() {
         (
             Some("internal_error"),
             Some(
-                "the host stopped or failed before the gate answered the task; submit it again \
-                 with a new message_id"
+                "the host stopped or failed before the gate answered the task, so it never \
+                 ran; its message_id is free again: send the same message again to submit it"
             )
         ),
         "{result}"
     );
+    // Nothing ran and nobody had an answer: the caller's retry of the same
+    // message is a new task, admitted.
+    let (status, answer, retry) = server.post(
+        "/v1/tasks",
+        LOCAL,
+        &with_id(example("document-analysis"), "msg-unanswered"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["type"], "task_accepted", "{answer}");
+    assert_ne!(retry.as_deref(), Some(task.as_str()), "a new task");
 }
 
 /// The receipt writer itself: refuses while the disk is full (a typed

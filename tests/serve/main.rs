@@ -6,6 +6,7 @@
 //! durability across SIGKILL.
 
 mod amqp;
+mod amqp_hosts;
 mod approval_race;
 mod browser;
 mod durability;

@@ -31,12 +31,91 @@ pub struct Broker {
     port: u16,
     dist_port: u16,
     epmd_port: u16,
+    /// The AMQPS (TLS) listener's port, when the node has one.
+    tls_port: Option<u16>,
     child: Option<Child>,
 }
 
 /// A free TCP port on loopback (bound, then released for the broker).
 fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A CA (`ca.pem`) and a server certificate it signed for `localhost` and
+/// `127.0.0.1` (`server.pem`, `server.key`) in `dir`, made with `openssl`.
+fn make_certificates(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let openssl = |args: &[&str]| -> io::Result<()> {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )))
+        }
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let mut ca = vec!["req", "-x509"];
+    ca.extend(ec);
+    ca.extend([
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hcp test CA",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    ]);
+    openssl(&ca)?;
+    let mut csr = vec!["req"];
+    csr.extend(ec);
+    csr.extend([
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=localhost",
+    ]);
+    openssl(&csr)?;
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )?;
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ])
 }
 
 /// Whether this machine has Debian's broker (`scripts/test` installs it).
@@ -53,6 +132,21 @@ impl Broker {
     /// The broker is not installed, or the node did not start in time (the
     /// error holds the end of its log).
     pub fn start() -> io::Result<Self> {
+        Self::start_with(false)
+    }
+
+    /// [`Broker::start`], with an AMQPS listener too: a certificate for
+    /// `localhost` and `127.0.0.1` made by a CA of its own
+    /// ([`Broker::ca_path`]), with `openssl`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Broker::start`], or `openssl` failed.
+    pub fn start_tls() -> io::Result<Self> {
+        Self::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> io::Result<Self> {
         if !installed() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -66,7 +160,7 @@ impl Broker {
         // ports, in a new directory.
         let mut last = None;
         for _ in 0..4 {
-            match Self::try_start() {
+            match Self::try_start(tls) {
                 Ok(broker) => return Ok(broker),
                 Err(e) => last = Some(e),
             }
@@ -74,7 +168,7 @@ impl Broker {
         Err(last.unwrap_or_else(|| io::Error::other("the broker did not start")))
     }
 
-    fn try_start() -> io::Result<Self> {
+    fn try_start(tls: bool) -> io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("hcp-broker-").tempdir()?;
         let n = NODES.fetch_add(1, Ordering::Relaxed);
         let node = format!("hcptest{}x{n}@localhost", std::process::id());
@@ -84,19 +178,35 @@ impl Broker {
             port: free_port()?,
             dist_port: free_port()?,
             epmd_port: free_port()?,
+            tls_port: None,
             child: None,
         };
         for sub in ["mnesia", "log", "plugins-expand"] {
             std::fs::create_dir_all(broker.dir.path().join(sub))?;
         }
-        std::fs::write(
-            broker.dir.path().join("rabbitmq.conf"),
-            format!(
-                "listeners.tcp.default = 127.0.0.1:{}\nloopback_users = none\n\
-                 log.console = false\nlog.file.level = info\n",
-                broker.port
-            ),
-        )?;
+        let mut conf = format!(
+            "listeners.tcp.default = 127.0.0.1:{}\nloopback_users = none\n\
+             log.console = false\nlog.file.level = info\n",
+            broker.port
+        );
+        if tls {
+            let port = free_port()?;
+            let dir = broker.dir.path().join("tls");
+            make_certificates(&dir)?;
+            conf.push_str(&format!(
+                "listeners.ssl.default = 127.0.0.1:{port}\n\
+                 ssl_options.cacertfile = {ca}\n\
+                 ssl_options.certfile = {cert}\n\
+                 ssl_options.keyfile = {key}\n\
+                 ssl_options.verify = verify_none\n\
+                 ssl_options.fail_if_no_peer_cert = false\n",
+                ca = dir.join("ca.pem").display(),
+                cert = dir.join("server.pem").display(),
+                key = dir.join("server.key").display(),
+            ));
+            broker.tls_port = Some(port);
+        }
+        std::fs::write(broker.dir.path().join("rabbitmq.conf"), conf)?;
         std::fs::write(broker.dir.path().join("enabled_plugins"), "[].\n")?;
         let status = Command::new("chown")
             .args(["-R", "rabbitmq:rabbitmq"])
@@ -240,6 +350,24 @@ impl Broker {
     /// `amqp://user:password@127.0.0.1:port/%2f`.
     pub fn url(&self, user: &str, password: &str) -> String {
         format!("amqp://{user}:{password}@127.0.0.1:{}/%2f", self.port)
+    }
+
+    /// `amqps://user:password@localhost:port/%2f` (a node started with
+    /// [`Broker::start_tls`]).
+    ///
+    /// # Panics
+    ///
+    /// The node has no TLS listener.
+    pub fn tls_url(&self, user: &str, password: &str) -> String {
+        let port = self
+            .tls_port
+            .expect("a node started with Broker::start_tls");
+        format!("amqps://{user}:{password}@localhost:{port}/%2f")
+    }
+
+    /// The PEM file of the CA that signed the node's TLS certificate.
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.path().join("tls").join("ca.pem")
     }
 
     /// Stops the node and starts it again on the same ports and data (for

@@ -198,6 +198,16 @@ impl PublicKey {
         })
     }
 
+    /// This key under another key id: what a SHA-256 prefix collision
+    /// would give, for tests of what must refuse it.
+    #[cfg(test)]
+    pub(crate) fn with_id(&self, id: &KeyId) -> Self {
+        Self {
+            key: self.key,
+            id: id.clone(),
+        }
+    }
+
     /// The 32 raw bytes.
     pub fn to_bytes(&self) -> [u8; 32] {
         self.key.to_bytes()

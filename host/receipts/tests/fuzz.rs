@@ -2,6 +2,8 @@
 //! replaying it answers with a pack, a report or a clear error, never a
 //! panic, and never allocates what a header only declares: arbitrary
 //! bytes, and a good pack with bytes flipped, inserted, deleted or cut.
+//! Merging a pack that reads with the good one (the way `hcp evidence
+//! merge` would, were it not to verify first) is a pack or an error too.
 //! `PROPTEST_CASES` sets the number of cases (64 by default; `scripts/fuzz`
 //! runs many more).
 
@@ -72,6 +74,12 @@ fn check(bytes: &[u8]) {
         Ok(p) => {
             let _ = replay(&p, &RulesDecider);
             let _ = p.policy_snapshots();
+            match pack::merge(vec![p, standard_pack()]) {
+                Ok(merged) => {
+                    let _ = pack::write(&merged);
+                }
+                Err(e) => assert!(!e.to_string().is_empty()),
+            }
         }
         Err(e) => assert!(!e.to_string().is_empty()),
     }

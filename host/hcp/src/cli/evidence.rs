@@ -1,5 +1,7 @@
-//! `hcp evidence`: export evidence packs from the data directory, and
-//! verify them offline.
+//! `hcp evidence`: export evidence packs from the data directory, verify
+//! them offline, and merge the packs of several hosts into one.
+
+mod merge;
 
 use super::{DataDir, Outcome, print_json};
 use crate::evidence::{self, Selection};
@@ -27,7 +29,29 @@ pub enum EvidenceCommand {
     /// consistency, every inclusion proof, the DAG. Every failure is printed
     /// with the receipt or checkpoint it concerns; exit 1 on any.
     Verify(VerifyArgs),
+    /// Merge the evidence packs of several hosts (or several packs of one
+    /// host) into one pack whose receipt DAG spans them all: each host's
+    /// chain, checkpoints and keys are kept, so the merged pack verifies
+    /// with each host's own signatures and replays each receipt under its
+    /// own policy snapshot. Every input is verified first.
+    #[command(long_about = MERGE_ABOUT)]
+    Merge(MergeArgs),
 }
+
+const MERGE_ABOUT: &str = "Merges the evidence packs of several hosts (or several packs of one \
+host) into one pack whose receipt DAG spans them all: each host's chain, checkpoints and keys \
+are kept, so `hcp evidence verify` checks each host's receipts with its own key, the receipts of \
+all hosts are ordered by their Lamport clocks, a parent on another host becomes an edge of the \
+DAG, and `hcp replay` decides each receipt under its own policy snapshot.\n\n\
+Every input is verified first (as `hcp evidence verify` would, with the same --trust-key and \
+--sign-from-risk); one that does not verify is refused with its failures. Packs of one host are \
+joined where they overlap or meet and must agree receipt for receipt (a disagreement is a fork, \
+named with its host and seq); receipts missing between two packs of one host are a gap. Two \
+different public keys with one key id, or two files (manifests, messages, a policy snapshot) \
+with one name and different contents, are refused by name. The output does not depend on the \
+order of the inputs, and is written through a temporary file, never over an input.\n\n\
+Exit status: 0 merged and written, 1 an input does not verify or the packs do not fit together, \
+2 a file cannot be read or written.";
 
 /// Arguments of `hcp evidence export`.
 #[derive(Debug, clap::Args)]
@@ -76,10 +100,34 @@ pub struct VerifyArgs {
     json: bool,
 }
 
+/// Arguments of `hcp evidence merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The packs to merge: two or more.
+    #[arg(required = true, num_args = 2.., value_name = "PACK")]
+    packs: Vec<PathBuf>,
+    /// Where to write the merged pack (not one of the inputs).
+    #[arg(short, long, value_name = "PATH")]
+    out: PathBuf,
+    /// A key every input's signatures must be made with, as for `hcp
+    /// evidence verify`. Repeatable. Without one, each pack's own keys are
+    /// the trusted ones.
+    #[arg(long = "trust-key", value_name = "KEY|PATH")]
+    trust_keys: Vec<String>,
+    /// Receipts at this risk level or above must be signed one by one (and
+    /// every DENY is), in every input; the host signs from R4.
+    #[arg(long, value_name = "LEVEL", default_value = "R4")]
+    sign_from_risk: String,
+    /// Print the summary (or the refusal) as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
 pub(super) fn run(cmd: EvidenceCommand) -> Outcome {
     match cmd {
         EvidenceCommand::Export(args) => export(&args),
         EvidenceCommand::Verify(args) => verify(&args),
+        EvidenceCommand::Merge(args) => merge::run(&args),
     }
 }
 
@@ -119,7 +167,7 @@ fn export(args: &ExportArgs) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write as _;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
@@ -141,7 +189,7 @@ pub(super) fn read_pack(path: &Path) -> anyhow::Result<Result<Pack, pack::PackEr
     Ok(pack::read(&bytes, &ReadLimits::default()))
 }
 
-fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
+pub(super) fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
     if let Ok(key) = PublicKey::from_str(text.trim()) {
         return Ok(key);
     }
@@ -214,7 +262,7 @@ const ORIGIN_NOT_CHECKED: &str = "origin not checked: trusted the keys the pack 
 pass --trust-key to check who signed it";
 
 /// The report of `hcp evidence verify --json`.
-fn report_json(
+pub(super) fn report_json(
     report: &hcp_receipts::verify::Report,
     origin_checked: bool,
     options: &VerifyOptions,

@@ -83,7 +83,7 @@ pub enum Command {
     /// The host key and publisher keys.
     #[command(subcommand)]
     Keys(keys::KeysCommand),
-    /// Evidence packs of receipts: export, verify offline.
+    /// Evidence packs of receipts: export, verify offline, merge several hosts' packs.
     #[command(subcommand)]
     Evidence(evidence::EvidenceCommand),
     /// Re-derive every verdict of an evidence pack from its recorded policy.

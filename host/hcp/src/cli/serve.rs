@@ -5,6 +5,7 @@ use crate::engine::{Host, HostConfig, HostPaths};
 use crate::serve::{ConnLimits, ServeConfig, serve};
 use anyhow::Context as _;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -55,14 +56,20 @@ pub struct ServeArgs {
     #[arg(long, env = "HCP_MAX_CONNECTIONS", default_value_t = 1024,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_connections: u32,
-    /// Also take tasks from a RabbitMQ broker: `amqp://USER:PASSWORD@HOST:PORT/VHOST`
-    /// (plain AMQP; TLS is not in this build yet). One durable queue per installed capability,
-    /// `hcp.tasks.<capability>`; the caller is the message's broker-checked
+    /// Also take tasks from a RabbitMQ broker: `amqp://USER:PASSWORD@HOST:PORT/VHOST`,
+    /// or `amqps://...` for AMQP over TLS (the broker's certificate is checked against
+    /// `--amqp-ca`, or the system's roots without it). One durable queue per installed
+    /// capability, `hcp.tasks.<capability>`; the caller is the message's broker-checked
     /// user-id (`amqp_user` in callers.json). See docs/amqp.md.
     #[arg(long, env = "HCP_AMQP_URL", value_name = "URL",
           value_parser = amqp_url)]
     amqp: Option<String>,
-    /// AMQP deliveries taken at once before any is acknowledged.
+    /// CA certificate(s), PEM, that an `amqps://` broker's certificate may chain to,
+    /// trusted besides the system's roots (a private CA for the broker).
+    #[arg(long, env = "HCP_AMQP_CA", value_name = "PEM_FILE")]
+    amqp_ca: Option<PathBuf>,
+    /// Tasks taken from the broker at once: the prefetch window, and the AMQP tasks this
+    /// host holds from delivery to final answer (a full host leaves the queue to others).
     #[arg(long, env = "HCP_AMQP_PREFETCH", default_value_t = 8,
           value_parser = clap::value_parser!(u16).range(1..))]
     amqp_prefetch: u16,
@@ -73,21 +80,51 @@ pub struct ServeArgs {
     dirs: HostDirs,
 }
 
-/// An AMQP URL as lapin reads it.
+/// An AMQP URL as lapin reads it: `amqp://` or `amqps://`.
 fn amqp_url(text: &str) -> std::result::Result<String, String> {
-    if text
-        .get(..8)
-        .is_some_and(|s| s.eq_ignore_ascii_case("amqps://"))
-    {
-        return Err(
-            "amqps:// (AMQP over TLS) is not in this build yet: use amqp:// on \
-                    loopback or a private network (docs/amqp.md)"
-                .to_owned(),
-        );
+    let scheme_ok = ["amqp://", "amqps://"].iter().any(|scheme| {
+        text.get(..scheme.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+    });
+    if !scheme_ok {
+        return Err("not an AMQP URL: it must start with amqp:// or amqps:// \
+             (amqp://user:password@host:port/vhost)"
+            .to_owned());
     }
     text.parse::<lapin::uri::AMQPUri>()
         .map(|_| text.to_owned())
         .map_err(|e| format!("not an AMQP URL (amqp://user:password@host:port/vhost): {e}"))
+}
+
+/// The AMQP settings from the flags: `--amqp-ca` only with an `amqps://`
+/// URL, and only a file of PEM certificates.
+fn amqp_config(args: &ServeArgs) -> anyhow::Result<Option<crate::serve::amqp::AmqpConfig>> {
+    let Some(url) = args.amqp.clone() else {
+        if let Some(ca) = &args.amqp_ca {
+            anyhow::bail!(
+                "--amqp-ca {}: there is no --amqp URL to use it with",
+                ca.display()
+            );
+        }
+        return Ok(None);
+    };
+    let tls = url
+        .get(..8)
+        .is_some_and(|s| s.eq_ignore_ascii_case("amqps://"));
+    let ca = match &args.amqp_ca {
+        None => None,
+        Some(path) if !tls => anyhow::bail!(
+            "--amqp-ca {}: the CA is for amqps:// URLs; {} is plain AMQP",
+            path.display(),
+            crate::serve::amqp::redact(&url)
+        ),
+        Some(path) => Some(crate::serve::amqp::read_ca(path)?),
+    };
+    Ok(Some(crate::serve::amqp::AmqpConfig {
+        url,
+        prefetch: args.amqp_prefetch,
+        ca,
+    }))
 }
 
 impl ServeArgs {
@@ -139,6 +176,7 @@ fn reload_on_sighup(host: Arc<Host>) -> anyhow::Result<tokio::task::JoinHandle<(
 
 pub(super) fn run(args: ServeArgs) -> Outcome {
     let paths = &args.dirs.paths()?;
+    let amqp = amqp_config(&args)?;
     let duration = |flag: &str, text: &str| {
         hcp_contracts::IsoDuration::parse(text)
             .map(|d| d.get())
@@ -185,10 +223,7 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         listen: args.listen,
         shutdown_grace,
         connections,
-        amqp: args.amqp.clone().map(|url| crate::serve::amqp::AmqpConfig {
-            url,
-            prefetch: args.amqp_prefetch,
-        }),
+        amqp,
         ..ServeConfig::default()
     };
     super::runtime()?

@@ -63,6 +63,8 @@ impl Host {
             (TaskState::Received, None) => {
                 job_status(&task, "received; the gate has not answered yet")
             }
+            // Failed before the gate answered: its final answer.
+            (_, None) if task.result.is_some() => task.result.clone().unwrap_or_default(),
             (_, None) => job_status(&task, "no answer recorded"),
         };
         Ok(Submission {

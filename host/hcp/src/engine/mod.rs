@@ -174,6 +174,24 @@ impl Host {
         &self.identity.host_id
     }
 
+    /// The host's Lamport clock (its last stored receipt's, or a larger one
+    /// received): what answers carry (`x-hcp-lamport` over AMQP).
+    pub fn lamport(&self) -> u64 {
+        self.recorder.lamport()
+    }
+
+    /// Moves the host's clock past a clock a caller brought back from
+    /// another host's answer: the receipts of what the caller asks next
+    /// come after the other host's in every merged order.
+    ///
+    /// # Errors
+    ///
+    /// The clock is 2^53 − 1 or more
+    /// ([`crate::evidence::ClockOutOfRange`]); the receipt writer stopped.
+    pub fn observe_lamport(&self, remote: u64) -> Result<()> {
+        self.recorder.observe_lamport(remote)
+    }
+
     /// The session-token keys.
     pub fn tokens(&self) -> &TokenKeys {
         &self.tokens

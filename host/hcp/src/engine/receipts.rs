@@ -14,8 +14,8 @@ use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{RejectReason, TaskRejected};
 use hcp_policy::Admission;
 use hcp_policy::pep::gate::{
-    self, AdmissionInput, ApprovalInput, CALL_ADMISSION, CALL_APPROVAL, CALL_EXPIRY,
-    CALL_SESSION_TOKEN, ExpiryInput, HostCheck, TokenInput,
+    self, AbandonInput, AdmissionInput, ApprovalInput, CALL_ABANDONED, CALL_ADMISSION,
+    CALL_APPROVAL, CALL_EXPIRY, CALL_SESSION_TOKEN, ExpiryInput, HostCheck, TokenInput,
 };
 use hcp_receipts::{Parent, Verdict, reason};
 
@@ -251,6 +251,41 @@ impl Host {
                     reason::DELEGATION_INVALID,
                     admission.risk_level,
                 ),
+            )?
+        })
+    }
+
+    /// Records that this host abandoned its copy of `task` (it stopped
+    /// before acknowledging the task's delivery over `transport`): the copy
+    /// never runs here and this host never answers for it.
+    pub(crate) fn record_abandoned(
+        &self,
+        task: &TaskRecord,
+        transport: &str,
+        reason: &str,
+    ) -> Result<Parent> {
+        let input = AbandonInput {
+            at: hcp_contracts::message::now_rfc3339(),
+            kind: CALL_ABANDONED.to_owned(),
+            reason: reason.to_owned(),
+            transport: transport.to_owned(),
+        };
+        let policy = self.policy();
+        let risk = task
+            .risk
+            .as_deref()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(RiskLevel::R1);
+        self.recorder.append_sealed(Entry {
+            parents: self.recorder.task_causes(&task.task_id)?,
+            ..decision(
+                &policy,
+                task,
+                task_capability(task),
+                CALL_ABANDONED,
+                serde_json::json!({"transport": transport}),
+                &input,
+                (Verdict::Deny, reason::FAIL_CLOSED_ERROR, risk),
             )?
         })
     }

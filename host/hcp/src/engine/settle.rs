@@ -56,7 +56,8 @@ impl Host {
     }
 
     /// At startup: tasks left `received` (the gate never answered them)
-    /// are failed with `internal_error`. Returns their ids.
+    /// are failed with `internal_error`, and their `message_id`s freed
+    /// (nothing ran, nobody had an answer). Returns their ids.
     ///
     /// # Errors
     ///
@@ -69,13 +70,16 @@ impl Host {
             };
             let answer = internal_failure(
                 &task,
-                "the host stopped or failed before the gate answered the task; submit it again \
-                 with a new message_id",
+                "the host stopped or failed before the gate answered the task, so it never \
+                 ran; its message_id is free again: send the same message again to submit it",
             )?;
             if self
                 .store
                 .settle(&id, TaskState::Received, TaskState::Failed, answer)?
             {
+                // Nobody had an answer: the same message (a caller's retry,
+                // a broker's redelivery) is a new task.
+                self.store.release_message_id(&id)?;
                 settled.push(id);
             }
         }
@@ -85,7 +89,9 @@ impl Host {
     /// At startup: tasks whose AMQP delivery this host had not
     /// acknowledged when it stopped. The broker redelivers such a message
     /// (to this host or another), so this copy never runs and this host
-    /// never answers for it: it is failed here and its route closed.
+    /// never answers for it: it is failed here (a `gate.abandoned`
+    /// receipt), its `message_id` freed for the redelivery, and its route
+    /// closed.
     /// Returns their ids.
     ///
     /// # Errors
@@ -100,14 +106,18 @@ impl Host {
             if let Some(task) = self.store.task(&route.task_id)?
                 && !task.state.is_final()
             {
-                let answer = internal_failure(
-                    &task,
-                    "abandoned: the host stopped before it acknowledged the AMQP delivery, so \
-                     the broker delivers the message again and whoever takes it answers",
-                )?;
+                const WHY: &str = "the host stopped before it acknowledged the AMQP delivery, \
+                                   so the broker delivers the message again and whoever takes \
+                                   it answers";
+                // The receipt first: a copy abandoned is on the record
+                // before its state says so.
+                self.record_abandoned(&task, "amqp", WHY)?;
+                let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
                 self.store
                     .settle(&task.task_id, task.state, TaskState::Failed, answer)?;
             }
+            // The redelivery may come back here: it is a new submission.
+            self.store.release_message_id(&route.task_id)?;
             self.store.route_answered(&route.task_id)?;
             abandoned.push(route.task_id);
         }

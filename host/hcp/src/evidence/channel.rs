@@ -80,6 +80,9 @@ pub(super) enum Msg {
     Open(Box<Open>, Sender<Result<Parent, String>>),
     Close(String),
     Flush(Sender<Result<(), String>>),
+    /// A Lamport clock seen on another host (a caller sent it back): the
+    /// next receipt's clock is above it.
+    Observe(u64),
     Stop,
 }
 
@@ -110,7 +113,7 @@ impl Msg {
         match self {
             Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
             Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
-            Msg::Call(_) | Msg::Close(_) | Msg::Stop => None,
+            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 
@@ -120,7 +123,7 @@ impl Msg {
             Msg::Call(d) => Some(d.scope.facts().session_id.clone()),
             Msg::Open(o, _) => Some(o.facts.session_id.clone()),
             Msg::Append(e, _) => e.session_id.clone(),
-            Msg::Close(_) | Msg::Flush(_) | Msg::Stop => None,
+            Msg::Close(_) | Msg::Flush(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 }

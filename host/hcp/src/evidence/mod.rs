@@ -59,7 +59,7 @@ mod writer;
 
 pub use channel::{Entry, Follows};
 pub use export::{Selection, export};
-pub use recorder::{Appender, Recorder};
+pub use recorder::{Appender, ClockOutOfRange, Recorder};
 pub use view::{
     ReceiptFilter, ReceiptSummary, RecordedSession, StoreCheck, recent_receipts, recorded_session,
     session_receipts, verify_store,

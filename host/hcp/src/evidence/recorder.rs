@@ -14,6 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
@@ -91,7 +92,15 @@ pub struct Recorder {
     thread: Option<JoinHandle<()>>,
     store: Arc<Store>,
     host_id: String,
+    /// The log's Lamport clock as last stored.
+    clock: Arc<AtomicU64>,
 }
+
+/// A Lamport clock from outside the host is not a number the log can take:
+/// at or above 2^53 − 1 (receipts' integers stay exact in JSON).
+#[derive(Debug, thiserror::Error)]
+#[error("a Lamport clock must be below 2^53 - 1 (9007199254740991); got {0}")]
+pub struct ClockOutOfRange(pub u64);
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -172,7 +181,8 @@ impl Recorder {
         }
         let log = HostLog::resume(state, key, signing)?;
         let failure = Arc::new(Failure::default());
-        let mut writer = Writer::new(db, log, saved, &dir);
+        let clock = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(db, log, saved, &dir, clock.clone());
         writer.seal_on_open()?;
         let (tx, rx) = sync_channel(CHANNEL);
         let thread = std::thread::Builder::new()
@@ -187,7 +197,34 @@ impl Recorder {
             thread: Some(thread),
             store,
             host_id,
+            clock,
         })
+    }
+
+    /// The host's Lamport clock: that of its last stored receipt (or one
+    /// received since). Answers carry it, so that a caller can hand it to
+    /// another host.
+    pub fn lamport(&self) -> u64 {
+        self.clock.load(Ordering::Acquire)
+    }
+
+    /// Moves the clock past `remote`, a clock a caller brought from another
+    /// host: every receipt recorded after this returns (the admission of
+    /// the message that brought it, for one) has a larger clock.
+    ///
+    /// # Errors
+    ///
+    /// `remote` is 2^53 − 1 or more; the writer stopped.
+    pub fn observe_lamport(&self, remote: u64) -> Result<()> {
+        if remote >= hcp_receipts::ids::MAX_SAFE_INTEGER {
+            return Err(ClockOutOfRange(remote).into());
+        }
+        if remote <= self.lamport() {
+            return Ok(());
+        }
+        self.tx
+            .send(Msg::Observe(remote))
+            .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))
     }
 
     /// This host's id (`host-<key id>`).

@@ -18,6 +18,8 @@ use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent};
 use hcp_sandbox::pep::{DecidedCall, now_ms};
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 
 /// Most messages stored in one transaction.
@@ -54,6 +56,8 @@ pub(super) struct Writer {
     marked: Option<u64>,
     /// Writes the marks, off this thread.
     marker: super::marker::Marker,
+    /// The log's Lamport clock as last stored, for answers to carry.
+    clock: Arc<AtomicU64>,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -78,12 +82,20 @@ fn begin(db: &Connection) -> Result<Transaction<'_>> {
 }
 
 impl Writer {
-    pub(super) fn new(db: Connection, log: HostLog, saved: String, dir: &std::path::Path) -> Self {
+    pub(super) fn new(
+        db: Connection,
+        log: HostLog,
+        saved: String,
+        dir: &std::path::Path,
+        clock: Arc<AtomicU64>,
+    ) -> Self {
+        clock.store(log.state().lamport, Ordering::Release);
         Self {
             db,
             dir: dir.to_path_buf(),
             marked: None,
             marker: super::marker::Marker::start(dir.to_path_buf()),
+            clock,
             core: Core {
                 log,
                 saved,
@@ -155,6 +167,8 @@ impl Writer {
                 Ok(flushed) => {
                     drop(refusers);
                     failure.clear();
+                    self.clock
+                        .store(self.core.log.state().lamport, Ordering::Release);
                     for reply in replies {
                         reply(Ok(()));
                     }
@@ -223,6 +237,14 @@ impl Writer {
                     replies.push(Box::new(move |r| {
                         let _ = reply.send(r);
                     }));
+                }
+                Msg::Observe(remote) => {
+                    // The edges refuse a clock the log cannot take (2^53
+                    // and above); one that got here all the same is only
+                    // noted.
+                    if let Err(e) = core.log.receive(remote) {
+                        tracing::warn!("receipts: a Lamport clock received: {e}");
+                    }
                 }
                 Msg::Stop => flush = true,
             }

@@ -20,6 +20,10 @@ pub struct ReplyRoute {
     /// left unacknowledged by a stopped host may have been redelivered to
     /// another host, which then owns the task.
     pub acked: bool,
+    /// Times the final answer was handed to the broker without the
+    /// broker's confirm being recorded (a host that died in between):
+    /// when not zero, the next copy may be a repeat.
+    pub attempts: u32,
 }
 
 impl Store {
@@ -51,6 +55,45 @@ impl Store {
         Ok(())
     }
 
+    /// The final answer is about to be handed to the broker: recorded
+    /// first, so that a copy published again after a crash can say it may
+    /// be a repeat.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_attempt(&self, task_id: &str) -> Result<()> {
+        self.db().execute(
+            "UPDATE amqp_replies SET attempts = attempts + 1 WHERE task_id = ?1",
+            params![task_id],
+        )?;
+        Ok(())
+    }
+
+    /// Frees the `message_id` of a task that never ran and whose caller
+    /// never had an answer from this host: a copy abandoned because its
+    /// AMQP delivery was never acknowledged (the broker delivers the
+    /// message again), or a task the host stopped on before the gate
+    /// answered it. The same message, sent again or redelivered here, is
+    /// then admitted as a new task instead of being answered as a
+    /// duplicate of the dead copy. The copy keeps its row, its receipts and
+    /// its submission; its stored `message_id` gets the suffix
+    /// `#released-<task_id>` (idempotency is per caller, so no other
+    /// caller's key can meet it). Done once.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn release_message_id(&self, task_id: &str) -> Result<()> {
+        let suffix = format!("#released-{task_id}");
+        self.db().execute(
+            "UPDATE tasks SET message_id = message_id || ?2 \
+             WHERE task_id = ?1 AND substr(message_id, -length(?2)) IS NOT ?2",
+            params![task_id, suffix],
+        )?;
+        Ok(())
+    }
+
     /// The broker confirmed the task's final answer (or none will be
     /// sent): the route is closed.
     ///
@@ -73,7 +116,7 @@ impl Store {
     pub fn open_routes(&self) -> Result<Vec<ReplyRoute>> {
         let db = self.db();
         let mut stmt = db.prepare(
-            "SELECT task_id, reply_to, correlation_id, acked FROM amqp_replies \
+            "SELECT task_id, reply_to, correlation_id, acked, attempts FROM amqp_replies \
              WHERE answered_at IS NULL ORDER BY rowid",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -82,6 +125,7 @@ impl Store {
                 reply_to: r.get(1)?,
                 correlation_id: r.get(2)?,
                 acked: r.get::<_, i64>(3)? != 0,
+                attempts: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
             })
         })?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)

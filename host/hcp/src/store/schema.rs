@@ -171,4 +171,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX amqp_replies_open ON amqp_replies(answered_at) WHERE answered_at IS NULL;
 ",
+    // How many times a final answer was handed to the broker: a copy
+    // published again after a restart says it may be a repeat.
+    r"
+    ALTER TABLE amqp_replies ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+",
 ];

@@ -18,6 +18,10 @@
 //! - `gate.expiry`: when the approval expired and when the host noticed.
 //! - `session.token`: the session token did not verify when the task was
 //!   about to run (a fact).
+//! - `gate.abandoned`: a host that stopped before acknowledging a task's
+//!   AMQP delivery fails its copy at its next start, without running or
+//!   answering it (the broker delivers the message again); the fact is the
+//!   transport and why.
 
 use super::decide::Decision;
 use super::error::{InputError, read};
@@ -38,6 +42,9 @@ pub const CALL_APPROVAL: &str = "gate.approval";
 pub const CALL_EXPIRY: &str = "gate.expiry";
 /// `call` and `kind` of a session refused because its token did not verify.
 pub const CALL_SESSION_TOKEN: &str = "session.token";
+/// `call` and `kind` of a task copy a host abandoned (its delivery was
+/// never acknowledged).
+pub const CALL_ABANDONED: &str = "gate.abandoned";
 
 /// The receipt reason code of a `task_rejected` reason.
 pub fn gate_reason(code: RejectReason) -> &'static str {
@@ -114,6 +121,20 @@ pub struct TokenInput {
     pub kind: String,
     /// The session.
     pub session_id: String,
+}
+
+/// The decision input of `gate.abandoned`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AbandonInput {
+    /// When the host abandoned it (RFC 3339).
+    pub at: String,
+    /// [`CALL_ABANDONED`].
+    pub kind: String,
+    /// What the host found, e.g. "the AMQP delivery was not acknowledged".
+    pub reason: String,
+    /// The transport the task came by, e.g. `amqp`.
+    pub transport: String,
 }
 
 fn allow() -> Decision {
@@ -214,6 +235,14 @@ pub fn decide_token(input: &TokenInput) -> Decision {
     )
 }
 
+/// A task copy the host abandoned never runs: fail closed.
+pub fn decide_abandoned(input: &AbandonInput) -> Decision {
+    deny(
+        ReasonCode::FailClosedError,
+        format!("abandoned ({}): {}", input.transport, input.reason),
+    )
+}
+
 /// Decides a gate input of any kind above; `None` for other kinds.
 ///
 /// # Errors
@@ -229,6 +258,7 @@ pub fn decide(
         CALL_APPROVAL => read(kind, input).map(|i| decide_approval(policy, &i)),
         CALL_EXPIRY => read(kind, input).map(|i| decide_expiry(&i)),
         CALL_SESSION_TOKEN => read(kind, input).map(|i| decide_token(&i)),
+        CALL_ABANDONED => read(kind, input).map(|i| decide_abandoned(&i)),
         _ => return None,
     })
 }

@@ -31,11 +31,18 @@
 //! PAX or GNU extension headers (paths are limited to 100 bytes so none is
 //! ever needed), data padded with zeros to 512 bytes, and the archive ends
 //! with two zero blocks. The same [`Pack`] always gives the same bytes.
+//!
+//! # Merging
+//!
+//! [`merge`] joins the packs of several hosts (or several packs of one
+//! host) into one pack; see its module for the rules.
 
+mod merge;
 mod proofs;
 mod read;
 mod write;
 
+pub use merge::{MergeError, merge, merge_labeled};
 pub(crate) use proofs::InclusionRef;
 pub use proofs::prove;
 pub(crate) use read::{Read, StoredReceipt, read_with};

@@ -2,13 +2,15 @@
 //! broker-checked `user-id`, submitted through the engine's one entry
 //! point, answered on `reply_to`, and only then acknowledged.
 
-use super::outbox::publish_answer;
+use super::capacity::{Capacity, Place};
+use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::AMQPValue;
 use lapin::{Channel, Consumer};
 use serde_json::Value;
 
@@ -18,8 +20,13 @@ pub(super) async fn consume(
     state: AppState,
     publish: Channel,
     mut consumer: Consumer,
+    capacity: Capacity,
 ) -> Result<()> {
     loop {
+        // A full host reads no further delivery: the broker keeps the rest
+        // (at most the prefetch window here) and gives the queue's others
+        // to other hosts.
+        let place = capacity.take().await;
         let next = std::future::poll_fn(|cx| {
             futures_core::Stream::poll_next(std::pin::Pin::new(&mut consumer), cx)
         })
@@ -31,8 +38,9 @@ pub(super) async fn consume(
         };
         let state = state.clone();
         let publish = publish.clone();
+        let capacity = capacity.clone();
         state.tracker().clone().spawn(async move {
-            if let Err(e) = handle(&state, &publish, &delivery).await {
+            if let Err(e) = handle(&state, &publish, &delivery, (&capacity, place)).await {
                 // Not acknowledged: the broker redelivers it (here or to
                 // another host) once this channel closes; say so now.
                 tracing::error!(target: "hcp::amqp", "delivery {}: {e:#}", delivery.delivery_tag);
@@ -54,8 +62,50 @@ struct Malformed {
     answer: Submission,
 }
 
-/// Reads the message once: size, JSON, envelope, `task_submit`.
-fn read(delivery: &Delivery) -> Result<std::result::Result<TaskMessage, Malformed>> {
+/// A task as read from a delivery, with the Lamport clock its caller
+/// brought back from another host's answer, if any.
+struct Read {
+    message: TaskMessage,
+    lamport: Option<u64>,
+}
+
+/// The `x-hcp-lamport` header: an unsigned integer below 2^53 − 1, as an
+/// AMQP integer of any width or as decimal text (some clients send every
+/// header as a string). `Ok(None)` when there is none.
+fn lamport_header(delivery: &Delivery) -> std::result::Result<Option<u64>, String> {
+    let Some(headers) = delivery.properties.headers() else {
+        return Ok(None);
+    };
+    let Some(value) = headers.inner().get(LAMPORT_HEADER) else {
+        return Ok(None);
+    };
+    let n: Option<u64> = match value {
+        AMQPValue::ShortShortUInt(n) => Some(u64::from(*n)),
+        AMQPValue::ShortUInt(n) => Some(u64::from(*n)),
+        AMQPValue::LongUInt(n) => Some(u64::from(*n)),
+        AMQPValue::ShortShortInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::ShortInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::LongInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::LongLongInt(n) => u64::try_from(*n).ok(),
+        AMQPValue::Timestamp(n) => Some(*n),
+        AMQPValue::ShortString(s) => s.as_str().parse().ok(),
+        AMQPValue::LongString(s) => std::str::from_utf8(s.as_bytes())
+            .ok()
+            .and_then(|t| t.parse().ok()),
+        _ => None,
+    };
+    match n {
+        Some(n) if n < hcp_receipts::ids::MAX_SAFE_INTEGER => Ok(Some(n)),
+        _ => Err(format!(
+            "the {LAMPORT_HEADER} header must be an unsigned integer below 2^53 - 1 \
+             (a clock from an earlier answer); got {value:?}"
+        )),
+    }
+}
+
+/// Reads the message once: size, JSON, envelope, `task_submit`, and the
+/// Lamport clock header.
+fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
     let refuse = |message_id: Option<String>, why: String| -> Result<_> {
         Ok(Err(Malformed {
             message_id,
@@ -83,8 +133,12 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<TaskMessage, Malforme
         .get("message_id")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let lamport = match lamport_header(delivery) {
+        Ok(l) => l,
+        Err(why) => return refuse(message_id, why),
+    };
     match TaskMessage::parse(value) {
-        Ok(message) => Ok(Ok(message)),
+        Ok(message) => Ok(Ok(Read { message, lamport })),
         Err(not) => Ok(Err(Malformed {
             message_id,
             answer: Submission::refused(not.refusal())?,
@@ -92,11 +146,16 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<TaskMessage, Malforme
     }
 }
 
-async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Result<()> {
+async fn handle(
+    state: &AppState,
+    publish: &Channel,
+    delivery: &Delivery,
+    (capacity, place): (&Capacity, Place),
+) -> Result<()> {
     let props = &delivery.properties;
     let reply_to = props.reply_to().as_ref().map(|r| r.as_str().to_owned());
-    let message = match read(delivery)? {
-        Ok(message) => message,
+    let Read { message, lamport } = match read(delivery)? {
+        Ok(read) => read,
         Err(malformed) => {
             let reason = malformed.answer.answer["payload"]["reason_message"]
                 .as_str()
@@ -115,12 +174,12 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
                     .unwrap_or_default();
                 publish_answer(
                     publish,
-                    state.host.host_id(),
+                    &state.host,
                     reply_to,
                     &correlation,
                     None,
                     &malformed.answer.answer,
-                    false,
+                    Flags::default(),
                 )
                 .await?;
             }
@@ -135,6 +194,10 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
     let message_id = message.message_id().to_owned();
     let host = state.host.clone();
     let submission = tokio::task::spawn_blocking(move || {
+        // The clock first: the task's receipts come after the other host's.
+        if let Some(remote) = lamport {
+            host.observe_lamport(remote)?;
+        }
         host.submit_task(message, Auth::Broker(user.as_deref()))
     })
     .await
@@ -168,12 +231,15 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
     }
     publish_answer(
         publish,
-        state.host.host_id(),
+        &state.host,
         &reply_to,
         &message_id,
         submission.task_id.as_deref(),
         &submission.answer,
-        submission.duplicate,
+        Flags {
+            duplicate: submission.duplicate,
+            redelivered: false,
+        },
     )
     .await?;
     delivery.ack(BasicAckOptions::default()).await?;
@@ -182,6 +248,13 @@ async fn handle(state: &AppState, publish: &Channel, delivery: &Delivery) -> Res
             return Ok(());
         }
         state.host.store.route_acked(id)?;
+        // Accepted: the task holds its place until its final answer is
+        // published (the outbox frees it); one that waits for an operator
+        // costs nothing meanwhile.
+        // (A duplicate's original holds its own, or was answered.)
+        if submission.kind == AnswerKind::Accepted && !submission.duplicate {
+            capacity.hold(id, place);
+        }
         if submission.runnable && submission.kind == AnswerKind::Accepted {
             spawn_run(state, id.clone());
         }

@@ -29,8 +29,11 @@
 //!   `reply_to`.
 //! - A lost connection is re-established with backoff; HTTP keeps serving.
 
+mod capacity;
 mod delivery;
 mod outbox;
+
+pub use outbox::LAMPORT_HEADER;
 
 use super::state::AppState;
 use anyhow::{Context as _, Result};
@@ -38,8 +41,9 @@ use lapin::options::{
     BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
     QueueBindOptions, QueueDeclareOptions,
 };
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use lapin::{ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -56,10 +60,51 @@ pub fn task_queue(capability: &str) -> String {
 /// Settings of the AMQP transport.
 #[derive(Debug, Clone)]
 pub struct AmqpConfig {
-    /// `amqp://user:password@host:port/vhost`.
+    /// `amqp://user:password@host:port/vhost`, or `amqps://...` for TLS.
     pub url: String,
-    /// Deliveries in flight at once (unacknowledged, per connection).
+    /// Tasks taken from the broker at once, per connection: the prefetch
+    /// window (unacknowledged deliveries) and the tasks this host holds
+    /// from delivery to final answer (see `capacity`).
     pub prefetch: u16,
+    /// For `amqps://`: CA certificates (PEM) the broker's certificate may
+    /// chain to, besides the system's roots.
+    pub ca: Option<String>,
+}
+
+/// Largest CA file read.
+const CA_LIMIT: u64 = 1 << 20;
+
+/// Reads a PEM file of CA certificates for `amqps://`: at least one
+/// certificate, every `CERTIFICATE` block well formed.
+///
+/// # Errors
+///
+/// The file cannot be read, is over 1 MiB, or holds no certificate or a
+/// damaged one.
+pub fn read_ca(path: &std::path::Path) -> Result<String> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject as _;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).with_context(|| format!("--amqp-ca {shown}"))?;
+    if meta.len() > CA_LIMIT {
+        anyhow::bail!(
+            "--amqp-ca {shown}: {} bytes; a CA file is at most {CA_LIMIT}",
+            meta.len()
+        );
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--amqp-ca {shown}: not a text (PEM) file"))?;
+    let mut count = 0;
+    for cert in CertificateDer::pem_slice_iter(text.as_bytes()) {
+        cert.map_err(|e| anyhow::anyhow!("--amqp-ca {shown}: a damaged certificate: {e}"))?;
+        count += 1;
+    }
+    if count == 0 {
+        anyhow::bail!(
+            "--amqp-ca {shown}: no PEM certificate in it (-----BEGIN CERTIFICATE----- blocks)"
+        );
+    }
+    Ok(text)
 }
 
 /// Longest wait between reconnection attempts.
@@ -87,13 +132,19 @@ pub(crate) async fn run(state: AppState, config: AmqpConfig) {
 
 /// One connection's life: declare, consume, answer, until it fails.
 async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
-    let connection = Connection::connect(
-        &config.url,
-        ConnectionProperties::default()
-            .with_connection_name(format!("hcp {}", state.host.host_id()).into()),
-    )
-    .await
-    .with_context(|| format!("cannot connect to {}", redact(&config.url)))?;
+    let connection = DefaultConnectionBuilder::new()?
+        .with_uri_str(config.url.clone())
+        .with_properties(
+            ConnectionProperties::default()
+                .with_connection_name(format!("hcp {}", state.host.host_id()).into()),
+        )
+        .with_tls_config(OwnedTLSConfig {
+            identity: None,
+            cert_chain: config.ca.clone(),
+        })
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", redact(&config.url)))?;
     let consume = connection.create_channel().await?;
     consume
         .basic_qos(config.prefetch, BasicQosOptions::default())
@@ -131,39 +182,24 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         )
         .await?;
 
-    let capabilities: BTreeSet<String> = state
-        .host
-        .store
-        .installed()?
-        .into_iter()
-        .map(|i| i.name)
-        .collect();
+    let capabilities = installed_names(state)?;
+    let capacity = capacity::Capacity::new(config.prefetch);
+    // Tasks acknowledged on an earlier connection and not answered yet
+    // are this host's work still.
+    for route in state.host.store.open_routes()? {
+        if route.acked {
+            capacity.adopt(&route.task_id);
+        }
+    }
     let mut consumers = tokio::task::JoinSet::new();
     for capability in &capabilities {
-        let queue = task_queue(capability);
-        let mut args = FieldTable::default();
-        args.insert(
-            "x-queue-type".into(),
-            AMQPValue::LongString("quorum".into()),
-        );
-        args.insert(
-            "x-dead-letter-exchange".into(),
-            AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
-        );
-        consume
-            .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
-            .await
-            .with_context(|| format!("declaring {queue}"))?;
-        let consumer = consume
-            .basic_consume(
-                queue.as_str().into(),
-                format!("hcp-{}-{capability}", state.host.host_id()).into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .with_context(|| format!("consuming {queue}"))?;
-        consumers.spawn(delivery::consume(state.clone(), publish.clone(), consumer));
+        let consumer = consume_queue(state, &consume, capability).await?;
+        consumers.spawn(delivery::consume(
+            state.clone(),
+            publish.clone(),
+            consumer,
+            capacity.clone(),
+        ));
     }
     tracing::info!(
         target: "hcp::amqp",
@@ -172,7 +208,18 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         redact(&config.url),
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
-    consumers.spawn(outbox::run(state.clone(), publish.clone()));
+    consumers.spawn(outbox::run(
+        state.clone(),
+        publish.clone(),
+        capacity.clone(),
+    ));
+    consumers.spawn(watch_installs(
+        state.clone(),
+        consume.clone(),
+        publish.clone(),
+        capacity,
+        capabilities,
+    ));
     // The first consumer (or the outbox) to end means the connection or a
     // channel is gone: start over.
     let ended = match consumers.join_next().await {
@@ -189,8 +236,98 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
     ended
 }
 
+/// How often the registry is read for capabilities installed meanwhile
+/// (by this process or another on the same data directory).
+const INSTALL_POLL: Duration = Duration::from_secs(2);
+
+/// The names of the installed capabilities.
+fn installed_names(state: &AppState) -> Result<BTreeSet<String>> {
+    Ok(state
+        .host
+        .store
+        .installed()?
+        .into_iter()
+        .map(|i| i.name)
+        .collect())
+}
+
+/// Declares a capability's queue (durable, quorum, dead-lettering to
+/// [`DEAD_LETTER_EXCHANGE`]) and starts consuming it.
+async fn consume_queue(
+    state: &AppState,
+    channel: &lapin::Channel,
+    capability: &str,
+) -> Result<lapin::Consumer> {
+    let queue = task_queue(capability);
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString("quorum".into()),
+    );
+    args.insert(
+        "x-dead-letter-exchange".into(),
+        AMQPValue::LongString(DEAD_LETTER_EXCHANGE.into()),
+    );
+    channel
+        .queue_declare(queue.as_str().into(), QueueDeclareOptions::durable(), args)
+        .await
+        .with_context(|| format!("declaring {queue}"))?;
+    channel
+        .basic_consume(
+            queue.as_str().into(),
+            format!("hcp-{}-{capability}", state.host.host_id()).into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .with_context(|| format!("consuming {queue}"))
+}
+
+/// Declares and consumes the queue of every capability installed after the
+/// connection was made, until a consumer of its own ends or a declaration
+/// fails (the connection is gone: the session starts over).
+async fn watch_installs(
+    state: AppState,
+    consume: lapin::Channel,
+    publish: lapin::Channel,
+    capacity: capacity::Capacity,
+    mut known: BTreeSet<String>,
+) -> Result<()> {
+    let mut consumers = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            ended = consumers.join_next(), if !consumers.is_empty() => {
+                return match ended {
+                    Some(Ok(result)) => result,
+                    Some(Err(e)) => Err(anyhow::anyhow!("consumer task: {e}")),
+                    None => Ok(()),
+                };
+            }
+            () = tokio::time::sleep(INSTALL_POLL) => {}
+        }
+        let now = installed_names(&state)?;
+        for capability in now.difference(&known) {
+            let consumer = consume_queue(&state, &consume, capability).await?;
+            consumers.spawn(delivery::consume(
+                state.clone(),
+                publish.clone(),
+                consumer,
+                capacity.clone(),
+            ));
+            tracing::info!(
+                target: "hcp::amqp",
+                "consuming {} (installed while serving)",
+                task_queue(capability)
+            );
+        }
+        // Never consumed twice: an uninstalled capability keeps its queue
+        // (its tasks are refused) and is not declared again.
+        known.extend(now);
+    }
+}
+
 /// The URL without its password, for logs.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

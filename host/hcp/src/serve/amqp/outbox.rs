@@ -4,6 +4,8 @@
 //! its route once it ends, and the route is closed only when the broker
 //! confirms it; after a restart the open routes are published again.
 
+use super::capacity::Capacity;
+use crate::engine::Host;
 use crate::serve::state::AppState;
 use anyhow::{Context as _, Result};
 use lapin::options::BasicPublishOptions;
@@ -12,29 +14,60 @@ use lapin::{BasicProperties, Channel, Confirmation};
 use serde_json::Value;
 use std::time::Duration;
 
+/// The header with the host's Lamport clock, on every answer; a caller
+/// that sends it back with its next message (to any host) moves that
+/// host's clock past it.
+pub const LAMPORT_HEADER: &str = "x-hcp-lamport";
+
+/// What an answer's headers say besides its host, task and clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Flags {
+    /// `x-hcp-duplicate`: the answer to an earlier copy of the same
+    /// `message_id` from the same caller.
+    pub(super) duplicate: bool,
+    /// `x-hcp-redelivered`: this answer was handed to the broker before
+    /// by a host that stopped before recording the broker's confirm; the
+    /// caller may have it already (the AMQP `message_id` is the same).
+    pub(super) redelivered: bool,
+}
+
 /// Publishes one answer to `reply_to` and waits for the broker's confirm.
 pub(super) async fn publish_answer(
     channel: &Channel,
-    host_id: &str,
+    host: &Host,
     reply_to: &str,
     correlation_id: &str,
     task_id: Option<&str>,
     answer: &Value,
-    duplicate: bool,
+    flags: Flags,
 ) -> Result<()> {
     let body = serde_json::to_vec(answer)?;
     let mut headers = FieldTable::default();
     headers.insert(
         "x-hcp-host-id".into(),
-        AMQPValue::LongString(host_id.into()),
+        AMQPValue::LongString(host.host_id().into()),
+    );
+    // Below 2^53, so it fits.
+    headers.insert(
+        LAMPORT_HEADER.into(),
+        AMQPValue::LongLongInt(i64::try_from(host.lamport()).unwrap_or(i64::MAX)),
     );
     if let Some(id) = task_id {
         headers.insert("x-hcp-task-id".into(), AMQPValue::LongString(id.into()));
     }
-    if duplicate {
+    if flags.duplicate {
         headers.insert("x-hcp-duplicate".into(), AMQPValue::Boolean(true));
     }
-    let props = BasicProperties::default()
+    if flags.redelivered {
+        headers.insert("x-hcp-redelivered".into(), AMQPValue::Boolean(true));
+    }
+    let mut props = BasicProperties::default();
+    // The answer's own message_id: the same on every copy of it, so a
+    // caller keeps the first and drops a repeat.
+    if let Some(id) = answer["message_id"].as_str() {
+        props = props.with_message_id(id.into());
+    }
+    let props = props
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
         .with_correlation_id(correlation_id.into())
@@ -63,7 +96,7 @@ const SWEEP: Duration = Duration::from_secs(1);
 
 /// Publishes final answers until publishing fails (the connection is
 /// gone; the routes stay open for the next connection).
-pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
+pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -> Result<()> {
     let mut changes = state.host.store.task_changes();
     loop {
         for route in state.host.store.open_routes()? {
@@ -79,17 +112,23 @@ pub(super) async fn run(state: AppState, channel: Channel) -> Result<()> {
             let Some(answer) = task.result.as_ref().or(task.answer.as_ref()) else {
                 continue;
             };
+            state.host.store.route_attempt(&route.task_id)?;
+            let flags = Flags {
+                duplicate: false,
+                redelivered: route.attempts > 0,
+            };
             publish_answer(
                 &channel,
-                state.host.host_id(),
+                &state.host,
                 &route.reply_to,
                 &route.correlation_id,
                 Some(&route.task_id),
                 answer,
-                false,
+                flags,
             )
             .await?;
             state.host.store.route_answered(&route.task_id)?;
+            capacity.release(&route.task_id);
             tracing::info!(
                 target: "hcp::amqp",
                 task = %route.task_id,

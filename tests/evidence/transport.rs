@@ -1,0 +1,147 @@
+//! What a transport brings into the receipts: the copy of a task a host
+//! abandoned (it stopped before acknowledging the task's AMQP delivery) is a
+//! `gate.abandoned` receipt that replays, and a Lamport clock a caller
+//! brings back from another host's answer orders this host's next receipts
+//! after it.
+
+use super::{example, export_all, lab, open, submit, verify};
+use hcp::evidence::ClockOutOfRange;
+use hcp_policy::pep::PepDecider;
+use hcp_receipts::{Verdict, reason};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
+    let (data, host) = lab();
+    let held = submit(
+        &host,
+        &example("document-analysis", "amqp-held"),
+        "harness-local-01",
+    );
+    let held = held.task_id.expect("recorded");
+    let done = submit(
+        &host,
+        &example("document-analysis", "amqp-answered"),
+        "harness-local-01",
+    );
+    let done = done.task_id.expect("recorded");
+    // Both had routes; only the second's delivery was acknowledged.
+    host.store
+        .route_replies(&held, "reply-q", "amqp-held")
+        .expect("route");
+    host.store
+        .route_replies(&done, "reply-q", "amqp-answered")
+        .expect("route");
+    host.store.route_acked(&done).expect("acked");
+    drop(host);
+
+    // The next start abandons the unacknowledged copy only.
+    let host = open(data.path());
+    let abandoned = host.abandon_unacknowledged().expect("abandon");
+    assert_eq!(abandoned, vec![held.clone()]);
+    let task = host.store.task(&held).expect("read").expect("task");
+    assert_eq!(task.state.as_str(), "failed");
+    let answer = task.result.as_ref().expect("a final answer");
+    assert_eq!(
+        answer["payload"]["error_code"], "internal_error",
+        "{answer}"
+    );
+    // Its route is closed: the outbox never answers for it.
+    let open_routes: Vec<String> = host
+        .store
+        .open_routes()
+        .expect("routes")
+        .into_iter()
+        .map(|r| r.task_id)
+        .collect();
+    assert_eq!(open_routes, vec![done.clone()]);
+    // A second start finds nothing more to abandon.
+    assert!(host.abandon_unacknowledged().expect("again").is_empty());
+    // The broker's redelivery, should it come back here, is a new task,
+    // not a duplicate of the abandoned copy.
+    let again = submit(
+        &host,
+        &example("document-analysis", "amqp-held"),
+        "harness-local-01",
+    );
+    assert!(!again.duplicate, "{}", again.answer);
+    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
+    // The acknowledged one keeps its key.
+    let repeat = submit(
+        &host,
+        &example("document-analysis", "amqp-answered"),
+        "harness-local-01",
+    );
+    assert!(repeat.duplicate);
+
+    let (_, pack) = export_all(&host);
+    let report = verify(&pack);
+    assert!(report.ok(), "{report}");
+    let receipts: Vec<_> = pack.hosts[0]
+        .receipts
+        .iter()
+        .filter(|r| r.call == "gate.abandoned")
+        .collect();
+    assert_eq!(receipts.len(), 1, "one receipt for the abandoned copy");
+    let r = receipts[0];
+    assert_eq!(r.task_id.as_deref(), Some(held.as_str()));
+    assert_eq!(
+        (r.verdict, r.reason_code.as_str()),
+        (Verdict::Deny, reason::FAIL_CLOSED_ERROR)
+    );
+    // It follows from the task's admission.
+    let admission = pack.hosts[0]
+        .receipts
+        .iter()
+        .find(|a| a.call == "gate.admission" && a.task_id.as_deref() == Some(held.as_str()))
+        .expect("admission");
+    assert!(r.parents.contains(&admission.hash().expect("hash")));
+    let replayed = hcp_receipts::replay(&pack, &PepDecider::new(&pack));
+    assert!(replayed.ok(), "{:?}", replayed.issues);
+    assert_eq!(replayed.matched, replayed.replayed);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clock_brought_back_orders_the_next_receipts_after_it() {
+    let (_data, host) = lab();
+    let before = host.lamport();
+    // A clock not ahead of this host's changes nothing.
+    host.observe_lamport(before).expect("observe");
+    let first = submit(
+        &host,
+        &example("document-analysis", "clock-1"),
+        "harness-local-01",
+    );
+    assert!(host.lamport() > before, "the admission receipt");
+
+    // Another host's clock, far ahead: the next receipt comes after it.
+    host.observe_lamport(5_000).expect("observe");
+    let second = submit(
+        &host,
+        &example("document-analysis", "clock-2"),
+        "harness-local-01",
+    );
+    assert!(host.lamport() > 5_000);
+
+    // No clock the receipts' JSON cannot hold exactly.
+    for bad in [(1u64 << 53) - 1, u64::MAX] {
+        let e = host.observe_lamport(bad).expect_err("refused");
+        assert!(e.downcast_ref::<ClockOutOfRange>().is_some(), "{e:#}");
+    }
+
+    let (_, pack) = export_all(&host);
+    assert!(verify(&pack).ok());
+    let lamport_of = |task: &str| {
+        pack.hosts[0]
+            .receipts
+            .iter()
+            .find(|r| r.call == "gate.admission" && r.task_id.as_deref() == Some(task))
+            .expect("admission")
+            .lamport
+    };
+    assert_eq!(
+        lamport_of(first.task_id.as_deref().expect("id")),
+        before + 1
+    );
+    assert_eq!(lamport_of(second.task_id.as_deref().expect("id")), 5_001);
+}
