@@ -335,7 +335,7 @@ impl Recorder {
         manifest: &[u8],
         causes: Vec<Parent>,
     ) -> Result<Parent> {
-        let open = session_open(policy, facts, at_ms, decision, manifest, causes)?;
+        let open = session_open(policy, facts, at_ms, decision, manifest, causes, true)?;
         self.ask(|tx| Msg::Open(Box::new(open), tx))
     }
 
@@ -357,7 +357,7 @@ impl Recorder {
         manifest: &[u8],
         causes: Vec<Parent>,
     ) -> Result<()> {
-        let open = session_open(policy, facts, at_ms, decision, manifest, causes)?;
+        let open = session_open(policy, facts, at_ms, decision, manifest, causes, false)?;
         // Nobody waits for the answer: a failed batch marks the session
         // lost (see `Failure`), which the runner checks before answering.
         let (reply, _) = channel();
@@ -430,6 +430,7 @@ fn session_open(
     decision: &Decision,
     manifest: &[u8],
     causes: Vec<Parent>,
+    awaited: bool,
 ) -> Result<Open> {
     Ok(Open {
         facts_bytes: hcp_contracts::jcs::canonical_bytes(&facts)
@@ -444,6 +445,7 @@ fn session_open(
         manifest: manifest.to_vec(),
         causes,
         decision: decision.clone(),
+        awaited,
     })
 }
 

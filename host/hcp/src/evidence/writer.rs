@@ -22,9 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 
-/// Most messages stored in one transaction.
-const BATCH: usize = 8192;
-
 /// The last receipt of a session, and its stored range.
 #[derive(Clone)]
 struct Chain {
@@ -109,13 +106,7 @@ impl Writer {
     pub(super) fn run(mut self, rx: &Receiver<Msg>, failure: &Failure) {
         loop {
             let Ok(first) = rx.recv() else { return };
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
+            let batch = super::channel::gather(rx, first);
             let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
             // While writes fail (a full disk), each batch is tried again:
             // the first that commits ends the failure.
