@@ -54,7 +54,7 @@ pub(super) fn policies_with_amqp_users(dir: &Path) {
 pub(super) struct Caller {
     pub(super) channel: Channel,
     replies: Consumer,
-    reply_to: String,
+    pub(super) reply_to: String,
     log: std::path::PathBuf,
     _connection: Connection,
 }
@@ -641,4 +641,51 @@ fn a_capability_installed_while_serving_gets_its_queue() {
         log.contains("consuming hcp.tasks.word-count-amqp (installed while serving)"),
         "{log}"
     );
+}
+
+#[test]
+fn the_seeds_cvd_task_over_amqp_waits_for_an_operator_then_completes() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, server) = amqp_host(&broker, &["harness-local-01", "harness-alpha-001"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut alpha = Caller::connect(&broker, "harness-alpha-001", data.path()).await;
+        let cvd = with_id(example("cvd-material-synthesis"), "amqp-cvd-1");
+        let body = serde_json::to_vec(&cvd).expect("encode");
+        // Published to the CVD capability's own queue.
+        let confirm = alpha
+            .channel
+            .basic_publish(
+                "".into(),
+                "hcp.tasks.cvd-material-synthesis".into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default()
+                    .with_reply_to(alpha.reply_to.as_str().into())
+                    .with_user_id("harness-alpha-001".into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack());
+        // R3: the first answer says it waits for an operator.
+        let (id, pending) = alpha.answer().await;
+        assert_eq!(id, "amqp-cvd-1");
+        assert_eq!(pending["status"], "queued", "{pending}");
+        let task = pending["job_id"].as_str().expect("job_id").to_owned();
+
+        // The operator approves over HTTP; the final answer comes over AMQP.
+        let (status, accepted, _) = server.post(
+            &format!("/v1/approvals/{task}"),
+            super::OPERATOR,
+            &serde_json::json!({"decision": "approve", "reason": "recipe within the lab's SOP"}),
+        );
+        assert_eq!(status, 200, "{accepted}");
+        let (id, last) = alpha.answer().await;
+        assert_eq!(id, "amqp-cvd-1");
+        assert_eq!(last["type"], "task_completed", "{last}");
+    });
 }
