@@ -4,6 +4,15 @@
 //! durable state; it is the only one that touches the data directory.
 #![deny(missing_docs)]
 
+/// A phase of a task's path (`name`), as a span that lives until dropped:
+/// timed by a subscriber that asks for target `hcp::phase` and level
+/// TRACE (the `task_path` bench), free otherwise.
+macro_rules! phase {
+    ($name:literal) => {
+        tracing::trace_span!(target: "hcp::phase", $name)
+    };
+}
+
 pub mod cli;
 pub mod engine;
 pub mod evidence;

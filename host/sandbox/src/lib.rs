@@ -262,6 +262,9 @@ impl PreparedCapability {
             log.host_note(&message);
             return failed(RunFailure::new(ErrorCode::InputError, message), &log);
         }
+        // Phases of the run, timed by a subscriber that asks for them
+        // (target `hcp::phase`; the task-path bench).
+        let setup = tracing::trace_span!(target: "hcp::phase", "sandbox.setup");
         let state = match task::state(manifest, &request, meta, store, log.clone(), net, pep) {
             Ok(s) => s,
             Err(e) => {
@@ -288,11 +291,15 @@ impl PreparedCapability {
                 Ok(wasmtime::UpdateDeadline::Continue(1))
             });
         }
+        drop(setup);
         let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {
+            let instantiate = tracing::trace_span!(target: "hcp::phase", "sandbox.instantiate");
             let instance = match self.pre.instantiate(&mut store).await {
                 Ok(i) => i,
                 Err(e) => return Err((true, e)),
             };
+            drop(instantiate);
+            let _call = tracing::trace_span!(target: "hcp::phase", "sandbox.call");
             instance
                 .call_run(&mut store, &wit_task)
                 .await

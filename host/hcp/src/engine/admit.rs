@@ -91,6 +91,7 @@ impl Host {
         let refuse = |facts: &AdmissionFacts<'_>, code, text: String| {
             self.refuse_at_gate(task, facts, refusal(code, text, None), true)
         };
+        let lookup = phase!("gate.capability");
         let Some(installed) = self
             .store
             .select(&submit.capability, &checked.version_req)?
@@ -119,7 +120,11 @@ impl Host {
         let capability = self.capability(&installed)?;
         let manifest = &*capability.manifest;
         facts.capability = Some(capability.as_ref());
-        if let Err(p) = crate::lifecycle::check_inputs(manifest, &submit.inputs) {
+        drop(lookup);
+        let inputs = phase!("gate.inputs");
+        let inputs_checked = crate::lifecycle::check_inputs(manifest, &submit.inputs);
+        drop(inputs);
+        if let Err(p) = inputs_checked {
             return refuse(
                 &facts,
                 RejectReason::InvalidInput,
@@ -130,6 +135,7 @@ impl Host {
                 ),
             );
         }
+        let decide = phase!("gate.policy");
         let mut busy = Vec::new();
         for resource in &manifest.doc.capability.safety.resource_types {
             if self.store.resource_holder(resource)?.is_some() {
@@ -151,12 +157,15 @@ impl Host {
                 return self.refuse_at_gate(task, &facts, rejection.payload(), false);
             }
         };
+        drop(decide);
         if let Some(resume) = &submit.resume
             && let Some(problem) = self.resume_problem(task, resume)?
         {
             return refuse(&facts, RejectReason::InvalidInput, problem);
         }
+        let receipt = phase!("gate.receipt");
         self.record_admission(task, &facts, Ok(admission.risk_level))?;
+        drop(receipt);
         let update = TaskUpdate {
             version: Some(installed.version.to_string()),
             risk: Some(admission.risk_level.as_str().to_owned()),
@@ -190,10 +199,8 @@ impl Host {
                 false,
             ));
         }
-        let record = self
-            .store
-            .update_task(&task.task_id, TaskState::Received, update)?;
-        self.accept(&record, manifest, checked, &admission)
+        // What the gate decided is stored with the session, in one write.
+        self.accept(task, manifest, checked, &admission, update)
     }
 
     /// Why a resume cannot be honoured, if it cannot: the session must be a

@@ -99,7 +99,13 @@ impl Host {
         let record = self
             .store
             .update_task(task_id, TaskState::Received, TaskUpdate::default())?;
-        let accepted = self.accept(&record, manifest, &checked, &admission);
+        let accepted = self.accept(
+            &record,
+            manifest,
+            &checked,
+            &admission,
+            TaskUpdate::default(),
+        );
         self.settle_submission(&record, accepted)
     }
 

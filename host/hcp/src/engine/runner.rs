@@ -38,6 +38,7 @@ impl Host {
     ///
     /// No such task, a task that is not queued, or a host fault.
     pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
+        let load = phase!("run.load");
         let task = self
             .store
             .task(task_id)?
@@ -68,11 +69,15 @@ impl Host {
             .with_context(|| format!("{} is no longer installed", task.capability))?;
         let capability = self.capability(&installed)?;
         let manifest = &*capability.manifest;
+        drop(load);
         // A session that ended while the task waited (for equipment or a
         // slot): the task fails now, without running.
+        let token = phase!("run.token");
         if let Some(answer) = self.ended_session(&task, &session, &admission, manifest)? {
             return Ok(Some(answer));
         }
+        drop(token);
+        let claim = phase!("run.claim");
         let held = resources(manifest);
         let mut acquired = Vec::new();
         for r in &held {
@@ -95,6 +100,7 @@ impl Host {
                 return Ok(None);
             }
         }
+        drop(claim);
         let result = self
             .run_admitted(&task, &session, &admission, &capability)
             .await;
@@ -110,6 +116,7 @@ impl Host {
         };
         // A final state the store cannot take now (a full disk) is written
         // once it can (`Store::settle_pending`).
+        let _settle = phase!("run.settle");
         self.store
             .settle(task_id, TaskState::Running, state, answer.clone())?;
         Ok(Some(answer))
@@ -176,14 +183,17 @@ impl Host {
         capability: &super::Capability,
     ) -> Result<Value> {
         let manifest = &*capability.manifest;
+        let check = phase!("run.check");
         let checked = task
             .payload
             .clone()
             .context("queued task without its task_submit")?
             .check()
             .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
+        drop(check);
         let submit = &checked.submit;
         // The session token bounds the run: a task that waited past it fails.
+        let token = phase!("run.token");
         let claims = match self.session_claims(task, session)? {
             Ok(c) => c,
             Err(e) => {
@@ -206,6 +216,7 @@ impl Host {
             left = left.min(admitted.saturating_add(full_ms).saturating_sub(now));
         }
         let deadline = full.min(Duration::from_millis(left));
+        drop(token);
         // The session's decision scope, compiled once from the admission,
         // the grants and the policy; its opening is a receipt whose parents
         // are the admission and approval receipts.
@@ -216,8 +227,11 @@ impl Host {
             &task.task_id,
             claims.exp.saturating_mul(1000),
         );
+        let causes_read = phase!("run.causes");
         let causes = self.recorder.task_causes(&task.task_id)?;
-        let governor = match super::session::open_session(
+        drop(causes_read);
+        let open = phase!("run.open");
+        let governor = match super::session::open_queued_session(
             &self.recorder,
             &self.policy(),
             facts,
@@ -233,6 +247,7 @@ impl Host {
                 );
             }
         };
+        drop(open);
         let request = TaskRequest {
             task_id: task.task_id.clone(),
             session_id: session.to_owned(),
@@ -252,6 +267,7 @@ impl Host {
             governor,
             hid: Some(self.hid.clone()),
         };
+        let sandbox = phase!("run.sandbox");
         let prepared = capability.prepared(&self.sandbox).await;
         let run = match prepared {
             Ok(prepared) => {
@@ -260,8 +276,10 @@ impl Host {
             }
             Err(e) => Err(e),
         };
+        drop(sandbox);
         // Receipts are durable, and covered by a checkpoint, before the
         // task is answered; a task whose receipts cannot be stored fails.
+        let flush = phase!("run.flush");
         self.recorder.close_session(session);
         if let Err(e) = self.recorder.flush() {
             return failure(
@@ -277,6 +295,8 @@ impl Host {
                 "the task's receipts could not be stored: some were lost to a failed write",
             );
         }
+        drop(flush);
+        let _answer = phase!("run.answer");
         let mut run = run?;
         explain_deadline(&mut run, full, deadline);
         let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;

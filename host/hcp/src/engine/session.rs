@@ -37,18 +37,56 @@ pub fn open_session(
     manifest: &[u8],
     causes: Vec<Parent>,
 ) -> Result<PolicyGovernor> {
+    open(recorder, policy, facts, manifest, causes, true)
+}
+
+/// [`open_session`] for a task the engine answers itself once its
+/// receipts are durable: an allowed opening's receipt is queued to the
+/// writer ahead of the session's host calls and stored with them, instead
+/// of being waited for (a commit fewer on the task's path). The caller
+/// flushes, and fails the task when `Recorder::session_lost`, before it
+/// answers. A refused opening is recorded durably, as by [`open_session`].
+///
+/// # Errors
+///
+/// As [`open_session`].
+pub(crate) fn open_queued_session(
+    recorder: &Recorder,
+    policy: &PolicySet,
+    facts: SessionFacts,
+    manifest: &[u8],
+    causes: Vec<Parent>,
+) -> Result<PolicyGovernor> {
+    open(recorder, policy, facts, manifest, causes, false)
+}
+
+fn open(
+    recorder: &Recorder,
+    policy: &PolicySet,
+    facts: SessionFacts,
+    manifest: &[u8],
+    causes: Vec<Parent>,
+    wait: bool,
+) -> Result<PolicyGovernor> {
     let at_ms = now_ms();
     let (scope, decision) = hcp_policy::pep::input::open(policy, facts.clone(), at_ms);
-    recorder.record_session_open(policy, facts, at_ms, &decision, manifest, causes)?;
     match scope {
         Ok(scope) if decision.allowed() => {
+            if wait {
+                recorder.record_session_open(policy, facts, at_ms, &decision, manifest, causes)?;
+            } else {
+                recorder.queue_session_open(policy, facts, at_ms, &decision, manifest, causes)?;
+            }
             Ok(PolicyGovernor::new(Arc::new(scope), recorder.sink()))
         }
-        _ => anyhow::bail!(
-            "session refused ({}): {}",
-            decision.reason,
-            decision.message
-        ),
+        _ => {
+            recorder.record_session_open(policy, facts, at_ms, &decision, manifest, causes)?;
+            anyhow::bail!(
+                "session refused ({}): {}",
+                decision.reason,
+                decision.message
+            )
+        }
     }
 }
 
@@ -71,13 +109,15 @@ impl Host {
         Ok(self.tokens().verify(&issued.token, Some(session)))
     }
 
-    /// Issues the session and answers `task_accepted`.
+    /// Issues the session and answers `task_accepted`, storing it with
+    /// `admitted` (what the gate decided, when not stored yet) in one write.
     pub(super) fn accept(
         &self,
         task: &TaskRecord,
         manifest: &hcp_contracts::Manifest,
         checked: &CheckedSubmit,
         admission: &Admission,
+        admitted: TaskUpdate,
     ) -> Result<Submission> {
         let deadline = crate::lifecycle::deadline(manifest, checked);
         let session_id = format!("session-{}", uuid::Uuid::new_v4());
@@ -111,7 +151,9 @@ impl Host {
                 .map_err(anyhow::Error::msg)?,
             constraints: constraints.clone(),
         };
+        let issue = phase!("accept.token");
         let session_token = self.tokens().issue(&claims)?;
+        drop(issue);
         let at = |secs: u64| {
             time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
                 .map(hcp_contracts::message::rfc3339)
@@ -131,13 +173,14 @@ impl Host {
             Some(session_id.clone()),
             payload,
         )?)?;
+        let _stored = phase!("accept.record");
         self.store.update_task(
             &task.task_id,
             TaskState::Queued,
             TaskUpdate {
                 session_id: Some(session_id),
                 answer: Some(answer.clone()),
-                ..TaskUpdate::default()
+                ..admitted
             },
         )?;
         Ok(Submission::answered(

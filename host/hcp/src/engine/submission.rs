@@ -283,6 +283,7 @@ impl Host {
             Err(who) => return Submission::refused(refusal(RejectReason::Unauthorized, who, None)),
         };
         let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
+        let record = phase!("submit.record");
         let task = match self.store.submit(
             caller.id.as_str(),
             message.message_id(),
@@ -295,7 +296,11 @@ impl Host {
             }
             Submitted::New(task) => task,
         };
-        let answered = match message.submit.check() {
+        drop(record);
+        let check = phase!("submit.check");
+        let checked = message.submit.check();
+        drop(check);
+        let answered = match checked {
             Ok(checked) => self.admit(&policy, &task, caller, &checked),
             Err(p) => self.refuse_invalid(&policy, &task, caller, &p),
         };

@@ -12,7 +12,8 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::time::{Duration, Instant};
 
 /// A receipt the gate appends (admission, rejection, approval, ...).
 #[derive(Debug, Clone)]
@@ -71,6 +72,8 @@ pub(super) struct Open {
     pub(super) policy_sources: String,
     pub(super) manifest: Vec<u8>,
     pub(super) causes: Vec<Parent>,
+    /// Whether its sender waits for it to be stored.
+    pub(super) awaited: bool,
 }
 
 /// What the writer thread is asked to do.
@@ -106,7 +109,51 @@ impl Refuser {
     }
 }
 
+/// Most messages stored in one transaction.
+const BATCH: usize = 8192;
+
+/// How long a batch that nobody waits for (host calls' verdicts, a queued
+/// session opening) waits for more before it is stored: a task's verdicts
+/// and its flush then take one commit instead of several.
+const GATHER: Duration = Duration::from_millis(2);
+
+/// The next batch: `first`, what is queued behind it, and, while no
+/// message of the batch is waited for, what arrives within [`GATHER`].
+pub(super) fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
+    let mut awaited = first.awaited();
+    let mut batch = vec![first];
+    let until = Instant::now() + GATHER;
+    while batch.len() < BATCH {
+        let next = match rx.try_recv() {
+            Ok(m) => m,
+            Err(TryRecvError::Disconnected) => break,
+            Err(TryRecvError::Empty) => {
+                let left = until.saturating_duration_since(Instant::now());
+                if awaited || left.is_zero() {
+                    break;
+                }
+                match rx.recv_timeout(left) {
+                    Ok(m) => m,
+                    Err(_) => break,
+                }
+            }
+        };
+        awaited |= next.awaited();
+        batch.push(next);
+    }
+    batch
+}
+
 impl Msg {
+    /// Whether a sender waits for this message's batch to be stored.
+    fn awaited(&self) -> bool {
+        match self {
+            Msg::Append(..) | Msg::Flush(_) | Msg::Stop => true,
+            Msg::Open(open, _) => open.awaited,
+            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) => false,
+        }
+    }
+
     /// Where to answer the message if its batch fails (whether or not the
     /// batch reached it).
     pub(super) fn refuser(&self) -> Option<Refuser> {

@@ -52,6 +52,7 @@
 
 mod channel;
 mod export;
+mod marker;
 mod recorder;
 pub mod view;
 mod writer;

@@ -335,21 +335,35 @@ impl Recorder {
         manifest: &[u8],
         causes: Vec<Parent>,
     ) -> Result<Parent> {
-        let open = Open {
-            facts_bytes: hcp_contracts::jcs::canonical_bytes(&facts)
-                .map_err(|e| anyhow::anyhow!("session facts: {e}"))?,
-            input: pep::input::open_input(&facts, at_ms)
-                .map_err(|e| anyhow::anyhow!("session facts: {e}"))?,
-            facts,
-            at_ms,
-            policy_hash: Digest::from_str(policy.policy_hash())
-                .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
-            policy_sources: serde_json::to_string(policy.sources())?,
-            manifest: manifest.to_vec(),
-            causes,
-            decision: decision.clone(),
-        };
+        let open = session_open(policy, facts, at_ms, decision, manifest, causes, true)?;
         self.ask(|tx| Msg::Open(Box::new(open), tx))
+    }
+
+    /// [`Recorder::record_session_open`] without waiting: the receipt goes
+    /// to the writer ahead of the session's host calls and is stored with
+    /// them. The caller must [`Recorder::flush`] before it answers, and
+    /// fail the task when [`Recorder::session_lost`] says the receipt (or
+    /// any of the session's) was lost.
+    ///
+    /// # Errors
+    ///
+    /// The facts cannot be encoded, or the writer stopped.
+    pub fn queue_session_open(
+        &self,
+        policy: &PolicySet,
+        facts: SessionFacts,
+        at_ms: u64,
+        decision: &Decision,
+        manifest: &[u8],
+        causes: Vec<Parent>,
+    ) -> Result<()> {
+        let open = session_open(policy, facts, at_ms, decision, manifest, causes, false)?;
+        // Nobody waits for the answer: a failed batch marks the session
+        // lost (see `Failure`), which the runner checks before answering.
+        let (reply, _) = channel();
+        self.tx
+            .send(Msg::Open(Box::new(open), reply))
+            .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))
     }
 
     /// Forgets a session's chain (its receipts stay).
@@ -406,6 +420,33 @@ impl Recorder {
             let _ = thread.join();
         }
     }
+}
+
+/// The writer's message for a session's opening.
+fn session_open(
+    policy: &PolicySet,
+    facts: SessionFacts,
+    at_ms: u64,
+    decision: &Decision,
+    manifest: &[u8],
+    causes: Vec<Parent>,
+    awaited: bool,
+) -> Result<Open> {
+    Ok(Open {
+        facts_bytes: hcp_contracts::jcs::canonical_bytes(&facts)
+            .map_err(|e| anyhow::anyhow!("session facts: {e}"))?,
+        input: pep::input::open_input(&facts, at_ms)
+            .map_err(|e| anyhow::anyhow!("session facts: {e}"))?,
+        facts,
+        at_ms,
+        policy_hash: Digest::from_str(policy.policy_hash())
+            .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
+        policy_sources: serde_json::to_string(policy.sources())?,
+        manifest: manifest.to_vec(),
+        causes,
+        decision: decision.clone(),
+        awaited,
+    })
 }
 
 impl Drop for Recorder {

@@ -22,9 +22,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::Receiver;
 
-/// Most messages stored in one transaction.
-const BATCH: usize = 8192;
-
 /// The last receipt of a session, and its stored range.
 #[derive(Clone)]
 struct Chain {
@@ -52,8 +49,10 @@ pub(super) struct Writer {
     pub(super) core: Core,
     /// The data directory, where the store's mark is written.
     dir: std::path::PathBuf,
-    /// The receipts the mark last recorded.
+    /// The receipts of the last mark handed to the marker.
     marked: Option<u64>,
+    /// Writes the marks, off this thread.
+    marker: super::marker::Marker,
     /// The log's Lamport clock as last stored, for answers to carry.
     clock: Arc<AtomicU64>,
 }
@@ -92,6 +91,7 @@ impl Writer {
             db,
             dir: dir.to_path_buf(),
             marked: None,
+            marker: super::marker::Marker::start(dir.to_path_buf()),
             clock,
             core: Core {
                 log,
@@ -106,13 +106,7 @@ impl Writer {
     pub(super) fn run(mut self, rx: &Receiver<Msg>, failure: &Failure) {
         loop {
             let Ok(first) = rx.recv() else { return };
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
+            let batch = super::channel::gather(rx, first);
             let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
             // While writes fail (a full disk), each batch is tried again:
             // the first that commits ends the failure.
@@ -128,7 +122,10 @@ impl Writer {
             let sessions = self.core.sessions.clone();
             let threads = self.core.threads.clone();
             let mut replies: Vec<Reply> = Vec::new();
-            match self.batch(batch, &mut replies) {
+            let batched = phase!("writer.batch");
+            let stored = self.batch(batch, &mut replies);
+            drop(batched);
+            match stored {
                 Err(e) => {
                     // Nothing of the batch is stored: the log and the
                     // chains go back to the stored state, so that no later
@@ -167,6 +164,7 @@ impl Writer {
                         reply(Ok(()));
                     }
                     if flushed {
+                        let _mark = phase!("writer.mark");
                         self.mark();
                     }
                 }
@@ -178,8 +176,9 @@ impl Writer {
     }
 
     /// Records what the store now holds in its mark (see
-    /// [`crate::store::durable`]); a mark that cannot be written stays
-    /// behind the store, which the startup check allows.
+    /// [`crate::store::durable`]), through the marker's thread; a mark that
+    /// cannot be written stays behind the store, which the startup check
+    /// allows.
     fn mark(&mut self) {
         let receipts = self.core.log.size();
         if self.marked == Some(receipts) {
@@ -189,10 +188,8 @@ impl Writer {
             receipts,
             head: self.core.log.state().head.map(|d| hex::encode(d.0)),
         };
-        match mark.write(&self.dir) {
-            Ok(()) => self.marked = Some(receipts),
-            Err(e) => tracing::warn!("the store's mark: {e:#}"),
-        }
+        self.marker.mark(&self.dir, mark);
+        self.marked = Some(receipts);
     }
 
     /// Stores one batch in one transaction; `replies` are answered after.
@@ -253,10 +250,13 @@ impl Writer {
             core.save_session(&tx, &session)?;
         }
         if flush {
+            let _seal = phase!("writer.seal");
             core.seal(&tx)?;
         }
         let state = core.store_state(&tx)?;
+        let commit = phase!("writer.commit");
         tx.commit()?;
+        drop(commit);
         core.saved = state;
         Ok(flush)
     }

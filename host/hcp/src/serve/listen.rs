@@ -96,7 +96,13 @@ pub(crate) async fn serve(
             let _ = stream.try_write(OVERLOADED);
             continue;
         };
-        let _ = stream.set_nodelay(true);
+        // No Nagle: a response or an event stream is several small writes
+        // (an event's status, then its result), and Nagle would hold the
+        // second until the client's delayed ACK, about 40 ms later (seen:
+        // +35 ms per task with one client, docs/benchmarks.md).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY on the connection of {peer}: {e}");
+        }
         let service = TowerToHyperService::new(app.clone());
         let mut stopped = stopped.clone();
         connections.spawn(async move {

@@ -1,0 +1,236 @@
+//! Where one R1 task's time goes: the seed's document-analysis task, run
+//! in process one after another (one client), with the host's phase spans
+//! (`tracing` target `hcp::phase`, off unless a subscriber asks for them)
+//! timed from their creation to their close.
+//!
+//! ```sh
+//! cargo bench -p hcp --bench task_path            # 300 tasks
+//! cargo bench -p hcp --bench task_path -- 1000    # tasks
+//! ```
+//!
+//! Reported per task: the wall time from `Host::submit` to the answer of
+//! `Host::run_task` (p50, p99), then each phase's mean time per task and
+//! its share of the mean task. Phases nest (the indentation); the
+//! writer's phases run on the receipt writer's thread while the task waits
+//! for it (in `gate.receipt`, `run.open` and `run.flush`).
+
+#![allow(clippy::print_stdout)] // a bench binary reports on stdout
+
+use hcp::engine::{Auth, Host, HostConfig, HostPaths};
+use hcp_tests::{REPO_ROOT, cache_dir};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tracing::span::{Attributes, Id};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, filter};
+
+const LOCAL: &str = "demo-token-harness-local-01-not-a-secret";
+
+/// The phases in the order they are reported, with their depth.
+const PHASES: &[(usize, &str)] = &[
+    (0, "submit"),
+    (1, "submit.record"),
+    (1, "submit.check"),
+    (1, "gate.capability"),
+    (1, "gate.inputs"),
+    (1, "gate.policy"),
+    (1, "gate.receipt"),
+    (1, "gate.record"),
+    (1, "accept.token"),
+    (1, "accept.record"),
+    (0, "run"),
+    (1, "run.load"),
+    (1, "run.token"),
+    (1, "run.claim"),
+    (1, "run.check"),
+    (1, "run.causes"),
+    (1, "run.open"),
+    (1, "run.sandbox"),
+    (2, "sandbox.setup"),
+    (2, "sandbox.instantiate"),
+    (2, "sandbox.call"),
+    (1, "run.flush"),
+    (1, "run.answer"),
+    (1, "run.settle"),
+    (0, "writer.batch"),
+    (1, "writer.seal"),
+    (1, "writer.commit"),
+    (1, "writer.mark"),
+];
+
+/// Each closed phase span's duration, by name.
+#[derive(Default, Clone)]
+struct Phases(Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>);
+
+struct Started(Instant);
+
+impl<S> Layer<S> for Phases
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Started(Instant::now()));
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(elapsed) = span.extensions().get::<Started>().map(|s| s.0.elapsed()) else {
+            return;
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(span.name())
+            .or_default()
+            .push(elapsed);
+    }
+}
+
+impl Phases {
+    fn add(&self, name: &'static str, d: Duration) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(name)
+            .or_default()
+            .push(d);
+    }
+
+    fn take(&self) -> HashMap<&'static str, Vec<Duration>> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+fn example() -> Value {
+    let path = Path::new(REPO_ROOT).join("plugins/document-analysis/examples/task_submit.json");
+    serde_json::from_str(&std::fs::read_to_string(path).expect("read example")).expect("json")
+}
+
+fn open_host(data: &Path) -> Arc<Host> {
+    let host = Host::open(
+        HostPaths {
+            data_dir: data.to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: Path::new(REPO_ROOT).join("policies"),
+        },
+        HostConfig::default(),
+    )
+    .expect("open host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
+        .expect("install document-analysis");
+    Arc::new(host)
+}
+
+/// Runs `tasks` tasks one after another; their wall times. The two calls
+/// of each (`Host::submit` on the blocking pool, as `hcp serve` makes it,
+/// and `Host::run_task`) are recorded as the phases `submit` and `run`.
+fn run(
+    runtime: &tokio::runtime::Runtime,
+    host: &Arc<Host>,
+    phases: &Phases,
+    tasks: usize,
+    prefix: &str,
+) -> Vec<Duration> {
+    runtime.block_on(async {
+        let mut out = Vec::with_capacity(tasks);
+        for i in 0..tasks {
+            let mut m = example();
+            m["message_id"] = json!(format!("{prefix}-{i}"));
+            let t0 = Instant::now();
+            let h = host.clone();
+            let submission = tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
+                .await
+                .expect("join")
+                .expect("submit");
+            assert_eq!(
+                submission.answer["type"], "task_accepted",
+                "{}",
+                submission.answer
+            );
+            let submitted = t0.elapsed();
+            let id = submission.task_id.expect("task id");
+            let answer = host.run_task(&id).await.expect("run").expect("ran");
+            assert_eq!(answer["type"], "task_completed", "{answer}");
+            let wall = t0.elapsed();
+            phases.add("submit", submitted);
+            phases.add("run", wall - submitted);
+            out.push(wall);
+        }
+        out
+    })
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn main() {
+    let tasks = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(300usize);
+    let phases = Phases::default();
+    let subscriber = tracing_subscriber::registry().with(
+        phases
+            .clone()
+            .with_filter(filter::Targets::new().with_target("hcp::phase", tracing::Level::TRACE)),
+    );
+    tracing::subscriber::set_global_default(subscriber).expect("subscriber");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = open_host(data.path());
+    // Warm: compile (or load) the component, fill caches.
+    run(&runtime, &host, &phases, 20, "warm");
+    phases.take();
+    let mut walls = run(&runtime, &host, &phases, tasks, "task");
+    let spans = phases.take();
+    walls.sort();
+    let mean = walls.iter().sum::<Duration>() / u32::try_from(tasks).unwrap_or(u32::MAX);
+    let pct = |p: f64| walls[((walls.len() as f64 - 1.0) * p).round() as usize];
+    println!(
+        "task_path: {tasks} R1 tasks (document-analysis) in process, one client, {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "task wall time: mean {:.0} µs, p50 {:.0} µs, p99 {:.0} µs",
+        us(mean),
+        us(pct(0.5)),
+        us(pct(0.99))
+    );
+    println!(
+        "{:<28} {:>8} {:>12} {:>12} {:>8}",
+        "phase", "per task", "mean µs", "p50 µs", "share"
+    );
+    for (depth, name) in PHASES {
+        let Some(times) = spans.get(name) else {
+            println!("{:<28} (no span)", format!("{}{name}", "  ".repeat(*depth)));
+            continue;
+        };
+        let total: Duration = times.iter().sum();
+        let mut sorted = times.clone();
+        sorted.sort();
+        let per_task = us(total) / tasks as f64;
+        println!(
+            "{:<28} {:>8.2} {:>12.1} {:>12.1} {:>7.1}%",
+            format!("{}{name}", "  ".repeat(*depth)),
+            times.len() as f64 / tasks as f64,
+            per_task,
+            us(sorted[sorted.len() / 2]),
+            100.0 * per_task / us(mean),
+        );
+    }
+    for name in spans.keys() {
+        if !PHASES.iter().any(|(_, n)| n == name) {
+            println!("(unlisted phase {name})");
+        }
+    }
+}
