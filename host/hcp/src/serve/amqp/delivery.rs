@@ -247,13 +247,19 @@ async fn handle(
         if !more {
             return Ok(());
         }
-        state.host.store.route_acked(id)?;
         // Accepted: the task holds its place until its final answer is
         // published (the outbox frees it); one that waits for an operator
-        // costs nothing meanwhile.
-        // (A duplicate's original holds its own, or was answered.)
+        // costs nothing meanwhile. (A duplicate's original holds its own,
+        // or was answered.) Held before the route is marked acknowledged:
+        // from then on the task may run and be answered (the outbox and
+        // the maintenance loop see acknowledged routes only), and its
+        // release must find the place.
         if submission.kind == AnswerKind::Accepted && !submission.duplicate {
             capacity.hold(id, place);
+        }
+        if let Err(e) = state.host.store.route_acked(id) {
+            capacity.release(id);
+            return Err(e);
         }
         if submission.runnable && submission.kind == AnswerKind::Accepted {
             spawn_run(state, id.clone());
