@@ -116,11 +116,24 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
         let mut killed: Option<usize> = None;
         let deadline = Instant::now() + Duration::from_secs(300);
         while finals.len() < TASKS {
-            assert!(
-                Instant::now() < deadline,
-                "{} of {TASKS} tasks have a final answer after 5 minutes: {finals:?}",
-                finals.len()
-            );
+            if Instant::now() >= deadline {
+                let missing: Vec<String> = (0..TASKS)
+                    .map(|i| format!("two-hosts-{i}"))
+                    .filter(|id| !finals.contains_key(id))
+                    .collect();
+                let log = |data: &Path| {
+                    let text = std::fs::read_to_string(data.join("serve.log")).unwrap_or_default();
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(60)..].join("\n")
+                };
+                panic!(
+                    "{} of {TASKS} tasks have a final answer after 5 minutes; missing {missing:?} \
+                     (killed: {killed:?}); host 0's log:\n{}\nhost 1's log:\n{}",
+                    finals.len(),
+                    log(a.path()),
+                    log(b.path())
+                );
+            }
             let Some(answer) = caller.next(Duration::from_secs(5)).await else {
                 continue;
             };
