@@ -21,8 +21,11 @@
 
 #![allow(clippy::print_stdout)] // a bench binary reports on stdout
 
+mod common;
+
+use common::{agent, example, http_task, open_host_with};
+
 use futures_core::Stream;
-use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::broker::Broker;
 use hcp_tests::{REPO_ROOT, cache_dir};
 use lapin::options::{
@@ -36,17 +39,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const LOCAL: &str = "demo-token-harness-local-01-not-a-secret";
 const CALLER: &str = "harness-local-01";
 const QUEUE: &str = "hcp.tasks.document-analysis";
-
-fn example(id: &str) -> Value {
-    let path = Path::new(REPO_ROOT).join("plugins/document-analysis/examples/task_submit.json");
-    let mut m: Value =
-        serde_json::from_str(&std::fs::read_to_string(path).expect("read example")).expect("json");
-    m["message_id"] = json!(id);
-    m
-}
 
 /// The shipped policies with harness-local-01 as a broker user.
 fn policies(dir: &Path) {
@@ -83,15 +77,7 @@ impl Drop for Served {
 
 fn serve(policies: &Path, amqp: Option<&str>) -> Served {
     let data = tempfile::tempdir().expect("tempdir");
-    let paths = HostPaths {
-        data_dir: data.path().to_path_buf(),
-        cache_dir: cache_dir(),
-        policies_dir: policies.to_path_buf(),
-    };
-    Host::open(paths, HostConfig::default())
-        .expect("open host")
-        .install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
-        .expect("install document-analysis");
+    drop(open_host_with(data.path(), policies));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_hcp"));
     cmd.args(["serve", "--listen", "127.0.0.1:0", "--policies"])
         .arg(policies)
@@ -170,45 +156,12 @@ fn http(served: &Served, tasks: usize, callers: usize, prefix: &str) -> (Duratio
             .map(|c| {
                 let base = served.base.clone();
                 s.spawn(move || {
-                    let agent: ureq::Agent = ureq::Agent::config_builder()
-                        .http_status_as_error(false)
-                        .timeout_global(Some(Duration::from_secs(120)))
-                        .build()
-                        .into();
+                    let agent = agent();
                     let mut out = Vec::new();
                     for i in (c..tasks).step_by(callers) {
                         let m = example(&format!("{prefix}-{i}"));
                         let t0 = Instant::now();
-                        let resp = agent
-                            .post(format!("{base}/v1/tasks"))
-                            .header("Authorization", format!("Bearer {LOCAL}"))
-                            .header("Content-Type", "application/json")
-                            .send(m.to_string().as_bytes())
-                            .expect("POST");
-                        assert_eq!(resp.status().as_u16(), 200);
-                        let id = resp
-                            .headers()
-                            .get("x-hcp-task-id")
-                            .and_then(|v| v.to_str().ok())
-                            .expect("task id")
-                            .to_owned();
-                        drop(resp.into_body().read_to_string());
-                        let mut events = agent
-                            .get(format!("{base}/v1/tasks/{id}/events"))
-                            .header("Authorization", format!("Bearer {LOCAL}"))
-                            .call()
-                            .expect("events");
-                        let mut result_next = false;
-                        let mut completed = false;
-                        for line in BufReader::new(events.body_mut().as_reader()).lines() {
-                            let line = line.expect("event line");
-                            if result_next {
-                                completed = line.contains("\"task_completed\"");
-                                break;
-                            }
-                            result_next = line == "event: result";
-                        }
-                        assert!(completed, "task {id} did not complete");
+                        http_task(&agent, &base, &m);
                         out.push(t0.elapsed());
                     }
                     out

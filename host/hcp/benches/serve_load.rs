@@ -16,35 +16,11 @@
 
 #![allow(clippy::print_stdout)] // a bench binary reports on stdout
 
-use hcp::engine::{Auth, Host, HostConfig, HostPaths};
-use hcp_tests::{REPO_ROOT, cache_dir};
-use serde_json::{Value, json};
-use std::io::BufRead as _;
-use std::path::Path;
-use std::sync::Arc;
+mod common;
+
+use common::{LOCAL, agent, example, http_task, open_host};
+use hcp::engine::Auth;
 use std::time::{Duration, Instant};
-
-const LOCAL: &str = "demo-token-harness-local-01-not-a-secret";
-
-fn example() -> Value {
-    let path = Path::new(REPO_ROOT).join("plugins/document-analysis/examples/task_submit.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read example")).expect("json")
-}
-
-fn open_host(data: &Path) -> Arc<Host> {
-    let host = Host::open(
-        HostPaths {
-            data_dir: data.to_path_buf(),
-            cache_dir: cache_dir(),
-            policies_dir: Path::new(REPO_ROOT).join("policies"),
-        },
-        HostConfig::default(),
-    )
-    .expect("open host");
-    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
-        .expect("install document-analysis");
-    Arc::new(host)
-}
 
 struct Report {
     tasks: usize,
@@ -93,8 +69,7 @@ fn in_process(
             handles.push(tokio::spawn(async move {
                 let mut out = Vec::new();
                 for i in (c..tasks).step_by(clients) {
-                    let mut m = example();
-                    m["message_id"] = json!(format!("{prefix}-{i}"));
+                    let m = example(&format!("{prefix}-{i}"));
                     let t0 = Instant::now();
                     let h = host.clone();
                     let submission =
@@ -170,50 +145,12 @@ fn over_http(
                 let base = base.clone();
                 s.spawn(move || {
                     // One agent per client: its connection is kept alive.
-                    let agent: ureq::Agent = ureq::Agent::config_builder()
-                        .http_status_as_error(false)
-                        // TCP_NODELAY (ureq's default, said here): the
-                        // server sets it on its side too.
-                        .no_delay(true)
-                        .timeout_global(Some(Duration::from_secs(120)))
-                        .build()
-                        .into();
+                    let agent = agent();
                     let mut out = Vec::new();
                     for i in (c..tasks).step_by(clients) {
-                        let mut m = example();
-                        m["message_id"] = json!(format!("{prefix}-{i}"));
+                        let m = example(&format!("{prefix}-{i}"));
                         let t0 = Instant::now();
-                        let resp = agent
-                            .post(format!("{base}/v1/tasks"))
-                            .header("Authorization", format!("Bearer {LOCAL}"))
-                            .header("Content-Type", "application/json")
-                            .send(m.to_string().as_bytes())
-                            .expect("POST");
-                        assert_eq!(resp.status().as_u16(), 200);
-                        let id = resp
-                            .headers()
-                            .get("x-hcp-task-id")
-                            .and_then(|v| v.to_str().ok())
-                            .expect("task id")
-                            .to_owned();
-                        drop(resp.into_body().read_to_string());
-                        let mut events = agent
-                            .get(format!("{base}/v1/tasks/{id}/events"))
-                            .header("Authorization", format!("Bearer {LOCAL}"))
-                            .call()
-                            .expect("events");
-                        let reader = std::io::BufReader::new(events.body_mut().as_reader());
-                        let mut completed = false;
-                        let mut result_next = false;
-                        for line in reader.lines() {
-                            let line = line.expect("event line");
-                            if result_next {
-                                completed = line.contains("\"task_completed\"");
-                                break;
-                            }
-                            result_next = line == "event: result";
-                        }
-                        assert!(completed, "task {id} did not complete");
+                        http_task(&agent, &base, &m);
                         out.push(t0.elapsed());
                     }
                     out

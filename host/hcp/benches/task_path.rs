@@ -16,19 +16,17 @@
 
 #![allow(clippy::print_stdout)] // a bench binary reports on stdout
 
-use hcp::engine::{Auth, Host, HostConfig, HostPaths};
-use hcp_tests::{REPO_ROOT, cache_dir};
-use serde_json::{Value, json};
+mod common;
+
+use common::{LOCAL, example, open_host};
+use hcp::engine::{Auth, Host};
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tracing::span::{Attributes, Id};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{Layer, filter};
-
-const LOCAL: &str = "demo-token-harness-local-01-not-a-secret";
 
 /// The phases in the order they are reported, with their depth.
 const PHASES: &[(usize, &str)] = &[
@@ -107,26 +105,6 @@ impl Phases {
     }
 }
 
-fn example() -> Value {
-    let path = Path::new(REPO_ROOT).join("plugins/document-analysis/examples/task_submit.json");
-    serde_json::from_str(&std::fs::read_to_string(path).expect("read example")).expect("json")
-}
-
-fn open_host(data: &Path) -> Arc<Host> {
-    let host = Host::open(
-        HostPaths {
-            data_dir: data.to_path_buf(),
-            cache_dir: cache_dir(),
-            policies_dir: Path::new(REPO_ROOT).join("policies"),
-        },
-        HostConfig::default(),
-    )
-    .expect("open host");
-    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
-        .expect("install document-analysis");
-    Arc::new(host)
-}
-
 /// Runs `tasks` tasks one after another; their wall times. The two calls
 /// of each (`Host::submit` on the blocking pool, as `hcp serve` makes it,
 /// and `Host::run_task`) are recorded as the phases `submit` and `run`.
@@ -140,8 +118,7 @@ fn run(
     runtime.block_on(async {
         let mut out = Vec::with_capacity(tasks);
         for i in 0..tasks {
-            let mut m = example();
-            m["message_id"] = json!(format!("{prefix}-{i}"));
+            let m = example(&format!("{prefix}-{i}"));
             let t0 = Instant::now();
             let h = host.clone();
             let submission = tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
