@@ -30,7 +30,9 @@ impl AppState {
     }
 }
 
-/// Runs a task in the background unless it is running already.
+/// Runs a task in the background unless it is running already. When it
+/// ends, the session slot it held is free: the tasks queued for a slot are
+/// started then, not at the maintenance loop's next tick.
 pub(crate) fn spawn_run(state: &AppState, task_id: String) {
     {
         let mut running = state.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -38,22 +40,54 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
             return;
         }
     }
-    let host = state.host.clone();
-    let running = state.running.clone();
-    state.tracker.spawn(async move {
-        match host.run_task(&task_id).await {
-            Ok(Some(answer)) => tracing::info!(
-                "task {task_id}: {}",
-                answer["type"].as_str().unwrap_or("answered")
-            ),
-            Ok(None) => {
-                tracing::info!("task {task_id}: queued (equipment in use or no session slot free)")
+    let state = state.clone();
+    let tracker = state.tracker.clone();
+    tracker.spawn(async move {
+        let ran = match state.host.run_task(&task_id).await {
+            Ok(Some(answer)) => {
+                tracing::info!(
+                    "task {task_id}: {}",
+                    answer["type"].as_str().unwrap_or("answered")
+                );
+                true
             }
-            Err(e) => tracing::error!("task {task_id}: {e:#}"),
-        }
-        running
+            Ok(None) => {
+                tracing::info!("task {task_id}: queued (equipment in use or no session slot free)");
+                false
+            }
+            Err(e) => {
+                tracing::error!("task {task_id}: {e:#}");
+                false
+            }
+        };
+        state
+            .running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&task_id);
+        if ran {
+            start_queued(&state).await;
+        }
     });
+}
+
+/// After a task ended: at most this many of the oldest queued tasks are
+/// tried at once (one ended task frees one slot; the rest wait for the
+/// maintenance loop, which tries them all every second), so that a long
+/// queue is not walked on every task's end.
+const AFTER_A_TASK: usize = 4;
+
+/// Starts the oldest queued tasks this host may start (a slot or the
+/// equipment may have come free); each that still finds none stays queued.
+async fn start_queued(state: &AppState) {
+    let host = state.host.clone();
+    match tokio::task::spawn_blocking(move || host.store.startable_tasks()).await {
+        Ok(Ok(ids)) => {
+            for id in ids.into_iter().take(AFTER_A_TASK) {
+                spawn_run(state, id);
+            }
+        }
+        Ok(Err(e)) => tracing::error!("queued tasks: {e:#}"),
+        Err(e) => tracing::error!("queued tasks: {e}"),
+    }
 }
