@@ -199,11 +199,26 @@ impl Driver {
     }
 
     /// Waits until the text of `css` satisfies `ok`; returns it.
+    /// The text of the first element `css` matches, found and read in one
+    /// script (the page re-renders its lists as tasks move: an element
+    /// found in one call may be gone by the next).
+    fn text_of(&self, css: &str) -> Option<String> {
+        self.call(
+            "POST",
+            "/execute/sync",
+            Some(json!({
+                "script": "const e = document.querySelector(arguments[0]); return e ? e.textContent : null",
+                "args": [css],
+            })),
+        )
+        .as_str()
+        .map(str::to_owned)
+    }
+
     fn wait_text(&self, css: &str, timeout: Duration, ok: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(e) = self.find(css) {
-                let text = self.text(&e);
+            if let Some(text) = self.text_of(css) {
                 if ok(&text) {
                     return text;
                 }
@@ -530,7 +545,9 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     let decided = format!("#decided tr[data-task='{task}']");
     browser.wait_for(&decided, Duration::from_secs(30));
     let cell = |css: &str| {
-        browser.text(&browser.wait_for(&format!("{decided} {css}"), Duration::from_secs(5)))
+        browser.wait_text(&format!("{decided} {css}"), Duration::from_secs(5), |_| {
+            true
+        })
     };
     assert_eq!(cell(".decision"), "approved");
     assert_eq!(cell(".by"), "operator-lab-01");
