@@ -86,11 +86,16 @@ pub struct Pack {
     pub messages: BTreeMap<String, Vec<u8>>,
 }
 
+/// A pack's policy files as laid out: the files directly under `policy/`,
+/// and those of each directory under it, by directory, each by file name.
+pub(crate) type PolicyLayout<'a> = (
+    BTreeMap<String, Vec<u8>>,
+    BTreeMap<&'a str, BTreeMap<String, Vec<u8>>>,
+);
+
 impl Pack {
-    /// The policy snapshots of [`Pack::policy`], each by file name: the
-    /// files directly under `policy/` (one snapshot, as every pack of one
-    /// policy holds it), then one per directory under it, in name order.
-    pub fn policy_snapshots(&self) -> Vec<BTreeMap<String, Vec<u8>>> {
+    /// [`Pack::policy`] split into the flat snapshot and the directories.
+    pub(crate) fn policy_layout(&self) -> PolicyLayout<'_> {
         let mut flat = BTreeMap::new();
         let mut dirs: BTreeMap<&str, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
         for (path, bytes) in &self.policy {
@@ -105,6 +110,14 @@ impl Pack {
                 }
             }
         }
+        (flat, dirs)
+    }
+
+    /// The policy snapshots of [`Pack::policy`], each by file name: the
+    /// files directly under `policy/` (one snapshot, as every pack of one
+    /// policy holds it), then one per directory under it, in name order.
+    pub fn policy_snapshots(&self) -> Vec<BTreeMap<String, Vec<u8>>> {
+        let (flat, dirs) = self.policy_layout();
         let mut out = Vec::with_capacity(dirs.len() + 1);
         if !flat.is_empty() {
             out.push(flat);

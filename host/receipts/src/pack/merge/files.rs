@@ -70,20 +70,7 @@ struct Snapshot {
 /// a pack of one; the exporter writes it so when the pack's receipts name
 /// one policy hash, which is then its hash.
 fn snapshots(p: usize, pack: &Pack) -> Vec<Snapshot> {
-    let mut flat = BTreeMap::new();
-    let mut dirs: BTreeMap<&str, BTreeMap<String, Vec<u8>>> = BTreeMap::new();
-    for (path, bytes) in &pack.policy {
-        match path.split_once('/') {
-            Some((dir, name)) => {
-                dirs.entry(dir)
-                    .or_default()
-                    .insert(name.to_owned(), bytes.clone());
-            }
-            None => {
-                flat.insert(path.clone(), bytes.clone());
-            }
-        }
-    }
+    let (flat, dirs) = pack.policy_layout();
     let mut out = Vec::with_capacity(dirs.len() + 1);
     if !flat.is_empty() {
         let named: BTreeSet<Digest> = pack
