@@ -267,8 +267,8 @@ impl TaskSubmit {
             .expected_output
             .as_ref()
             .and_then(|e| e.schema.as_ref())
-            .and_then(|s| match schema::compile_user(s) {
-                Ok(v) => Some(std::sync::Arc::new(v)),
+            .and_then(|s| match schema::compile_user_cached(s) {
+                Ok(v) => Some(v),
                 Err(e) => {
                     problems.push(Problem::new(
                         "/payload/expected_output/schema",

@@ -8,7 +8,8 @@
 use crate::problem::Problem;
 use jsonschema::{Registry, Resource, Validator};
 use serde_json::Value;
-use std::sync::LazyLock;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
 
 /// A schema shipped with the host, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,6 +184,45 @@ pub fn compile_user(schema: &Value) -> Result<Validator, UserSchemaError> {
         .map_err(|e| UserSchemaError::Unusable(e.to_string()))
 }
 
+/// Schemas [`compile_user_cached`] keeps at most, and the longest text it
+/// keeps one for: a caller sending new schemas only ever replaces them.
+const CACHED_SCHEMAS: usize = 64;
+const CACHED_SCHEMA_BYTES: usize = 64 * 1024;
+
+/// Validators compiled from callers' schemas, by the schema's text.
+static USER_SCHEMAS: LazyLock<std::sync::Mutex<HashMap<String, Arc<Validator>>>> =
+    LazyLock::new(Default::default);
+
+/// [`compile_user`], compiled once per schema text: a caller sends the same
+/// `expected_output.schema` with every task, and a task's submission is
+/// checked both when it is submitted and when it runs. Only schemas that
+/// compile are kept, at most [`CACHED_SCHEMAS`] of at most
+/// [`CACHED_SCHEMA_BYTES`] each (the cache is emptied when full).
+///
+/// # Errors
+///
+/// Why the schema is not usable, as [`compile_user`].
+pub fn compile_user_cached(schema: &Value) -> Result<Arc<Validator>, UserSchemaError> {
+    let key = schema.to_string();
+    let cache = || {
+        USER_SCHEMAS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    if let Some(v) = cache().get(&key) {
+        return Ok(v.clone());
+    }
+    let validator = Arc::new(compile_user(schema)?);
+    if key.len() <= CACHED_SCHEMA_BYTES {
+        let mut cached = cache();
+        if cached.len() >= CACHED_SCHEMAS {
+            cached.clear();
+        }
+        cached.insert(key, validator.clone());
+    }
+    Ok(validator)
+}
+
 /// Why a schema supplied by an author or a caller is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UserSchemaError {
@@ -275,6 +315,50 @@ mod tests {
             // Forces compilation.
             let _ = id.validate(&json!({}), "");
         }
+    }
+
+    /// The two tests of the cache share it: one empties it while filling.
+    static CACHE_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn a_cached_user_schema_is_compiled_once_and_validates_as_compiled() {
+        let _one = CACHE_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let schema = json!({"type": "object", "required": ["cached-test-field"]});
+        let a = compile_user_cached(&schema).expect("compiles");
+        let b = compile_user_cached(&schema).expect("compiles");
+        assert!(Arc::ptr_eq(&a, &b), "compiled twice");
+        assert!(a.is_valid(&json!({"cached-test-field": 1})));
+        assert!(!a.is_valid(&json!({})));
+        // Another schema is another validator; a refused one is refused
+        // every time.
+        let other = compile_user_cached(&json!({"type": "string"})).expect("compiles");
+        assert!(!Arc::ptr_eq(&a, &other));
+        let bad = json!({"type": 5});
+        assert!(compile_user_cached(&bad).is_err());
+        assert!(compile_user_cached(&bad).is_err());
+    }
+
+    #[test]
+    fn the_schema_cache_stays_bounded() {
+        let _one = CACHE_TESTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for i in 0..(CACHED_SCHEMAS * 2 + 1) {
+            compile_user_cached(&json!({"type": "object", "title": format!("bounded-{i}")}))
+                .expect("compiles");
+            let held = USER_SCHEMAS.lock().map(|c| c.len()).unwrap_or(0);
+            assert!(held <= CACHED_SCHEMAS, "{held} schemas kept");
+        }
+        let huge = json!({"type": "string", "title": "x".repeat(CACHED_SCHEMA_BYTES)});
+        let v = compile_user_cached(&huge).expect("compiles");
+        assert!(v.is_valid(&json!("s")));
+        let kept = USER_SCHEMAS
+            .lock()
+            .map(|c| c.contains_key(&huge.to_string()))
+            .unwrap_or(true);
+        assert!(!kept, "a schema over the size bound was kept");
     }
 
     #[test]

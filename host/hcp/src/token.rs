@@ -162,6 +162,22 @@ impl TokenKeys {
     }
 }
 
+impl SessionClaims {
+    /// Whether claims that [`Tokens::verify`] accepted still hold at `now`
+    /// (seconds since the epoch): their signature cannot change, only the
+    /// time can pass `exp`, which `verify` refuses the same way.
+    ///
+    /// # Errors
+    ///
+    /// The token has expired.
+    pub fn still_valid(&self, now: u64) -> Result<(), TokenError> {
+        if self.exp < now {
+            return Err(TokenError::Invalid("ExpiredSignature".into()));
+        }
+        Ok(())
+    }
+}
+
 /// Seconds since the epoch, now.
 pub fn now() -> u64 {
     std::time::SystemTime::now()
@@ -235,6 +251,21 @@ mod tests {
         let token = k.issue(&claims(t - 10, t)).expect("issue");
         let err = k.verify(&token, None).expect_err("expired accepted");
         assert_eq!(err.to_string(), "session token refused: ExpiredSignature");
+    }
+
+    #[test]
+    fn verified_claims_expire_as_verify_says() {
+        let k = keys();
+        let t = now();
+        let token = k.issue(&claims(t, t + 5)).expect("issue");
+        let c = k.verify(&token, None).expect("valid");
+        assert!(c.still_valid(t).is_ok());
+        assert!(c.still_valid(t + 5).is_ok(), "exp itself is still valid");
+        // The same refusal `verify` gives once `exp` has passed.
+        let expired = k.issue(&claims(t - 20, t - 10)).expect("issue");
+        let by_verify = k.verify(&expired, None).expect_err("expired").to_string();
+        let by_claims = c.still_valid(t + 6).expect_err("expired").to_string();
+        assert_eq!(by_claims, by_verify);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use super::Host;
 use super::slots::{self, Claim, SlotLimits};
 use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use crate::token::SessionClaims;
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
 use hcp_contracts::problem;
@@ -73,9 +74,10 @@ impl Host {
         // A session that ended while the task waited (for equipment or a
         // slot): the task fails now, without running.
         let token = phase!("run.token");
-        if let Some(answer) = self.ended_session(&task, &session, &admission, manifest)? {
-            return Ok(Some(answer));
-        }
+        let claims = match self.ended_session(&task, &session, &admission, manifest)? {
+            Ok(claims) => claims,
+            Err(answer) => return Ok(answer),
+        };
         drop(token);
         let claim = phase!("run.claim");
         let held = resources(manifest);
@@ -102,7 +104,7 @@ impl Host {
         }
         drop(claim);
         let result = self
-            .run_admitted(&task, &session, &admission, &capability)
+            .run_admitted(&task, &session, &admission, &capability, &claims)
             .await;
         self.release(&acquired, &session);
         let answer = match result {
@@ -122,25 +124,26 @@ impl Host {
         Ok(Some(answer))
     }
 
-    /// When the task's session token no longer verifies (its session ended
-    /// while the task waited), fails the task `timeout` with a
-    /// `session.token` receipt and returns the answer; `None` while the
-    /// session lasts.
+    /// The session token's claims while the session lasts. When the token
+    /// no longer verifies (its session ended while the task waited), fails
+    /// the task `timeout` with a `session.token` receipt and returns its
+    /// answer (`None` when another runner moved the task on first).
     fn ended_session(
         &self,
         task: &TaskRecord,
         session: &str,
         admission: &Admission,
         manifest: &hcp_contracts::Manifest,
-    ) -> Result<Option<Value>> {
-        let Err(e) = self.session_claims(task, session)? else {
-            return Ok(None);
+    ) -> Result<Result<SessionClaims, Option<Value>>> {
+        let e = match self.session_claims(task, session)? {
+            Ok(claims) => return Ok(Ok(claims)),
+            Err(e) => e,
         };
         if !self
             .store
             .transition(&task.task_id, TaskState::Queued, TaskState::Failed)?
         {
-            return Ok(None);
+            return Ok(Err(None));
         }
         let error = e.to_string();
         let answer = match self.record_token_refusal(task, manifest, admission, session, &error) {
@@ -164,7 +167,7 @@ impl Host {
                 ..TaskUpdate::default()
             },
         )?;
-        Ok(Some(answer))
+        Ok(Err(Some(answer)))
     }
 
     fn release(&self, held: &[String], session: &str) {
@@ -181,6 +184,7 @@ impl Host {
         session: &str,
         admission: &Admission,
         capability: &super::Capability,
+        claims: &SessionClaims,
     ) -> Result<Value> {
         let manifest = &*capability.manifest;
         let check = phase!("run.check");
@@ -193,19 +197,18 @@ impl Host {
         drop(check);
         let submit = &checked.submit;
         // The session token bounds the run: a task that waited past it fails.
+        // Its signature was verified before the slot was taken; only its
+        // expiry can have changed since.
         let token = phase!("run.token");
-        let claims = match self.session_claims(task, session)? {
-            Ok(c) => c,
-            Err(e) => {
-                let error = e.to_string();
-                self.record_token_refusal(task, manifest, admission, session, &error)?;
-                return failure(
-                    session,
-                    ErrorCode::Timeout,
-                    &format!("the session ended before the task could run: {error}"),
-                );
-            }
-        };
+        if let Err(e) = claims.still_valid(crate::token::now()) {
+            let error = e.to_string();
+            self.record_token_refusal(task, manifest, admission, session, &error)?;
+            return failure(
+                session,
+                ErrorCode::Timeout,
+                &format!("the session ended before the task could run: {error}"),
+            );
+        }
         // The deadline counts from admission (the time of `task_accepted`),
         // and never outlasts the session token.
         let full = crate::lifecycle::deadline(manifest, &checked);
