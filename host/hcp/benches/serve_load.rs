@@ -5,7 +5,12 @@
 //! ```sh
 //! cargo bench -p hcp --bench serve_load            # 400 tasks, 8 clients
 //! cargo bench -p hcp --bench serve_load -- 1000 16 # tasks, clients
+//! cargo bench -p hcp --bench serve_load -- 200 1 5  # tasks, clients, rounds
 //! ```
+//!
+//! With several rounds, each runs the in-process side and then the HTTP
+//! side (interleaved, so both see the same machine), and the ratios are
+//! the medians of the per-round ratios.
 //!
 //! Each client submits a task (`POST /v1/tasks`) and follows it to its final
 //! answer on the task's event stream (`GET /v1/tasks/{id}/events`), then
@@ -175,13 +180,24 @@ fn over_http(
     }
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn range(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)))
+}
+
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
         .collect();
-    let tasks = args.first().copied().unwrap_or(400);
-    let clients = args.get(1).copied().unwrap_or(8);
+    let tasks = args.first().copied().unwrap_or(400).max(1);
+    let clients = args.get(1).copied().unwrap_or(8).max(1);
+    let rounds = args.get(2).copied().unwrap_or(1).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -191,17 +207,51 @@ fn main() {
     let _ = in_process(&runtime, clients, clients, "warm");
 
     println!(
-        "serve_load: {tasks} R1 tasks (document-analysis), {clients} concurrent clients, {} cores",
+        "serve_load: {tasks} R1 tasks (document-analysis), {clients} concurrent clients, {rounds} round(s) in process then HTTP, {} cores",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let base = in_process(&runtime, tasks, clients, "inproc");
-    base.print("in-process");
-    let http = over_http(&runtime, tasks, clients, "http");
-    http.print("http");
+    let (mut base, mut http) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let b = in_process(&runtime, tasks, clients, &format!("inproc-{round}"));
+        b.print("in-process");
+        let h = over_http(&runtime, tasks, clients, &format!("http-{round}"));
+        h.print("http");
+        base.push(b);
+        http.push(h);
+    }
+    let ratios = |f: &dyn Fn(&Report) -> f64| -> Vec<f64> {
+        base.iter().zip(&http).map(|(b, h)| f(h) / f(b)).collect()
+    };
+    let throughput = ratios(&|r| r.throughput());
+    let p50 = ratios(&|r| r.percentile(0.50).as_secs_f64());
+    let p99 = ratios(&|r| r.percentile(0.99).as_secs_f64());
     println!(
-        "ratio http/in-process: throughput {:.2}x, p50 {:.2}x, p99 {:.2}x",
-        http.throughput() / base.throughput(),
-        http.percentile(0.50).as_secs_f64() / base.percentile(0.50).as_secs_f64(),
-        http.percentile(0.99).as_secs_f64() / base.percentile(0.99).as_secs_f64(),
+        "ratio http/in-process (median of {rounds}): throughput {:.2}x, p50 {:.2}x, p99 {:.2}x",
+        median(throughput.clone()),
+        median(p50.clone()),
+        median(p99),
     );
+    let med = |v: &[Report], f: &dyn Fn(&Report) -> f64| median(v.iter().map(f).collect());
+    let ms = |r: &Report| r.percentile(0.50).as_secs_f64() * 1e3;
+    if clients == 1 {
+        let (lo, hi) = range(&p50);
+        println!(
+            "row | the same over HTTP, 1 client | HTTP p50 {:.2} ms | in process p50 {:.2} ms | {:.2}x (rounds {lo:.2}x..{hi:.2}x), target <= 1.2x |",
+            med(&http, &ms),
+            med(&base, &ms),
+            median(p50),
+        );
+    } else {
+        let (b, h) = (
+            med(&base, &Report::throughput),
+            med(&http, &Report::throughput),
+        );
+        let (lo, hi) = range(&throughput);
+        println!(
+            "row | {clients} clients, in process / HTTP | in process {b:.1} tasks/s, {:.3}x the target 1,000 | HTTP {h:.1} tasks/s, {:.3}x the target 800 | HTTP/in process {:.2}x (rounds {lo:.2}x..{hi:.2}x) |",
+            b / 1000.0,
+            h / 800.0,
+            median(throughput),
+        );
+    }
 }
