@@ -112,8 +112,8 @@ impl std::fmt::Debug for Recorder {
 
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join("hcp.db");
-    let db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
-    db.busy_timeout(std::time::Duration::from_secs(10))?;
+    let mut db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
+    crate::store::busy::wait_for_lock(&mut db, crate::store::busy::LOCK_WAIT)?;
     db.pragma_update(None, "journal_mode", "WAL")?;
     db.pragma_update(None, "synchronous", "FULL")?;
     // A batch holds up to thousands of receipts: keep its pages in memory

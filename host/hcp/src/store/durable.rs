@@ -229,11 +229,11 @@ pub(super) fn check_mark(dir: &Path, db: &Connection) -> Result<()> {
 }
 
 fn open_existing(path: &Path) -> rusqlite::Result<Connection> {
-    let db = Connection::open_with_flags(
+    let mut db = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
-    db.busy_timeout(std::time::Duration::from_secs(10))?;
+    super::busy::wait_for_lock(&mut db, super::busy::LOCK_WAIT)?;
     Ok(db)
 }
 

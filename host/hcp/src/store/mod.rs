@@ -18,6 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 mod approvals;
 mod artifacts;
+pub(crate) mod busy;
 mod checkpoints;
 pub mod durable;
 mod registry;
@@ -63,8 +64,9 @@ impl Store {
         create_private_dir(&dir.join("blobs/sha256"))
             .with_context(|| format!("data directory {}", dir.display()))?;
         let path = dir.join("hcp.db");
-        let db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
-        db.busy_timeout(std::time::Duration::from_secs(10))?;
+        let mut db =
+            Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
+        busy::wait_for_lock(&mut db, busy::LOCK_WAIT)?;
         db.pragma_update(None, "journal_mode", "WAL")?;
         db.pragma_update(None, "synchronous", "FULL")?;
         db.pragma_update(None, "foreign_keys", "ON")?;
@@ -109,6 +111,26 @@ impl Store {
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// Runs `f` with `synchronous=NORMAL` on `db`: its commits reach the
+/// write-ahead log without an fsync of their own, and become durable with
+/// the next commit that syncs the log (any connection's, `FULL` being this
+/// store's setting), which `f`'s caller must make sure comes before anything
+/// is acknowledged from them. `FULL` is set again whatever `f` returns.
+///
+/// # Errors
+///
+/// `f`'s error, or the setting cannot be changed.
+pub(crate) fn unsynced<T>(
+    db: &mut Connection,
+    f: impl FnOnce(&mut Connection) -> Result<T>,
+) -> Result<T> {
+    db.pragma_update(None, "synchronous", "NORMAL")?;
+    let out = f(db);
+    db.pragma_update(None, "synchronous", "FULL")
+        .context("the store's commits cannot be made synchronous again")?;
+    out
 }
 
 fn migrate(db: &Connection) -> Result<()> {

@@ -277,19 +277,30 @@ impl Store {
         let task_id = format!("task-{}", uuid::Uuid::now_v7());
         let at = now();
         let mut db = self.db();
-        let tx = db.transaction()?;
-        let inserted = tx.execute(
-            "INSERT INTO tasks (task_id, caller_id, message_id, capability, state, submit, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6, ?6)
-             ON CONFLICT (caller_id, message_id) DO NOTHING",
-            params![task_id, caller_id, message_id, capability, submit.to_string(), at],
-        )?;
-        let row = tx.query_row(
-            &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE caller_id = ?1 AND message_id = ?2"),
-            params![caller_id, message_id],
-            task_row,
-        )?;
-        tx.commit()?;
+        // Committed without its own fsync: nothing answers a caller about
+        // this row until a later write has been synced (the gate's receipt,
+        // the admission, the refusal), and that sync of the log file covers
+        // this commit, which precedes it there. A concurrent submission of
+        // the same message waits for this one's answer (`submit_lock`).
+        let (inserted, row) = super::unsynced(&mut db, |db| {
+            let tx = db.transaction()?;
+            let inserted = tx.execute(
+                "INSERT INTO tasks (task_id, caller_id, message_id, capability, state, submit, created_at, updated_at)
+                 VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6, ?6)
+                 ON CONFLICT (caller_id, message_id) DO NOTHING",
+                params![task_id, caller_id, message_id, capability, submit.to_string(), at],
+            )?;
+            let row = tx.query_row(
+                &format!(
+                    "SELECT {TASK_COLUMNS} FROM tasks WHERE caller_id = ?1 AND message_id = ?2"
+                ),
+                params![caller_id, message_id],
+                task_row,
+            )?;
+            tx.commit()?;
+            Ok((inserted, row))
+        })?;
+        drop(db);
         let record = task_record(row)?;
         if inserted == 1 {
             self.task_moved(&record.task_id, record.state);
