@@ -8,6 +8,13 @@
 //! stored it, the writer goes on from the stored state
 //! ([`HostLog::resync`]). A session's receipts are written by the one
 //! process that runs it, so its chain stays in memory.
+//!
+//! A batch of [`PIPELINE_FROM`] messages or more (the writer is behind,
+//! e.g. a plugin's thousands of calls) has its rows inserted by a second,
+//! scoped thread holding the connection inside the batch's transaction,
+//! fed in chunks in order, while this thread renders, hashes and signs the
+//! next receipts; the commit waits for both, and either failing rolls the
+//! whole batch back. Smaller batches insert their rows as they go.
 
 use super::channel::{Entry, Failure, Msg, Open, Refuser};
 use anyhow::Result;
