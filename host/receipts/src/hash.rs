@@ -79,7 +79,11 @@ const HEX: [u8; 256] = {
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{PREFIX}{}", self.to_hex())
+        // On the stack: a host call's decision input names its scope so.
+        let mut buf = [0u8; 71];
+        buf[..7].copy_from_slice(PREFIX.as_bytes());
+        hex::encode_to_slice(self.0, &mut buf[7..]).map_err(|_| fmt::Error)?;
+        f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
     }
 }
 

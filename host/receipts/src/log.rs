@@ -395,20 +395,27 @@ impl HostLog {
         let bytes = receipt.canonical_bytes().map_err(draft_error)?;
         let hash = Digest::of(&bytes);
 
-        let mut next = self.state.clone();
-        next.lamport = receipt.lamport;
-        next.head = Some(hash);
-        next.tree.push(leaf_hash(&hash.0));
-        let since = next.tree.size - next.last_checkpoint.map_or(0, |c| c.tree_size);
-        let checkpoint = match self.policy.checkpoint_every {
-            Some(every) if since >= every.max(1) => Some(Self::make_checkpoint(
-                &mut next,
-                &self.key,
-                &receipt.timestamp,
-            )?),
-            _ => None,
+        let since = seq + 1 - self.state.last_checkpoint.map_or(0, |c| c.tree_size);
+        let due = self
+            .policy
+            .checkpoint_every
+            .is_some_and(|every| since >= every.max(1));
+        let checkpoint = if due {
+            // The checkpoint may fail: the state changes only after it.
+            let mut next = self.state.clone();
+            next.lamport = receipt.lamport;
+            next.head = Some(hash);
+            next.tree.push(leaf_hash(&hash.0));
+            let cp = Self::make_checkpoint(&mut next, &self.key, &receipt.timestamp)?;
+            self.state = next;
+            Some(cp)
+        } else {
+            // Nothing below fails.
+            self.state.lamport = receipt.lamport;
+            self.state.head = Some(hash);
+            self.state.tree.push(leaf_hash(&hash.0));
+            None
         };
-        self.state = next;
         Ok(Appended {
             receipt,
             hash,

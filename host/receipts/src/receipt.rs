@@ -144,11 +144,90 @@ impl Receipt {
     /// rather than assumed).
     pub fn canonical_bytes(&self) -> Result<Vec<u8>, ReceiptError> {
         let mut out = Vec::with_capacity(1024);
-        serde_json::to_writer(&mut out, self).map_err(|e| ReceiptError::Encode {
+        self.write_form(&mut out, self.signature.as_ref())?;
+        Ok(out)
+    }
+
+    /// Writes the canonical form with `signature` in place of the
+    /// receipt's own, field by field in RFC 8785 key order: what serde's
+    /// output of the struct is (a property test checks both against
+    /// `hcp_contracts::jcs`), without rendering a digest through the
+    /// string escaper or a signature through a copy of the receipt.
+    fn write_form(
+        &self,
+        out: &mut Vec<u8>,
+        signature: Option<&Signature>,
+    ) -> Result<(), ReceiptError> {
+        let encode = |e: serde_json::Error| ReceiptError::Encode {
             receipt_id: self.receipt_id.clone(),
             reason: e.to_string(),
-        })?;
-        Ok(out)
+        };
+        fn digest(out: &mut Vec<u8>, d: &Digest) {
+            let mut buf = [0u8; 73];
+            buf[0] = b'"';
+            buf[1..8].copy_from_slice(crate::hash::PREFIX.as_bytes());
+            hex_into(&d.0, &mut buf[8..72]);
+            buf[72] = b'"';
+            out.extend_from_slice(&buf);
+        }
+        fn opt_digest(out: &mut Vec<u8>, d: Option<&Digest>) {
+            match d {
+                Some(d) => digest(out, d),
+                None => out.extend_from_slice(b"null"),
+            }
+        }
+        // A string, an integer, a key id, a signature, a risk level:
+        // serde_json's form.
+        fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) -> Result<(), serde_json::Error> {
+            serde_json::to_writer(out, v)
+        }
+        out.extend_from_slice(b"{\"args_hash\":");
+        digest(out, &self.args_hash);
+        out.extend_from_slice(b",\"call\":");
+        json(out, &self.call).map_err(encode)?;
+        out.extend_from_slice(b",\"capability\":");
+        json(out, &self.capability).map_err(encode)?;
+        out.extend_from_slice(b",\"host_id\":");
+        json(out, &self.host_id).map_err(encode)?;
+        out.extend_from_slice(b",\"input_hash\":");
+        digest(out, &self.input_hash);
+        out.extend_from_slice(b",\"key_id\":");
+        json(out, &self.key_id).map_err(encode)?;
+        out.extend_from_slice(b",\"lamport\":");
+        json(out, &self.lamport).map_err(encode)?;
+        out.extend_from_slice(b",\"parents\":[");
+        for (i, p) in self.parents.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            digest(out, p);
+        }
+        out.extend_from_slice(b"],\"policy_hash\":");
+        digest(out, &self.policy_hash);
+        out.extend_from_slice(b",\"prev_hash\":");
+        opt_digest(out, self.prev_hash.as_ref());
+        out.extend_from_slice(b",\"reason_code\":");
+        json(out, &self.reason_code).map_err(encode)?;
+        out.extend_from_slice(b",\"receipt_id\":");
+        json(out, &self.receipt_id).map_err(encode)?;
+        out.extend_from_slice(b",\"risk\":");
+        json(out, &self.risk).map_err(encode)?;
+        out.extend_from_slice(b",\"seq\":");
+        json(out, &self.seq).map_err(encode)?;
+        out.extend_from_slice(b",\"session_id\":");
+        json(out, &self.session_id).map_err(encode)?;
+        out.extend_from_slice(b",\"signature\":");
+        json(out, &signature).map_err(encode)?;
+        out.extend_from_slice(b",\"task_id\":");
+        json(out, &self.task_id).map_err(encode)?;
+        out.extend_from_slice(b",\"timestamp\":");
+        json(out, &self.timestamp).map_err(encode)?;
+        out.extend_from_slice(b",\"verdict\":\"");
+        out.extend_from_slice(self.verdict.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"version\":");
+        json(out, &self.version).map_err(encode)?;
+        out.push(b'}');
+        Ok(())
     }
 
     /// The receipt hash: SHA-256 of [`Receipt::canonical_bytes`].
@@ -167,10 +246,9 @@ impl Receipt {
     ///
     /// As [`Receipt::canonical_bytes`].
     pub fn signing_bytes(&self) -> Result<Vec<u8>, ReceiptError> {
-        let mut body = self.clone();
-        body.signature = None;
-        let mut out = RECEIPT_DOMAIN.to_vec();
-        out.extend(body.canonical_bytes()?);
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(RECEIPT_DOMAIN);
+        self.write_form(&mut out, None)?;
         Ok(out)
     }
 
@@ -215,6 +293,15 @@ impl Receipt {
             hash: self.hash()?,
             lamport: self.lamport,
         })
+    }
+}
+
+/// Lowercase hex of `bytes` into `out` (twice as long).
+fn hex_into(bytes: &[u8], out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0x0f)];
     }
 }
 

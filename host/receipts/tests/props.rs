@@ -3,7 +3,7 @@
 
 use hcp_contracts::RiskLevel;
 use hcp_receipts::merkle::{self, Frontier, InclusionVerifier, Tree, leaf_hash};
-use hcp_receipts::receipt::{RECEIPT_VERSION, Receipt, Verdict};
+use hcp_receipts::receipt::{RECEIPT_DOMAIN, RECEIPT_VERSION, Receipt, Verdict};
 use hcp_receipts::{Digest, HostKey};
 use proptest::prelude::*;
 
@@ -124,6 +124,13 @@ proptest! {
         }
         let reference = hcp_contracts::jcs::canonical_bytes(&r).expect("jcs");
         prop_assert_eq!(r.canonical_bytes().expect("bytes"), reference);
+        // What the signature covers: the domain, then the canonical form
+        // with `signature` null.
+        let mut unsigned = r.clone();
+        unsigned.signature = None;
+        let mut signed_part = RECEIPT_DOMAIN.to_vec();
+        signed_part.extend(hcp_contracts::jcs::canonical_bytes(&unsigned).expect("jcs"));
+        prop_assert_eq!(r.signing_bytes().expect("signing bytes"), signed_part);
         let back: Receipt = serde_json::from_slice(&r.canonical_bytes().expect("bytes")).expect("parse");
         prop_assert_eq!(back, r);
     }

@@ -165,11 +165,11 @@ impl Msg {
     }
 
     /// The session whose receipt this is, if any.
-    pub(super) fn session(&self) -> Option<String> {
+    pub(super) fn session(&self) -> Option<&str> {
         match self {
-            Msg::Call(d) => Some(d.scope.facts().session_id.clone()),
-            Msg::Open(o, _) => Some(o.facts.session_id.clone()),
-            Msg::Append(e, _) => e.session_id.clone(),
+            Msg::Call(d) => Some(&d.scope.facts().session_id),
+            Msg::Open(o, _) => Some(&o.facts.session_id),
+            Msg::Append(e, _) => e.session_id.as_deref(),
             Msg::Close(_) | Msg::Flush(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }

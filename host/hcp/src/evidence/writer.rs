@@ -8,6 +8,13 @@
 //! stored it, the writer goes on from the stored state
 //! ([`HostLog::resync`]). A session's receipts are written by the one
 //! process that runs it, so its chain stays in memory.
+//!
+//! A batch of [`PIPELINE_FROM`] messages or more (the writer is behind,
+//! e.g. a plugin's thousands of calls) has its rows inserted by a second,
+//! scoped thread holding the connection inside the batch's transaction,
+//! fed in chunks in order, while this thread renders, hashes and signs the
+//! next receipts; the commit waits for both, and either failing rolls the
+//! whole batch back. Smaller batches insert their rows as they go.
 
 use super::channel::{Entry, Failure, Msg, Open, Refuser};
 use anyhow::Result;
@@ -20,7 +27,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 /// The last receipt of a session, and its stored range.
 #[derive(Clone)]
@@ -110,7 +117,13 @@ impl Writer {
             let stop = batch.iter().any(|m| matches!(m, Msg::Stop));
             // While writes fail (a full disk), each batch is tried again:
             // the first that commits ends the failure.
-            let touched: Vec<String> = batch.iter().filter_map(Msg::session).collect();
+            let mut touched: Vec<String> = Vec::new();
+            for s in batch.iter().filter_map(Msg::session) {
+                // A session's receipts come in runs: one name per run.
+                if touched.last().is_none_or(|t| t != s) {
+                    touched.push(s.to_owned());
+                }
+            }
             let refusers: Vec<Refuser> = batch.iter().filter_map(Msg::refuser).collect();
             let closed: Vec<String> = batch
                 .iter()
@@ -195,28 +208,113 @@ impl Writer {
     /// Stores one batch in one transaction; `replies` are answered after.
     /// Returns whether a checkpoint sealed it.
     fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<bool> {
-        let tx = begin(&self.db)?;
+        if batch.len() < PIPELINE_FROM {
+            let tx = begin(&self.db)?;
+            let core = &mut self.core;
+            core.sync(&tx)?;
+            let flush = core.messages(&mut Out::Inline(&tx), batch, replies)?;
+            let state = core.store_state(&mut Out::Inline(&tx))?;
+            let commit = phase!("writer.commit");
+            tx.commit()?;
+            drop(commit);
+            self.core.saved = state;
+            return Ok(flush);
+        }
+        // A large batch: its rows are inserted by a second thread while
+        // this one turns the next messages into receipts (JSON, hashes,
+        // signatures), in the same transaction, in the same order.
+        self.db.execute_batch("BEGIN IMMEDIATE")?;
+        let result = self.piped(batch, replies);
+        let committed = result.and_then(|(flush, state)| {
+            let _commit = phase!("writer.commit");
+            self.db.execute_batch("COMMIT")?;
+            Ok((flush, state))
+        });
+        match committed {
+            Ok((flush, state)) => {
+                self.core.saved = state;
+                Ok(flush)
+            }
+            Err(e) => {
+                if !self.db.is_autocommit() {
+                    let _ = self.db.execute_batch("ROLLBACK");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The messages of a large batch, with the rows inserted by a scoped
+    /// thread on the connection (in the open transaction); gives whether
+    /// to flush and the log state stored.
+    fn piped(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<(bool, String)> {
         let core = &mut self.core;
-        core.sync(&tx)?;
+        core.sync(&self.db)?;
+        let db = &mut self.db;
+        std::thread::scope(|scope| {
+            let (tx, rx) = sync_channel::<Vec<Row>>(PIPE_CHUNKS);
+            let inserter = std::thread::Builder::new()
+                .name("hcp-receipts-rows".into())
+                .spawn_scoped(scope, move || -> Result<()> {
+                    for rows in rx {
+                        for row in &rows {
+                            row.insert(db)?;
+                        }
+                    }
+                    Ok(())
+                })?;
+            let mut out = Out::Piped {
+                rows: Vec::with_capacity(PIPE_CHUNK),
+                tx,
+            };
+            let written = (|| {
+                let flush = core.messages(&mut out, batch, replies)?;
+                let state = core.store_state(&mut out)?;
+                out.finish()?;
+                Ok((flush, state))
+            })();
+            // The rows' thread ends with the channel.
+            drop(out);
+            let inserted = inserter
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("the receipt rows' thread panicked")));
+            // The inserter's error is the cause when both failed (its
+            // channel closed under the sender).
+            inserted.and(written)
+        })
+    }
+}
+
+impl Core {
+    /// Turns a batch's messages into receipts and rows; gives whether a
+    /// checkpoint is to seal the batch (it is made here).
+    fn messages(
+        &mut self,
+        out: &mut Out<'_>,
+        batch: Vec<Msg>,
+        replies: &mut Vec<Reply>,
+    ) -> Result<bool> {
+        let core = self;
+        let tx = out;
         let mut flush = false;
         for m in batch {
             match m {
-                Msg::Call(d) => core.call(&tx, &d)?,
+                Msg::Call(d) => core.call(tx, &d)?,
                 Msg::Append(entry, reply) => {
                     // A draft the log refuses refuses only its own receipt.
-                    let parent = core.append(&tx, &entry)?.map_err(|e| e.to_string());
+                    let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
                     replies.push(Box::new(move |r: Result<(), String>| {
                         let _ = reply.send(r.and(parent));
                     }));
                 }
                 Msg::Open(open, reply) => {
-                    let parent = core.open(&tx, &open)?;
+                    let parent = core.open(tx, &open)?;
                     replies.push(Box::new(move |r: Result<(), String>| {
                         let _ = reply.send(r.map(|()| parent));
                     }));
                 }
                 Msg::Close(session) => {
-                    core.save_session(&tx, &session)?;
+                    core.save_session(tx, &session)?;
                     core.sessions.remove(&session);
                     // Proposals never decided end with their session; a
                     // decided one waits for its execution's receipt.
@@ -247,28 +345,25 @@ impl Writer {
             .map(|(s, _)| s.clone())
             .collect();
         for session in dirty {
-            core.save_session(&tx, &session)?;
+            core.save_session(tx, &session)?;
         }
         if flush {
             let _seal = phase!("writer.seal");
-            core.seal(&tx)?;
+            core.seal(tx)?;
         }
-        let state = core.store_state(&tx)?;
-        let commit = phase!("writer.commit");
-        tx.commit()?;
-        drop(commit);
-        core.saved = state;
         Ok(flush)
     }
+}
 
+impl Writer {
     /// Seals receipts a stopped process left without a checkpoint.
     pub(super) fn seal_on_open(&mut self) -> Result<()> {
         let tx = begin(&self.db)?;
         let core = &mut self.core;
         core.sync(&tx)?;
         if core.uncovered() {
-            core.seal(&tx)?;
-            let state = core.store_state(&tx)?;
+            core.seal(&mut Out::Inline(&tx))?;
+            let state = core.store_state(&mut Out::Inline(&tx))?;
             tx.commit()?;
             core.saved = state;
         } else {
@@ -294,10 +389,9 @@ impl Core {
         Ok(())
     }
 
-    fn store_state(&self, tx: &Connection) -> Result<String> {
+    fn store_state(&self, out: &mut Out<'_>) -> Result<String> {
         let state = serde_json::to_string(self.log.state())?;
-        tx.prepare_cached("UPDATE receipt_log SET state = ?1 WHERE id = 1")?
-            .execute(params![state])?;
+        out.push(Row::State(state.clone()))?;
         Ok(state)
     }
 
@@ -313,12 +407,14 @@ impl Core {
         self.stamp.1.clone()
     }
 
-    fn save_session(&mut self, tx: &Connection, session: &str) -> Result<()> {
+    fn save_session(&mut self, out: &mut Out<'_>, session: &str) -> Result<()> {
         if let Some(chain) = self.sessions.get_mut(session)
             && chain.dirty
         {
-            tx.prepare_cached("UPDATE receipt_sessions SET last_seq = ?2 WHERE session_id = ?1")?
-                .execute(params![session, chain.last_seq as i64])?;
+            out.push(Row::SessionEnd {
+                session_id: session.to_owned(),
+                last_seq: chain.last_seq,
+            })?;
             chain.dirty = false;
         }
         Ok(())
@@ -332,53 +428,55 @@ impl Core {
     /// range).
     fn try_store(
         &mut self,
-        tx: &Connection,
+        out: &mut Out<'_>,
         draft: Draft,
-        input: &[u8],
+        input: Vec<u8>,
         mark: bool,
     ) -> Result<Result<(Parent, u64), LogError>> {
         let appended = match self.log.append(draft) {
             Ok(a) => a,
             Err(e) => return Ok(Err(e)),
         };
-        let r = &appended.receipt;
-        tx.prepare_cached("INSERT INTO receipts (seq, hash, body, input) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![
-                r.seq as i64,
-                &appended.hash.0[..],
-                &appended.bytes,
-                input
-            ])?;
+        let r = appended.receipt;
+        let (seq, lamport) = (r.seq, r.lamport);
+        out.push(Row::Receipt {
+            seq,
+            hash: appended.hash,
+            body: appended.bytes,
+            input,
+        })?;
         if mark {
-            tx.prepare_cached(
-                "INSERT INTO receipt_marks (seq, task_id, session_id, call) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![r.seq as i64, r.task_id, r.session_id, r.call])?;
+            out.push(Row::Mark {
+                seq,
+                task_id: r.task_id,
+                session_id: r.session_id,
+                call: r.call,
+            })?;
         }
         if let Some(cp) = &appended.checkpoint {
-            insert_checkpoint(tx, cp)?;
+            out.push(checkpoint_row(cp)?)?;
         }
         Ok(Ok((
             Parent {
                 hash: appended.hash,
-                lamport: r.lamport,
+                lamport,
             },
-            r.seq,
+            seq,
         )))
     }
 
     /// [`Core::try_store`] where a refused draft is a host fault.
     fn store(
         &mut self,
-        tx: &Connection,
+        out: &mut Out<'_>,
         draft: Draft,
-        input: &[u8],
+        input: Vec<u8>,
         mark: bool,
     ) -> Result<(Parent, u64)> {
-        Ok(self.try_store(tx, draft, input, mark)??)
+        Ok(self.try_store(out, draft, input, mark)??)
     }
 
-    fn call(&mut self, tx: &Connection, d: &DecidedCall) -> Result<()> {
+    fn call(&mut self, out: &mut Out<'_>, d: &DecidedCall) -> Result<()> {
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
         // A large call comes bounded: its input keeps a prefix, its
@@ -409,13 +507,13 @@ impl Core {
             parents,
             timestamp,
         };
-        let (parent, seq) = self.store(tx, draft, &input, false)?;
+        let (parent, seq) = self.store(out, draft, input, false)?;
         if !known {
             // A governor whose session was not opened here: keep its facts
             // so packs can replay it.
             let facts_bytes = hcp_contracts::jcs::canonical_bytes(facts)
                 .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
-            insert_session(tx, facts, &scope_hash, &facts_bytes, seq)?;
+            out.push(session_row(facts, &scope_hash, facts_bytes, seq))?;
         }
         if let pep::Args::Hid(args) = &d.call.args
             && d.verdict == hcp_receipts::Verdict::Allow
@@ -429,19 +527,22 @@ impl Core {
                 },
             );
         }
-        self.sessions.insert(
-            facts.session_id.clone(),
-            Chain {
-                last: parent,
-                last_seq: seq,
-                dirty: known,
-                causes: Vec::new(),
-            },
-        );
+        let chain = Chain {
+            last: parent,
+            last_seq: seq,
+            dirty: known,
+            causes: Vec::new(),
+        };
+        match self.sessions.get_mut(&facts.session_id) {
+            Some(c) => *c = chain,
+            None => {
+                self.sessions.insert(facts.session_id.clone(), chain);
+            }
+        }
         Ok(())
     }
 
-    fn append(&mut self, tx: &Connection, e: &Entry) -> Result<Result<Parent, LogError>> {
+    fn append(&mut self, out: &mut Out<'_>, e: &Entry) -> Result<Result<Parent, LogError>> {
         let field = |m: String| LogError::Field {
             host_id: self.log.state().host_id.clone(),
             reason: m,
@@ -481,7 +582,7 @@ impl Core {
             parents,
             timestamp,
         };
-        let stored = self.try_store(tx, draft, &input, true)?;
+        let stored = self.try_store(out, draft, input, true)?;
         if let (Ok((parent, _)), Some(follows)) = (&stored, &e.follows) {
             if follows.last {
                 self.threads.remove(&follows.proposal);
@@ -491,16 +592,22 @@ impl Core {
         }
         if stored.is_ok() {
             if let Some(manifest) = &e.manifest {
-                insert_manifest(tx, &e.capability, manifest)?;
+                out.push(Row::Manifest {
+                    capability: e.capability.clone(),
+                    manifest: manifest.clone(),
+                })?;
             }
             if let Some(sources) = &e.policy_sources {
-                insert_policy(tx, &e.policy_hash, sources)?;
+                out.push(Row::Policy {
+                    hash: e.policy_hash.to_string(),
+                    sources: sources.clone(),
+                })?;
             }
         }
         Ok(stored.map(|(p, _)| p))
     }
 
-    fn open(&mut self, tx: &Connection, o: &Open) -> Result<Parent> {
+    fn open(&mut self, out: &mut Out<'_>, o: &Open) -> Result<Parent> {
         let facts_hash = Digest::of(&o.facts_bytes);
         let draft = Draft {
             session_id: Some(o.facts.session_id.clone()),
@@ -516,10 +623,21 @@ impl Core {
             parents: o.causes.clone(),
             timestamp: self.timestamp(o.at_ms),
         };
-        let (parent, seq) = self.store(tx, draft, &o.input, true)?;
-        insert_session(tx, &o.facts, &facts_hash, &o.facts_bytes, seq)?;
-        insert_policy(tx, &o.policy_hash, &o.policy_sources)?;
-        insert_manifest(tx, &o.facts.capability, &o.manifest)?;
+        let (parent, seq) = self.store(out, draft, o.input.clone(), true)?;
+        out.push(session_row(
+            &o.facts,
+            &facts_hash,
+            o.facts_bytes.clone(),
+            seq,
+        ))?;
+        out.push(Row::Policy {
+            hash: o.policy_hash.to_string(),
+            sources: o.policy_sources.clone(),
+        })?;
+        out.push(Row::Manifest {
+            capability: o.facts.capability.clone(),
+            manifest: o.manifest.clone(),
+        })?;
         self.sessions.insert(
             o.facts.session_id.clone(),
             Chain {
@@ -533,56 +651,200 @@ impl Core {
     }
 
     /// A checkpoint over every receipt not yet covered by one.
-    fn seal(&mut self, tx: &Connection) -> Result<()> {
+    fn seal(&mut self, out: &mut Out<'_>) -> Result<()> {
         if self.uncovered() {
             let at = rfc3339_unix_ms(now_ms());
             let cp = self.log.checkpoint(&at)?;
-            insert_checkpoint(tx, &cp)?;
+            out.push(checkpoint_row(&cp)?)?;
         }
         Ok(())
     }
 }
 
-fn insert_checkpoint(tx: &Connection, cp: &hcp_receipts::Checkpoint) -> Result<()> {
-    tx.prepare_cached("INSERT INTO receipt_checkpoints (tree_size, body) VALUES (?1, ?2)")?
-        .execute(params![cp.tree_size as i64, cp.canonical_bytes()?])?;
-    Ok(())
+/// Rows of a batch, in the order written: each written at once on the
+/// writer's transaction, or handed in chunks to the thread that writes a
+/// large batch's rows in it.
+enum Out<'a> {
+    Inline(&'a Connection),
+    Piped {
+        rows: Vec<Row>,
+        tx: SyncSender<Vec<Row>>,
+    },
 }
 
-fn insert_policy(tx: &Connection, hash: &Digest, sources: &str) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO policy_snapshots (policy_hash, sources) VALUES (?1, ?2)",
-    )?
-    .execute(params![hash.to_string(), sources])?;
-    Ok(())
+/// Rows per chunk handed to the rows' thread.
+const PIPE_CHUNK: usize = 256;
+/// Chunks queued for the rows' thread.
+const PIPE_CHUNKS: usize = 16;
+/// Batches of this many messages or more have their rows written by a
+/// second thread (a smaller batch is not worth starting it).
+const PIPELINE_FROM: usize = 256;
+
+impl Out<'_> {
+    fn push(&mut self, row: Row) -> Result<()> {
+        match self {
+            Out::Inline(db) => row.insert(db),
+            Out::Piped { rows, .. } => {
+                rows.push(row);
+                if rows.len() >= PIPE_CHUNK {
+                    self.send()?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn send(&mut self) -> Result<()> {
+        if let Out::Piped { rows, tx } = self
+            && !rows.is_empty()
+        {
+            let chunk = std::mem::replace(rows, Vec::with_capacity(PIPE_CHUNK));
+            tx.send(chunk)
+                .map_err(|_| anyhow::anyhow!("the receipt rows' thread stopped"))?;
+        }
+        Ok(())
+    }
+
+    /// Hands over the rows still held.
+    fn finish(&mut self) -> Result<()> {
+        self.send()
+    }
 }
 
-fn insert_manifest(tx: &Connection, capability: &str, manifest: &[u8]) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO capability_manifests (capability, manifest) VALUES (?1, ?2)",
-    )?
-    .execute(params![capability, manifest])?;
-    Ok(())
+/// One row of the receipt tables.
+enum Row {
+    Receipt {
+        seq: u64,
+        hash: Digest,
+        body: Vec<u8>,
+        input: Vec<u8>,
+    },
+    Mark {
+        seq: u64,
+        task_id: Option<String>,
+        session_id: Option<String>,
+        call: String,
+    },
+    Checkpoint {
+        tree_size: u64,
+        body: Vec<u8>,
+    },
+    Session {
+        session_id: String,
+        task_id: String,
+        capability: String,
+        facts_hash: String,
+        facts: Vec<u8>,
+        seq: u64,
+    },
+    /// A session's range extended to `last_seq`.
+    SessionEnd {
+        session_id: String,
+        last_seq: u64,
+    },
+    Policy {
+        hash: String,
+        sources: String,
+    },
+    Manifest {
+        capability: String,
+        manifest: Vec<u8>,
+    },
+    /// The log's state.
+    State(String),
 }
 
-fn insert_session(
-    tx: &Connection,
-    facts: &SessionFacts,
-    hash: &Digest,
-    bytes: &[u8],
-    seq: u64,
-) -> Result<()> {
-    tx.prepare_cached(
-        "INSERT OR IGNORE INTO receipt_sessions (session_id, task_id, capability, facts_hash, facts, first_seq, last_seq)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-    )?
-    .execute(params![
-        facts.session_id,
-        facts.task_id,
-        facts.capability,
-        hash.to_string(),
-        bytes,
-        seq as i64
-    ])?;
-    Ok(())
+impl Row {
+    fn insert(&self, tx: &Connection) -> Result<()> {
+        match self {
+            Row::Receipt {
+                seq,
+                hash,
+                body,
+                input,
+            } => tx
+                .prepare_cached(
+                    "INSERT INTO receipts (seq, hash, body, input) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![*seq as i64, &hash.0[..], body, input])?,
+            Row::Mark {
+                seq,
+                task_id,
+                session_id,
+                call,
+            } => tx
+                .prepare_cached(
+                    "INSERT INTO receipt_marks (seq, task_id, session_id, call) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![*seq as i64, task_id, session_id, call])?,
+            Row::Checkpoint { tree_size, body } => tx
+                .prepare_cached(
+                    "INSERT INTO receipt_checkpoints (tree_size, body) VALUES (?1, ?2)",
+                )?
+                .execute(params![*tree_size as i64, body])?,
+            Row::Session {
+                session_id,
+                task_id,
+                capability,
+                facts_hash,
+                facts,
+                seq,
+            } => tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO receipt_sessions (session_id, task_id, capability, facts_hash, facts, first_seq, last_seq)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                )?
+                .execute(params![
+                    session_id,
+                    task_id,
+                    capability,
+                    facts_hash,
+                    facts,
+                    *seq as i64
+                ])?,
+            Row::SessionEnd {
+                session_id,
+                last_seq,
+            } => tx
+                .prepare_cached(
+                    "UPDATE receipt_sessions SET last_seq = ?2 WHERE session_id = ?1",
+                )?
+                .execute(params![session_id, *last_seq as i64])?,
+            Row::Policy { hash, sources } => tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO policy_snapshots (policy_hash, sources) VALUES (?1, ?2)",
+                )?
+                .execute(params![hash, sources])?,
+            Row::Manifest {
+                capability,
+                manifest,
+            } => tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO capability_manifests (capability, manifest) VALUES (?1, ?2)",
+                )?
+                .execute(params![capability, manifest])?,
+            Row::State(state) => tx
+                .prepare_cached("UPDATE receipt_log SET state = ?1 WHERE id = 1")?
+                .execute(params![state])?,
+        };
+        Ok(())
+    }
+}
+
+fn checkpoint_row(cp: &hcp_receipts::Checkpoint) -> Result<Row> {
+    Ok(Row::Checkpoint {
+        tree_size: cp.tree_size,
+        body: cp.canonical_bytes()?,
+    })
+}
+
+fn session_row(facts: &SessionFacts, hash: &Digest, bytes: Vec<u8>, seq: u64) -> Row {
+    Row::Session {
+        session_id: facts.session_id.clone(),
+        task_id: facts.task_id.clone(),
+        capability: facts.capability.clone(),
+        facts_hash: hash.to_string(),
+        facts: bytes,
+        seq,
+    }
 }

@@ -1,0 +1,201 @@
+//! The receipt writer's large batches: their rows are written by a second
+//! thread in the batch's transaction. A large batch that stores verifies
+//! like any other (signed denies among its allows); one whose writes fail
+//! stores nothing of it, fails closed, and the log goes on after it with no
+//! gap and no fork.
+//!
+//! A batch is made large on purpose: another connection holds the
+//! database's write lock while the calls queue up behind the writer's
+//! first batch, and lets go once all are queued.
+
+use super::verify;
+use hcp::evidence::{self, Recorder, Selection};
+use hcp::hostkey::HostIdentity;
+use hcp::store::Store;
+use hcp_contracts::{DataClass, RiskLevel};
+use hcp_policy::PolicySet;
+use hcp_policy::pep::{BudgetCaps, Call, FsAccess, Op, SessionFacts, Surface};
+use hcp_receipts::{HostKey, SigningPolicy, Verdict};
+use hcp_sandbox::pep::{Governor as _, PolicyGovernor, UNLIMITED, now_ms};
+use hcp_tests::{ManifestBuilder, REPO_ROOT};
+use rusqlite::Connection;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Calls queued behind the writer's first batch: well above the size from
+/// which a batch's rows get their own thread.
+const CALLS: usize = 3000;
+
+struct Lab {
+    dir: tempfile::TempDir,
+    store: Arc<Store>,
+    recorder: Recorder,
+    policy: PolicySet,
+    manifest: hcp_contracts::Manifest,
+}
+
+impl Lab {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(Store::open(&dir.path().join("data")).expect("store"));
+        let key = HostKey::generate().expect("key");
+        let host_id = format!("host-{}", key.key_id());
+        let recorder = Recorder::open(
+            store.clone(),
+            HostIdentity { key, host_id },
+            SigningPolicy::default(),
+        )
+        .expect("recorder");
+        let policy = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policy");
+        let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE).load(dir.path());
+        Self {
+            dir,
+            store,
+            recorder,
+            policy,
+            manifest,
+        }
+    }
+
+    fn governor(&self, session: &str) -> PolicyGovernor {
+        let facts = SessionFacts {
+            budgets: BudgetCaps {
+                artifacts: UNLIMITED,
+                bytes: UNLIMITED,
+                host_calls: UNLIMITED,
+            },
+            caller: "harness-local-01".into(),
+            capability: self.manifest.id(),
+            data_classification: DataClass::T1,
+            envelope: self.manifest.doc.safety_envelope.clone(),
+            expires_at_ms: now_ms() + 3_600_000,
+            limits: (&self.manifest.limits).into(),
+            risk_level: RiskLevel::R1,
+            session_id: session.into(),
+            surface: Surface::of(&self.manifest.grants),
+            task_id: format!("task-{session}"),
+        };
+        hcp::engine::open_session(&self.recorder, &self.policy, facts, b"{}", Vec::new())
+            .expect("session")
+    }
+
+    /// A second connection to the database, holding its write lock.
+    fn lock(&self) -> Connection {
+        let db = Connection::open(self.dir.path().join("data").join("hcp.db")).expect("db");
+        db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+        db.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        db
+    }
+
+    /// Hands `CALLS` calls (every tenth denied) to the writer in one
+    /// batch: `lock` is committed once they are all queued.
+    fn queue(&self, governor: &PolicyGovernor, lock: Connection) -> usize {
+        let fields = Vec::new();
+        let allow = Call::log("debug", "x", &fields);
+        let deny = Call::fs(Op::FsOpen, "/etc/passwd".into(), FsAccess::Read, None);
+        // The writer takes the first and waits for the lock with it ...
+        let _ = governor.check(&allow);
+        std::thread::sleep(Duration::from_millis(200));
+        // ... while the rest queue up behind it.
+        let mut denied = 0;
+        for i in 1..CALLS {
+            if i % 10 == 0 {
+                let _ = governor.check(&deny);
+                denied += 1;
+            } else {
+                let _ = governor.check(&allow);
+            }
+        }
+        lock.execute_batch("COMMIT").expect("unlock");
+        denied
+    }
+}
+
+#[test]
+fn a_large_batch_stores_verifies_and_its_denies_are_signed() {
+    let lab = Lab::new();
+    let governor = lab.governor("large");
+    let before = evidence::verify_store(&lab.store).expect("check").receipts;
+    let denied = lab.queue(&governor, lab.lock());
+    lab.recorder.close_session("large");
+    lab.recorder.flush().expect("flush");
+    let check = evidence::verify_store(&lab.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    assert_eq!(check.receipts, before + CALLS as u64, "{check:?}");
+    assert_eq!(check.covered, check.receipts, "{check:?}");
+    let pack = evidence::export(&lab.store, &Selection::Session("large".into())).expect("export");
+    let report = verify(&pack);
+    assert!(report.ok(), "{report}");
+    let calls: Vec<_> = pack.hosts[0]
+        .receipts
+        .iter()
+        .filter(|r| r.call != "session.open")
+        .collect();
+    assert_eq!(calls.len(), CALLS);
+    let denies: Vec<_> = calls
+        .iter()
+        .filter(|r| r.verdict == Verdict::Deny)
+        .collect();
+    assert_eq!(denies.len(), denied);
+    assert!(denies.iter().all(|r| r.is_signed()));
+    // One chain through the session, in the order of the calls.
+    for pair in calls.windows(2) {
+        assert_eq!(pair[1].seq, pair[0].seq + 1);
+        assert_eq!(pair[1].parents, vec![pair[0].hash().expect("hash")]);
+    }
+}
+
+#[test]
+fn a_large_batch_that_cannot_be_written_stores_nothing_and_fails_closed() {
+    let lab = Lab::new();
+    let governor = lab.governor("lost");
+    let before = evidence::verify_store(&lab.store).expect("check");
+    assert!(before.ok(), "{:?}", before.problems);
+    // Every receipt row refused while the trigger exists, from the middle
+    // of the batch on.
+    let lock = lab.lock();
+    lock.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON receipts WHEN NEW.seq > 1000
+         BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+    )
+    .expect("trigger");
+    lab.queue(&governor, lock);
+    let err = lab.recorder.flush().expect_err("stored");
+    assert!(
+        format!("{err:#}").contains("refused by the test"),
+        "{err:#}"
+    );
+    assert!(lab.recorder.session_lost("lost"));
+    let after = evidence::verify_store(&lab.store).expect("check");
+    assert!(after.ok(), "{:?}", after.problems);
+    // At most the first call, when it was a batch of its own: nothing of
+    // the large one.
+    assert!(
+        after.receipts <= before.receipts + 1,
+        "{} receipts stored after {}",
+        after.receipts,
+        before.receipts
+    );
+    // Meanwhile every decision fails closed (its receipt, a DENY, is the
+    // next batch: below the trigger's seq, it stores and ends the failure).
+    let fields = Vec::new();
+    assert!(governor.check(&Call::log("debug", "x", &fields)).is_err());
+    // Space for receipts again: the next batch stores, and the log goes
+    // on from what was stored.
+    Connection::open(lab.dir.path().join("data").join("hcp.db"))
+        .expect("db")
+        .execute_batch("DROP TRIGGER refuse")
+        .expect("drop");
+    lab.recorder.close_session("lost");
+    let next = lab.governor("next");
+    let denied = lab.queue(&next, lab.lock());
+    assert!(denied > 0);
+    lab.recorder.close_session("next");
+    lab.recorder.flush().expect("flush");
+    let check = evidence::verify_store(&lab.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    assert_eq!(check.covered, check.receipts, "{check:?}");
+    let report = verify(&evidence::export(&lab.store, &Selection::All).expect("export"));
+    assert!(report.ok(), "{report}");
+}
