@@ -66,13 +66,14 @@ async fn pair(
             format!("{:.2} ms", s * 1e3)
         }
     };
+    let (mc, mb, mr) = (fmt(median(c)), fmt(median(b)), median(ratios));
     println!(
-        "{name:<16} {:<26} {:>10}   {:<18} {:>10}   baseline/candidate {:.2}x (rounds {lo:.2}x..{hi:.2}x)",
-        candidate.0,
-        fmt(median(c)),
-        baseline.0,
-        fmt(median(b)),
-        median(ratios)
+        "{name:<16} {:<26} {mc:>10}   {:<18} {mb:>10}   baseline/candidate {mr:.2}x (rounds {lo:.2}x..{hi:.2}x)",
+        candidate.0, baseline.0,
+    );
+    println!(
+        "row | {name}: {} against {} | {} {mc} | {} {mb} | baseline/candidate {mr:.2}x (rounds {lo:.2}x..{hi:.2}x) |",
+        candidate.0, baseline.0, candidate.0, baseline.0,
     );
 }
 
