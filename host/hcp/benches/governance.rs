@@ -25,8 +25,8 @@
 
 mod common;
 
-use common::{LOCAL, example, open_host};
-use hcp::engine::{Auth, Host};
+use common::{example, in_process_task, open_host};
+use hcp::engine::Host;
 use hcp_tests::REPO_ROOT;
 use serde_json::Value;
 use std::sync::Arc;
@@ -167,22 +167,7 @@ mod bare {
 
 /// One governed task, as `hcp serve` runs it; its wall time and outputs.
 async fn governed(host: &Arc<Host>, id: &str) -> (Duration, Value) {
-    let m = example(id);
-    let t0 = Instant::now();
-    let h = host.clone();
-    let submission = tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
-        .await
-        .expect("join")
-        .expect("submit");
-    assert_eq!(
-        submission.answer["type"], "task_accepted",
-        "{}",
-        submission.answer
-    );
-    let task = submission.task_id.expect("task id");
-    let answer = host.run_task(&task).await.expect("run").expect("ran");
-    let wall = t0.elapsed();
-    assert_eq!(answer["type"], "task_completed", "{answer}");
+    let (_, wall, answer) = in_process_task(host, example(id)).await;
     (wall, answer["payload"]["outputs"].clone())
 }
 

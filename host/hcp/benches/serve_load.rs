@@ -23,8 +23,7 @@
 
 mod common;
 
-use common::{LOCAL, agent, example, http_task, open_host};
-use hcp::engine::Auth;
+use common::{agent, example, http_task, in_process_task, open_host};
 use std::time::{Duration, Instant};
 
 struct Report {
@@ -75,30 +74,8 @@ fn in_process(
                 let mut out = Vec::new();
                 for i in (c..tasks).step_by(clients) {
                     let m = example(&format!("{prefix}-{i}"));
-                    let t0 = Instant::now();
-                    let h = host.clone();
-                    let submission =
-                        tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
-                            .await
-                            .expect("join")
-                            .expect("submit");
-                    assert_eq!(
-                        submission.answer["type"], "task_accepted",
-                        "{}",
-                        submission.answer
-                    );
-                    let id = submission.task_id.expect("task id");
-                    // A task whose caller has no session slot free stays
-                    // queued (`None`); `hcp serve`'s maintenance loop
-                    // starts it later, here the client tries again.
-                    let answer = loop {
-                        match host.run_task(&id).await.expect("run") {
-                            Some(answer) => break answer,
-                            None => tokio::time::sleep(Duration::from_millis(1)).await,
-                        }
-                    };
-                    assert_eq!(answer["type"], "task_completed", "{answer}");
-                    out.push(t0.elapsed());
+                    let (_, wall, _) = in_process_task(&host, m).await;
+                    out.push(wall);
                 }
                 out
             }));

@@ -18,8 +18,8 @@
 
 mod common;
 
-use common::{LOCAL, example, open_host};
-use hcp::engine::{Auth, Host};
+use common::{example, in_process_task, open_host};
+use hcp::engine::Host;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -118,23 +118,8 @@ fn run(
     runtime.block_on(async {
         let mut out = Vec::with_capacity(tasks);
         for i in 0..tasks {
-            let m = example(&format!("{prefix}-{i}"));
-            let t0 = Instant::now();
-            let h = host.clone();
-            let submission = tokio::task::spawn_blocking(move || h.submit(&m, Auth::Bearer(LOCAL)))
-                .await
-                .expect("join")
-                .expect("submit");
-            assert_eq!(
-                submission.answer["type"], "task_accepted",
-                "{}",
-                submission.answer
-            );
-            let submitted = t0.elapsed();
-            let id = submission.task_id.expect("task id");
-            let answer = host.run_task(&id).await.expect("run").expect("ran");
-            assert_eq!(answer["type"], "task_completed", "{answer}");
-            let wall = t0.elapsed();
+            let (submitted, wall, _) =
+                in_process_task(host, example(&format!("{prefix}-{i}"))).await;
             phases.add("submit", submitted);
             phases.add("run", wall - submitted);
             out.push(wall);

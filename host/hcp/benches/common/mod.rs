@@ -93,3 +93,38 @@ pub(crate) fn http_task(agent: &ureq::Agent, base: &str, message: &Value) {
     }
     assert!(completed, "task {id} did not complete");
 }
+
+/// One task in process as `hcp serve` runs it: `Host::submit` on the
+/// blocking pool, which must answer `task_accepted`, then `Host::run_task`,
+/// tried again while the task waits for a session slot (`hcp serve`'s
+/// maintenance loop starts it later). The time to `task_accepted`, the
+/// time to the final answer, and the answer, which must be
+/// `task_completed`.
+pub(crate) async fn in_process_task(
+    host: &Arc<Host>,
+    message: Value,
+) -> (Duration, Duration, Value) {
+    let t0 = std::time::Instant::now();
+    let h = host.clone();
+    let submission =
+        tokio::task::spawn_blocking(move || h.submit(&message, hcp::engine::Auth::Bearer(LOCAL)))
+            .await
+            .expect("join")
+            .expect("submit");
+    assert_eq!(
+        submission.answer["type"], "task_accepted",
+        "{}",
+        submission.answer
+    );
+    let submitted = t0.elapsed();
+    let id = submission.task_id.expect("task id");
+    let answer = loop {
+        match host.run_task(&id).await.expect("run") {
+            Some(answer) => break answer,
+            None => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    };
+    let wall = t0.elapsed();
+    assert_eq!(answer["type"], "task_completed", "{answer}");
+    (submitted, wall, answer)
+}
