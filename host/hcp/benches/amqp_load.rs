@@ -23,7 +23,7 @@
 
 mod common;
 
-use common::{agent, example, http_task, open_host_with};
+use common::{agent, example, http_task, open_host_with, runtime};
 
 use futures_core::Stream;
 use hcp_tests::broker::Broker;
@@ -316,10 +316,7 @@ fn main() {
     let tasks = args.first().copied().unwrap_or(200);
     let callers = args.get(1).copied().unwrap_or(8);
     let rounds = args.get(2).copied().unwrap_or(3);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
 
     let broker = Broker::start().expect("start a RabbitMQ node");
     let host_perms = [

@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::{example, in_process_task, open_host};
+use common::{example, in_process_task, median, open_host, range, runtime};
 use hcp::engine::Host;
 use hcp_tests::REPO_ROOT;
 use serde_json::Value;
@@ -177,11 +177,6 @@ fn percentile(v: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
@@ -198,10 +193,7 @@ fn main() {
         .collect();
     let rounds = args.first().copied().unwrap_or(15).max(1);
     let per_round = args.get(1).copied().unwrap_or(40).max(1);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
     let data = tempfile::tempdir().expect("tempdir");
     let host = open_host(data.path());
     let bare = bare::BareRunner::new(&example("inputs")["payload"]["inputs"]);
@@ -234,9 +226,7 @@ fn main() {
             g_all.extend(g);
             b_all.extend(b);
         }
-        let (lo, hi) = ratios
-            .iter()
-            .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        let (lo, hi) = range(&ratios);
         println!(
             "governance: document-analysis R1, {rounds} rounds of {per_round} tasks each side, one client, {} cores",
             std::thread::available_parallelism().map_or(1, |n| n.get())

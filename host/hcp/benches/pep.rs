@@ -23,6 +23,9 @@
 //! number of micro-benchmark calls, 200,000 by default;
 //! `HCP_BENCH_PLUGIN_CALLS` the plugin's, 100,000).
 
+mod common;
+
+use common::{median, range};
 use hcp::evidence::Recorder;
 use hcp::hostkey::HostIdentity;
 use hcp::store::Store;
@@ -56,11 +59,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn us(d: Duration) -> String {
     format!("{:.2} µs", d.as_secs_f64() * 1e6)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 struct Lab {
@@ -358,9 +356,7 @@ async fn enforced_off(lab: &Lab, work: &Work, rounds: u32) -> (f64, f64, f64, f6
         b.push(t_off);
         ratios.push(t_on / t_off);
     }
-    let (lo, hi) = ratios
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    let (lo, hi) = range(&ratios);
     (median(a), median(b), median(ratios), lo, hi)
 }
 

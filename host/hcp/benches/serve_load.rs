@@ -23,7 +23,7 @@
 
 mod common;
 
-use common::{agent, example, http_task, in_process_task, open_host};
+use common::{agent, example, http_task, in_process_task, median, open_host, range, runtime};
 use std::time::{Duration, Instant};
 
 struct Report {
@@ -157,16 +157,6 @@ fn over_http(
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn range(v: &[f64]) -> (f64, f64) {
-    v.iter()
-        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)))
-}
-
 fn main() {
     let args: Vec<usize> = std::env::args()
         .skip(1)
@@ -175,10 +165,7 @@ fn main() {
     let tasks = args.first().copied().unwrap_or(400).max(1);
     let clients = args.get(1).copied().unwrap_or(8).max(1);
     let rounds = args.get(2).copied().unwrap_or(1).max(1);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
 
     // Warm the compiled-code cache and the allocator once.
     let _ = in_process(&runtime, clients, clients, "warm");

@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::{example, in_process_task, open_host};
+use common::{example, in_process_task, open_host, runtime};
 use hcp::engine::Host;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -144,10 +144,7 @@ fn main() {
             .with_filter(filter::Targets::new().with_target("hcp::phase", tracing::Level::TRACE)),
     );
     tracing::subscriber::set_global_default(subscriber).expect("subscriber");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
     let data = tempfile::tempdir().expect("tempdir");
     let host = open_host(data.path());
     // Warm: compile (or load) the component, fill caches.

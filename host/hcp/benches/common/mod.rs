@@ -128,3 +128,23 @@ pub(crate) async fn in_process_task(
     assert_eq!(answer["type"], "task_completed", "{answer}");
     (submitted, wall, answer)
 }
+
+/// The multi-threaded runtime the benches run their hosts and clients on.
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// The median of per-round figures.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The lowest and highest of per-round figures.
+pub(crate) fn range(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), r| (lo.min(*r), hi.max(*r)))
+}
