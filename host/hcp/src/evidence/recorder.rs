@@ -114,6 +114,7 @@ fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join("hcp.db");
     let mut db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
     crate::store::busy::wait_for_lock(&mut db, crate::store::busy::LOCK_WAIT)?;
+    db.set_prepared_statement_cache_capacity(crate::store::STATEMENT_CACHE);
     db.pragma_update(None, "journal_mode", "WAL")?;
     db.pragma_update(None, "synchronous", "FULL")?;
     // A batch holds up to thousands of receipts: keep its pages in memory
@@ -146,19 +147,17 @@ impl Recorder {
             tree: hcp_receipts::merkle::Frontier::default(),
             last_checkpoint: None,
         };
-        db.execute(
-            "INSERT OR IGNORE INTO receipt_log (id, host_id, public_key, state) VALUES (1, ?1, ?2, ?3)",
+        db.prepare_cached(
+            "INSERT OR IGNORE INTO receipt_log (id, host_id, public_key, state) VALUES (1, ?1, ?2, ?3)")?.execute(
             params![
                 host_id,
                 key.public().to_string(),
                 serde_json::to_string(&empty)?
             ],
         )?;
-        let (stored_host, saved): (String, String) = db.query_row(
-            "SELECT host_id, state FROM receipt_log WHERE id = 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (stored_host, saved): (String, String) = db
+            .prepare_cached("SELECT host_id, state FROM receipt_log WHERE id = 1")?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if stored_host != host_id {
             anyhow::bail!(
                 "{}: the receipts here were written by {stored_host}, but this host is {host_id} (its key changed)",
@@ -167,11 +166,8 @@ impl Recorder {
         }
         let state: LogState = serde_json::from_str(&saved).context("stored receipt log state")?;
         let head: Option<Vec<u8>> = db
-            .query_row(
-                "SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| r.get(0))
             .optional()?;
         if head.as_deref() != state.head.as_ref().map(|d| &d.0[..]) {
             anyhow::bail!(
@@ -396,10 +392,12 @@ impl Recorder {
     ///
     /// The database fails.
     pub fn record_message(&self, task_id: &str, name: &str, body: &[u8]) -> Result<()> {
-        self.store.db().execute(
-            "INSERT OR REPLACE INTO task_messages (task_id, name, body) VALUES (?1, ?2, ?3)",
-            params![task_id, name, body],
-        )?;
+        self.store
+            .db()
+            .prepare_cached(
+                "INSERT OR REPLACE INTO task_messages (task_id, name, body) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![task_id, name, body])?;
         Ok(())
     }
 

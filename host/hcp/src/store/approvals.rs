@@ -39,8 +39,8 @@ impl Store {
         expires_at: &str,
         assessment: &Value,
     ) -> Result<()> {
-        self.db().execute(
-            "INSERT INTO approvals (task_id, requested_at, expires_at, assessment) VALUES (?1, ?2, ?3, ?4)",
+        self.db().prepare_cached(
+            "INSERT INTO approvals (task_id, requested_at, expires_at, assessment) VALUES (?1, ?2, ?3, ?4)")?.execute(
             params![task_id, now(), expires_at, assessment.to_string()],
         )?;
         Ok(())
@@ -71,11 +71,13 @@ impl Store {
             );
         }
         let decision = if approved { "approved" } else { "rejected" };
-        let n = self.db().execute(
-            "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
+        let n = self
+            .db()
+            .prepare_cached(
+                "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
              WHERE task_id = ?1 AND decision IS NULL",
-            params![task_id, decision, operator_id, reason, now()],
-        )?;
+            )?
+            .execute(params![task_id, decision, operator_id, reason, now()])?;
         if n == 0 {
             anyhow::bail!("task {task_id} was decided concurrently");
         }
@@ -91,9 +93,9 @@ impl Store {
     pub fn approval(&self, task_id: &str) -> Result<Option<ApprovalRecord>> {
         let row = self
             .db()
-            .query_row(
+            .prepare_cached(
                 "SELECT task_id, requested_at, expires_at, assessment, decision, operator_id, reason, decided_at
-                 FROM approvals WHERE task_id = ?1",
+                 FROM approvals WHERE task_id = ?1")?.query_row(
                 params![task_id],
                 |r| {
                     Ok((

@@ -64,20 +64,19 @@ impl Store {
         let (session, name) = parse_artifact_uri(uri)?;
         let row = self
             .db()
-            .query_row(
+            .prepare_cached(
                 "SELECT mime_type, size_bytes, checksum, sealed, data_class
                  FROM artifacts WHERE session_id = ?1 AND name = ?2",
-                params![session, name],
-                |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, i64>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, i64>(3)? != 0,
-                        r.get::<_, String>(4)?,
-                    ))
-                },
-            )
+            )?
+            .query_row(params![session, name], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)? != 0,
+                    r.get::<_, String>(4)?,
+                ))
+            })
             .optional()?;
         let Some((mime_type, size, checksum, sealed, class)) = row else {
             anyhow::bail!("{uri}: no such artifact");
@@ -117,10 +116,11 @@ impl Store {
     ///
     /// The database fails.
     pub fn log_artifact_access(&self, uri: &str, accessor: &str, purpose: &str) -> Result<()> {
-        self.db().execute(
-            "INSERT INTO artifact_access (uri, accessor, purpose, at) VALUES (?1, ?2, ?3, ?4)",
-            params![uri, accessor, purpose, now()],
-        )?;
+        self.db()
+            .prepare_cached(
+                "INSERT INTO artifact_access (uri, accessor, purpose, at) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![uri, accessor, purpose, now()])?;
         Ok(())
     }
 }
@@ -155,9 +155,10 @@ impl TaskStore for Store {
         self.put_blob(content, sealed)
             .map_err(|e| TaskStoreError(format!("{e:#}")))?;
         self.db()
-            .execute(
+            .prepare_cached(
                 "INSERT INTO artifacts (session_id, name, task_id, mime_type, size_bytes, checksum, created_at, data_class, sealed)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)")
+            .and_then(|mut insert| insert.execute(
                 params![
                     task.session_id,
                     name,
@@ -169,7 +170,7 @@ impl TaskStore for Store {
                     task.data_classification.as_str(),
                     i64::from(sealed)
                 ],
-            )
+            ))
             .map_err(|e| TaskStoreError(e.to_string()))?;
         Ok(stored)
     }

@@ -17,11 +17,19 @@ impl Store {
         label: &str,
         state: &[u8],
     ) -> rusqlite::Result<()> {
-        self.db().execute(
-            "INSERT INTO checkpoints (session_id, id, task_id, label, state, created_at)
+        self.db()
+            .prepare_cached(
+                "INSERT INTO checkpoints (session_id, id, task_id, label, state, created_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            params![task.session_id, id, task.task_id, label, state, now()],
-        )?;
+            )?
+            .execute(params![
+                task.session_id,
+                id,
+                task.task_id,
+                label,
+                state,
+                now()
+            ])?;
         Ok(())
     }
 
@@ -36,11 +44,8 @@ impl Store {
         id: &str,
     ) -> rusqlite::Result<Option<Vec<u8>>> {
         self.db()
-            .query_row(
-                "SELECT state FROM checkpoints WHERE session_id = ?1 AND id = ?2",
-                params![session_id, id],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT state FROM checkpoints WHERE session_id = ?1 AND id = ?2")?
+            .query_row(params![session_id, id], |r| r.get(0))
             .optional()
     }
 
@@ -52,11 +57,10 @@ impl Store {
     pub fn last_checkpoint(&self, session_id: &str) -> anyhow::Result<Option<String>> {
         Ok(self
             .db()
-            .query_row(
+            .prepare_cached(
                 "SELECT id FROM checkpoints WHERE session_id = ?1 ORDER BY id DESC LIMIT 1",
-                params![session_id],
-                |r| r.get(0),
-            )
+            )?
+            .query_row(params![session_id], |r| r.get(0))
             .optional()?)
     }
 }

@@ -79,8 +79,8 @@ impl Store {
     pub fn record_install(&self, i: &Installed) -> Result<()> {
         let v = &i.version;
         self.db()
-            .execute(
-                &format!("INSERT INTO capabilities ({COLUMNS}, major, minor, patch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+            .prepare_cached(
+                &format!("INSERT INTO capabilities ({COLUMNS}, major, minor, patch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"))?.execute(
                 params![
                     i.name,
                     v.to_string(),
@@ -110,7 +110,7 @@ impl Store {
     /// The database fails.
     pub fn installed(&self) -> Result<Vec<Installed>> {
         let db = self.db();
-        let mut stmt = db.prepare(&format!(
+        let mut stmt = db.prepare_cached(&format!(
             "SELECT {COLUMNS} FROM capabilities ORDER BY name, major, minor, patch, version"
         ))?;
         let rows = stmt
@@ -127,11 +127,10 @@ impl Store {
     pub fn installed_version(&self, name: &str, version: &str) -> Result<Option<Installed>> {
         let found = self
             .db()
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM capabilities WHERE name = ?1 AND version = ?2"),
-                params![name, version],
-                row,
-            )
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM capabilities WHERE name = ?1 AND version = ?2"
+            ))?
+            .query_row(params![name, version], row)
             .optional()?;
         found.map(installed).transpose()
     }
@@ -155,10 +154,10 @@ impl Store {
     ///
     /// Not installed, or the database fails.
     pub fn record_removal(&self, name: &str, version: &str) -> Result<()> {
-        let n = self.db().execute(
-            "DELETE FROM capabilities WHERE name = ?1 AND version = ?2",
-            params![name, version],
-        )?;
+        let n = self
+            .db()
+            .prepare_cached("DELETE FROM capabilities WHERE name = ?1 AND version = ?2")?
+            .execute(params![name, version])?;
         if n == 0 {
             anyhow::bail!("{name}@{version} is not installed");
         }

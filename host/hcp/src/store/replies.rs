@@ -34,11 +34,12 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
-        self.db().execute(
-            "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
+        self.db()
+            .prepare_cached(
+                "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
              VALUES (?1, ?2, ?3)",
-            params![task_id, reply_to, correlation_id],
-        )?;
+            )?
+            .execute(params![task_id, reply_to, correlation_id])?;
         Ok(())
     }
 
@@ -48,10 +49,9 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_acked(&self, task_id: &str) -> Result<()> {
-        self.db().execute(
-            "UPDATE amqp_replies SET acked = 1 WHERE task_id = ?1",
-            params![task_id],
-        )?;
+        self.db()
+            .prepare_cached("UPDATE amqp_replies SET acked = 1 WHERE task_id = ?1")?
+            .execute(params![task_id])?;
         Ok(())
     }
 
@@ -63,10 +63,9 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_attempt(&self, task_id: &str) -> Result<()> {
-        self.db().execute(
-            "UPDATE amqp_replies SET attempts = attempts + 1 WHERE task_id = ?1",
-            params![task_id],
-        )?;
+        self.db()
+            .prepare_cached("UPDATE amqp_replies SET attempts = attempts + 1 WHERE task_id = ?1")?
+            .execute(params![task_id])?;
         Ok(())
     }
 
@@ -86,11 +85,12 @@ impl Store {
     /// The database fails.
     pub fn release_message_id(&self, task_id: &str) -> Result<()> {
         let suffix = format!("#released-{task_id}");
-        self.db().execute(
-            "UPDATE tasks SET message_id = message_id || ?2 \
+        self.db()
+            .prepare_cached(
+                "UPDATE tasks SET message_id = message_id || ?2 \
              WHERE task_id = ?1 AND substr(message_id, -length(?2)) IS NOT ?2",
-            params![task_id, suffix],
-        )?;
+            )?
+            .execute(params![task_id, suffix])?;
         Ok(())
     }
 
@@ -101,8 +101,8 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_answered(&self, task_id: &str) -> Result<()> {
-        self.db().execute(
-            "UPDATE amqp_replies SET answered_at = ?2 WHERE task_id = ?1 AND answered_at IS NULL",
+        self.db().prepare_cached(
+            "UPDATE amqp_replies SET answered_at = ?2 WHERE task_id = ?1 AND answered_at IS NULL")?.execute(
             params![task_id, now()],
         )?;
         Ok(())
@@ -115,7 +115,7 @@ impl Store {
     /// The database fails.
     pub fn open_routes(&self) -> Result<Vec<ReplyRoute>> {
         let db = self.db();
-        let mut stmt = db.prepare(
+        let mut stmt = db.prepare_cached(
             "SELECT task_id, reply_to, correlation_id, acked, attempts FROM amqp_replies \
              WHERE answered_at IS NULL ORDER BY rowid",
         )?;

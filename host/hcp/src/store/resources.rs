@@ -13,8 +13,8 @@ impl Store {
     ///
     /// The database fails.
     pub fn acquire_resource(&self, name: &str, session_id: &str) -> Result<bool> {
-        Ok(self.db().execute(
-            "INSERT INTO resources (name, session_id, since) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING",
+        Ok(self.db().prepare_cached(
+            "INSERT INTO resources (name, session_id, since) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING")?.execute(
             params![name, session_id, now()],
         )? == 1)
     }
@@ -25,10 +25,9 @@ impl Store {
     ///
     /// The database fails.
     pub fn release_resource(&self, name: &str, session_id: &str) -> Result<()> {
-        self.db().execute(
-            "DELETE FROM resources WHERE name = ?1 AND session_id = ?2",
-            params![name, session_id],
-        )?;
+        self.db()
+            .prepare_cached("DELETE FROM resources WHERE name = ?1 AND session_id = ?2")?
+            .execute(params![name, session_id])?;
         Ok(())
     }
 
@@ -40,11 +39,8 @@ impl Store {
     pub fn resource_holder(&self, name: &str) -> Result<Option<String>> {
         Ok(self
             .db()
-            .query_row(
-                "SELECT session_id FROM resources WHERE name = ?1",
-                params![name],
-                |r| r.get(0),
-            )
+            .prepare_cached("SELECT session_id FROM resources WHERE name = ?1")?
+            .query_row(params![name], |r| r.get(0))
             .optional()?)
     }
 
@@ -54,10 +50,9 @@ impl Store {
     ///
     /// The database fails.
     pub fn release_session_resources(&self, session_id: &str) -> Result<()> {
-        self.db().execute(
-            "DELETE FROM resources WHERE session_id = ?1",
-            params![session_id],
-        )?;
+        self.db()
+            .prepare_cached("DELETE FROM resources WHERE session_id = ?1")?
+            .execute(params![session_id])?;
         Ok(())
     }
 }

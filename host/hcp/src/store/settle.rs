@@ -55,17 +55,20 @@ impl Store {
     }
 
     fn write_settled(&self, u: &Unsettled) -> Result<bool> {
-        let moved = self.db().execute(
-            "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
+        let moved = self
+            .db()
+            .prepare_cached(
+                "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
              WHERE task_id = ?1 AND state = ?2",
-            params![
+            )?
+            .execute(params![
                 u.task_id,
                 u.from.as_str(),
                 u.to.as_str(),
                 u.result.to_string(),
                 now()
-            ],
-        )? == 1;
+            ])?
+            == 1;
         if moved {
             self.task_moved(&u.task_id, u.to);
         }

@@ -284,19 +284,17 @@ impl Store {
         // the same message waits for this one's answer (`submit_lock`).
         let (inserted, row) = super::unsynced(&mut db, |db| {
             let tx = db.transaction()?;
-            let inserted = tx.execute(
+            let inserted = tx.prepare_cached(
                 "INSERT INTO tasks (task_id, caller_id, message_id, capability, state, submit, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6, ?6)
-                 ON CONFLICT (caller_id, message_id) DO NOTHING",
+                 ON CONFLICT (caller_id, message_id) DO NOTHING")?.execute(
                 params![task_id, caller_id, message_id, capability, submit.to_string(), at],
             )?;
-            let row = tx.query_row(
-                &format!(
+            let row = tx
+                .prepare_cached(&format!(
                     "SELECT {TASK_COLUMNS} FROM tasks WHERE caller_id = ?1 AND message_id = ?2"
-                ),
-                params![caller_id, message_id],
-                task_row,
-            )?;
+                ))?
+                .query_row(params![caller_id, message_id], task_row)?;
             tx.commit()?;
             Ok((inserted, row))
         })?;
@@ -323,14 +321,17 @@ impl Store {
         state: TaskState,
         u: TaskUpdate,
     ) -> Result<TaskRecord> {
-        let n = self.db().execute(
-            "UPDATE tasks SET state = ?2,
+        let n = self
+            .db()
+            .prepare_cached(
+                "UPDATE tasks SET state = ?2,
                 version = COALESCE(?3, version), session_id = COALESCE(?4, session_id),
                 risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
                 answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
                 admission = COALESCE(?10, admission)
              WHERE task_id = ?1",
-            params![
+            )?
+            .execute(params![
                 task_id,
                 state.as_str(),
                 u.version,
@@ -344,8 +345,7 @@ impl Store {
                     .as_ref()
                     .map(serde_json::to_string)
                     .transpose()?
-            ],
-        )?;
+            ])?;
         if n == 0 {
             anyhow::bail!("no task {task_id}");
         }
@@ -361,10 +361,13 @@ impl Store {
     ///
     /// The database fails.
     pub fn transition(&self, task_id: &str, from: TaskState, to: TaskState) -> Result<bool> {
-        let moved = self.db().execute(
-            "UPDATE tasks SET state = ?3, updated_at = ?4 WHERE task_id = ?1 AND state = ?2",
-            params![task_id, from.as_str(), to.as_str(), now()],
-        )? == 1;
+        let moved = self
+            .db()
+            .prepare_cached(
+                "UPDATE tasks SET state = ?3, updated_at = ?4 WHERE task_id = ?1 AND state = ?2",
+            )?
+            .execute(params![task_id, from.as_str(), to.as_str(), now()])?
+            == 1;
         if moved {
             self.task_moved(task_id, to);
         }
@@ -386,12 +389,15 @@ impl Store {
         capability_limit: u32,
     ) -> Result<SlotClaim> {
         let running = TaskState::Running.as_str();
-        let moved = self.db().execute(
-            "UPDATE tasks SET state = ?2, updated_at = ?3
+        let moved = self
+            .db()
+            .prepare_cached(
+                "UPDATE tasks SET state = ?2, updated_at = ?3
              WHERE task_id = ?1 AND state = ?4
                AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?5) < ?6
                AND (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?7) < ?8",
-            params![
+            )?
+            .execute(params![
                 task.task_id,
                 running,
                 now(),
@@ -400,19 +406,23 @@ impl Store {
                 caller_limit,
                 task.capability,
                 capability_limit,
-            ],
-        )? == 1;
+            ])?
+            == 1;
         if moved {
             self.task_moved(&task.task_id, TaskState::Running);
             return Ok(SlotClaim::Moved);
         }
-        let (state, by_caller, by_capability): (String, u32, u32) = self.db().query_row(
-            "SELECT (SELECT state FROM tasks WHERE task_id = ?1),
+        let (state, by_caller, by_capability): (String, u32, u32) = self
+            .db()
+            .prepare_cached(
+                "SELECT (SELECT state FROM tasks WHERE task_id = ?1),
                     (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND caller_id = ?3),
                     (SELECT COUNT(*) FROM tasks WHERE state = ?2 AND capability = ?4)",
-            params![task.task_id, running, task.caller_id, task.capability],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )?;
+            )?
+            .query_row(
+                params![task.task_id, running, task.caller_id, task.capability],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )?;
         if state != TaskState::Queued.as_str() {
             return Ok(SlotClaim::NotQueued);
         }
@@ -430,11 +440,10 @@ impl Store {
     pub fn task(&self, task_id: &str) -> Result<Option<TaskRecord>> {
         let row = self
             .db()
-            .query_row(
-                &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"),
-                params![task_id],
-                task_row,
-            )
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE task_id = ?1"
+            ))?
+            .query_row(params![task_id], task_row)
             .optional()?;
         row.map(task_record).transpose()
     }
@@ -447,10 +456,10 @@ impl Store {
     pub fn task_of_session(&self, session_id: &str) -> Result<Option<TaskRecord>> {
         let row = self
             .db()
-            .query_row(
+            .prepare_cached(
                 &format!(
                     "SELECT {TASK_COLUMNS} FROM tasks WHERE session_id = ?1 ORDER BY created_at DESC, task_id DESC LIMIT 1"
-                ),
+                ))?.query_row(
                 params![session_id],
                 task_row,
             )
@@ -468,13 +477,13 @@ impl Store {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = match state {
             Some(s) => db
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {TASK_COLUMNS} FROM tasks WHERE state = ?1 ORDER BY created_at DESC, task_id DESC LIMIT ?2"
                 ))?
                 .query_map(params![s.as_str(), limit], task_row)?
                 .collect::<rusqlite::Result<Vec<_>>>()?,
             None => db
-                .prepare(&format!(
+                .prepare_cached(&format!(
                     "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, task_id DESC LIMIT ?1"
                 ))?
                 .query_map(params![limit], task_row)?
@@ -499,11 +508,8 @@ pub(crate) fn stored_messages(
     task_id: &str,
 ) -> Result<Option<StoredMessages>> {
     Ok(db
-        .query_row(
-            "SELECT submit, answer, result FROM tasks WHERE task_id = ?1",
-            params![task_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
+        .prepare_cached("SELECT submit, answer, result FROM tasks WHERE task_id = ?1")?
+        .query_row(params![task_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?)
 }
 
