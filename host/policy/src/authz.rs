@@ -12,8 +12,9 @@ use hcp_contracts::manifest::Declaration;
 use hcp_contracts::message::RejectReason;
 use hcp_contracts::{DataClass, Problem, RiskLevel};
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::str::FromStr as _;
+use std::sync::{Arc, Mutex};
 
 /// The Cedar schema the host's entities and contexts follow.
 pub const CEDAR_SCHEMA: &str = include_str!("../../../schemas/policy/authz.cedarschema");
@@ -31,6 +32,47 @@ pub struct Authz {
     policies: cedar::PolicySet,
     schema: cedar::Schema,
     reasons: BTreeMap<String, RejectReason>,
+    built: Built,
+}
+
+/// The entities of recent requests, by their JSON text. Building them
+/// (parsing, and checking them against the schema) was most of a
+/// decision's cost, and the same caller asks for the same capability again
+/// and again; the same JSON under the same schema gives the same entities.
+#[derive(Debug, Default)]
+struct Built(Mutex<HashMap<String, Arc<cedar::Entities>>>);
+
+/// At most this many entity sets are kept; the cache starts afresh when
+/// full.
+const BUILT: usize = 256;
+
+impl Clone for Built {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl Built {
+    fn get_or_build(
+        &self,
+        json: serde_json::Value,
+        schema: &cedar::Schema,
+    ) -> Result<Arc<cedar::Entities>, RequestError> {
+        let key = json.to_string();
+        let mut built = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entities) = built.get(&key) {
+            return Ok(entities.clone());
+        }
+        let entities = Arc::new(
+            cedar::Entities::from_json_value(json, Some(schema))
+                .map_err(|e| RequestError::Entities(e.to_string()))?,
+        );
+        if built.len() >= BUILT {
+            built.clear();
+        }
+        built.insert(key, entities.clone());
+        Ok(entities)
+    }
 }
 
 /// What is asked.
@@ -199,6 +241,7 @@ impl Authz {
                 policies,
                 schema,
                 reasons,
+                built: Built::default(),
             })
         } else {
             Err(problems)
@@ -276,7 +319,7 @@ impl Authz {
         caller: &Caller,
         declaration: &Declaration,
         context: &AuthzContext<'_>,
-    ) -> Result<(cedar::Request, cedar::Entities), RequestError> {
+    ) -> Result<(cedar::Request, Arc<cedar::Entities>), RequestError> {
         let kind = caller.kind.as_str();
         let safety = &declaration.safety;
         // A caller listed for every capability (`all_capabilities`) is
@@ -311,8 +354,7 @@ impl Authz {
                 "parents": [],
             },
         ]);
-        let entities = cedar::Entities::from_json_value(entities, Some(&self.schema))
-            .map_err(|e| RequestError::Entities(e.to_string()))?;
+        let entities = self.built.get_or_build(entities, &self.schema)?;
         let uid = |kind: &str, id: &str| -> Result<cedar::EntityUid, RequestError> {
             cedar::EntityUid::from_json(json!({ "type": kind, "id": id })).map_err(|e| {
                 RequestError::Entity {

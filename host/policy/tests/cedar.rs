@@ -35,6 +35,28 @@ fn a_forbid_overrides_the_permit() {
     assert!(admit(&set, &beta).is_ok());
 }
 
+#[test]
+fn each_decision_sees_its_own_caller_and_capability() {
+    // One set decides again and again, building the entities of each
+    // caller and capability once: a decision never sees another's.
+    let authz = format!(
+        "{}\n@id(\"no-cvd-for-alpha\")\nforbid (principal == Hcp::Caller::\"harness-alpha-001\", \
+         action == Hcp::Action::\"invoke\", resource == Hcp::Capability::\"cvd-material-synthesis\");\n",
+        shipped_authz()
+    );
+    let set = with_file("authz.cedar", &authz);
+    let mut beta = cvd_submit();
+    beta.caller_id = "harness-beta-002".into();
+    for _ in 0..3 {
+        let r = admit(&set, &cvd_submit()).expect_err("alpha admitted");
+        assert_eq!(r.stage, Stage::Authorization);
+        let b = admit(&set, &beta).unwrap_or_else(|r| panic!("{r:?}"));
+        assert_eq!(b.caller.as_str(), "harness-beta-002");
+        let doc = admit(&set, &document_submit()).unwrap_or_else(|r| panic!("{r:?}"));
+        assert_eq!(doc.authorized_by, ["invoke-within-limits"]);
+    }
+}
+
 /// The shipped set, but harness-local-01 listed for CVD up to R4 in
 /// callers.json: only Cedar stands between the pipeline and the furnace.
 fn pipeline_listed_for_cvd(authz: &str) -> PolicySet {
