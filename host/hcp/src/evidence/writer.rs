@@ -377,10 +377,9 @@ impl Writer {
 impl Core {
     /// Goes on from the stored state if another process moved the log on.
     fn sync(&mut self, tx: &Connection) -> Result<()> {
-        let stored: String =
-            tx.query_row("SELECT state FROM receipt_log WHERE id = 1", [], |r| {
-                r.get(0)
-            })?;
+        let stored: String = tx
+            .prepare_cached("SELECT state FROM receipt_log WHERE id = 1")?
+            .query_row([], |r| r.get(0))?;
         if stored != self.saved {
             let state: LogState = serde_json::from_str(&stored)?;
             self.log.resync(state)?;
@@ -819,8 +818,12 @@ impl Row {
                 capability,
                 manifest,
             } => tx
+                // Every admission names its manifest: the row is written
+                // only when the manifest changed (a reinstall).
                 .prepare_cached(
-                    "INSERT OR REPLACE INTO capability_manifests (capability, manifest) VALUES (?1, ?2)",
+                    "INSERT INTO capability_manifests (capability, manifest) VALUES (?1, ?2)
+                     ON CONFLICT (capability) DO UPDATE SET manifest = excluded.manifest
+                     WHERE manifest IS NOT excluded.manifest",
                 )?
                 .execute(params![capability, manifest])?,
             Row::State(state) => tx
