@@ -1,12 +1,13 @@
 //! The store's mark (`crate::store::durable`), written by a thread of its
 //! own: the receipt writer hands it what each sealed batch left in the
 //! store, after that batch committed, and goes on with the next batch while
-//! the mark's file and directory are synced. The mark never runs ahead of
+//! a record of the mark's file is overwritten and synced
+//! ([`MarkFile`]). The mark never runs ahead of
 //! the store (it is sent only once its batch is durable); when several
 //! arrive while one is being written, only the newest is written. Dropping
 //! the marker waits for the last mark handed to it.
 
-use crate::store::durable::Mark;
+use crate::store::durable::{Mark, MarkFile};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
@@ -67,12 +68,15 @@ impl Drop for Marker {
 }
 
 fn write_marks(dir: &std::path::Path, rx: &Receiver<Mark>) {
+    let mut file = MarkFile::new(dir);
     while let Ok(mut mark) = rx.recv() {
         // Only the newest of those waiting: each covers the ones before.
         while let Ok(newer) = rx.try_recv() {
             mark = newer;
         }
-        write(dir, &mark);
+        if let Err(e) = file.write(&mark) {
+            tracing::warn!("the store's mark: {e:#}");
+        }
     }
 }
 

@@ -6,8 +6,9 @@
 //!   the host goes on once space returns.
 //! - The mark (`hcp.db.mark` beside the database) records how many
 //!   receipts the store held, and the hash of the last, after each batch
-//!   that a checkpoint sealed (written to a temporary file, synced and
-//!   renamed). A store that holds fewer, or another receipt there, lost
+//!   that a checkpoint sealed (two checksummed records, each mark
+//!   overwriting the one not written last in place and syncing it; see
+//!   [`MarkFile`]). A store that holds fewer, or another receipt there, lost
 //!   acknowledged data: [`check`] refuses it, and [`Store::open`] with it.
 //! - [`backup`] copies the database with SQLite's online backup; [`restore`]
 //!   puts a backup in place and takes it as the store's new mark.
@@ -74,11 +75,75 @@ pub struct Mark {
     pub head: Option<String>,
 }
 
+/// The mark file holds two records of [`SLOT`] bytes each, a line of JSON
+/// with a checksum, padded with spaces: the marker overwrites one in place
+/// and syncs it, and the other still holds the mark before it should the
+/// write be torn. The valid record with more receipts is the mark. (Either
+/// is a true lower bound of the store: receipts are only ever appended.)
+const SLOT: usize = 256;
+
+/// One record of the mark file.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    receipts: u64,
+    head: Option<String>,
+    /// [`Mark::sum`].
+    sum: String,
+}
+
 impl Mark {
+    /// A short checksum of the record, so that a torn write is not taken
+    /// for a mark.
+    fn sum(&self) -> String {
+        use sha2::Digest as _;
+        let text = format!("{}:{}", self.receipts, self.head.as_deref().unwrap_or(""));
+        hex::encode(&sha2::Sha256::digest(text.as_bytes())[..8])
+    }
+
+    /// The mark as one record of the file: a line of JSON padded to
+    /// [`SLOT`] bytes.
+    fn record(&self) -> Result<Vec<u8>> {
+        let mut line = serde_json::to_vec(&Record {
+            receipts: self.receipts,
+            head: self.head.clone(),
+            sum: self.sum(),
+        })?;
+        anyhow::ensure!(
+            line.len() < SLOT,
+            "a mark record is longer than {SLOT} bytes"
+        );
+        line.resize(SLOT - 1, b' ');
+        line.push(b'\n');
+        Ok(line)
+    }
+
+    /// A record of the file, if it is one whose checksum holds.
+    fn from_record(bytes: &[u8]) -> Option<Self> {
+        let r: Record = serde_json::from_slice(bytes.trim_ascii_end()).ok()?;
+        let mark = Self {
+            receipts: r.receipts,
+            head: r.head,
+        };
+        (mark.sum() == r.sum).then_some(mark)
+    }
+
+    /// The mark a file holds: the valid record with more receipts, or a
+    /// mark written as one JSON document (by hosts before the records).
+    fn parse(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() == 2 * SLOT {
+            return bytes
+                .chunks(SLOT)
+                .filter_map(Self::from_record)
+                .max_by_key(|m| m.receipts);
+        }
+        serde_json::from_slice(bytes).ok()
+    }
+
     fn read(dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(MARK);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
+            Ok(bytes) => Self::parse(&bytes)
                 .map(Some)
                 .with_context(|| format!("{} is not a store mark", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -86,8 +151,8 @@ impl Mark {
         }
     }
 
-    /// Writes the mark atomically: a temporary file, synced, renamed over
-    /// the mark, the directory synced.
+    /// Writes the mark atomically (both records): a temporary file, synced,
+    /// renamed over the mark, the directory synced.
     ///
     /// # Errors
     ///
@@ -95,8 +160,10 @@ impl Mark {
     pub fn write(&self, dir: &Path) -> Result<()> {
         let tmp = dir.join(format!(".{MARK}.{}.tmp", uuid::Uuid::new_v4()));
         let written = (|| -> Result<()> {
+            let record = self.record()?;
             let mut f = std::fs::File::create(&tmp)?;
-            f.write_all(&serde_json::to_vec(self)?)?;
+            f.write_all(&record)?;
+            f.write_all(&record)?;
             f.sync_all()?;
             std::fs::rename(&tmp, dir.join(MARK))?;
             Ok(())
@@ -131,6 +198,62 @@ impl Mark {
                 head: None,
             },
         })
+    }
+}
+
+/// The mark file as the receipt writer's marker keeps it open: each mark
+/// overwrites the record not written last, in place, and is synced (one
+/// `fdatasync`, no new file, no rename, no directory sync).
+#[derive(Debug)]
+pub struct MarkFile {
+    dir: PathBuf,
+    open: Option<(std::fs::File, u64)>,
+}
+
+impl MarkFile {
+    /// The mark file of `dir`, opened at the first [`MarkFile::write`].
+    pub fn new(dir: &Path) -> Self {
+        Self {
+            dir: dir.to_path_buf(),
+            open: None,
+        }
+    }
+
+    /// Records `mark` (of receipts already durable).
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be written (the mark before stays).
+    pub fn write(&mut self, mark: &Mark) -> Result<()> {
+        use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+        // A file replaced since (by `hcp store restore`, or another process
+        // writing it afresh) is opened again.
+        if let Some((file, _)) = &self.open
+            && file.metadata().map_or(true, |m| m.nlink() == 0)
+        {
+            self.open = None;
+        }
+        let Some((file, slot)) = &mut self.open else {
+            // Afresh, both records: the file may not exist yet, or be a
+            // mark of one JSON document.
+            mark.write(&self.dir)?;
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(self.dir.join(MARK))
+                .with_context(|| self.dir.join(MARK).display().to_string())?;
+            self.open = Some((file, 0));
+            return Ok(());
+        };
+        let written = file
+            .write_all_at(&mark.record()?, *slot * SLOT as u64)
+            .and_then(|()| file.sync_data());
+        if let Err(e) = written {
+            self.open = None;
+            return Err(e).with_context(|| self.dir.join(MARK).display().to_string());
+        }
+        *slot ^= 1;
+        Ok(())
     }
 }
 
@@ -452,5 +575,108 @@ mod tests {
         assert!(storage_full(&io).is_some());
         let other = anyhow::anyhow!("database disk image is malformed");
         assert_eq!(storage_full(&other), None);
+    }
+
+    fn mark(receipts: u64) -> Mark {
+        Mark {
+            receipts,
+            head: Some(format!("{receipts:064x}")),
+        }
+    }
+
+    #[test]
+    fn marks_are_written_in_place_and_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = MarkFile::new(dir.path());
+        for n in 1..=5 {
+            file.write(&mark(n)).expect("write");
+            assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(n)));
+            let len = std::fs::metadata(dir.path().join(MARK))
+                .expect("mark")
+                .len();
+            assert_eq!(len, 2 * SLOT as u64);
+        }
+        // No temporary file left behind.
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, [MARK]);
+        // Each record is a line of JSON.
+        let text = std::fs::read_to_string(dir.path().join(MARK)).expect("mark");
+        let receipts: Vec<u64> = text
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).expect("json")["receipts"]
+                    .as_u64()
+                    .expect("receipts")
+            })
+            .collect();
+        // 1 went to both, then each mark to the record not written last.
+        assert_eq!(receipts, [4, 5]);
+    }
+
+    #[test]
+    fn a_torn_record_leaves_the_mark_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = MarkFile::new(dir.path());
+        for n in [10, 20, 30] {
+            file.write(&mark(n)).expect("write");
+        }
+        // 10 went to both records, 20 to the first, 30 to the second: tear
+        // the second.
+        let path = dir.path().join(MARK);
+        let mut bytes = std::fs::read(&path).expect("mark");
+        let torn = bytes.iter().position(|&b| b == b'\n').expect("line") + 40;
+        bytes[torn] ^= 0x01;
+        std::fs::write(&path, &bytes).expect("tear");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(20)));
+        // A record whose checksum does not hold is not taken either.
+        let mut line = serde_json::to_vec(&serde_json::json!({
+            "receipts": 1_000, "head": null, "sum": mark(20).sum()
+        }))
+        .expect("json");
+        line.resize(SLOT - 1, b' ');
+        line.push(b'\n');
+        bytes[SLOT..].copy_from_slice(&line);
+        std::fs::write(&path, &bytes).expect("forge");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(20)));
+        // Both records damaged: not a mark.
+        bytes[10] ^= 0x01;
+        std::fs::write(&path, &bytes).expect("tear");
+        let err = Mark::read(dir.path()).expect_err("damaged");
+        assert!(
+            format!("{err:#}").contains("is not a store mark"),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn an_older_mark_is_read_and_then_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(MARK);
+        std::fs::write(&path, serde_json::to_vec(&mark(7)).expect("json")).expect("old mark");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(7)));
+        let mut file = MarkFile::new(dir.path());
+        file.write(&mark(8)).expect("write");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(8)));
+        assert_eq!(
+            std::fs::metadata(&path).expect("mark").len(),
+            2 * SLOT as u64
+        );
+    }
+
+    #[test]
+    fn a_mark_file_replaced_underneath_is_opened_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut file = MarkFile::new(dir.path());
+        file.write(&mark(1)).expect("write");
+        file.write(&mark(2)).expect("write");
+        // `hcp store restore` (or another process) puts a new file there.
+        mark(50).write(dir.path()).expect("replace");
+        file.write(&mark(60)).expect("write");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(60)));
+        file.write(&mark(61)).expect("write");
+        assert_eq!(Mark::read(dir.path()).expect("read"), Some(mark(61)));
     }
 }
