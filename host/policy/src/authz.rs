@@ -35,16 +35,16 @@ pub struct Authz {
     built: Built,
 }
 
-/// The entities of recent requests, by their JSON text. Building them
-/// (parsing, and checking them against the schema) was most of a
-/// decision's cost, and the same caller asks for the same capability again
-/// and again; the same JSON under the same schema gives the same entities.
+/// The entities and contexts of recent requests, by their JSON text.
+/// Building them (parsing, and checking them against the schema) was most
+/// of a decision's cost, and the same caller asks for the same capability
+/// in the same circumstances again and again; the same JSON under the same
+/// schema gives the same entities and context.
 #[derive(Debug, Default)]
-struct Built(Mutex<HashMap<String, Arc<cedar::Entities>>>);
-
-/// At most this many entity sets are kept; the cache starts afresh when
-/// full.
-const BUILT: usize = 256;
+struct Built {
+    entities: Cache<Arc<cedar::Entities>>,
+    contexts: Cache<cedar::Context>,
+}
 
 impl Clone for Built {
     fn clone(&self) -> Self {
@@ -52,26 +52,30 @@ impl Clone for Built {
     }
 }
 
-impl Built {
-    fn get_or_build(
-        &self,
-        json: serde_json::Value,
-        schema: &cedar::Schema,
-    ) -> Result<Arc<cedar::Entities>, RequestError> {
-        let key = json.to_string();
+/// At most this many of each are kept; a cache starts afresh when full.
+const BUILT: usize = 256;
+
+#[derive(Debug)]
+struct Cache<T>(Mutex<HashMap<String, T>>);
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T: Clone> Cache<T> {
+    fn get_or_build<E>(&self, key: String, build: impl FnOnce() -> Result<T, E>) -> Result<T, E> {
         let mut built = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entities) = built.get(&key) {
-            return Ok(entities.clone());
+        if let Some(value) = built.get(&key) {
+            return Ok(value.clone());
         }
-        let entities = Arc::new(
-            cedar::Entities::from_json_value(json, Some(schema))
-                .map_err(|e| RequestError::Entities(e.to_string()))?,
-        );
+        let value = build()?;
         if built.len() >= BUILT {
             built.clear();
         }
-        built.insert(key, entities.clone());
-        Ok(entities)
+        built.insert(key, value.clone());
+        Ok(value)
     }
 }
 
@@ -354,7 +358,11 @@ impl Authz {
                 "parents": [],
             },
         ]);
-        let entities = self.built.get_or_build(entities, &self.schema)?;
+        let entities = self.built.entities.get_or_build(entities.to_string(), || {
+            cedar::Entities::from_json_value(entities, Some(&self.schema))
+                .map(Arc::new)
+                .map_err(|e| RequestError::Entities(e.to_string()))
+        })?;
         let uid = |kind: &str, id: &str| -> Result<cedar::EntityUid, RequestError> {
             cedar::EntityUid::from_json(json!({ "type": kind, "id": id })).map_err(|e| {
                 RequestError::Entity {
@@ -365,17 +373,18 @@ impl Authz {
             })
         };
         let action_uid = uid("Hcp::Action", action.as_str())?;
-        let context = cedar::Context::from_json_value(
-            json!({
-                "risk": context.risk.rank(),
-                "data": data_rank(context.data),
-                "unattended": context.unattended,
-                "busy_resources": context.busy_resources,
-                "submitter": context.submitter,
-            }),
-            Some((&self.schema, &action_uid)),
-        )
-        .map_err(|e| RequestError::Context(e.to_string()))?;
+        let context = json!({
+            "risk": context.risk.rank(),
+            "data": data_rank(context.data),
+            "unattended": context.unattended,
+            "busy_resources": context.busy_resources,
+            "submitter": context.submitter,
+        });
+        let key = format!("{}\n{context}", action.as_str());
+        let context = self.built.contexts.get_or_build(key, || {
+            cedar::Context::from_json_value(context, Some((&self.schema, &action_uid)))
+                .map_err(|e| RequestError::Context(e.to_string()))
+        })?;
         let request = cedar::Request::new(
             uid("Hcp::Caller", caller.id.as_str())?,
             action_uid,
