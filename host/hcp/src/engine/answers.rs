@@ -85,7 +85,7 @@ impl Host {
         let risk = payload.assessed_risk_level.map(|l| l.as_str().to_owned());
         let kind = AnswerKind::Rejected(payload.reason_code);
         let answer = super::submission::rejected_answer(payload)?;
-        self.store.update_task(
+        self.store.set_task(
             &task.task_id,
             TaskState::Rejected,
             TaskUpdate {

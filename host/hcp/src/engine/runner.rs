@@ -159,7 +159,7 @@ impl Host {
                 ),
             )?,
         };
-        self.store.update_task(
+        self.store.set_task(
             &task.task_id,
             TaskState::Failed,
             TaskUpdate {
@@ -335,7 +335,7 @@ impl Host {
                 },
             )?)?;
             self.store.release_session_resources(&session)?;
-            self.store.update_task(
+            self.store.set_task(
                 &task.task_id,
                 TaskState::Failed,
                 TaskUpdate {

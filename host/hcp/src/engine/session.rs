@@ -174,7 +174,7 @@ impl Host {
             payload,
         )?)?;
         let _stored = phase!("accept.record");
-        self.store.update_task(
+        self.store.set_task(
             &task.task_id,
             TaskState::Queued,
             TaskUpdate {

@@ -310,7 +310,8 @@ impl Store {
         })
     }
 
-    /// Moves a task to `state`, setting the given fields (others unchanged).
+    /// Moves a task to `state`, setting the given fields (others
+    /// unchanged), and returns it as it is then.
     ///
     /// # Errors
     ///
@@ -321,6 +322,17 @@ impl Store {
         state: TaskState,
         u: TaskUpdate,
     ) -> Result<TaskRecord> {
+        self.set_task(task_id, state, u)?;
+        self.task(task_id)?
+            .with_context(|| format!("no task {task_id}"))
+    }
+
+    /// Moves a task to `state`, setting the given fields (others unchanged).
+    ///
+    /// # Errors
+    ///
+    /// No such task, or the database fails.
+    pub fn set_task(&self, task_id: &str, state: TaskState, u: TaskUpdate) -> Result<()> {
         let n = self
             .db()
             .prepare_cached(
@@ -350,8 +362,7 @@ impl Store {
             anyhow::bail!("no task {task_id}");
         }
         self.task_moved(task_id, state);
-        self.task(task_id)?
-            .with_context(|| format!("no task {task_id}"))
+        Ok(())
     }
 
     /// Moves a task from `from` to `to` only if it is in `from`; returns
