@@ -239,16 +239,21 @@ async fn events(
     let store = state.host.store.clone();
     let mut changes = store.task_changes();
     let stream = async_stream::stream! {
-        let mut last: Option<(String, String)> = None;
+        let mut last: Option<(TaskState, String)> = None;
         loop {
             changes.borrow_and_update();
-            let task = match store.task(&id) {
-                Ok(Some(t)) => t,
+            // Any task's change wakes the stream: the task is read whole
+            // only when its own state or time moved.
+            let stamp = match store.task_stamp(&id) {
+                Ok(Some(s)) => s,
                 _ => break,
             };
-            let key = (task.state.as_str().to_owned(), task.updated_at.clone());
-            if last.as_ref() != Some(&key) {
-                last = Some(key);
+            if last.as_ref() != Some(&stamp) {
+                let task = match store.task(&id) {
+                    Ok(Some(t)) => t,
+                    _ => break,
+                };
+                last = Some((task.state, task.updated_at.clone()));
                 let status = job_status(&task, status_message(&task));
                 yield Ok(Event::default().event("status").data(status.to_string()));
                 if task.state.is_final() {

@@ -459,6 +459,23 @@ impl Store {
         row.map(task_record).transpose()
     }
 
+    /// A task's state and when it last changed, without reading the rest
+    /// of it: what a watcher woken by any task's change needs to know
+    /// whether its own changed.
+    ///
+    /// # Errors
+    ///
+    /// The database fails, or the state is not one this host knows.
+    pub fn task_stamp(&self, task_id: &str) -> Result<Option<(TaskState, String)>> {
+        let row: Option<(String, String)> = self
+            .db()
+            .prepare_cached("SELECT state, updated_at FROM tasks WHERE task_id = ?1")?
+            .query_row(params![task_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        row.map(|(state, at)| Ok((TaskState::parse_name(&state)?, at)))
+            .transpose()
+    }
+
     /// The task of a session.
     ///
     /// # Errors

@@ -103,6 +103,12 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
             if !route.acked {
                 continue;
             }
+            // Any task's change wakes the outbox: a task is read whole
+            // only once it is final.
+            match state.host.store.task_stamp(&route.task_id)? {
+                Some((s, _)) if s.is_final() => {}
+                _ => continue,
+            }
             let Some(task) = state.host.store.task(&route.task_id)? else {
                 continue;
             };
