@@ -163,9 +163,7 @@ impl Host {
         {
             return refuse(&facts, RejectReason::InvalidInput, problem);
         }
-        let receipt = phase!("gate.receipt");
-        self.record_admission(task, &facts, Ok(admission.risk_level))?;
-        drop(receipt);
+        let receipt = self.admission_entry(task, &facts, Ok(admission.risk_level))?;
         let update = TaskUpdate {
             version: Some(installed.version.to_string()),
             risk: Some(admission.risk_level.as_str().to_owned()),
@@ -174,6 +172,9 @@ impl Host {
             ..TaskUpdate::default()
         };
         if admission.approval_required {
+            let stored = phase!("gate.receipt");
+            self.recorder.append_sealed(receipt)?;
+            drop(stored);
             let expires = time::OffsetDateTime::now_utc() + self.config.approval_ttl;
             let expires = hcp_contracts::message::rfc3339(expires);
             let record =
@@ -199,8 +200,9 @@ impl Host {
                 false,
             ));
         }
-        // What the gate decided is stored with the session, in one write.
-        self.accept(task, manifest, checked, &admission, update)
+        // The admission's receipt, and what the gate decided stored with
+        // the session, in one commit.
+        self.accept(task, manifest, checked, &admission, update, Some(receipt))
     }
 
     /// Why a resume cannot be honoured, if it cannot: the session must be a

@@ -105,6 +105,7 @@ impl Host {
             &checked,
             &admission,
             TaskUpdate::default(),
+            None,
         );
         self.settle_submission(&record, accepted)
     }

@@ -113,6 +113,18 @@ impl Host {
         facts: &AdmissionFacts<'_>,
         outcome: Result<RiskLevel, (&TaskRejected, bool)>,
     ) -> Result<Parent> {
+        self.recorder
+            .append_sealed(self.admission_entry(task, facts, outcome)?)
+    }
+
+    /// The receipt of the gate's decision on `task`, to be stored by the
+    /// caller (see [`Host::record_admission`]).
+    pub(crate) fn admission_entry(
+        &self,
+        task: &TaskRecord,
+        facts: &AdmissionFacts<'_>,
+        outcome: Result<RiskLevel, (&TaskRejected, bool)>,
+    ) -> Result<Entry> {
         let host_check = match outcome {
             Err((r, true)) => Some(HostCheck {
                 message: r.reason_message.clone(),
@@ -142,7 +154,7 @@ impl Host {
             None => task_capability(task),
         };
         let manifest = facts.capability.map(|c| c.manifest_bytes.to_vec());
-        self.recorder.append_sealed(Entry {
+        Ok(Entry {
             manifest,
             ..decision(
                 facts.policy,

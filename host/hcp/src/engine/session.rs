@@ -9,7 +9,7 @@
 use super::Host;
 use super::submission::{AnswerKind, Submission};
 use crate::evidence::{Parent, Recorder};
-use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use crate::token::{self, SessionClaims, TokenError};
 use anyhow::{Context as _, Result};
 use hcp_contracts::IsoDuration;
@@ -110,7 +110,9 @@ impl Host {
     }
 
     /// Issues the session and answers `task_accepted`, storing it with
-    /// `admitted` (what the gate decided, when not stored yet) in one write.
+    /// `admitted` (what the gate decided, when not stored yet) in one write;
+    /// with `receipt` (the gate's, not stored yet), in the receipt writer's
+    /// transaction that stores the receipt: one commit for both.
     pub(super) fn accept(
         &self,
         task: &TaskRecord,
@@ -118,6 +120,7 @@ impl Host {
         checked: &CheckedSubmit,
         admission: &Admission,
         admitted: TaskUpdate,
+        receipt: Option<crate::evidence::Entry>,
     ) -> Result<Submission> {
         let deadline = crate::lifecycle::deadline(manifest, checked);
         let session_id = format!("session-{}", uuid::Uuid::new_v4());
@@ -173,8 +176,7 @@ impl Host {
             Some(session_id.clone()),
             payload,
         )?)?;
-        let _stored = phase!("accept.record");
-        self.store.set_task(
+        let write = TaskWrite::new(
             &task.task_id,
             TaskState::Queued,
             TaskUpdate {
@@ -183,6 +185,20 @@ impl Host {
                 ..admitted
             },
         )?;
+        match receipt {
+            Some(receipt) => {
+                let _stored = phase!("gate.receipt");
+                let (task_id, state) = (write.task_id().to_owned(), write.state());
+                self.recorder
+                    .append_sealed_with(receipt, Box::new(move |db| write.apply(db)))?;
+                self.store.task_moved(&task_id, state);
+            }
+            None => {
+                let _stored = phase!("accept.record");
+                write.apply(&self.store.db())?;
+                self.store.task_moved(write.task_id(), write.state());
+            }
+        }
         Ok(Submission::answered(
             task,
             answer,

@@ -76,12 +76,20 @@ pub(super) struct Open {
     pub(super) awaited: bool,
 }
 
+/// A write of the store's own rows, made in the transaction of a batch of
+/// receipts after the receipts before it: it is durable exactly when they
+/// are, in one commit. It fails only as SQLite fails (the whole batch
+/// then fails with it).
+pub(crate) type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Result<()> + Send>;
+
 /// What the writer thread is asked to do.
 pub(super) enum Msg {
     Call(Box<DecidedCall>),
     Append(Box<Entry>, Sender<Result<Parent, String>>),
     Open(Box<Open>, Sender<Result<Parent, String>>),
     Close(String),
+    /// A [`StoreWrite`], answered by the flush sent after it.
+    Write(StoreWrite),
     Flush(Sender<Result<(), String>>),
     /// A Lamport clock seen on another host (a caller sent it back): the
     /// next receipt's clock is above it.
@@ -150,7 +158,7 @@ impl Msg {
         match self {
             Msg::Append(..) | Msg::Flush(_) | Msg::Stop => true,
             Msg::Open(open, _) => open.awaited,
-            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) => false,
+            Msg::Call(_) | Msg::Close(_) | Msg::Write(_) | Msg::Observe(_) => false,
         }
     }
 
@@ -160,7 +168,7 @@ impl Msg {
         match self {
             Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
             Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
-            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) | Msg::Stop => None,
+            Msg::Call(_) | Msg::Close(_) | Msg::Write(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 
@@ -170,7 +178,7 @@ impl Msg {
             Msg::Call(d) => Some(&d.scope.facts().session_id),
             Msg::Open(o, _) => Some(&o.facts.session_id),
             Msg::Append(e, _) => e.session_id.as_deref(),
-            Msg::Close(_) | Msg::Flush(_) | Msg::Observe(_) | Msg::Stop => None,
+            Msg::Close(_) | Msg::Write(_) | Msg::Flush(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 }

@@ -57,6 +57,7 @@ mod recorder;
 pub mod view;
 mod writer;
 
+pub(crate) use channel::StoreWrite;
 pub use channel::{Entry, Follows};
 pub use export::{Selection, export};
 pub use recorder::{Appender, ClockOutOfRange, Recorder};

@@ -63,14 +63,34 @@ impl Appender {
     ///
     /// The receipt breaks a rule of receipts, or cannot be stored.
     pub fn append_sealed(&self, entry: Entry) -> Result<Parent> {
+        self.append_sealed_with(entry, None)
+    }
+
+    /// [`Appender::append_sealed`], and `write` made in the transaction
+    /// that stores the receipt or in a later one (never an earlier one),
+    /// durable before this returns: what the receipt records and what the
+    /// store makes of it in one commit when the writer takes them in one
+    /// batch, as it does when it is not behind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Appender::append_sealed`]; `write` failing fails its batch.
+    pub(crate) fn append_sealed_with(
+        &self,
+        entry: Entry,
+        write: Option<super::StoreWrite>,
+    ) -> Result<Parent> {
         let stopped = || anyhow::anyhow!("receipts: the writer stopped");
         let (append_tx, append_rx) = channel();
         let (flush_tx, flush_rx) = channel();
-        // Both queued before either is awaited: the writer takes them in
-        // one batch.
+        // All queued before any is awaited: the writer takes them in one
+        // batch unless it is already busy with an earlier one.
         self.tx
             .send(Msg::Append(Box::new(entry), append_tx))
             .map_err(|_| stopped())?;
+        if let Some(write) = write {
+            self.tx.send(Msg::Write(write)).map_err(|_| stopped())?;
+        }
         self.tx.send(Msg::Flush(flush_tx)).map_err(|_| stopped())?;
         let parent = append_rx
             .recv()
@@ -268,6 +288,19 @@ impl Recorder {
         self.appender().append_sealed(entry)
     }
 
+    /// [`Appender::append_sealed_with`].
+    ///
+    /// # Errors
+    ///
+    /// As [`Appender::append_sealed_with`].
+    pub(crate) fn append_sealed_with(
+        &self,
+        entry: Entry,
+        write: super::StoreWrite,
+    ) -> Result<Parent> {
+        self.appender().append_sealed_with(entry, Some(write))
+    }
+
     /// A handle for [`Appender::append_sealed`].
     pub fn appender(&self) -> Appender {
         Appender {
@@ -456,5 +489,172 @@ fn session_open(
 impl Drop for Recorder {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Submitted, TaskState, TaskUpdate, TaskWrite};
+    use hcp_contracts::RiskLevel;
+    use std::time::Duration;
+
+    /// Receipts queued behind the writer's first batch: their batch is
+    /// large enough for its rows to get their own thread.
+    const QUEUED: usize = 400;
+
+    struct Lab {
+        _dir: tempfile::TempDir,
+        data: std::path::PathBuf,
+        store: Arc<Store>,
+        recorder: Recorder,
+    }
+
+    impl Lab {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let data = dir.path().join("data");
+            let store = Arc::new(Store::open(&data).expect("store"));
+            let key = hcp_receipts::HostKey::generate().expect("key");
+            let host_id = format!("host-{}", key.key_id());
+            let recorder = Recorder::open(
+                store.clone(),
+                crate::hostkey::HostIdentity { key, host_id },
+                hcp_receipts::SigningPolicy::default(),
+            )
+            .expect("recorder");
+            Self {
+                _dir: dir,
+                data,
+                store,
+                recorder,
+            }
+        }
+
+        fn task(&self) -> String {
+            match self
+                .store
+                .submit("caller-1", "message-1", "probe", &serde_json::json!({}))
+                .expect("submit")
+            {
+                Submitted::New(t) => t.task_id,
+                Submitted::Duplicate(_) => panic!("duplicate"),
+            }
+        }
+
+        fn receipts(&self) -> u64 {
+            let check = crate::evidence::verify_store(&self.store).expect("verify");
+            assert!(check.problems.is_empty(), "{:?}", check.problems);
+            check.receipts
+        }
+
+        /// Stores `entry` with `write`, in a batch with `QUEUED` other
+        /// receipts queued while another connection held the write lock
+        /// (a batch whose rows are written by the rows' thread).
+        fn behind(&self, entry: Entry, write: super::super::StoreWrite) -> Result<Parent> {
+            let lock = rusqlite::Connection::open(self.data.join("hcp.db")).expect("db");
+            lock.busy_timeout(Duration::from_secs(10)).expect("timeout");
+            lock.execute_batch("BEGIN IMMEDIATE").expect("lock");
+            let mut replies = Vec::new();
+            // The writer takes the first and waits for the lock with it ...
+            let send = |i: usize| {
+                let (tx, rx) = channel();
+                self.recorder
+                    .tx
+                    .send(Msg::Append(Box::new(test_entry(i)), tx))
+                    .expect("send");
+                rx
+            };
+            replies.push(send(0));
+            std::thread::sleep(Duration::from_millis(200));
+            // ... while the rest queue up behind it, then the entry and
+            // its write, the last of the batch.
+            for i in 1..QUEUED {
+                replies.push(send(i));
+            }
+            let appender = self.recorder.appender();
+            let stored =
+                std::thread::spawn(move || appender.append_sealed_with(entry, Some(write)));
+            std::thread::sleep(Duration::from_millis(200));
+            lock.execute_batch("COMMIT").expect("unlock");
+            let stored = stored.join().expect("thread");
+            for r in replies {
+                let _ = r.recv();
+            }
+            stored
+        }
+    }
+
+    fn test_entry(i: usize) -> Entry {
+        Entry {
+            session_id: None,
+            task_id: Some(format!("task-{i}")),
+            capability: "probe@1.0.0".into(),
+            call: "test.entry".into(),
+            args: serde_json::json!({ "i": i }),
+            input: serde_json::json!({ "i": i }),
+            verdict: Verdict::Allow,
+            reason_code: hcp_receipts::reason::ALLOW.into(),
+            risk: RiskLevel::R1,
+            policy_hash: Digest([7; 32]),
+            parents: Vec::new(),
+            manifest: None,
+            policy_sources: None,
+            follows: None,
+        }
+    }
+
+    fn queued(task_id: &str) -> TaskWrite {
+        TaskWrite::new(
+            task_id,
+            TaskState::Queued,
+            TaskUpdate {
+                session_id: Some("session-1".into()),
+                ..TaskUpdate::default()
+            },
+        )
+        .expect("write")
+    }
+
+    #[test]
+    fn a_store_write_commits_with_the_receipts_of_its_batch() {
+        let lab = Lab::new();
+        let task = lab.task();
+        let before = lab.receipts();
+        let write = queued(&task);
+        lab.behind(test_entry(QUEUED), Box::new(move |db| write.apply(db)))
+            .expect("stored");
+        assert_eq!(lab.receipts(), before + QUEUED as u64 + 1);
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Queued);
+        assert_eq!(stored.session_id.as_deref(), Some("session-1"));
+    }
+
+    #[test]
+    fn a_store_write_that_fails_stores_nothing_of_its_batch() {
+        let lab = Lab::new();
+        let task = lab.task();
+        let before = lab.receipts();
+        // Moves the task, then fails: the move must not stay either.
+        let write = queued(&task);
+        let err = lab
+            .behind(
+                test_entry(QUEUED),
+                Box::new(move |db| {
+                    write.apply(db)?;
+                    anyhow::bail!("the store refused")
+                }),
+            )
+            .expect_err("stored");
+        assert!(format!("{err:#}").contains("the store refused"), "{err:#}");
+        // Only the first receipt, stored alone before the batch, is there;
+        // the task is as it was; the log goes on without a gap.
+        assert_eq!(lab.receipts(), before + 1);
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Received);
+        lab.recorder
+            .append_sealed(test_entry(QUEUED + 1))
+            .expect("the writer goes on");
+        assert_eq!(lab.receipts(), before + 2);
     }
 }

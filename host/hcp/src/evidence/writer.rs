@@ -257,7 +257,7 @@ impl Writer {
                 .name("hcp-receipts-rows".into())
                 .spawn_scoped(scope, move || -> Result<()> {
                     for rows in rx {
-                        for row in &rows {
+                        for row in rows {
                             row.insert(db)?;
                         }
                     }
@@ -321,6 +321,7 @@ impl Core {
                     core.threads
                         .retain(|_, t| t.session != session || t.parents.len() > 1);
                 }
+                Msg::Write(write) => tx.push(Row::Store(write))?,
                 Msg::Flush(reply) => {
                     flush = true;
                     replies.push(Box::new(move |r| {
@@ -751,11 +752,17 @@ enum Row {
     },
     /// The log's state.
     State(String),
+    /// A write of the store's own rows (see [`super::channel::StoreWrite`]).
+    Store(super::channel::StoreWrite),
 }
 
 impl Row {
-    fn insert(&self, tx: &Connection) -> Result<()> {
-        match self {
+    fn insert(self, tx: &Connection) -> Result<()> {
+        let row = match self {
+            Row::Store(write) => return write(tx),
+            row => row,
+        };
+        match &row {
             Row::Receipt {
                 seq,
                 hash,
@@ -829,6 +836,7 @@ impl Row {
             Row::State(state) => tx
                 .prepare_cached("UPDATE receipt_log SET state = ?1 WHERE id = 1")?
                 .execute(params![state])?,
+            Row::Store(_) => unreachable!("written above"),
         };
         Ok(())
     }

@@ -240,6 +240,94 @@ pub struct TaskUpdate {
     pub admission: Option<Admission>,
 }
 
+/// A task moved to a state with some of its fields set, ready to be
+/// written on any connection to the store's database: by
+/// [`Store::set_task`], or in the receipt writer's transaction with the
+/// receipt that records the decision (then [`Store::task_moved`] once it
+/// is durable).
+#[derive(Debug)]
+pub(crate) struct TaskWrite {
+    task_id: String,
+    state: TaskState,
+    version: Option<String>,
+    session_id: Option<String>,
+    risk: Option<String>,
+    data_class: Option<String>,
+    answer: Option<String>,
+    result: Option<String>,
+    admission: Option<String>,
+    at: String,
+}
+
+impl TaskWrite {
+    /// The write of `u` and `state` to `task_id`, stamped now.
+    ///
+    /// # Errors
+    ///
+    /// The admission cannot be encoded.
+    pub(crate) fn new(task_id: &str, state: TaskState, u: TaskUpdate) -> Result<Self> {
+        Ok(Self {
+            task_id: task_id.to_owned(),
+            state,
+            version: u.version,
+            session_id: u.session_id,
+            risk: u.risk,
+            data_class: u.data_class,
+            answer: u.answer.map(|v| v.to_string()),
+            result: u.result.map(|v| v.to_string()),
+            admission: u
+                .admission
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()?,
+            at: now(),
+        })
+    }
+
+    /// The task written to.
+    pub(crate) fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
+    /// The state written.
+    pub(crate) fn state(&self) -> TaskState {
+        self.state
+    }
+
+    /// Writes it on `db`.
+    ///
+    /// # Errors
+    ///
+    /// No such task, or the database fails.
+    pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<()> {
+        let n = db
+            .prepare_cached(
+                "UPDATE tasks SET state = ?2,
+                version = COALESCE(?3, version), session_id = COALESCE(?4, session_id),
+                risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
+                answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
+                admission = COALESCE(?10, admission)
+             WHERE task_id = ?1",
+            )?
+            .execute(params![
+                self.task_id,
+                self.state.as_str(),
+                self.version,
+                self.session_id,
+                self.risk,
+                self.data_class,
+                self.answer,
+                self.result,
+                self.at,
+                self.admission,
+            ])?;
+        if n == 0 {
+            anyhow::bail!("no task {}", self.task_id);
+        }
+        Ok(())
+    }
+}
+
 impl TaskRecord {
     /// What lists show of a task: ids, state, capability and version,
     /// session, assessed risk and data class, times (no messages).
@@ -333,34 +421,8 @@ impl Store {
     ///
     /// No such task, or the database fails.
     pub fn set_task(&self, task_id: &str, state: TaskState, u: TaskUpdate) -> Result<()> {
-        let n = self
-            .db()
-            .prepare_cached(
-                "UPDATE tasks SET state = ?2,
-                version = COALESCE(?3, version), session_id = COALESCE(?4, session_id),
-                risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
-                answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
-                admission = COALESCE(?10, admission)
-             WHERE task_id = ?1",
-            )?
-            .execute(params![
-                task_id,
-                state.as_str(),
-                u.version,
-                u.session_id,
-                u.risk,
-                u.data_class,
-                u.answer.map(|v| v.to_string()),
-                u.result.map(|v| v.to_string()),
-                now(),
-                u.admission
-                    .as_ref()
-                    .map(serde_json::to_string)
-                    .transpose()?
-            ])?;
-        if n == 0 {
-            anyhow::bail!("no task {task_id}");
-        }
+        let write = TaskWrite::new(task_id, state, u)?;
+        write.apply(&self.db())?;
         self.task_moved(task_id, state);
         Ok(())
     }
