@@ -10,7 +10,7 @@
 //! key, an altered payload and an expired token are all refused.
 
 use hcp_contracts::{DataClass, RiskLevel};
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::Duration;
@@ -68,14 +68,28 @@ pub enum TokenError {
 
 /// The PKCS#8 v1 prefix of an Ed25519 private key (RFC 8410, section 7),
 /// followed by the 32-byte seed.
+#[cfg(test)]
 const PKCS8_ED25519_PREFIX: [u8; 16] = [
     0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ];
 
+/// A token's header, encoded as `jsonwebtoken` encodes it.
+fn encoded_header() -> String {
+    use base64::Engine as _;
+    let header =
+        serde_json::to_vec(&Header::new(Algorithm::EdDSA)).expect("a JWT header serializes");
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(header)
+}
+
 /// The host's token keys.
 pub struct TokenKeys {
     issuer: String,
-    encoding: EncodingKey,
+    /// Signs tokens: kept, so that a token is not a key parsed and its
+    /// public half derived again (most of what `jsonwebtoken::encode`
+    /// spends on EdDSA).
+    signing: ed25519_dalek::SigningKey,
+    /// The encoded header of every token (`{"typ":"JWT","alg":"EdDSA"}`).
+    header: String,
     decoding: DecodingKey,
 }
 
@@ -91,12 +105,11 @@ impl TokenKeys {
     /// Keys from an Ed25519 seed for tokens issued as `issuer`.
     pub fn from_seed(seed: &[u8; 32], issuer: &str) -> Self {
         let signing = ed25519_dalek::SigningKey::from_bytes(seed);
-        let mut der = PKCS8_ED25519_PREFIX.to_vec();
-        der.extend_from_slice(seed);
         Self {
             issuer: issuer.to_owned(),
-            encoding: EncodingKey::from_ed_der(&der),
             decoding: DecodingKey::from_ed_der(signing.verifying_key().as_bytes()),
+            header: encoded_header(),
+            signing,
         }
     }
 
@@ -106,13 +119,17 @@ impl TokenKeys {
     ///
     /// The key cannot be encoded (not expected).
     pub fn from_host_key(key: &hcp_receipts::HostKey, issuer: &str) -> Result<Self, TokenError> {
+        use ed25519_dalek::pkcs8::DecodePrivateKey as _;
         let der = key
             .pkcs8_der()
             .map_err(|e| TokenError::Invalid(format!("host key: {e}")))?;
+        let signing = ed25519_dalek::SigningKey::from_pkcs8_der(&der)
+            .map_err(|e| TokenError::Invalid(format!("host key: {e}")))?;
         Ok(Self {
             issuer: issuer.to_owned(),
-            encoding: EncodingKey::from_ed_der(&der),
             decoding: DecodingKey::from_ed_der(&key.public().to_bytes()),
+            header: encoded_header(),
+            signing,
         })
     }
 
@@ -128,8 +145,19 @@ impl TokenKeys {
             aud: AUDIENCE.to_owned(),
             ..claims.clone()
         };
-        jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims, &self.encoding)
-            .map_err(|e| TokenError::Invalid(e.to_string()))
+        // What `jsonwebtoken::encode` writes (JWS compact serialization,
+        // RFC 7515 §7.1), with the key kept.
+        use base64::Engine as _;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use ed25519_dalek::Signer as _;
+        let payload =
+            serde_json::to_vec(&claims).map_err(|e| TokenError::Invalid(e.to_string()))?;
+        let message = format!("{}.{}", self.header, URL_SAFE_NO_PAD.encode(payload));
+        let signature = self.signing.sign(message.as_bytes());
+        Ok(format!(
+            "{message}.{}",
+            URL_SAFE_NO_PAD.encode(signature.to_bytes())
+        ))
     }
 
     /// Verifies `token` and, when given, that it is for `session`.
@@ -199,6 +227,7 @@ mod tests {
     use super::*;
     use base64::Engine as _;
     use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+    use jsonwebtoken::EncodingKey;
 
     fn claims(iat: u64, exp: u64) -> SessionClaims {
         SessionClaims {
@@ -224,6 +253,40 @@ mod tests {
 
     fn parts(token: &str) -> Vec<String> {
         token.split('.').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn tokens_are_the_bytes_jsonwebtoken_writes() {
+        let t = now();
+        let c = claims(t, expiry(t, Duration::from_secs(3600)));
+        let seed = [7; 32];
+        let mut der = PKCS8_ED25519_PREFIX.to_vec();
+        der.extend_from_slice(&seed);
+        let theirs = |c: &SessionClaims| {
+            jsonwebtoken::encode(
+                &Header::new(Algorithm::EdDSA),
+                c,
+                &EncodingKey::from_ed_der(&der),
+            )
+            .expect("encode")
+        };
+        let mut expected = c.clone();
+        expected.iss = "host-test".into();
+        expected.aud = AUDIENCE.into();
+        assert_eq!(keys().issue(&c).expect("issue"), theirs(&expected));
+        // The same from the host key's PKCS#8 form.
+        let host = hcp_receipts::HostKey::generate().expect("key");
+        let k = TokenKeys::from_host_key(&host, "host-test").expect("keys");
+        let der = host.pkcs8_der().expect("der");
+        let token = k.issue(&c).expect("issue");
+        let theirs = jsonwebtoken::encode(
+            &Header::new(Algorithm::EdDSA),
+            &expected,
+            &EncodingKey::from_ed_der(&der),
+        )
+        .expect("encode");
+        assert_eq!(token, theirs);
+        assert!(k.verify(&token, Some("session-1")).is_ok());
     }
 
     #[test]
