@@ -195,8 +195,7 @@ impl Host {
             }
             None => {
                 let _stored = phase!("accept.record");
-                write.apply(&self.store.db())?;
-                self.store.task_moved(write.task_id(), write.state());
+                self.store.write_task(&write)?;
             }
         }
         Ok(Submission::answered(

@@ -421,9 +421,17 @@ impl Store {
     ///
     /// No such task, or the database fails.
     pub fn set_task(&self, task_id: &str, state: TaskState, u: TaskUpdate) -> Result<()> {
-        let write = TaskWrite::new(task_id, state, u)?;
+        self.write_task(&TaskWrite::new(task_id, state, u)?)
+    }
+
+    /// Writes `write` on the store's connection.
+    ///
+    /// # Errors
+    ///
+    /// No such task, or the database fails.
+    pub(crate) fn write_task(&self, write: &TaskWrite) -> Result<()> {
         write.apply(&self.db())?;
-        self.task_moved(task_id, state);
+        self.task_moved(write.task_id(), write.state());
         Ok(())
     }
 
