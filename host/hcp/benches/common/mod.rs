@@ -83,11 +83,12 @@ pub(crate) fn http_task(agent: &ureq::Agent, base: &str, message: &Value) {
     let reader = std::io::BufReader::new(events.body_mut().as_reader());
     let mut completed = false;
     let mut result_next = false;
+    // Read to the stream's end (the host ends it after the result), as a
+    // client that keeps its connection for the next request does.
     for line in reader.lines() {
         let line = line.expect("event line");
         if result_next {
             completed = line.contains("\"task_completed\"");
-            break;
         }
         result_next = line == "event: result";
     }
