@@ -12,14 +12,19 @@ fn shipped_authz() -> String {
     shipped_sources()["authz.cedar"].clone()
 }
 
-#[test]
-fn a_forbid_overrides_the_permit() {
+/// The shipped policies and a forbid on harness-alpha-001 invoking CVD.
+fn no_cvd_for_alpha() -> PolicySet {
     let authz = format!(
         "{}\n@id(\"no-cvd-for-alpha\")\nforbid (principal == Hcp::Caller::\"harness-alpha-001\", \
          action == Hcp::Action::\"invoke\", resource == Hcp::Capability::\"cvd-material-synthesis\");\n",
         shipped_authz()
     );
-    let set = with_file("authz.cedar", &authz);
+    with_file("authz.cedar", &authz)
+}
+
+#[test]
+fn a_forbid_overrides_the_permit() {
+    let set = no_cvd_for_alpha();
     let r = admit(&set, &cvd_submit()).expect_err("admitted");
     assert_eq!(r.stage, Stage::Authorization);
     assert_eq!(r.reason_code, RejectReason::Forbidden);
@@ -39,12 +44,7 @@ fn a_forbid_overrides_the_permit() {
 fn each_decision_sees_its_own_caller_and_capability() {
     // One set decides again and again, building the entities of each
     // caller and capability once: a decision never sees another's.
-    let authz = format!(
-        "{}\n@id(\"no-cvd-for-alpha\")\nforbid (principal == Hcp::Caller::\"harness-alpha-001\", \
-         action == Hcp::Action::\"invoke\", resource == Hcp::Capability::\"cvd-material-synthesis\");\n",
-        shipped_authz()
-    );
-    let set = with_file("authz.cedar", &authz);
+    let set = no_cvd_for_alpha();
     let mut beta = cvd_submit();
     beta.caller_id = "harness-beta-002".into();
     for _ in 0..3 {

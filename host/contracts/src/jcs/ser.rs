@@ -338,53 +338,28 @@ impl Seq<'_> {
     }
 }
 
-impl ser::SerializeSeq for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
+/// serde's four kinds of array (a sequence, a tuple, a tuple struct, a
+/// tuple variant) are written alike.
+macro_rules! array {
+    ($trait:ident, $method:ident) => {
+        impl ser::$trait for Seq<'_> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
+                self.element(value)
+            }
+            fn end(self) -> Result<()> {
+                self.close();
+                Ok(())
+            }
+        }
+    };
 }
 
-impl ser::SerializeTuple for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleStruct for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
-}
-
-impl ser::SerializeTupleVariant for Seq<'_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<()> {
-        self.element(value)
-    }
-    fn end(self) -> Result<()> {
-        self.close();
-        Ok(())
-    }
-}
+array!(SerializeSeq, serialize_element);
+array!(SerializeTuple, serialize_element);
+array!(SerializeTupleStruct, serialize_field);
+array!(SerializeTupleVariant, serialize_field);
 
 /// An object being written: each member goes to the end of the output as
 /// it comes (`"name":value`); at the end, members that did not come in
