@@ -111,6 +111,22 @@ fn write_signed(out: &mut Vec<u8>, value: i64) -> Result<()> {
     }
 }
 
+fn write_i128(out: &mut Vec<u8>, value: i128) -> Result<()> {
+    match i64::try_from(value) {
+        Ok(v) => write_signed(out, v),
+        #[expect(clippy::cast_precision_loss, reason = "JSON numbers are doubles")]
+        Err(_) => write_double(out, value as f64),
+    }
+}
+
+fn write_u128(out: &mut Vec<u8>, value: u128) -> Result<()> {
+    match u64::try_from(value) {
+        Ok(v) => write_unsigned(out, v),
+        #[expect(clippy::cast_precision_loss, reason = "JSON numbers are doubles")]
+        Err(_) => write_double(out, value as f64),
+    }
+}
+
 fn itoa_u64(mut value: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
@@ -165,11 +181,7 @@ impl<'a> ser::Serializer for Canon<'a> {
         write_signed(self.out, v)
     }
     fn serialize_i128(self, v: i128) -> Result<()> {
-        match i64::try_from(v) {
-            Ok(v) => write_signed(self.out, v),
-            #[expect(clippy::cast_precision_loss, reason = "JSON numbers are doubles")]
-            Err(_) => write_double(self.out, v as f64),
-        }
+        write_i128(self.out, v)
     }
     fn serialize_u8(self, v: u8) -> Result<()> {
         write_unsigned(self.out, v.into())
@@ -184,11 +196,7 @@ impl<'a> ser::Serializer for Canon<'a> {
         write_unsigned(self.out, v)
     }
     fn serialize_u128(self, v: u128) -> Result<()> {
-        match u64::try_from(v) {
-            Ok(v) => write_unsigned(self.out, v),
-            #[expect(clippy::cast_precision_loss, reason = "JSON numbers are doubles")]
-            Err(_) => write_double(self.out, v as f64),
-        }
+        write_u128(self.out, v)
     }
     fn serialize_f32(self, v: f32) -> Result<()> {
         write_double(self.out, v.into())
@@ -539,7 +547,7 @@ impl ser::Serializer for KeyName {
         number_name(|o| write_signed(o, v))
     }
     fn serialize_i128(self, v: i128) -> Result<String> {
-        number_name(|out| Canon { out }.serialize_i128_inner(v))
+        number_name(|o| write_i128(o, v))
     }
     fn serialize_u8(self, v: u8) -> Result<String> {
         number_name(|o| write_unsigned(o, v.into()))
@@ -554,7 +562,7 @@ impl ser::Serializer for KeyName {
         number_name(|o| write_unsigned(o, v))
     }
     fn serialize_u128(self, v: u128) -> Result<String> {
-        number_name(|out| Canon { out }.serialize_u128_inner(v))
+        number_name(|o| write_u128(o, v))
     }
     fn serialize_f32(self, v: f32) -> Result<String> {
         number_name(|o| write_double(o, v.into()))
@@ -643,14 +651,5 @@ impl ser::Serializer for KeyName {
         _len: usize,
     ) -> Result<Self::SerializeStructVariant> {
         Err(key_must_be_a_string())
-    }
-}
-
-impl Canon<'_> {
-    fn serialize_i128_inner(self, v: i128) -> Result<()> {
-        ser::Serializer::serialize_i128(self, v)
-    }
-    fn serialize_u128_inner(self, v: u128) -> Result<()> {
-        ser::Serializer::serialize_u128(self, v)
     }
 }
