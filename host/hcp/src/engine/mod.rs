@@ -19,6 +19,7 @@ mod admit;
 mod answers;
 mod approvals;
 mod capabilities;
+mod handoff;
 mod policy;
 mod receipts;
 mod runner;
@@ -100,6 +101,8 @@ pub struct Host {
     /// one at a time, so a duplicate that arrives with the original gets the
     /// original's answer.
     submit_locks: Vec<Mutex<()>>,
+    /// Tasks accepted here, for their runs (see [`handoff`]).
+    handoff: handoff::Handoff,
     /// The HID mediator of this process.
     pub hid: Arc<crate::hid::HidService>,
 }
@@ -166,6 +169,7 @@ impl Host {
             recorder,
             capabilities,
             submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
+            handoff: handoff::Handoff::default(),
         })
     }
 

@@ -6,16 +6,18 @@
 
 use super::Host;
 use super::slots::{self, Claim, SlotLimits};
-use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use crate::store::{SettleWrite, TaskRecord, TaskState, TaskUpdate};
 use crate::token::SessionClaims;
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
 use hcp_contracts::problem;
 use hcp_policy::Admission;
 use hcp_policy::pep::SessionFacts;
+use hcp_receipts::Parent;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Resources a session holds while it runs: the declaration's resource
@@ -40,10 +42,17 @@ impl Host {
     /// No such task, a task that is not queued, or a host fault.
     pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
         let load = phase!("run.load");
-        let task = self
-            .store
-            .task(task_id)?
-            .with_context(|| format!("no task {task_id}"))?;
+        // Accepted by this process just now: as it was written.
+        let (task, known) = match self.handoff.take(task_id) {
+            Some(a) => (a.task, Some((a.claims, a.causes))),
+            None => {
+                let task = self
+                    .store
+                    .task(task_id)?
+                    .with_context(|| format!("no task {task_id}"))?;
+                (task, None)
+            }
+        };
         if task.state.is_final() {
             return Ok(task.result.or(task.answer));
         }
@@ -74,68 +83,80 @@ impl Host {
         // A session that ended while the task waited (for equipment or a
         // slot): the task fails now, without running.
         let token = phase!("run.token");
-        let claims = match self.ended_session(&task, &session, &admission, manifest)? {
+        let (claims, causes) = known.unzip();
+        let claims = match self.ended_session(&task, &session, &admission, manifest, claims)? {
             Ok(claims) => claims,
             Err(answer) => return Ok(answer),
         };
         drop(token);
         let claim = phase!("run.claim");
-        let held = resources(manifest);
-        let mut acquired = Vec::new();
-        for r in &held {
-            if self.store.acquire_resource(r, &session)? {
-                acquired.push(r.clone());
-            } else {
-                self.release(&acquired, &session);
+        let mut held = Held {
+            host: self,
+            session: &session,
+            resources: Vec::new(),
+        };
+        for r in resources(manifest) {
+            if !self.store.acquire_resource(&r, &session)? {
                 return Ok(None);
             }
+            held.resources.push(r);
         }
         match slots::claim(&self.store, &task, SlotLimits::of(&admission, manifest))? {
             Claim::Running => {}
             Claim::Waiting(why) => {
                 tracing::debug!("task {task_id} stays queued: {why}");
-                self.release(&acquired, &session);
                 return Ok(None);
             }
-            Claim::Lost => {
-                self.release(&acquired, &session);
-                return Ok(None);
-            }
+            Claim::Lost => return Ok(None),
         }
         drop(claim);
-        let result = self
-            .run_admitted(&task, &session, &admission, &capability, &claims)
-            .await;
-        self.release(&acquired, &session);
-        let answer = match result {
-            Ok(answer) => answer,
-            Err(e) => host_failure(&session, &format!("{e:#}"))?,
+        let ran = match self
+            .run_admitted(
+                &task,
+                &session,
+                &admission,
+                &capability,
+                Known { claims, causes },
+                held,
+            )
+            .await
+        {
+            Ok(ran) => ran,
+            Err(e) => Ran::unsettled(host_failure(&session, &format!("{e:#}")))?,
         };
-        let state = if answer["type"] == "task_completed" {
-            TaskState::Completed
-        } else {
-            TaskState::Failed
-        };
-        // A final state the store cannot take now (a full disk) is written
-        // once it can (`Store::settle_pending`).
-        let _settle = phase!("run.settle");
-        self.store
-            .settle(task_id, TaskState::Running, state, answer.clone())?;
-        Ok(Some(answer))
+        if !ran.settled {
+            // A final state the store cannot take now (a full disk) is
+            // written once it can (`Store::settle_pending`).
+            let _settle = phase!("run.settle");
+            self.store.settle(
+                task_id,
+                TaskState::Running,
+                final_state(&ran.answer),
+                ran.answer.clone(),
+            )?;
+        }
+        Ok(Some(ran.answer))
     }
 
-    /// The session token's claims while the session lasts. When the token
-    /// no longer verifies (its session ended while the task waited), fails
-    /// the task `timeout` with a `session.token` receipt and returns its
-    /// answer (`None` when another runner moved the task on first).
+    /// The session token's claims while the session lasts (`signed`: the
+    /// claims this process signed it over, when it accepted the task just
+    /// now; otherwise the token is verified). When the session ended
+    /// while the task waited, fails the task `timeout` with a
+    /// `session.token` receipt and returns its answer (`None` when another
+    /// runner moved the task on first).
     fn ended_session(
         &self,
         task: &TaskRecord,
         session: &str,
         admission: &Admission,
         manifest: &hcp_contracts::Manifest,
+        signed: Option<SessionClaims>,
     ) -> Result<Result<SessionClaims, Option<Value>>> {
-        let e = match self.session_claims(task, session)? {
+        let verified = match signed {
+            Some(claims) => claims.still_valid(crate::token::now()).map(|()| claims),
+            None => self.session_claims(task, session)?,
+        };
+        let e = match verified {
             Ok(claims) => return Ok(Ok(claims)),
             Err(e) => e,
         };
@@ -170,22 +191,20 @@ impl Host {
         Ok(Err(Some(answer)))
     }
 
-    fn release(&self, held: &[String], session: &str) {
-        for r in held {
-            if let Err(e) = self.store.release_resource(r, session) {
-                tracing::error!("releasing {r} of {session}: {e:#}");
-            }
-        }
-    }
-
+    /// Runs a task that holds its slot (and `held`, released once the
+    /// guest is done) to its answer; with its final state written in the
+    /// commit of its last receipts when they are stored.
     async fn run_admitted(
         &self,
         task: &TaskRecord,
         session: &str,
         admission: &Admission,
         capability: &super::Capability,
-        claims: &SessionClaims,
-    ) -> Result<Value> {
+        known: Known,
+        held: Held<'_>,
+    ) -> Result<Ran> {
+        let Known { claims, causes } = known;
+        let claims = &claims;
         let manifest = &*capability.manifest;
         let check = phase!("run.check");
         let checked = task
@@ -203,11 +222,11 @@ impl Host {
         if let Err(e) = claims.still_valid(crate::token::now()) {
             let error = e.to_string();
             self.record_token_refusal(task, manifest, admission, session, &error)?;
-            return failure(
+            return Ran::unsettled(failure(
                 session,
                 ErrorCode::Timeout,
                 &format!("the session ended before the task could run: {error}"),
-            );
+            ));
         }
         // The deadline counts from admission (the time of `task_accepted`),
         // and never outlasts the session token.
@@ -231,7 +250,10 @@ impl Host {
             claims.exp.saturating_mul(1000),
         );
         let causes_read = phase!("run.causes");
-        let causes = self.recorder.task_causes(&task.task_id)?;
+        let causes = match causes {
+            Some(causes) => causes,
+            None => self.recorder.task_causes(&task.task_id)?,
+        };
         drop(causes_read);
         let open = phase!("run.open");
         let governor = match super::session::open_queued_session(
@@ -243,11 +265,11 @@ impl Host {
         ) {
             Ok(g) => Arc::new(g),
             Err(e) => {
-                return failure(
+                return Ran::unsettled(failure(
                     session,
                     ErrorCode::InternalError,
                     &format!("the session could not start: {e:#}"),
-                );
+                ));
             }
         };
         drop(open);
@@ -280,30 +302,64 @@ impl Host {
             Err(e) => Err(e),
         };
         drop(sandbox);
+        drop(held);
+        // The answer, made before the receipts are stored so that the
+        // task's final state goes in their commit.
+        let building = phase!("run.answer");
+        let answer = run.and_then(|mut run| {
+            explain_deadline(&mut run, full, deadline);
+            let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
+            Ok(serde_json::to_value(answer)?)
+        });
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(e) => host_failure(session, &format!("{e:#}"))?,
+        };
+        drop(building);
         // Receipts are durable, and covered by a checkpoint, before the
-        // task is answered; a task whose receipts cannot be stored fails.
-        let flush = phase!("run.flush");
+        // task is answered, and its final state with them, in one commit;
+        // a task whose receipts cannot be stored fails instead (its final
+        // state written on its own).
+        let _flush = phase!("run.flush");
         self.recorder.close_session(session);
-        if let Err(e) = self.recorder.flush() {
-            return failure(
+        let state = final_state(&answer);
+        let moved = Arc::new(AtomicBool::new(false));
+        let settle = {
+            let (write, moved) = (
+                SettleWrite::new(&task.task_id, TaskState::Running, state, &answer),
+                moved.clone(),
+            );
+            Box::new(move |db: &rusqlite::Connection| {
+                moved.store(write.apply(db)?, Ordering::Release);
+                Ok(())
+            })
+        };
+        match self.recorder.flush_with(session, settle) {
+            Err(e) => Ran::unsettled(failure(
                 session,
                 ErrorCode::InternalError,
                 &format!("the task's receipts could not be stored: {e:#}"),
-            );
+            )),
+            Ok(false) => {
+                // Some of the session's receipts were lost to a failed
+                // write before: the final state was left out.
+                self.recorder.session_lost(session);
+                Ran::unsettled(failure(
+                    session,
+                    ErrorCode::InternalError,
+                    "the task's receipts could not be stored: some were lost to a failed write",
+                ))
+            }
+            Ok(true) => {
+                if moved.load(Ordering::Acquire) {
+                    self.store.task_moved(&task.task_id, state);
+                }
+                Ok(Ran {
+                    answer,
+                    settled: true,
+                })
+            }
         }
-        if self.recorder.session_lost(session) {
-            return failure(
-                session,
-                ErrorCode::InternalError,
-                "the task's receipts could not be stored: some were lost to a failed write",
-            );
-        }
-        drop(flush);
-        let _answer = phase!("run.answer");
-        let mut run = run?;
-        explain_deadline(&mut run, full, deadline);
-        let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
-        Ok(serde_json::to_value(answer)?)
     }
 
     /// After a restart: tasks left running are failed honestly (with their
@@ -346,6 +402,58 @@ impl Host {
             failed.push(task.task_id);
         }
         Ok(failed)
+    }
+}
+
+/// Resources a running task holds, released when it is dropped: once the
+/// guest is done, or on any way out before.
+struct Held<'a> {
+    host: &'a Host,
+    session: &'a str,
+    resources: Vec<String>,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        for r in &self.resources {
+            if let Err(e) = self.host.store.release_resource(r, self.session) {
+                tracing::error!("releasing {r} of {}: {e:#}", self.session);
+            }
+        }
+    }
+}
+
+/// What is known of a task's session: the claims its token was signed
+/// over, and, when it was handed over by the gate, the receipts that
+/// admitted it (otherwise they are read from the store).
+struct Known {
+    claims: SessionClaims,
+    causes: Option<Vec<Parent>>,
+}
+
+/// What running an admitted task came to.
+struct Ran {
+    answer: Value,
+    /// Its final state is written.
+    settled: bool,
+}
+
+impl Ran {
+    /// An answer whose final state is still to be written.
+    fn unsettled(answer: Result<Value>) -> Result<Self> {
+        Ok(Self {
+            answer: answer?,
+            settled: false,
+        })
+    }
+}
+
+/// The final state a final answer puts its task in.
+fn final_state(answer: &Value) -> TaskState {
+    if answer["type"] == "task_completed" {
+        TaskState::Completed
+    } else {
+        TaskState::Failed
     }
 }
 

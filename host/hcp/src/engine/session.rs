@@ -157,6 +157,7 @@ impl Host {
         let issue = phase!("accept.token");
         let session_token = self.tokens().issue(&claims)?;
         drop(issue);
+        let token = session_token.clone();
         let at = |secs: u64| {
             time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
                 .map(hcp_contracts::message::rfc3339)
@@ -171,27 +172,36 @@ impl Host {
             issued_at: Some(at(iat)),
             expires_at: Some(at(exp)),
         };
-        let answer = serde_json::to_value(Envelope::new(
-            MessageType::TaskAccepted,
-            Some(session_id.clone()),
-            payload,
-        )?)?;
-        let write = TaskWrite::new(
-            &task.task_id,
-            TaskState::Queued,
-            TaskUpdate {
-                session_id: Some(session_id),
-                answer: Some(answer.clone()),
-                ..admitted
-            },
-        )?;
+        let envelope = Envelope::new(MessageType::TaskAccepted, Some(session_id.clone()), payload)?;
+        let issued = crate::store::SessionIssued {
+            token,
+            accepted_at: envelope.timestamp.clone(),
+        };
+        let answer = serde_json::to_value(envelope)?;
+        let update = TaskUpdate {
+            session_id: Some(session_id),
+            answer: Some(answer.clone()),
+            ..admitted
+        };
+        let runnable = admission.queued_for.is_empty();
+        // What the run that follows needs of what is written here.
+        let kept = (runnable && receipt.is_some()).then(|| update.clone());
+        let write = TaskWrite::new(&task.task_id, TaskState::Queued, update)?;
         match receipt {
             Some(receipt) => {
                 let _stored = phase!("gate.receipt");
                 let (task_id, state) = (write.task_id().to_owned(), write.state());
-                self.recorder
+                let admitted = self
+                    .recorder
                     .append_sealed_with(receipt, Box::new(move |db| write.apply(db)))?;
                 self.store.task_moved(&task_id, state);
+                if let Some(update) = kept {
+                    self.handoff.put(super::handoff::Accepted {
+                        task: task.clone().accepted(update, issued),
+                        claims,
+                        causes: vec![admitted],
+                    });
+                }
             }
             None => {
                 let _stored = phase!("accept.record");
@@ -202,7 +212,7 @@ impl Host {
             task,
             answer,
             AnswerKind::Accepted,
-            admission.queued_for.is_empty(),
+            runnable,
         ))
     }
 }

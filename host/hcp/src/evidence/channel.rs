@@ -76,10 +76,10 @@ pub(super) struct Open {
     pub(super) awaited: bool,
 }
 
-/// A write of the store's own rows, made in the transaction of a batch of
-/// receipts after the receipts before it: it is durable exactly when they
-/// are, in one commit. It fails only as SQLite fails (the whole batch
-/// then fails with it).
+/// A write of the store's own rows, made in the transaction of a flush
+/// (with the checkpoint that covers every receipt before it), after those
+/// receipts: it is durable exactly when they are, in one commit. It fails
+/// only as SQLite fails (the whole batch then fails with it).
 pub(crate) type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Result<()> + Send>;
 
 /// What the writer thread is asked to do.
@@ -88,9 +88,10 @@ pub(super) enum Msg {
     Append(Box<Entry>, Sender<Result<Parent, String>>),
     Open(Box<Open>, Sender<Result<Parent, String>>),
     Close(String),
-    /// A [`StoreWrite`], answered by the flush sent after it.
-    Write(StoreWrite),
-    Flush(Sender<Result<(), String>>),
+    /// The barrier: answered once everything before it is durable and
+    /// covered by a checkpoint; with a [`StoreWrite`] made in that
+    /// transaction, after everything before it.
+    Flush(Sender<Result<(), String>>, Option<StoreWrite>),
     /// A Lamport clock seen on another host (a caller sent it back): the
     /// next receipt's clock is above it.
     Observe(u64),
@@ -156,9 +157,9 @@ impl Msg {
     /// Whether a sender waits for this message's batch to be stored.
     fn awaited(&self) -> bool {
         match self {
-            Msg::Append(..) | Msg::Flush(_) | Msg::Stop => true,
+            Msg::Append(..) | Msg::Flush(..) | Msg::Stop => true,
             Msg::Open(open, _) => open.awaited,
-            Msg::Call(_) | Msg::Close(_) | Msg::Write(_) | Msg::Observe(_) => false,
+            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) => false,
         }
     }
 
@@ -167,8 +168,8 @@ impl Msg {
     pub(super) fn refuser(&self) -> Option<Refuser> {
         match self {
             Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
-            Msg::Flush(reply) => Some(Refuser::Done(reply.clone())),
-            Msg::Call(_) | Msg::Close(_) | Msg::Write(_) | Msg::Observe(_) | Msg::Stop => None,
+            Msg::Flush(reply, _) => Some(Refuser::Done(reply.clone())),
+            Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 
@@ -178,7 +179,7 @@ impl Msg {
             Msg::Call(d) => Some(&d.scope.facts().session_id),
             Msg::Open(o, _) => Some(&o.facts.session_id),
             Msg::Append(e, _) => e.session_id.as_deref(),
-            Msg::Close(_) | Msg::Write(_) | Msg::Flush(_) | Msg::Observe(_) | Msg::Stop => None,
+            Msg::Close(_) | Msg::Flush(..) | Msg::Observe(_) | Msg::Stop => None,
         }
     }
 }
@@ -230,6 +231,14 @@ impl Failure {
         } else {
             anyhow::anyhow!("receipts: {why}")
         }
+    }
+
+    /// Whether receipts of `session` were lost (and remembers it).
+    pub(super) fn is_lost(&self, session: &str) -> bool {
+        self.lost
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(session)
     }
 
     /// Whether receipts of `session` were lost (forgets it).

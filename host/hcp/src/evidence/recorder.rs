@@ -14,7 +14,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
@@ -67,10 +67,9 @@ impl Appender {
     }
 
     /// [`Appender::append_sealed`], and `write` made in the transaction
-    /// that stores the receipt or in a later one (never an earlier one),
-    /// durable before this returns: what the receipt records and what the
-    /// store makes of it in one commit when the writer takes them in one
-    /// batch, as it does when it is not behind.
+    /// of the checkpoint that covers the receipt (the receipt's own, or a
+    /// later one when the writer is behind and its batch is full), after
+    /// the receipt, durable before this returns.
     ///
     /// # Errors
     ///
@@ -88,10 +87,9 @@ impl Appender {
         self.tx
             .send(Msg::Append(Box::new(entry), append_tx))
             .map_err(|_| stopped())?;
-        if let Some(write) = write {
-            self.tx.send(Msg::Write(write)).map_err(|_| stopped())?;
-        }
-        self.tx.send(Msg::Flush(flush_tx)).map_err(|_| stopped())?;
+        self.tx
+            .send(Msg::Flush(flush_tx, write))
+            .map_err(|_| stopped())?;
         let parent = append_rx
             .recv()
             .map_err(|_| stopped())?
@@ -414,7 +412,38 @@ impl Recorder {
     /// Receipts could not be stored: the host must not answer as if they
     /// were.
     pub fn flush(&self) -> Result<()> {
-        self.ask(Msg::Flush)
+        self.ask(|tx| Msg::Flush(tx, None))
+    }
+
+    /// [`Recorder::flush`], and `write` made in the flush's transaction,
+    /// after every receipt handed over before it: what ends a session (its
+    /// task's final state) in one commit with the session's last receipts
+    /// and the checkpoint that covers them. Unless receipts of `session`
+    /// were lost to an earlier failed write (checked in that transaction):
+    /// then `write` is left out and this returns `Ok(false)`, and the
+    /// caller, which must not write what it would have, asks
+    /// [`Recorder::session_lost`] as after a plain flush. `Ok(true)`: the
+    /// receipts and `write` are durable.
+    ///
+    /// # Errors
+    ///
+    /// As [`Recorder::flush`]; `write` failing fails the flush (nothing of
+    /// its batch is stored).
+    pub(crate) fn flush_with(&self, session: &str, write: super::StoreWrite) -> Result<bool> {
+        let made = Arc::new(AtomicBool::new(false));
+        let guarded: super::StoreWrite = {
+            let (failure, made, session) = (self.failure.clone(), made.clone(), session.to_owned());
+            Box::new(move |db| {
+                if failure.is_lost(&session) {
+                    return Ok(());
+                }
+                write(db)?;
+                made.store(true, Ordering::Release);
+                Ok(())
+            })
+        };
+        self.ask(|tx| Msg::Flush(tx, Some(guarded)))?;
+        Ok(made.load(Ordering::Acquire))
     }
 
     /// Whether receipts of `session` were lost to a failed write (a full
@@ -656,5 +685,79 @@ mod tests {
             .append_sealed(test_entry(QUEUED + 1))
             .expect("the writer goes on");
         assert_eq!(lab.receipts(), before + 2);
+    }
+
+    #[test]
+    fn a_flush_carries_its_write_in_the_commit_of_the_receipts_before_it() {
+        let lab = Lab::new();
+        let task = lab.task();
+        let before = lab.receipts();
+        let mut entry = test_entry(0);
+        entry.session_id = Some("session-1".into());
+        let (tx, rx) = channel();
+        lab.recorder
+            .tx
+            .send(Msg::Append(Box::new(entry), tx))
+            .expect("send");
+        let write = queued(&task);
+        let made = lab
+            .recorder
+            .flush_with("session-1", Box::new(move |db| write.apply(db)))
+            .expect("flushed");
+        assert!(made, "the write was left out");
+        rx.recv().expect("answer").expect("stored");
+        assert_eq!(lab.receipts(), before + 1);
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Queued);
+        assert!(!lab.recorder.session_lost("session-1"));
+    }
+
+    #[test]
+    fn a_flush_leaves_out_its_write_when_receipts_of_its_session_were_lost() {
+        let lab = Lab::new();
+        let task = lab.task();
+        // A batch holding a receipt of the session fails ...
+        let mut entry = test_entry(QUEUED);
+        entry.session_id = Some("session-lost".into());
+        lab.behind(entry, Box::new(|_| anyhow::bail!("the disk refused")))
+            .expect_err("stored");
+        // ... so the session's end is not written, though its flush (of
+        // the receipts still to come) succeeds.
+        let write = queued(&task);
+        let made = lab
+            .recorder
+            .flush_with("session-lost", Box::new(move |db| write.apply(db)))
+            .expect("the flush succeeds");
+        assert!(!made, "written for a session with lost receipts");
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Received);
+        assert!(lab.recorder.session_lost("session-lost"));
+        // Another session's end is written.
+        let write = queued(&task);
+        assert!(
+            lab.recorder
+                .flush_with("session-2", Box::new(move |db| write.apply(db)))
+                .expect("flushed")
+        );
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Queued);
+    }
+
+    #[test]
+    fn a_flush_whose_write_fails_fails() {
+        let lab = Lab::new();
+        let before = lab.receipts();
+        let err = lab
+            .recorder
+            .flush_with(
+                "session-1",
+                Box::new(|_| anyhow::bail!("the store refused")),
+            )
+            .expect_err("flushed");
+        assert!(format!("{err:#}").contains("the store refused"), "{err:#}");
+        lab.recorder
+            .append_sealed(test_entry(1))
+            .expect("the writer goes on");
+        assert_eq!(lab.receipts(), before + 1);
     }
 }

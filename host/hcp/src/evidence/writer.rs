@@ -321,8 +321,10 @@ impl Core {
                     core.threads
                         .retain(|_, t| t.session != session || t.parents.len() > 1);
                 }
-                Msg::Write(write) => tx.push(Row::Store(write))?,
-                Msg::Flush(reply) => {
+                Msg::Flush(reply, write) => {
+                    if let Some(write) = write {
+                        tx.push(Row::Store(write))?;
+                    }
                     flush = true;
                     replies.push(Box::new(move |r| {
                         let _ = reply.send(r);

@@ -33,6 +33,7 @@ mod trust;
 pub use approvals::ApprovalRecord;
 pub use artifacts::parse_artifact_uri;
 pub use registry::Installed;
+pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
 pub(crate) use tasks::stored_messages;
 pub use tasks::{SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskUpdate};

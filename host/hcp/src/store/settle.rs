@@ -18,6 +18,55 @@ pub(super) struct Unsettled {
     result: Value,
 }
 
+/// A final state, to be written on a connection the caller holds.
+#[derive(Debug)]
+pub(crate) struct SettleWrite {
+    task_id: String,
+    from: TaskState,
+    to: TaskState,
+    result: String,
+    at: String,
+}
+
+impl SettleWrite {
+    /// [`Store::settle`]'s write, for a transaction of the caller's (the
+    /// receipt writer's, with the task's last receipts): moves `task_id` from
+    /// `from` to the final state `to` with its final answer `result`.
+    /// Whoever commits it calls [`Store::task_moved`] when it moved the
+    /// task; whoever fails to commit it settles the task another way.
+    pub(crate) fn new(task_id: &str, from: TaskState, to: TaskState, result: &Value) -> Self {
+        Self {
+            task_id: task_id.to_owned(),
+            from,
+            to,
+            result: result.to_string(),
+            at: now(),
+        }
+    }
+
+    /// Writes it on `db`; returns whether the task moved (it was still in
+    /// the state it is moved from).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<bool> {
+        Ok(db
+            .prepare_cached(
+                "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
+                 WHERE task_id = ?1 AND state = ?2",
+            )?
+            .execute(params![
+                self.task_id,
+                self.from.as_str(),
+                self.to.as_str(),
+                self.result,
+                self.at
+            ])?
+            == 1)
+    }
+}
+
 impl Store {
     /// Moves a task from `from` to the final state `to` with its final
     /// answer `result`, if it is still in `from`; returns whether it moved.
@@ -55,20 +104,7 @@ impl Store {
     }
 
     fn write_settled(&self, u: &Unsettled) -> Result<bool> {
-        let moved = self
-            .db()
-            .prepare_cached(
-                "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
-             WHERE task_id = ?1 AND state = ?2",
-            )?
-            .execute(params![
-                u.task_id,
-                u.from.as_str(),
-                u.to.as_str(),
-                u.result.to_string(),
-                now()
-            ])?
-            == 1;
+        let moved = SettleWrite::new(&u.task_id, u.from, u.to, &u.result).apply(&self.db())?;
         if moved {
             self.task_moved(&u.task_id, u.to);
         }

@@ -329,6 +329,24 @@ impl TaskWrite {
 }
 
 impl TaskRecord {
+    /// The task as the gate's [`TaskWrite`] of `u` to `queued` leaves it,
+    /// with the session `issued` (the one `u`'s answer carries): what was
+    /// just written, without reading it back.
+    pub(crate) fn accepted(self, u: TaskUpdate, issued: SessionIssued) -> Self {
+        Self {
+            state: TaskState::Queued,
+            version: u.version.or(self.version),
+            session_id: u.session_id.or(self.session_id),
+            risk: u.risk.or(self.risk),
+            data_class: u.data_class.or(self.data_class),
+            answer: u.answer.or(self.answer),
+            result: u.result.or(self.result),
+            admission: u.admission.or(self.admission),
+            session: Some(issued),
+            ..self
+        }
+    }
+
     /// What lists show of a task: ids, state, capability and version,
     /// session, assessed risk and data class, times (no messages).
     pub fn summary(&self) -> Value {
