@@ -88,6 +88,14 @@ pub(super) enum Msg {
     Append(Box<Entry>, Sender<Result<Parent, String>>),
     Open(Box<Open>, Sender<Result<Parent, String>>),
     Close(String),
+    /// An `Append` and a `Flush` (with its write, made only when the
+    /// receipt is) in one message, so that one batch takes both: answered
+    /// once the receipt is durable and covered by a checkpoint.
+    Sealed(
+        Box<Entry>,
+        Sender<Result<Parent, String>>,
+        Option<StoreWrite>,
+    ),
     /// The barrier: answered once everything before it is durable and
     /// covered by a checkpoint; with a [`StoreWrite`] made in that
     /// transaction, after everything before it.
@@ -123,7 +131,8 @@ const BATCH: usize = 8192;
 
 /// How long a batch that nobody waits for (host calls' verdicts, a queued
 /// session opening) waits for more before it is stored: a task's verdicts
-/// and its flush then take one commit instead of several.
+/// and its flush then take one commit instead of several. (Such a batch
+/// is committed without an fsync of its own; see the writer's `batch`.)
 const GATHER: Duration = Duration::from_millis(2);
 
 /// The next batch: `first`, what is queued behind it, and, while no
@@ -155,9 +164,9 @@ pub(super) fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
 
 impl Msg {
     /// Whether a sender waits for this message's batch to be stored.
-    fn awaited(&self) -> bool {
+    pub(super) fn awaited(&self) -> bool {
         match self {
-            Msg::Append(..) | Msg::Flush(..) | Msg::Stop => true,
+            Msg::Append(..) | Msg::Sealed(..) | Msg::Flush(..) | Msg::Stop => true,
             Msg::Open(open, _) => open.awaited,
             Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) => false,
         }
@@ -167,7 +176,9 @@ impl Msg {
     /// batch reached it).
     pub(super) fn refuser(&self) -> Option<Refuser> {
         match self {
-            Msg::Append(_, reply) | Msg::Open(_, reply) => Some(Refuser::Parent(reply.clone())),
+            Msg::Append(_, reply) | Msg::Sealed(_, reply, _) | Msg::Open(_, reply) => {
+                Some(Refuser::Parent(reply.clone()))
+            }
             Msg::Flush(reply, _) => Some(Refuser::Done(reply.clone())),
             Msg::Call(_) | Msg::Close(_) | Msg::Observe(_) | Msg::Stop => None,
         }
@@ -178,7 +189,7 @@ impl Msg {
         match self {
             Msg::Call(d) => Some(&d.scope.facts().session_id),
             Msg::Open(o, _) => Some(&o.facts.session_id),
-            Msg::Append(e, _) => e.session_id.as_deref(),
+            Msg::Append(e, _) | Msg::Sealed(e, _, _) => e.session_id.as_deref(),
             Msg::Close(_) | Msg::Flush(..) | Msg::Observe(_) | Msg::Stop => None,
         }
     }

@@ -67,9 +67,9 @@ impl Appender {
     }
 
     /// [`Appender::append_sealed`], and `write` made in the transaction
-    /// of the checkpoint that covers the receipt (the receipt's own, or a
-    /// later one when the writer is behind and its batch is full), after
-    /// the receipt, durable before this returns.
+    /// that stores the receipt and the checkpoint covering it, after the
+    /// receipt (and only if the log takes the receipt): one commit, durable
+    /// before this returns.
     ///
     /// # Errors
     ///
@@ -80,25 +80,13 @@ impl Appender {
         write: Option<super::StoreWrite>,
     ) -> Result<Parent> {
         let stopped = || anyhow::anyhow!("receipts: the writer stopped");
-        let (append_tx, append_rx) = channel();
-        let (flush_tx, flush_rx) = channel();
-        // All queued before any is awaited: the writer takes them in one
-        // batch unless it is already busy with an earlier one.
+        let (tx, rx) = channel();
         self.tx
-            .send(Msg::Append(Box::new(entry), append_tx))
+            .send(Msg::Sealed(Box::new(entry), tx, write))
             .map_err(|_| stopped())?;
-        self.tx
-            .send(Msg::Flush(flush_tx, write))
-            .map_err(|_| stopped())?;
-        let parent = append_rx
-            .recv()
+        rx.recv()
             .map_err(|_| stopped())?
-            .map_err(|e| self.failure.error(e))?;
-        flush_rx
-            .recv()
-            .map_err(|_| stopped())?
-            .map_err(|e| self.failure.error(e))?;
-        Ok(parent)
+            .map_err(|e| self.failure.error(e))
     }
 }
 
@@ -758,6 +746,64 @@ mod tests {
         lab.recorder
             .append_sealed(test_entry(1))
             .expect("the writer goes on");
+        assert_eq!(lab.receipts(), before + 1);
+    }
+
+    /// A batch nobody waits for is committed without an fsync of its own;
+    /// the next one somebody waits for syncs the log file again.
+    #[test]
+    fn a_batch_somebody_waits_for_is_synced_after_one_nobody_waits_for() {
+        let lab = Lab::new();
+        let synchronous = |db: &rusqlite::Connection| -> Result<i64> {
+            Ok(db.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+        };
+        for round in 0..2 {
+            // A session's end alone: nobody waits for its batch.
+            lab.recorder.close_session(&format!("session-{round}"));
+            std::thread::sleep(Duration::from_millis(50));
+            let (tx, rx) = channel();
+            lab.recorder
+                .flush_with(
+                    "session-x",
+                    Box::new(move |db| {
+                        let _ = tx.send(synchronous(db)?);
+                        Ok(())
+                    }),
+                )
+                .expect("flushed");
+            // 2: FULL, every commit syncs the log file.
+            assert_eq!(rx.recv().expect("setting"), 2, "round {round}");
+        }
+    }
+
+    /// The receipt and what the store makes of it in one message: a
+    /// receipt the log refuses has nothing written for it.
+    #[test]
+    fn a_store_write_is_left_out_with_the_receipt_the_log_refused() {
+        let lab = Lab::new();
+        let task = lab.task();
+        let before = lab.receipts();
+        let mut entry = test_entry(0);
+        entry.follows = Some(super::super::Follows {
+            proposal: "never-proposed".into(),
+            last: false,
+        });
+        let write = queued(&task);
+        let err = lab
+            .recorder
+            .append_sealed_with(entry, Box::new(move |db| write.apply(db)))
+            .expect_err("stored");
+        assert!(format!("{err:#}").contains("never-proposed"), "{err:#}");
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Received);
+        assert_eq!(lab.receipts(), before);
+        // A receipt the log takes has its write made.
+        let write = queued(&task);
+        lab.recorder
+            .append_sealed_with(test_entry(1), Box::new(move |db| write.apply(db)))
+            .expect("stored");
+        let stored = lab.store.task(&task).expect("read").expect("task");
+        assert_eq!(stored.state, TaskState::Queued);
         assert_eq!(lab.receipts(), before + 1);
     }
 }

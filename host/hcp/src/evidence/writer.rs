@@ -62,6 +62,9 @@ pub(super) struct Writer {
     marker: super::marker::Marker,
     /// The log's Lamport clock as last stored, for answers to carry.
     clock: Arc<AtomicU64>,
+    /// The connection's commits sync the log file (`synchronous=FULL`, as
+    /// it is opened); see [`Writer::batch`].
+    full_sync: bool,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -100,6 +103,7 @@ impl Writer {
             marked: None,
             marker: super::marker::Marker::start(dir.to_path_buf()),
             clock,
+            full_sync: true,
             core: Core {
                 log,
                 saved,
@@ -207,7 +211,24 @@ impl Writer {
 
     /// Stores one batch in one transaction; `replies` are answered after.
     /// Returns whether a checkpoint sealed it.
+    ///
+    /// A batch nobody waits for (host calls' verdicts, a queued session
+    /// opening, a session's end) is committed without an fsync of its own
+    /// (`synchronous=NORMAL`): nothing is answered from it, and the next
+    /// batch somebody waits for syncs the log file, which covers it (its
+    /// frames precede that batch's in the file), before anything is
+    /// answered; the store's mark moves only then. A crash in between
+    /// loses only receipts of sessions nobody was answered for, as a crash
+    /// a moment earlier would have.
     fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<bool> {
+        let full = batch.iter().any(Msg::awaited);
+        if full != self.full_sync {
+            // On failure nothing of the batch is written, and the setting
+            // is tried again with the next batch.
+            self.db
+                .pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
+            self.full_sync = full;
+        }
         if batch.len() < PIPELINE_FROM {
             let tx = begin(&self.db)?;
             let core = &mut self.core;
@@ -303,6 +324,18 @@ impl Core {
                 Msg::Append(entry, reply) => {
                     // A draft the log refuses refuses only its own receipt.
                     let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
+                    replies.push(Box::new(move |r: Result<(), String>| {
+                        let _ = reply.send(r.and(parent));
+                    }));
+                }
+                Msg::Sealed(entry, reply, write) => {
+                    let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
+                    // What the store makes of a receipt the log refused is
+                    // not written either.
+                    if let (Some(write), Ok(_)) = (write, &parent) {
+                        tx.push(Row::Store(write))?;
+                    }
+                    flush = true;
                     replies.push(Box::new(move |r: Result<(), String>| {
                         let _ = reply.send(r.and(parent));
                     }));
