@@ -173,6 +173,14 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 15]> {
     Ok(out)
 }
 
+/// The `task_submit` payload of a message as received, when it reads as
+/// one.
+fn payload_of(submit: &Value) -> Option<TaskSubmit> {
+    submit
+        .get("payload")
+        .and_then(|p| serde_json::from_value(p.clone()).ok())
+}
+
 fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
     let [
         task_id,
@@ -199,9 +207,7 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         .map(|a| serde_json::from_str(&a).context("stored admission"))
         .transpose()?;
     Ok(TaskRecord {
-        payload: submit
-            .get("payload")
-            .and_then(|p| serde_json::from_value(p.clone()).ok()),
+        payload: payload_of(&submit),
         session: answer.as_ref().and_then(SessionIssued::of),
         task_id: req(task_id, "id")?,
         caller_id: req(caller_id, "caller")?,
@@ -388,7 +394,7 @@ impl Store {
         // the admission, the refusal), and that sync of the log file covers
         // this commit, which precedes it there. A concurrent submission of
         // the same message waits for this one's answer (`submit_lock`).
-        let (inserted, row) = super::unsynced(&mut db, |db| {
+        let earlier = super::unsynced(&mut db, |db| {
             let tx = db.transaction()?;
             let inserted = tx.prepare_cached(
                 "INSERT INTO tasks (task_id, caller_id, message_id, capability, state, submit, created_at, updated_at)
@@ -396,24 +402,45 @@ impl Store {
                  ON CONFLICT (caller_id, message_id) DO NOTHING")?.execute(
                 params![task_id, caller_id, message_id, capability, submit.to_string(), at],
             )?;
-            let row = tx
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE caller_id = ?1 AND message_id = ?2"
-                ))?
-                .query_row(params![caller_id, message_id], task_row)?;
+            // A new task is what was just written; a duplicate is read.
+            let earlier = if inserted == 1 {
+                None
+            } else {
+                Some(
+                    tx.prepare_cached(&format!(
+                        "SELECT {TASK_COLUMNS} FROM tasks WHERE caller_id = ?1 AND message_id = ?2"
+                    ))?
+                    .query_row(params![caller_id, message_id], task_row)?,
+                )
+            };
             tx.commit()?;
-            Ok((inserted, row))
+            Ok(earlier)
         })?;
         drop(db);
-        let record = task_record(row)?;
-        if inserted == 1 {
-            self.task_moved(&record.task_id, record.state);
+        if let Some(row) = earlier {
+            return Ok(Submitted::Duplicate(task_record(row)?));
         }
-        Ok(if inserted == 1 {
-            Submitted::New(record)
-        } else {
-            Submitted::Duplicate(record)
-        })
+        let record = TaskRecord {
+            payload: payload_of(submit),
+            task_id,
+            caller_id: caller_id.to_owned(),
+            message_id: message_id.to_owned(),
+            capability: capability.to_owned(),
+            version: None,
+            session_id: None,
+            state: TaskState::Received,
+            risk: None,
+            data_class: None,
+            submit: submit.clone(),
+            answer: None,
+            result: None,
+            created_at: at.clone(),
+            updated_at: at,
+            admission: None,
+            session: None,
+        };
+        self.task_moved(&record.task_id, record.state);
+        Ok(Submitted::New(record))
     }
 
     /// Moves a task to `state`, setting the given fields (others
@@ -652,6 +679,12 @@ mod tests {
         };
         assert_eq!(again.task_id, first.task_id);
         assert_eq!(again.submit, json!({"a": 1}));
+        // The new task as answered is the task as stored.
+        assert_eq!(
+            store.task(&first.task_id).expect("read"),
+            Some(first.clone())
+        );
+        assert_eq!(again, first);
         // Another caller may use the same message id.
         assert!(matches!(
             store
