@@ -55,7 +55,9 @@ const PHASES: &[(usize, &str)] = &[
     (1, "run.answer"),
     (1, "run.settle"),
     (0, "writer.batch"),
-    (1, "writer.seal"),
+    (1, "writer.begin"),
+    (1, "writer.messages"),
+    (2, "writer.seal"),
     (1, "writer.commit"),
     (1, "writer.mark"),
 ];

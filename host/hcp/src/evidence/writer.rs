@@ -230,11 +230,15 @@ impl Writer {
             self.full_sync = full;
         }
         if batch.len() < PIPELINE_FROM {
+            let begun = phase!("writer.begin");
             let tx = begin(&self.db)?;
             let core = &mut self.core;
             core.sync(&tx)?;
+            drop(begun);
+            let messages = phase!("writer.messages");
             let flush = core.messages(&mut Out::Inline(&tx), batch, replies)?;
             let state = core.store_state(&mut Out::Inline(&tx))?;
+            drop(messages);
             let commit = phase!("writer.commit");
             tx.commit()?;
             drop(commit);
