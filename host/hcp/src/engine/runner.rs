@@ -17,7 +17,6 @@ use hcp_receipts::Parent;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
 use serde_json::Value;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Resources a session holds while it runs: the declaration's resource
@@ -42,8 +41,15 @@ impl Host {
     /// No such task, a task that is not queued, or a host fault.
     pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
         let load = phase!("run.load");
-        // Accepted by this process just now: as it was written.
-        let (task, known) = match self.handoff.take(task_id) {
+        // Accepted by this process just now: as it was written, while the
+        // store still has it queued (another runner may have moved it on).
+        let accepted = self.handoff.take(task_id).filter(|_| {
+            matches!(
+                self.store.task_stamp(task_id),
+                Ok(Some((TaskState::Queued, _)))
+            )
+        });
+        let (task, known) = match accepted {
             Some(a) => (a.task, Some((a.claims, a.causes))),
             None => {
                 let task = self
@@ -216,8 +222,8 @@ impl Host {
         drop(check);
         let submit = &checked.submit;
         // The session token bounds the run: a task that waited past it fails.
-        // Its signature was verified before the slot was taken; only its
-        // expiry can have changed since.
+        // Its signature was verified (or made by this process, just now)
+        // before the slot was taken; only its expiry can have changed since.
         let token = phase!("run.token");
         if let Err(e) = claims.still_valid(crate::token::now()) {
             let error = e.to_string();
@@ -302,7 +308,6 @@ impl Host {
             Err(e) => Err(e),
         };
         drop(sandbox);
-        drop(held);
         // The answer, made before the receipts are stored so that the
         // task's final state goes in their commit.
         let building = phase!("run.answer");
@@ -323,24 +328,19 @@ impl Host {
         let _flush = phase!("run.flush");
         self.recorder.close_session(session);
         let state = final_state(&answer);
-        let moved = Arc::new(AtomicBool::new(false));
-        let settle = {
-            let (write, moved) = (
-                SettleWrite::new(&task.task_id, TaskState::Running, state, &answer),
-                moved.clone(),
-            );
-            Box::new(move |db: &rusqlite::Connection| {
-                moved.store(write.apply(db)?, Ordering::Release);
-                Ok(())
-            })
-        };
-        match self.recorder.flush_with(session, settle) {
+        let settle = SettleWrite::new(&task.task_id, TaskState::Running, state, &answer);
+        let flushed = self
+            .recorder
+            .flush_with(session, move |db| settle.apply(db));
+        // The guest is done and its receipts are stored (or will never be).
+        drop(held);
+        match flushed {
             Err(e) => Ran::unsettled(failure(
                 session,
                 ErrorCode::InternalError,
                 &format!("the task's receipts could not be stored: {e:#}"),
             )),
-            Ok(false) => {
+            Ok(None) => {
                 // Some of the session's receipts were lost to a failed
                 // write before: the final state was left out.
                 self.recorder.session_lost(session);
@@ -350,8 +350,8 @@ impl Host {
                     "the task's receipts could not be stored: some were lost to a failed write",
                 ))
             }
-            Ok(true) => {
-                if moved.load(Ordering::Acquire) {
+            Ok(Some(moved)) => {
+                if moved {
                     self.store.task_moved(&task.task_id, state);
                 }
                 Ok(Ran {

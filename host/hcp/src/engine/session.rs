@@ -44,8 +44,8 @@ pub fn open_session(
 /// receipts are durable: an allowed opening's receipt is queued to the
 /// writer ahead of the session's host calls and stored with them, instead
 /// of being waited for (a commit fewer on the task's path). The caller
-/// flushes, and fails the task when `Recorder::session_lost`, before it
-/// answers. A refused opening is recorded durably, as by [`open_session`].
+/// flushes (`Recorder::flush_with`), and fails the task when some of the
+/// session's receipts were lost, before it answers. A refused opening is recorded durably, as by [`open_session`].
 ///
 /// # Errors
 ///
@@ -157,7 +157,6 @@ impl Host {
         let issue = phase!("accept.token");
         let session_token = self.tokens().issue(&claims)?;
         drop(issue);
-        let token = session_token.clone();
         let at = |secs: u64| {
             time::OffsetDateTime::from_unix_timestamp(i64::try_from(secs).unwrap_or(i64::MAX))
                 .map(hcp_contracts::message::rfc3339)
@@ -172,12 +171,11 @@ impl Host {
             issued_at: Some(at(iat)),
             expires_at: Some(at(exp)),
         };
-        let envelope = Envelope::new(MessageType::TaskAccepted, Some(session_id.clone()), payload)?;
-        let issued = crate::store::SessionIssued {
-            token,
-            accepted_at: envelope.timestamp.clone(),
-        };
-        let answer = serde_json::to_value(envelope)?;
+        let answer = serde_json::to_value(Envelope::new(
+            MessageType::TaskAccepted,
+            Some(session_id.clone()),
+            payload,
+        )?)?;
         let update = TaskUpdate {
             session_id: Some(session_id),
             answer: Some(answer.clone()),
@@ -197,7 +195,7 @@ impl Host {
                 self.store.task_moved(&task_id, state);
                 if let Some(update) = kept {
                     self.handoff.put(super::handoff::Accepted {
-                        task: task.clone().accepted(update, issued),
+                        task: task.clone().accepted(update),
                         claims,
                         causes: vec![admitted],
                     });

@@ -131,8 +131,7 @@ const BATCH: usize = 8192;
 
 /// How long a batch that nobody waits for (host calls' verdicts, a queued
 /// session opening) waits for more before it is stored: a task's verdicts
-/// and its flush then take one commit instead of several. (Such a batch
-/// is committed without an fsync of its own; see the writer's `batch`.)
+/// and its flush then take one commit instead of several.
 const GATHER: Duration = Duration::from_millis(2);
 
 /// The next batch: `first`, what is queued behind it, and, while no
@@ -164,7 +163,7 @@ pub(super) fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
 
 impl Msg {
     /// Whether a sender waits for this message's batch to be stored.
-    pub(super) fn awaited(&self) -> bool {
+    fn awaited(&self) -> bool {
         match self {
             Msg::Append(..) | Msg::Sealed(..) | Msg::Flush(..) | Msg::Stop => true,
             Msg::Open(open, _) => open.awaited,

@@ -13,9 +13,9 @@ use hcp_sandbox::pep::{DecidedCall, VerdictSink};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::str::FromStr as _;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Verdicts waiting for the writer before the PEP's `record` blocks.
@@ -362,9 +362,10 @@ impl Recorder {
 
     /// [`Recorder::record_session_open`] without waiting: the receipt goes
     /// to the writer ahead of the session's host calls and is stored with
-    /// them. The caller must [`Recorder::flush`] before it answers, and
-    /// fail the task when [`Recorder::session_lost`] says the receipt (or
-    /// any of the session's) was lost.
+    /// them. The caller must flush ([`Recorder::flush`] or
+    /// [`Recorder::flush_with`]) before it answers, and fail the task when
+    /// the receipt (or any of the session's) was lost
+    /// ([`Recorder::session_lost`], or `flush_with` leaving its write out).
     ///
     /// # Errors
     ///
@@ -406,32 +407,35 @@ impl Recorder {
     /// [`Recorder::flush`], and `write` made in the flush's transaction,
     /// after every receipt handed over before it: what ends a session (its
     /// task's final state) in one commit with the session's last receipts
-    /// and the checkpoint that covers them. Unless receipts of `session`
+    /// and the checkpoint that covers them; `Ok(Some(_))` gives what
+    /// `write` returned, durable with them. Unless receipts of `session`
     /// were lost to an earlier failed write (checked in that transaction):
-    /// then `write` is left out and this returns `Ok(false)`, and the
-    /// caller, which must not write what it would have, asks
-    /// [`Recorder::session_lost`] as after a plain flush. `Ok(true)`: the
-    /// receipts and `write` are durable.
+    /// then `write` is left out, `Ok(None)`, and the caller must not write
+    /// what it would have ([`Recorder::session_lost`] then says so, and
+    /// forgets it).
     ///
     /// # Errors
     ///
     /// As [`Recorder::flush`]; `write` failing fails the flush (nothing of
     /// its batch is stored).
-    pub(crate) fn flush_with(&self, session: &str, write: super::StoreWrite) -> Result<bool> {
-        let made = Arc::new(AtomicBool::new(false));
+    pub(crate) fn flush_with<T: Send + 'static>(
+        &self,
+        session: &str,
+        write: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
+    ) -> Result<Option<T>> {
+        let made = Arc::new(Mutex::new(None));
         let guarded: super::StoreWrite = {
             let (failure, made, session) = (self.failure.clone(), made.clone(), session.to_owned());
             Box::new(move |db| {
-                if failure.is_lost(&session) {
-                    return Ok(());
+                if !failure.is_lost(&session) {
+                    let out = write(db)?;
+                    *made.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
                 }
-                write(db)?;
-                made.store(true, Ordering::Release);
                 Ok(())
             })
         };
         self.ask(|tx| Msg::Flush(tx, Some(guarded)))?;
-        Ok(made.load(Ordering::Acquire))
+        Ok(made.lock().unwrap_or_else(|e| e.into_inner()).take())
     }
 
     /// Whether receipts of `session` were lost to a failed write (a full
@@ -690,9 +694,9 @@ mod tests {
         let write = queued(&task);
         let made = lab
             .recorder
-            .flush_with("session-1", Box::new(move |db| write.apply(db)))
+            .flush_with("session-1", move |db| write.apply(db))
             .expect("flushed");
-        assert!(made, "the write was left out");
+        assert!(made.is_some(), "the write was left out");
         rx.recv().expect("answer").expect("stored");
         assert_eq!(lab.receipts(), before + 1);
         let stored = lab.store.task(&task).expect("read").expect("task");
@@ -714,9 +718,9 @@ mod tests {
         let write = queued(&task);
         let made = lab
             .recorder
-            .flush_with("session-lost", Box::new(move |db| write.apply(db)))
+            .flush_with("session-lost", move |db| write.apply(db))
             .expect("the flush succeeds");
-        assert!(!made, "written for a session with lost receipts");
+        assert!(made.is_none(), "written for a session with lost receipts");
         let stored = lab.store.task(&task).expect("read").expect("task");
         assert_eq!(stored.state, TaskState::Received);
         assert!(lab.recorder.session_lost("session-lost"));
@@ -724,8 +728,9 @@ mod tests {
         let write = queued(&task);
         assert!(
             lab.recorder
-                .flush_with("session-2", Box::new(move |db| write.apply(db)))
+                .flush_with("session-2", move |db| write.apply(db))
                 .expect("flushed")
+                .is_some()
         );
         let stored = lab.store.task(&task).expect("read").expect("task");
         assert_eq!(stored.state, TaskState::Queued);
@@ -737,43 +742,15 @@ mod tests {
         let before = lab.receipts();
         let err = lab
             .recorder
-            .flush_with(
-                "session-1",
-                Box::new(|_| anyhow::bail!("the store refused")),
-            )
+            .flush_with("session-1", |_| -> Result<()> {
+                anyhow::bail!("the store refused")
+            })
             .expect_err("flushed");
         assert!(format!("{err:#}").contains("the store refused"), "{err:#}");
         lab.recorder
             .append_sealed(test_entry(1))
             .expect("the writer goes on");
         assert_eq!(lab.receipts(), before + 1);
-    }
-
-    /// A batch nobody waits for is committed without an fsync of its own;
-    /// the next one somebody waits for syncs the log file again.
-    #[test]
-    fn a_batch_somebody_waits_for_is_synced_after_one_nobody_waits_for() {
-        let lab = Lab::new();
-        let synchronous = |db: &rusqlite::Connection| -> Result<i64> {
-            Ok(db.pragma_query_value(None, "synchronous", |r| r.get(0))?)
-        };
-        for round in 0..2 {
-            // A session's end alone: nobody waits for its batch.
-            lab.recorder.close_session(&format!("session-{round}"));
-            std::thread::sleep(Duration::from_millis(50));
-            let (tx, rx) = channel();
-            lab.recorder
-                .flush_with(
-                    "session-x",
-                    Box::new(move |db| {
-                        let _ = tx.send(synchronous(db)?);
-                        Ok(())
-                    }),
-                )
-                .expect("flushed");
-            // 2: FULL, every commit syncs the log file.
-            assert_eq!(rx.recv().expect("setting"), 2, "round {round}");
-        }
     }
 
     /// The receipt and what the store makes of it in one message: a

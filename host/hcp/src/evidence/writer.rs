@@ -62,9 +62,6 @@ pub(super) struct Writer {
     marker: super::marker::Marker,
     /// The log's Lamport clock as last stored, for answers to carry.
     clock: Arc<AtomicU64>,
-    /// The connection's commits sync the log file (`synchronous=FULL`, as
-    /// it is opened); see [`Writer::batch`].
-    full_sync: bool,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -103,7 +100,6 @@ impl Writer {
             marked: None,
             marker: super::marker::Marker::start(dir.to_path_buf()),
             clock,
-            full_sync: true,
             core: Core {
                 log,
                 saved,
@@ -211,24 +207,7 @@ impl Writer {
 
     /// Stores one batch in one transaction; `replies` are answered after.
     /// Returns whether a checkpoint sealed it.
-    ///
-    /// A batch nobody waits for (host calls' verdicts, a queued session
-    /// opening, a session's end) is committed without an fsync of its own
-    /// (`synchronous=NORMAL`): nothing is answered from it, and the next
-    /// batch somebody waits for syncs the log file, which covers it (its
-    /// frames precede that batch's in the file), before anything is
-    /// answered; the store's mark moves only then. A crash in between
-    /// loses only receipts of sessions nobody was answered for, as a crash
-    /// a moment earlier would have.
     fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<bool> {
-        let full = batch.iter().any(Msg::awaited);
-        if full != self.full_sync {
-            // On failure nothing of the batch is written, and the setting
-            // is tried again with the next batch.
-            self.db
-                .pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })?;
-            self.full_sync = full;
-        }
         if batch.len() < PIPELINE_FROM {
             let begun = phase!("writer.begin");
             let tx = begin(&self.db)?;

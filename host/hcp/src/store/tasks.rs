@@ -335,11 +335,15 @@ impl TaskWrite {
 }
 
 impl TaskRecord {
-    /// The task as the gate's [`TaskWrite`] of `u` to `queued` leaves it,
-    /// with the session `issued` (the one `u`'s answer carries): what was
-    /// just written, without reading it back.
-    pub(crate) fn accepted(self, u: TaskUpdate, issued: SessionIssued) -> Self {
+    /// The task as the gate's [`TaskWrite`] of `u` to `queued` leaves it:
+    /// what was just written, without reading it back.
+    pub(crate) fn accepted(self, u: TaskUpdate) -> Self {
         Self {
+            session: u
+                .answer
+                .as_ref()
+                .and_then(SessionIssued::of)
+                .or(self.session),
             state: TaskState::Queued,
             version: u.version.or(self.version),
             session_id: u.session_id.or(self.session_id),
@@ -348,7 +352,6 @@ impl TaskRecord {
             answer: u.answer.or(self.answer),
             result: u.result.or(self.result),
             admission: u.admission.or(self.admission),
-            session: Some(issued),
             ..self
         }
     }
