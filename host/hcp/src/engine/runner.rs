@@ -335,11 +335,16 @@ impl Host {
         // The guest is done and its receipts are stored (or will never be).
         drop(held);
         match flushed {
-            Err(e) => Ran::unsettled(failure(
-                session,
-                ErrorCode::InternalError,
-                &format!("the task's receipts could not be stored: {e:#}"),
-            )),
+            Err(e) => {
+                // The failed batch marked the session lost: forgotten here,
+                // since the task fails for it now.
+                self.recorder.session_lost(session);
+                Ran::unsettled(failure(
+                    session,
+                    ErrorCode::InternalError,
+                    &format!("the task's receipts could not be stored: {e:#}"),
+                ))
+            }
             Ok(None) => {
                 // Some of the session's receipts were lost to a failed
                 // write before: the final state was left out.
