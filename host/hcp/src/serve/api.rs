@@ -235,24 +235,37 @@ async fn events(
     Path(id): Path<String>,
 ) -> Result<Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let who = caller(&state, &headers)?;
-    visible_task(&state, &who, &id)?;
     let store = state.host.store.clone();
+    // Subscribed before the task is read: a change made between the two
+    // still wakes the stream, which then finds it by the task's stamp.
     let mut changes = store.task_changes();
+    changes.borrow_and_update();
+    // The task as the caller may see it is its first status: not read again.
+    let mut first = Some(visible_task(&state, &who, &id)?);
     let stream = async_stream::stream! {
         let mut last: Option<(TaskState, String)> = None;
         loop {
-            changes.borrow_and_update();
-            // Any task's change wakes the stream: the task is read whole
-            // only when its own state or time moved.
-            let stamp = match store.task_stamp(&id) {
-                Ok(Some(s)) => s,
-                _ => break,
+            let read = match first.take() {
+                Some(task) => Some(task),
+                None => {
+                    changes.borrow_and_update();
+                    // Any task's change wakes the stream: the task is read
+                    // whole only when its own state or time moved.
+                    let stamp = match store.task_stamp(&id) {
+                        Ok(Some(s)) => s,
+                        _ => break,
+                    };
+                    if last.as_ref() == Some(&stamp) {
+                        None
+                    } else {
+                        match store.task(&id) {
+                            Ok(Some(t)) => Some(t),
+                            _ => break,
+                        }
+                    }
+                }
             };
-            if last.as_ref() != Some(&stamp) {
-                let task = match store.task(&id) {
-                    Ok(Some(t)) => t,
-                    _ => break,
-                };
+            if let Some(task) = read {
                 last = Some((task.state, task.updated_at.clone()));
                 let status = job_status(&task, status_message(&task));
                 yield Ok(Event::default().event("status").data(status.to_string()));
