@@ -88,6 +88,21 @@ impl Appender {
             .map_err(|_| stopped())?
             .map_err(|e| self.failure.error(e))
     }
+
+    /// The barrier ([`Recorder::flush`]): returns when every receipt handed
+    /// to the writer before it, by any part of the host, is stored.
+    ///
+    /// # Errors
+    ///
+    /// Receipts could not be stored.
+    pub fn flush(&self) -> Result<()> {
+        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
+        let (tx, rx) = channel();
+        self.tx.send(Msg::Flush(tx, None)).map_err(|_| stopped())?;
+        rx.recv()
+            .map_err(|_| stopped())?
+            .map_err(|e| self.failure.error(e))
+    }
 }
 
 /// The receipt pipeline of one data directory (see the module doc of

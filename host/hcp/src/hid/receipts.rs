@@ -108,13 +108,28 @@ impl HidReceipts {
     }
 
     fn session(&self, id: &str) -> Result<SessionOf, String> {
+        let recorded = || {
+            crate::evidence::recorded_session(&self.store, id)
+                .map_err(|e| format!("session {id}: {e:#}"))
+        };
+        // A session's opening is queued to the writer, not waited for (see
+        // `engine::open_queued_session`): an operator can decide on its
+        // guest's proposal before it is stored. Everything handed to the
+        // writer before now is stored once the barrier returns.
+        let found = match recorded()? {
+            Some(found) => Some(found),
+            None => {
+                self.appender
+                    .flush()
+                    .map_err(|e| format!("session {id}: {e:#}"))?;
+                recorded()?
+            }
+        };
         let RecordedSession {
             task_id,
             capability,
             facts,
-        } = crate::evidence::recorded_session(&self.store, id)
-            .map_err(|e| format!("session {id}: {e}"))?
-            .ok_or_else(|| format!("no receipt opened session {id}"))?;
+        } = found.ok_or_else(|| format!("no receipt opened session {id}"))?;
         let facts: SessionFacts =
             serde_json::from_slice(&facts).map_err(|e| format!("session {id}'s facts: {e}"))?;
         Ok(SessionOf {
@@ -349,5 +364,125 @@ impl Witness for HidReceipts {
             },
         )
         .map_err(WitnessError::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::Recorder;
+    use hcp_contracts::DataClass;
+    use hcp_hid::action::{Mode, ProposalId};
+    use hcp_policy::PolicySet;
+    use hcp_policy::pep::BudgetCaps;
+    use hcp_tests::{ManifestBuilder, REPO_ROOT};
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// An operator decides on a proposal while the opening of the
+    /// proposing session is still queued to the writer (here: held behind
+    /// another connection's write lock for a moment). The decision is
+    /// recorded: its receipt does not go missing because the session's
+    /// was not stored yet.
+    #[test]
+    fn a_decision_is_recorded_while_the_sessions_opening_is_still_queued() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let store = Arc::new(Store::open(&data).expect("store"));
+        let key = hcp_receipts::HostKey::generate().expect("key");
+        let host_id = format!("host-{}", key.key_id());
+        let recorder = Recorder::open(
+            store.clone(),
+            crate::hostkey::HostIdentity { key, host_id },
+            hcp_receipts::SigningPolicy::default(),
+        )
+        .expect("recorder");
+        let set = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policies");
+        let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
+            .set("/grants/devices", json!([HID_GRANT]))
+            .load(dir.path());
+        let session = "session-hid-1";
+        let at_ms = hcp_sandbox::pep::now_ms();
+        let facts = SessionFacts {
+            budgets: BudgetCaps {
+                artifacts: 10,
+                bytes: 1 << 20,
+                host_calls: 100,
+            },
+            caller: "harness-local-01".into(),
+            capability: manifest.id(),
+            data_classification: DataClass::T1,
+            envelope: manifest.doc.safety_envelope.clone(),
+            expires_at_ms: at_ms + 3_600_000,
+            limits: (&manifest.limits).into(),
+            risk_level: RiskLevel::R1,
+            session_id: session.into(),
+            surface: hcp_policy::pep::Surface::of(&manifest.grants),
+            task_id: "task-hid-1".into(),
+        };
+        let (scope, decision) = hcp_policy::pep::input::open(&set, facts.clone(), at_ms);
+        assert!(decision.allowed(), "{decision:?}");
+        let scope = scope.expect("scope");
+
+        // Another connection holds the write lock: the writer waits for it
+        // with the queued opening, and releases nothing before it has it.
+        let lock = rusqlite::Connection::open(data.join("hcp.db")).expect("db");
+        lock.busy_timeout(Duration::from_secs(10)).expect("timeout");
+        lock.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        recorder
+            .queue_session_open(&set, facts, at_ms, &decision, b"{}", Vec::new())
+            .expect("queued");
+        // The guest proposes (its call's receipt queued behind the opening).
+        let proposal = ProposalId::new();
+        let governor = hcp_sandbox::pep::PolicyGovernor::new(Arc::new(scope), recorder.sink());
+        let payload = json!({"text": "ls"}).to_string();
+        let id = proposal.to_string();
+        hcp_sandbox::pep::Governor::check(
+            &governor,
+            &hcp_policy::pep::Call::hid_propose("TYPE_TEXT", &payload, &id, "list the files"),
+        )
+        .expect("proposal allowed");
+        let release = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            lock.execute_batch("COMMIT").expect("unlock");
+        });
+
+        let witness = HidReceipts {
+            appender: recorder.appender(),
+            store: store.clone(),
+            policy: Arc::new(crate::engine::LivePolicy::new(set).expect("live policy")),
+            capabilities: Arc::new(crate::engine::Capabilities::load(&store).expect("caps")),
+        };
+        let decided = witness.decided(&Decided {
+            proposal: &proposal,
+            session,
+            operator: "operator-lab-01",
+            verdict: witness::Verdict::Reject,
+            reason: Some("not now"),
+            mode: Mode::Suggest,
+            credential_warning: false,
+            credential_acknowledged: false,
+        });
+        release.join().expect("release");
+        assert!(
+            !matches!(decided, Err(WitnessError::Failed(_))),
+            "the decision's receipt was not recorded: {decided:?}"
+        );
+        recorder.flush().expect("flush");
+        let pack = crate::evidence::export(
+            &store,
+            &crate::evidence::Selection::Task("task-hid-1".into()),
+        )
+        .expect("export");
+        let calls: Vec<&str> = pack.hosts[0]
+            .receipts
+            .iter()
+            .map(|r| r.call.as_str())
+            .collect();
+        assert_eq!(
+            calls,
+            ["session.open", "hid.propose", CALL_HID_DECISION],
+            "{calls:?}"
+        );
     }
 }
