@@ -79,14 +79,9 @@ impl Appender {
         entry: Entry,
         write: Option<super::StoreWrite>,
     ) -> Result<Parent> {
-        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
-        let (tx, rx) = channel();
-        self.tx
-            .send(Msg::Sealed(Box::new(entry), tx, write))
-            .map_err(|_| stopped())?;
-        rx.recv()
-            .map_err(|_| stopped())?
-            .map_err(|e| self.failure.error(e))
+        ask(&self.tx, &self.failure, |tx| {
+            Msg::Sealed(Box::new(entry), tx, write)
+        })
     }
 
     /// The barrier ([`Recorder::flush`]): returns when every receipt handed
@@ -96,13 +91,23 @@ impl Appender {
     ///
     /// Receipts could not be stored.
     pub fn flush(&self) -> Result<()> {
-        let stopped = || anyhow::anyhow!("receipts: the writer stopped");
-        let (tx, rx) = channel();
-        self.tx.send(Msg::Flush(tx, None)).map_err(|_| stopped())?;
-        rx.recv()
-            .map_err(|_| stopped())?
-            .map_err(|e| self.failure.error(e))
+        ask(&self.tx, &self.failure, |tx| Msg::Flush(tx, None))
     }
+}
+
+/// Sends the writer the message `make` builds around a reply channel, and
+/// waits for the reply.
+fn ask<T>(
+    writer: &SyncSender<Msg>,
+    failure: &Failure,
+    make: impl FnOnce(Sender<Result<T, String>>) -> Msg,
+) -> Result<T> {
+    let stopped = || anyhow::anyhow!("receipts: the writer stopped");
+    let (tx, rx) = channel();
+    writer.send(make(tx)).map_err(|_| stopped())?;
+    rx.recv()
+        .map_err(|_| stopped())?
+        .map_err(|e| failure.error(e))
 }
 
 /// The receipt pipeline of one data directory (see the module doc of
@@ -261,13 +266,7 @@ impl Recorder {
     /// writer fails, it is tried all the same: the first that is stored
     /// ends the failure.
     fn ask<T>(&self, make: impl FnOnce(Sender<Result<T, String>>) -> Msg) -> Result<T> {
-        let (tx, rx) = channel();
-        self.tx
-            .send(make(tx))
-            .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))?;
-        rx.recv()
-            .map_err(|_| anyhow::anyhow!("receipts: the writer stopped"))?
-            .map_err(|e| self.failure.error(e))
+        ask(&self.tx, &self.failure, make)
     }
 
     /// Appends a receipt of the gate's; durable when this returns.
