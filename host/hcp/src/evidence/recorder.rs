@@ -269,6 +269,21 @@ impl Recorder {
         ask(&self.tx, &self.failure, make)
     }
 
+    /// A new store in `data` and its recorder, with a new host key (tests).
+    #[cfg(test)]
+    pub(crate) fn for_tests(data: &std::path::Path) -> (Arc<Store>, Self) {
+        let store = Arc::new(Store::open(data).expect("store"));
+        let key = hcp_receipts::HostKey::generate().expect("key");
+        let host_id = format!("host-{}", key.key_id());
+        let recorder = Self::open(
+            store.clone(),
+            crate::hostkey::HostIdentity { key, host_id },
+            hcp_receipts::SigningPolicy::default(),
+        )
+        .expect("recorder");
+        (store, recorder)
+    }
+
     /// Appends a receipt of the gate's; durable when this returns.
     ///
     /// # Errors
@@ -549,15 +564,7 @@ mod tests {
         fn new() -> Self {
             let dir = tempfile::tempdir().expect("tempdir");
             let data = dir.path().join("data");
-            let store = Arc::new(Store::open(&data).expect("store"));
-            let key = hcp_receipts::HostKey::generate().expect("key");
-            let host_id = format!("host-{}", key.key_id());
-            let recorder = Recorder::open(
-                store.clone(),
-                crate::hostkey::HostIdentity { key, host_id },
-                hcp_receipts::SigningPolicy::default(),
-            )
-            .expect("recorder");
+            let (store, recorder) = Recorder::for_tests(&data);
             Self {
                 _dir: dir,
                 data,

@@ -388,15 +388,7 @@ mod tests {
     fn a_decision_is_recorded_while_the_sessions_opening_is_still_queued() {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let store = Arc::new(Store::open(&data).expect("store"));
-        let key = hcp_receipts::HostKey::generate().expect("key");
-        let host_id = format!("host-{}", key.key_id());
-        let recorder = Recorder::open(
-            store.clone(),
-            crate::hostkey::HostIdentity { key, host_id },
-            hcp_receipts::SigningPolicy::default(),
-        )
-        .expect("recorder");
+        let (store, recorder) = Recorder::for_tests(&data);
         let set = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policies");
         let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
             .set("/grants/devices", json!([HID_GRANT]))
