@@ -571,6 +571,129 @@ fn the_host_carries_on_after_the_broker_restarts() {
     assert!(log.contains("reconnecting"), "{log}");
 }
 
+/// docs/amqp.md, "What is acknowledged when": the broker lets go of a
+/// delivery only once the host has durably recorded that the task is its
+/// own. Here the host is held between its first answer and that record
+/// (the broker frozen while it publishes, so that the test can take
+/// SQLite's write lock just then), and SIGKILLed there: the message must
+/// still be with the broker, which gives it back when the host returns,
+/// and the caller gets its final answer. (A host that acknowledged first
+/// lost the task: the broker had dropped the message, and the restarted
+/// host abandoned its unrecorded copy without an answer.)
+#[test]
+fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_the_broker() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, policies, server) = amqp_host(&broker, &["harness-local-01"]);
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let db = data.path().join("hcp.db");
+    // SQLite's write lock, held by the test until the connection drops.
+    let write_lock = || {
+        let conn = rusqlite::Connection::open(&db).expect("open the host's database");
+        conn.busy_timeout(Duration::from_secs(10)).expect("timeout");
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .expect("the write lock");
+        conn
+    };
+    let routed = || {
+        let conn = rusqlite::Connection::open(&db).expect("open the host's database");
+        conn.query_row(
+            "SELECT count(*) FROM amqp_replies WHERE correlation_id = 'amqp-held'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .expect("read the routes")
+            > 0
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let (mut caller, held) = runtime.block_on(async {
+        queue_ready(&broker).await;
+        let caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        // The host takes the delivery and waits for the lock in the gate.
+        let held = write_lock();
+        let task = with_id(example("document-analysis"), "amqp-held");
+        caller
+            .send(
+                &serde_json::to_vec(&task).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        // Taken: none of the queue's messages is ready any more.
+        let mut taken = false;
+        for _ in 0..3000 {
+            let channel = caller.channel.clone();
+            let passive = QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            };
+            let queue = channel
+                .queue_declare(QUEUE.into(), passive, FieldTable::default())
+                .await
+                .expect("the queue");
+            if queue.message_count() == 0 {
+                taken = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(taken, "the host did not take the delivery within 30 s");
+        // The broker frozen, the gate goes on: the task is recorded with
+        // its route, and the first answer waits for the broker's confirm.
+        broker.pause().expect("pause the broker");
+        drop(held);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !routed() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the host recorded no route for the delivery"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The next write (the record that the task is this host's) waits.
+        let held = write_lock();
+        broker.resume().expect("resume the broker");
+        (caller, held)
+    });
+    let first = runtime
+        .block_on(caller.next(Duration::from_secs(30)))
+        .expect("the first answer");
+    assert_eq!(first.body["type"], "task_accepted", "{}", first.body);
+    // Whatever the host sends the broker right after its first answer has
+    // reached it by now.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(server);
+    drop(held);
+
+    let args = [
+        "--amqp",
+        &url,
+        "--policies",
+        policies.path().to_str().expect("utf-8"),
+    ];
+    let _server = Server::start_with(data.path(), &args);
+    runtime.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut finals = Vec::new();
+        while finals.is_empty() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let Some(answer) = caller.next(left).await else {
+                panic!(
+                    "no final answer for a task the host had not recorded as its own; \
+                     the host's log:\n{}",
+                    std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+                );
+            };
+            assert_eq!(answer.correlation, "amqp-held");
+            match answer.body["type"].as_str() {
+                Some("task_accepted") => {}
+                Some("task_completed") => finals.push(answer.body),
+                _ => panic!("{}", answer.body),
+            }
+        }
+        // One final answer, and no other.
+        assert!(caller.next(Duration::from_secs(3)).await.is_none());
+    });
+}
+
 #[test]
 fn a_capability_installed_while_serving_gets_its_queue() {
     let broker = Broker::start().expect("start a RabbitMQ node");

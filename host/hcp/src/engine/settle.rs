@@ -86,8 +86,9 @@ impl Host {
         Ok(settled)
     }
 
-    /// At startup: tasks whose AMQP delivery this host had not
-    /// acknowledged when it stopped. The broker redelivers such a message
+    /// At startup: tasks this host had not recorded as its own when it
+    /// stopped, so their AMQP delivery was not acknowledged (the record
+    /// comes first). The broker redelivers such a message
     /// (to this host or another), so this copy never runs and this host
     /// never answers for it: it is failed here (a `gate.abandoned`
     /// receipt), its `message_id` freed for the redelivery, and its route

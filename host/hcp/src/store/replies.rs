@@ -16,9 +16,10 @@ pub struct ReplyRoute {
     pub reply_to: String,
     /// The submission's `message_id`, echoed on every answer.
     pub correlation_id: String,
-    /// The delivery was acknowledged: this host owns the task. A route
-    /// left unacknowledged by a stopped host may have been redelivered to
-    /// another host, which then owns the task.
+    /// This host owns the task: recorded just before the delivery is
+    /// acknowledged (so a host that stops first leaves the message with
+    /// the broker). A route left without it by a stopped host may have
+    /// been redelivered to another host, which then owns the task.
     pub acked: bool,
     /// Times the final answer was handed to the broker without the
     /// broker's confirm being recorded (a host that died in between):
@@ -43,7 +44,8 @@ impl Store {
         Ok(())
     }
 
-    /// The delivery of a task was acknowledged to the broker.
+    /// The task is this host's: recorded before its delivery is
+    /// acknowledged to the broker, never after.
     ///
     /// # Errors
     ///

@@ -1,6 +1,7 @@
 //! One delivery: a `task_submit` read once, its caller taken from the
 //! broker-checked `user-id`, submitted through the engine's one entry
-//! point, answered on `reply_to`, and only then acknowledged.
+//! point, answered on `reply_to`, recorded as this host's, and only then
+//! acknowledged.
 
 use super::capacity::{Capacity, Place};
 use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
@@ -242,28 +243,34 @@ async fn handle(
         },
     )
     .await?;
+    let Some(id) = submission.task_id.as_deref().filter(|_| more) else {
+        // Answered for good (refused, or a duplicate of a finished task):
+        // nothing of this delivery is left to run.
+        delivery.ack(BasicAckOptions::default()).await?;
+        return Ok(());
+    };
+    // Accepted or waiting: the task becomes this host's, durably, before
+    // the broker lets go of the message. Acknowledged first, a host that
+    // died before that record lost the task: the broker had dropped the
+    // message, and the restarted host abandons a copy it never recorded
+    // as its own (docs/amqp.md, "What is acknowledged when").
+    //
+    // The task holds its place until its final answer is published (the
+    // outbox frees it); one that waits for an operator costs nothing
+    // meanwhile. (A duplicate's original holds its own, or was answered.)
+    // Held before the route is marked acknowledged: from then on the task
+    // may run and be answered (the outbox and the maintenance loop see
+    // acknowledged routes only), and its release must find the place.
+    if submission.kind == AnswerKind::Accepted && !submission.duplicate {
+        capacity.hold(id, place);
+    }
+    if let Err(e) = state.host.store.route_acked(id) {
+        capacity.release(id);
+        return Err(e);
+    }
     delivery.ack(BasicAckOptions::default()).await?;
-    if let Some(id) = &submission.task_id {
-        if !more {
-            return Ok(());
-        }
-        // Accepted: the task holds its place until its final answer is
-        // published (the outbox frees it); one that waits for an operator
-        // costs nothing meanwhile. (A duplicate's original holds its own,
-        // or was answered.) Held before the route is marked acknowledged:
-        // from then on the task may run and be answered (the outbox and
-        // the maintenance loop see acknowledged routes only), and its
-        // release must find the place.
-        if submission.kind == AnswerKind::Accepted && !submission.duplicate {
-            capacity.hold(id, place);
-        }
-        if let Err(e) = state.host.store.route_acked(id) {
-            capacity.release(id);
-            return Err(e);
-        }
-        if submission.runnable && submission.kind == AnswerKind::Accepted {
-            spawn_run(state, id.clone());
-        }
+    if submission.runnable && submission.kind == AnswerKind::Accepted {
+        spawn_run(state, id.to_owned());
     }
     Ok(())
 }
