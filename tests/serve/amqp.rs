@@ -183,6 +183,7 @@ impl Caller {
             other => panic!("x-hcp-lamport: {other:?}"),
         };
         let redelivered = matches!(header("x-hcp-redelivered"), Some(AMQPValue::Boolean(true)));
+        let duplicate = matches!(header("x-hcp-duplicate"), Some(AMQPValue::Boolean(true)));
         let body: Value = serde_json::from_slice(&next.data).expect("an answer is JSON");
         let id = next
             .properties
@@ -200,6 +201,7 @@ impl Caller {
             host,
             lamport,
             redelivered,
+            duplicate,
         })
     }
 }
@@ -215,6 +217,9 @@ pub(super) struct Reply {
     pub(super) lamport: u64,
     /// `x-hcp-redelivered`: the host may have published this answer before.
     pub(super) redelivered: bool,
+    /// `x-hcp-duplicate`: the answer to an earlier copy of the same
+    /// submission, which is not run again.
+    pub(super) duplicate: bool,
 }
 
 /// Waits until the host has declared the capability's queue.
@@ -310,6 +315,25 @@ fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
         let (id, last) = local.answer().await;
         assert_eq!(id, "amqp-seed-1");
         assert_eq!(last["type"], "task_completed", "{last}");
+
+        // The same message again (a caller's retry, or the broker's
+        // redelivery of a message whose acknowledgement never arrived):
+        // the original's first answer, marked a duplicate, and nothing
+        // else (the task is not run again, and its final answer was sent).
+        local
+            .send(
+                &serde_json::to_vec(&seed).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let again = local
+            .next(Duration::from_secs(120))
+            .await
+            .expect("an answer to the copy");
+        assert_eq!(again.correlation, "amqp-seed-1");
+        assert!(again.duplicate, "{}", again.body);
+        assert_eq!(again.body, first);
+        assert!(local.next(Duration::from_secs(2)).await.is_none());
 
         // No user-id: unauthorized.
         let anonymous = with_id(example("document-analysis"), "amqp-anonymous");
