@@ -6,6 +6,7 @@
 
 use super::{example, export_all, lab, open, submit, verify};
 use hcp::evidence::ClockOutOfRange;
+use hcp::store::TaskState;
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::{Verdict, reason};
 
@@ -99,6 +100,80 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     let replayed = hcp_receipts::replay(&pack, &PepDecider::new(&pack));
     assert!(replayed.ok(), "{:?}", replayed.issues);
     assert_eq!(replayed.matched, replayed.replayed);
+}
+
+/// While serving: a copy recorded as this host's whose delivery then could
+/// not be acknowledged (the channel was gone) is let go as a stopped host
+/// lets go its unacknowledged copies, unless it has started: that one stays
+/// this host's, and nothing says it was abandoned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_whose_acknowledgement_never_left_is_let_go_unless_it_started() {
+    let (_data, host) = lab();
+    let mut ids = Vec::new();
+    for message_id in ["amqp-lost", "amqp-started"] {
+        let id = submit(
+            &host,
+            &example("document-analysis", message_id),
+            "harness-local-01",
+        )
+        .task_id
+        .expect("recorded");
+        host.store
+            .route_replies(&id, "reply-q", message_id)
+            .expect("route");
+        host.store.route_acked(&id).expect("this host's");
+        ids.push(id);
+    }
+    let (lost, started) = (&ids[0], &ids[1]);
+    assert!(
+        host.store
+            .transition(started, TaskState::Queued, TaskState::Running)
+            .expect("start")
+    );
+
+    assert!(host.abandon_unacknowledged_copy(lost).expect("let go"));
+    assert!(!host.abandon_unacknowledged_copy(started).expect("kept"));
+    let task = host.store.task(lost).expect("read").expect("task");
+    assert_eq!(task.state, TaskState::Failed);
+    let answer = task.result.as_ref().expect("a final answer");
+    assert!(
+        answer["payload"]["error_message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("abandoned: the connection to the broker was lost")),
+        "{answer}"
+    );
+    let task = host.store.task(started).expect("read").expect("task");
+    assert_eq!(task.state, TaskState::Running);
+    // Only the started one's route is open, still this host's: the outbox
+    // answers for it and for nothing else.
+    let routes = host.store.open_routes().expect("routes");
+    assert_eq!(
+        routes
+            .iter()
+            .map(|r| (r.task_id.as_str(), r.acked))
+            .collect::<Vec<_>>(),
+        [(started.as_str(), true)]
+    );
+    // The redelivery, should it come back here, is a new task.
+    let again = submit(
+        &host,
+        &example("document-analysis", "amqp-lost"),
+        "harness-local-01",
+    );
+    assert!(!again.duplicate, "{}", again.answer);
+
+    let (_, pack) = export_all(&host);
+    let report = verify(&pack);
+    assert!(report.ok(), "{report}");
+    let abandoned: Vec<_> = pack.hosts[0]
+        .receipts
+        .iter()
+        .filter(|r| r.call == "gate.abandoned")
+        .map(|r| r.task_id.as_deref())
+        .collect();
+    assert_eq!(abandoned, [Some(lost.as_str())]);
+    let replayed = hcp_receipts::replay(&pack, &PepDecider::new(&pack));
+    assert!(replayed.ok(), "{:?}", replayed.issues);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -222,8 +222,13 @@ pub(super) struct Reply {
     pub(super) duplicate: bool,
 }
 
-/// Waits until the host has declared the capability's queue.
+/// Waits until a host has declared the capability's queue and consumes it.
 pub(super) async fn queue_ready(broker: &Broker) {
+    consumed_by(broker, 1).await;
+}
+
+/// Waits until the capability's queue has at least `hosts` consumers.
+pub(super) async fn consumed_by(broker: &Broker, hosts: u32) {
     let connection = Connection::connect(
         &broker.url("harness-local-01", "harness-local-01-secret"),
         ConnectionProperties::default(),
@@ -231,21 +236,22 @@ pub(super) async fn queue_ready(broker: &Broker) {
     .await
     .expect("connect");
     for _ in 0..600 {
+        // A passive declaration of a queue not there yet closes the channel.
         let channel = connection.create_channel().await.expect("channel");
         let passive = QueueDeclareOptions {
             passive: true,
             ..QueueDeclareOptions::default()
         };
-        if channel
+        if let Ok(queue) = channel
             .queue_declare(QUEUE.into(), passive, FieldTable::default())
             .await
-            .is_ok()
+            && queue.consumer_count() >= hosts
         {
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!("the host did not declare {QUEUE} within a minute");
+    panic!("{QUEUE} did not have {hosts} consumer(s) within a minute");
 }
 
 /// A host serving HTTP and AMQP on `broker`, as the broker user
@@ -595,98 +601,83 @@ fn the_host_carries_on_after_the_broker_restarts() {
     assert!(log.contains("reconnecting"), "{log}");
 }
 
+/// Sends the seed's task as `id`, as harness-local-01, and waits until a
+/// host has taken the delivery (no message of the queue is ready).
+async fn send_and_see_taken(caller: &Caller, id: &str) {
+    let task = with_id(example("document-analysis"), id);
+    caller
+        .send(
+            &serde_json::to_vec(&task).expect("encode"),
+            Some("harness-local-01"),
+        )
+        .await;
+    for _ in 0..3000 {
+        let passive = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let queue = caller
+            .channel
+            .queue_declare(QUEUE.into(), passive, FieldTable::default())
+            .await
+            .expect("the queue");
+        if queue.message_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("no host took the delivery within 30 s");
+}
+
+/// Waits until the host's log (`serve.log` in `data`) says `what`.
+async fn logged(data: &Path, what: &str) {
+    let log = data.join("serve.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains(what)
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host did not log {what:?} within a minute:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// docs/amqp.md, "What is acknowledged when": the broker lets go of a
 /// delivery only once the host has durably recorded that the task is its
-/// own. Here the host is held between its first answer and that record
-/// (the broker frozen while it publishes, so that the test can take
-/// SQLite's write lock just then), and SIGKILLed there: the message must
-/// still be with the broker, which gives it back when the host returns,
-/// and the caller gets its final answer. (A host that acknowledged first
-/// lost the task: the broker had dropped the message, and the restarted
-/// host abandoned its unrecorded copy without an answer.)
+/// own. Here the host cannot write that record (a trigger the test puts
+/// in its database refuses it) and is SIGKILLed: the message must still be
+/// with the broker, which gives it back when the host returns, and the
+/// caller gets its final answer. (A host that acknowledged first lost the
+/// task: the broker had dropped the message, and the restarted host
+/// abandoned its unrecorded copy without an answer.)
 #[test]
 fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_the_broker() {
     let broker = Broker::start().expect("start a RabbitMQ node");
     let (data, policies, server) = amqp_host(&broker, &["harness-local-01"]);
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let db = data.path().join("hcp.db");
-    // SQLite's write lock, held by the test until the connection drops.
-    let write_lock = || {
-        let conn = rusqlite::Connection::open(&db).expect("open the host's database");
-        conn.busy_timeout(Duration::from_secs(10)).expect("timeout");
-        conn.execute_batch("BEGIN IMMEDIATE")
-            .expect("the write lock");
-        conn
-    };
-    let routed = || {
-        let conn = rusqlite::Connection::open(&db).expect("open the host's database");
-        conn.query_row(
-            "SELECT count(*) FROM amqp_replies WHERE correlation_id = 'amqp-held'",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .expect("read the routes")
-            > 0
-    };
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    db.execute_batch(
+        "CREATE TRIGGER test_not_owned BEFORE UPDATE OF acked ON amqp_replies \
+         WHEN NEW.acked = 1 BEGIN SELECT RAISE(ABORT, 'the test: not this host''s'); END;",
+    )
+    .expect("the trigger");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let (mut caller, held) = runtime.block_on(async {
+    let mut caller = runtime.block_on(async {
         queue_ready(&broker).await;
         let caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
-        // The host takes the delivery and waits for the lock in the gate.
-        let held = write_lock();
-        let task = with_id(example("document-analysis"), "amqp-held");
+        send_and_see_taken(&caller, "amqp-held").await;
+        logged(data.path(), "the test: not this host's").await;
         caller
-            .send(
-                &serde_json::to_vec(&task).expect("encode"),
-                Some("harness-local-01"),
-            )
-            .await;
-        // Taken: none of the queue's messages is ready any more.
-        let mut taken = false;
-        for _ in 0..3000 {
-            let channel = caller.channel.clone();
-            let passive = QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            };
-            let queue = channel
-                .queue_declare(QUEUE.into(), passive, FieldTable::default())
-                .await
-                .expect("the queue");
-            if queue.message_count() == 0 {
-                taken = true;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert!(taken, "the host did not take the delivery within 30 s");
-        // The broker frozen, the gate goes on: the task is recorded with
-        // its route, and the first answer waits for the broker's confirm.
-        broker.pause().expect("pause the broker");
-        drop(held);
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while !routed() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the host recorded no route for the delivery"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        // The next write (the record that the task is this host's) waits.
-        let held = write_lock();
-        broker.resume().expect("resume the broker");
-        (caller, held)
     });
-    let first = runtime
-        .block_on(caller.next(Duration::from_secs(30)))
-        .expect("the first answer");
-    assert_eq!(first.body["type"], "task_accepted", "{}", first.body);
-    // Whatever the host sends the broker right after its first answer has
-    // reached it by now.
-    std::thread::sleep(Duration::from_millis(500));
     drop(server);
-    drop(held);
+    db.execute_batch("DROP TRIGGER test_not_owned")
+        .expect("drop the trigger");
 
+    let url = broker.url("hcp-host", "hcp-host-secret");
     let args = [
         "--amqp",
         &url,
@@ -715,6 +706,93 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
         }
         // One final answer, and no other.
         assert!(caller.next(Duration::from_secs(3)).await.is_none());
+    });
+}
+
+/// docs/amqp.md, "Redelivery and a host that dies": a host whose
+/// connection is lost before it acknowledges a delivery cannot send the
+/// acknowledgement after recording the task as its own, and the broker
+/// gives the message to another consumer (here the test's, standing in for
+/// another host). The host lets its copy go: it never runs it and never
+/// answers for it. (Taking lapin's `Ok(false)`, "not sent", for sent, it
+/// kept the copy and ran it: the task ran on two hosts.)
+#[test]
+fn a_copy_whose_acknowledgement_never_left_is_let_go() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    broker
+        .add_user_with("hcp-other", "hcp-other-secret", HOST_PERMISSIONS)
+        .expect("user");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        // The host takes the delivery and waits for SQLite's write lock in
+        // the gate (for at most 10 s).
+        let held = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+        held.busy_timeout(Duration::from_secs(10)).expect("timeout");
+        held.execute_batch("BEGIN IMMEDIATE")
+            .expect("the write lock");
+        send_and_see_taken(&caller, "amqp-lost").await;
+        // Another consumer of the queue.
+        let other = Connection::connect(
+            &broker.url("hcp-other", "hcp-other-secret"),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("connect");
+        let channel = other.create_channel().await.expect("channel");
+        let mut deliveries = channel
+            .basic_consume(
+                QUEUE.into(),
+                "other-host".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        // The host's connection is lost, and the host has seen it (an
+        // acknowledgement written while the broker closes the connection
+        // is dropped by the broker unseen, and no client can tell); then
+        // the gate goes on.
+        broker
+            .ctl_ok(&[
+                "close_all_user_connections",
+                "hcp-host",
+                "the test: a lost connection",
+            ])
+            .expect("close the host's connection");
+        logged(data.path(), "reconnecting in").await;
+        drop(held);
+        let redelivered = tokio::time::timeout(
+            Duration::from_secs(30),
+            std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(std::pin::Pin::new(&mut deliveries), cx)
+            }),
+        )
+        .await
+        .expect("the broker gives the message to the other consumer")
+        .expect("a delivery")
+        .expect("a delivery");
+        assert!(redelivered.redelivered);
+        let body: Value = serde_json::from_slice(&redelivered.data).expect("json");
+        assert_eq!(body["message_id"], "amqp-lost");
+        redelivered
+            .ack(lapin::options::BasicAckOptions::default())
+            .await
+            .expect("ack");
+        // The host reconnects within a second and starts the tasks that
+        // are its own every second: a copy it kept would run and be
+        // answered.
+        if let Some(answer) = caller.next(Duration::from_secs(10)).await {
+            panic!(
+                "the host answered for a copy whose delivery went to another consumer: {}\n\
+                 the host's log:\n{}",
+                answer.body,
+                std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+            );
+        }
+        logged(data.path(), "its delivery could not be acknowledged").await;
     });
 }
 

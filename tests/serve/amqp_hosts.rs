@@ -8,7 +8,7 @@
 //! task's receipts after it.
 
 use super::amqp::{
-    CALLER_PERMISSIONS, Caller, HOST_PERMISSIONS, Reply, policies_with_amqp_users, queue_ready,
+    CALLER_PERMISSIONS, Caller, HOST_PERMISSIONS, Reply, consumed_by, policies_with_amqp_users,
 };
 use super::{REPO_ROOT, Server, example, lab, with_id};
 use hcp_tests::broker::Broker;
@@ -100,7 +100,8 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let (finals, firsts, last_clock) = runtime.block_on(async {
-        queue_ready(&broker).await;
+        // Both hosts take work from the start.
+        consumed_by(&broker, 2).await;
         let mut caller = Caller::connect(&broker, CALLER, a.path()).await;
         for i in 0..TASKS {
             let task = with_id(example("document-analysis"), &format!("two-hosts-{i}"));
@@ -216,7 +217,31 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
     for (id, answers) in &finals {
         let first = &answers[0];
         for copy in &answers[1..] {
-            assert!(copy.redelivered, "{id}: a second final answer: {answers:?}");
+            if !copy.redelivered {
+                // What each host logged about the submission's tasks.
+                let about = |data: &Path| {
+                    let text = std::fs::read_to_string(data.join("serve.log")).unwrap_or_default();
+                    let mark = format!("message_id={id}");
+                    let tasks: Vec<&str> = text
+                        .lines()
+                        .filter(|l| l.ends_with(&mark))
+                        .filter_map(|l| l.split("task=\"").nth(1)?.split('"').next())
+                        .collect();
+                    text.lines()
+                        .filter(|l| {
+                            tasks.iter().any(|t| l.contains(t))
+                                || l.contains("consuming")
+                                || l.contains("WARN")
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                };
+                panic!(
+                    "{id}: a second final answer: {answers:?}\nhost 0:\n{}\nhost 1:\n{}",
+                    about(a.path()),
+                    about(b.path())
+                );
+            }
             assert_eq!(
                 (copy.host, &copy.message_id, &copy.body),
                 (first.host, &first.message_id, &first.body),

@@ -397,43 +397,6 @@ impl Broker {
         out.map(|_| ())
     }
 
-    /// Freezes the node's Erlang VM (SIGSTOP): connections stay open, but
-    /// the broker answers nothing (no deliveries, no publisher confirms)
-    /// until [`Broker::resume`]. For tests that need a client stopped at
-    /// a precise step of its exchange with the broker.
-    ///
-    /// # Errors
-    ///
-    /// The node's pid file is unreadable, or the signal failed.
-    pub fn pause(&self) -> io::Result<()> {
-        self.signal("STOP")
-    }
-
-    /// Lets a node frozen by [`Broker::pause`] run again (SIGCONT).
-    ///
-    /// # Errors
-    ///
-    /// The node's pid file is unreadable, or the signal failed.
-    pub fn resume(&self) -> io::Result<()> {
-        self.signal("CONT")
-    }
-
-    fn signal(&self, name: &str) -> io::Result<()> {
-        let pid = std::fs::read_to_string(self.dir.path().join("node.pid"))?;
-        let pid = pid.trim();
-        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(io::Error::other(format!("node.pid holds {pid:?}")));
-        }
-        let status = Command::new("kill")
-            .args([&format!("-{name}"), pid])
-            .status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!("kill -{name} {pid}: {status}")))
-        }
-    }
-
     /// The node's directory (its logs are under `log/`).
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -117,11 +117,56 @@ impl Host {
                 self.store
                     .settle(&task.task_id, task.state, TaskState::Failed, answer)?;
             }
-            // The redelivery may come back here: it is a new submission.
-            self.store.release_message_id(&route.task_id)?;
-            self.store.route_answered(&route.task_id)?;
+            self.let_go(&route.task_id)?;
             abandoned.push(route.task_id);
         }
         Ok(abandoned)
+    }
+
+    /// While serving: a task recorded as this host's whose AMQP delivery
+    /// then could not be acknowledged (the connection or channel was gone,
+    /// so the acknowledgement never left). The broker gives the message to
+    /// another consumer, so this copy is abandoned as at startup, unless it
+    /// has started meanwhile (it then stays this host's, and runs). Returns
+    /// whether it was abandoned.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn abandon_unacknowledged_copy(&self, task_id: &str) -> Result<bool> {
+        const WHY: &str = "the connection to the broker was lost before the host acknowledged \
+                           the AMQP delivery, so the broker delivers the message again and \
+                           whoever takes it answers";
+        let Some(task) = self.store.task(task_id)? else {
+            return Ok(false);
+        };
+        if !matches!(task.state, TaskState::Queued | TaskState::PendingApproval) {
+            return Ok(false);
+        }
+        // Not this host's any more: neither the outbox nor the loop that
+        // starts tasks takes it from here on (and a host that stops now
+        // abandons it at startup).
+        self.store.route_disowned(task_id)?;
+        // Then the state, conditionally: a task that started meanwhile is
+        // this host's again, and runs; no receipt says it was abandoned.
+        let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
+        if !self
+            .store
+            .settle(task_id, task.state, TaskState::Failed, answer)?
+        {
+            self.store.route_acked(task_id)?;
+            return Ok(false);
+        }
+        self.record_abandoned(&task, "amqp", WHY)?;
+        self.let_go(task_id)?;
+        Ok(true)
+    }
+
+    /// An abandoned copy's `message_id` freed (the redelivery may come
+    /// back here: it is a new submission) and its route closed (this host
+    /// never answers for it).
+    fn let_go(&self, task_id: &str) -> Result<()> {
+        self.store.release_message_id(task_id)?;
+        self.store.route_answered(task_id)
     }
 }

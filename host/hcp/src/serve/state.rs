@@ -28,17 +28,46 @@ impl AppState {
     pub(crate) fn tracker(&self) -> &TaskTracker {
         &self.tracker
     }
+
+    /// Keeps `task_id` from being started ([`spawn_run`], from any path)
+    /// while the guard lives: a task whose AMQP delivery is being
+    /// acknowledged becomes this host's to run only once that is done.
+    pub(crate) fn hold_start(&self, task_id: &str) -> StartHeld {
+        let held = self.running_set().insert(task_id.to_owned());
+        StartHeld {
+            state: self.clone(),
+            task_id: task_id.to_owned(),
+            held,
+        }
+    }
+
+    fn running_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// See [`AppState::hold_start`].
+pub(crate) struct StartHeld {
+    state: AppState,
+    task_id: String,
+    /// False when the task was running already: nothing to let go then.
+    held: bool,
+}
+
+impl Drop for StartHeld {
+    fn drop(&mut self) {
+        if self.held {
+            self.state.running_set().remove(&self.task_id);
+        }
+    }
 }
 
 /// Runs a task in the background unless it is running already. When it
 /// ends, the session slot it held is free: the tasks queued for a slot are
 /// started then, not at the maintenance loop's next tick.
 pub(crate) fn spawn_run(state: &AppState, task_id: String) {
-    {
-        let mut running = state.running.lock().unwrap_or_else(|e| e.into_inner());
-        if !running.insert(task_id.clone()) {
-            return;
-        }
+    if !state.running_set().insert(task_id.clone()) {
+        return;
     }
     let state = state.clone();
     let tracker = state.tracker.clone();
@@ -60,11 +89,7 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
                 false
             }
         };
-        state
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&task_id);
+        state.running_set().remove(&task_id);
         if ran {
             start_queued(&state).await;
         }

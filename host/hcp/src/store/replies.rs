@@ -57,6 +57,20 @@ impl Store {
         Ok(())
     }
 
+    /// Takes back [`Store::route_acked`]: the delivery could not be
+    /// acknowledged after all, so the task is not this host's (the outbox
+    /// and the loop that starts tasks pass it by again).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_disowned(&self, task_id: &str) -> Result<()> {
+        self.db()
+            .prepare_cached("UPDATE amqp_replies SET acked = 0 WHERE task_id = ?1")?
+            .execute(params![task_id])?;
+        Ok(())
+    }
+
     /// The final answer is about to be handed to the broker: recorded
     /// first, so that a copy published again after a crash can say it may
     /// be a repeat.

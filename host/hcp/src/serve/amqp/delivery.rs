@@ -1,7 +1,8 @@
 //! One delivery: a `task_submit` read once, its caller taken from the
 //! broker-checked `user-id`, submitted through the engine's one entry
-//! point, answered on `reply_to`, recorded as this host's, and only then
-//! acknowledged.
+//! point, recorded as this host's, acknowledged, and then answered on
+//! `reply_to` (an answer that ends the submission: answered, then
+//! acknowledged).
 
 use super::capacity::{Capacity, Place};
 use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
@@ -217,7 +218,7 @@ async fn handle(
             target: "hcp::amqp",
             "message {message_id} has no reply_to: its answers can only be read over HTTP"
         );
-        delivery.ack(BasicAckOptions::default()).await?;
+        acknowledge(delivery).await?;
         if let (true, Some(id)) = (submission.runnable, &submission.task_id) {
             spawn_run(state, id.clone());
         }
@@ -225,52 +226,99 @@ async fn handle(
     };
     // Accepted or waiting: a final answer is still to come.
     let more = matches!(submission.kind, AnswerKind::Accepted | AnswerKind::Waiting);
-    if let Some(id) = &submission.task_id
-        && more
-    {
-        state.host.store.route_replies(id, &reply_to, &message_id)?;
-    }
-    publish_answer(
-        publish,
-        &state.host,
-        &reply_to,
-        &message_id,
-        submission.task_id.as_deref(),
-        &submission.answer,
-        Flags {
-            duplicate: submission.duplicate,
-            redelivered: false,
-        },
-    )
-    .await?;
+    let first = || {
+        publish_answer(
+            publish,
+            &state.host,
+            &reply_to,
+            &message_id,
+            submission.task_id.as_deref(),
+            &submission.answer,
+            Flags {
+                duplicate: submission.duplicate,
+                redelivered: false,
+            },
+        )
+    };
     let Some(id) = submission.task_id.as_deref().filter(|_| more) else {
         // Answered for good (refused, or a duplicate of a finished task):
-        // nothing of this delivery is left to run.
-        delivery.ack(BasicAckOptions::default()).await?;
+        // nothing of this delivery is left to run. The answer first: a
+        // host that stops before the acknowledgement answers the
+        // redelivery the same way.
+        first().await?;
+        acknowledge(delivery).await?;
         return Ok(());
     };
-    // Accepted or waiting: the task becomes this host's, durably, before
-    // the broker lets go of the message. Acknowledged first, a host that
-    // died before that record lost the task: the broker had dropped the
-    // message, and the restarted host abandons a copy it never recorded
-    // as its own (docs/amqp.md, "What is acknowledged when").
+    state.host.store.route_replies(id, &reply_to, &message_id)?;
+    // The task becomes this host's, durably, before the broker lets go of
+    // the message, and the first answer follows the acknowledgement (docs/
+    // amqp.md, "What is acknowledged when"). Acknowledged before that
+    // record, a host that died in between lost the task: the broker had
+    // dropped the message, and the restarted host abandons a copy it never
+    // recorded as its own. Answered before the acknowledgement, a caller
+    // that had the answer could not tell the two apart.
     //
     // The task holds its place until its final answer is published (the
     // outbox frees it); one that waits for an operator costs nothing
-    // meanwhile. (A duplicate's original holds its own, or was answered.)
-    // Held before the route is marked acknowledged: from then on the task
-    // may run and be answered (the outbox and the maintenance loop see
-    // acknowledged routes only), and its release must find the place.
-    if submission.kind == AnswerKind::Accepted && !submission.duplicate {
+    // meanwhile. Held before the route is marked this host's: from then on
+    // the task may run and be answered (the outbox and the maintenance
+    // loop see such routes only), and its release must find the place. A
+    // duplicate's task came with an earlier delivery: its place and its
+    // fate are that delivery's.
+    let fresh = !submission.duplicate;
+    // Nothing starts it before the acknowledgement is sent (the
+    // maintenance loop sees the record at once).
+    let start_held = state.hold_start(id);
+    if submission.kind == AnswerKind::Accepted && fresh {
         capacity.hold(id, place);
     }
     if let Err(e) = state.host.store.route_acked(id) {
-        capacity.release(id);
+        if fresh {
+            capacity.release(id);
+        }
         return Err(e);
     }
-    delivery.ack(BasicAckOptions::default()).await?;
+    if let Err(e) = acknowledge(delivery).await {
+        // The acknowledgement never left (the channel is gone): the broker
+        // gives the message to another consumer, so the copy this delivery
+        // made is let go (nothing here started it meanwhile: `start_held`).
+        let host = state.host.clone();
+        let task = id.to_owned();
+        if fresh
+            && tokio::task::spawn_blocking(move || host.abandon_unacknowledged_copy(&task))
+                .await
+                .context("abandon the copy")??
+        {
+            capacity.release(id);
+            tracing::warn!(
+                target: "hcp::amqp",
+                "task {id}: its delivery could not be acknowledged; failed here, answered by \
+                 whoever takes the redelivery"
+            );
+        }
+        return Err(e);
+    }
+    // The task is this host's whatever becomes of its first answer: a
+    // caller who misses it still gets the final answer from the route.
+    let answered = first().await;
+    drop(start_held);
     if submission.runnable && submission.kind == AnswerKind::Accepted {
         spawn_run(state, id.to_owned());
     }
+    answered.with_context(|| format!("task {id}: its first answer"))
+}
+
+/// Acknowledges `delivery`. lapin answers `Ok(false)` when the
+/// acknowledgement was not sent (its channel is closed): an error here,
+/// since the broker then gives the message to another consumer.
+async fn acknowledge(delivery: &Delivery) -> Result<()> {
+    let sent = delivery
+        .ack(BasicAckOptions::default())
+        .await
+        .context("acknowledging the delivery")?;
+    anyhow::ensure!(
+        sent,
+        "the delivery could not be acknowledged: its channel is closed"
+    );
     Ok(())
 }

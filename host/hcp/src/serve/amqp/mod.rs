@@ -12,9 +12,12 @@
 //!
 //! Delivery semantics (docs/amqp.md says them for operators):
 //! - The task is recorded, its route (`reply_to`, `correlation_id`) stored,
-//!   the first answer (`task_accepted`, `task_rejected` or the
-//!   pending-approval `job_status`) published and confirmed, and only then
-//!   is the delivery acknowledged. Nothing runs before the acknowledgement.
+//!   the task recorded as this host's, and only then is the delivery
+//!   acknowledged; the first answer (`task_accepted` or the
+//!   pending-approval `job_status`) follows, and then the task may run. A
+//!   copy whose acknowledgement cannot be sent (its channel closed) is let
+//!   go. An answer that ends the submission (`task_rejected`) is published
+//!   and confirmed before the acknowledgement.
 //! - The final answer (`task_completed` / `task_failed`) is published from
 //!   the route table ([`outbox`]) once the task ends, however it was run
 //!   (here, after an operator's approval, or by the maintenance loop), and
