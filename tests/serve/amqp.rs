@@ -629,6 +629,35 @@ async fn send_and_see_taken(caller: &Caller, id: &str) {
     panic!("no host took the delivery within 30 s");
 }
 
+/// Cuts the TCP connections of `server` to the broker on `port` (`ss -K`:
+/// the host's sockets aborted, the broker sent a reset), as a network
+/// fault would. Done in milliseconds, where `rabbitmqctl` may take seconds
+/// on a loaded machine.
+fn cut_connections(server: &Server, port: u16) {
+    let pid = format!("pid={},", server.pid());
+    let filter = format!("( dport = :{port} )");
+    let out = std::process::Command::new("ss")
+        .args(["-tnpH", "state", "established", &filter])
+        .output()
+        .expect("run ss");
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let ports: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.contains(&pid))
+        .filter_map(|l| l.split_whitespace().nth(2)?.rsplit(':').next())
+        .collect();
+    assert!(!ports.is_empty(), "no connection of the host in:\n{listed}");
+    for local in ports {
+        let filter = format!("( sport = :{local} and dport = :{port} )");
+        let status = std::process::Command::new("ss")
+            .args(["-K", "-tn", "state", "established", &filter])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("run ss -K");
+        assert!(status.success(), "ss -K {filter}: {status}");
+    }
+}
+
 /// Waits until the host's log (`serve.log` in `data`) says `what`.
 async fn logged(data: &Path, what: &str) {
     let log = data.join("serve.log");
@@ -710,16 +739,16 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
 }
 
 /// docs/amqp.md, "Redelivery and a host that dies": a host whose
-/// connection is lost before it acknowledges a delivery cannot send the
-/// acknowledgement after recording the task as its own, and the broker
-/// gives the message to another consumer (here the test's, standing in for
-/// another host). The host lets its copy go: it never runs it and never
+/// connection is lost before it acknowledges a delivery (cut here while
+/// the host waits in the gate) cannot send the acknowledgement after
+/// recording the task as its own, and the broker gives the message to
+/// another consumer (here the test's, standing in for another host). The host lets its copy go: it never runs it and never
 /// answers for it. (Taking lapin's `Ok(false)`, "not sent", for sent, it
 /// kept the copy and ran it: the task ran on two hosts.)
 #[test]
 fn a_copy_whose_acknowledgement_never_left_is_let_go() {
     let broker = Broker::start().expect("start a RabbitMQ node");
-    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let (data, _policies, server) = amqp_host(&broker, &["harness-local-01"]);
     broker
         .add_user_with("hcp-other", "hcp-other-secret", HOST_PERMISSIONS)
         .expect("user");
@@ -755,13 +784,7 @@ fn a_copy_whose_acknowledgement_never_left_is_let_go() {
         // acknowledgement written while the broker closes the connection
         // is dropped by the broker unseen, and no client can tell); then
         // the gate goes on.
-        broker
-            .ctl_ok(&[
-                "close_all_user_connections",
-                "hcp-host",
-                "the test: a lost connection",
-            ])
-            .expect("close the host's connection");
+        cut_connections(&server, broker.port());
         logged(data.path(), "reconnecting in").await;
         drop(held);
         let redelivered = tokio::time::timeout(

@@ -67,6 +67,11 @@ struct Server {
 }
 
 impl Server {
+    /// The process id of `hcp serve`.
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     fn start(data: &Path) -> Self {
         Self::start_with(data, &[])
     }
