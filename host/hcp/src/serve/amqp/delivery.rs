@@ -255,8 +255,8 @@ async fn handle(
     // amqp.md, "What is acknowledged when"). Acknowledged before that
     // record, a host that died in between lost the task: the broker had
     // dropped the message, and the restarted host abandons a copy it never
-    // recorded as its own. Answered before the acknowledgement, a caller
-    // that had the answer could not tell the two apart.
+    // recorded as its own. And a caller who has the first answer knows
+    // the message is this host's task now, not still the broker's.
     //
     // The task holds its place until its final answer is published (the
     // outbox frees it); one that waits for an operator costs nothing
