@@ -10,6 +10,81 @@ use hcp::store::TaskState;
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::{Verdict, reason};
 
+/// A task submitted over AMQP is written with its route, which says the
+/// task is not the host's yet: nothing starts it until the transport
+/// records it as its own, and a host that stops first abandons it. A
+/// refused submission's route is closed once its answer is out, or at the
+/// next start, and its `message_id` stays taken: the redelivery gets the
+/// same refusal.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_submitted_over_amqp_comes_with_its_route() {
+    let (data, host) = lab();
+    let replying = |host: &hcp::engine::Host, m: &serde_json::Value| {
+        let message = hcp::engine::TaskMessage::parse(m.clone()).expect("a task_submit");
+        host.submit_task_replying(
+            message,
+            hcp::engine::Auth::Transport("harness-local-01"),
+            Some("reply-q"),
+        )
+        .expect("submit")
+    };
+    let held = replying(&host, &example("document-analysis", "amqp-routed"));
+    assert_eq!(held.answer["type"], "task_accepted", "{}", held.answer);
+    let held = held.task_id.expect("recorded");
+    let routes = host.store.open_routes().expect("routes");
+    assert_eq!(routes.len(), 1);
+    assert_eq!(
+        (
+            routes[0].task_id.as_str(),
+            routes[0].reply_to.as_str(),
+            routes[0].correlation_id.as_str(),
+            routes[0].acked
+        ),
+        (held.as_str(), "reply-q", "amqp-routed", false)
+    );
+    assert!(host.store.startable_tasks().expect("startable").is_empty());
+    // Refused at the gate (no such capability): its route closes once the
+    // refusal is out; one the host stopped before closing is closed at
+    // the next start.
+    let mut unknown = example("document-analysis", "amqp-refused");
+    unknown["payload"]["capability"] = "no-such-capability".into();
+    let refused = replying(&host, &unknown);
+    assert_eq!(
+        refused.answer["type"], "task_rejected",
+        "{}",
+        refused.answer
+    );
+    let refused = refused.task_id.expect("recorded");
+    let mut unclosed = example("document-analysis", "amqp-refused-2");
+    unclosed["payload"]["capability"] = "no-such-capability".into();
+    let unclosed = replying(&host, &unclosed).task_id.expect("recorded");
+    host.store.route_refused(&refused).expect("closed");
+    assert_eq!(open_routes(&host), vec![held.clone(), unclosed.clone()]);
+    drop(host);
+
+    let host = open(data.path());
+    assert_eq!(
+        host.abandon_unacknowledged().expect("abandon"),
+        vec![held.clone()]
+    );
+    assert!(host.store.open_routes().expect("routes").is_empty());
+    let task = host.store.task(&held).expect("read").expect("task");
+    assert_eq!(task.state.as_str(), "failed");
+    let task = host.store.task(&unclosed).expect("read").expect("task");
+    assert_eq!(task.state.as_str(), "rejected");
+    // The redelivery of a refused message is answered the same way.
+    let mut again = example("document-analysis", "amqp-refused-2");
+    again["payload"]["capability"] = "no-such-capability".into();
+    let again = replying(&host, &again);
+    assert!(again.duplicate, "{}", again.answer);
+    assert_eq!(again.task_id.as_deref(), Some(unclosed.as_str()));
+    assert_eq!(again.answer["type"], "task_rejected", "{}", again.answer);
+    // That of the abandoned copy is a new task.
+    let again = replying(&host, &example("document-analysis", "amqp-routed"));
+    assert!(!again.duplicate, "{}", again.answer);
+    assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     let (data, host) = lab();
@@ -47,14 +122,7 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
         "{answer}"
     );
     // Its route is closed: the outbox never answers for it.
-    let open_routes: Vec<String> = host
-        .store
-        .open_routes()
-        .expect("routes")
-        .into_iter()
-        .map(|r| r.task_id)
-        .collect();
-    assert_eq!(open_routes, vec![done.clone()]);
+    assert_eq!(open_routes(&host), vec![done.clone()]);
     // A second start finds nothing more to abandon.
     assert!(host.abandon_unacknowledged().expect("again").is_empty());
     // The broker's redelivery, should it come back here, is a new task,
@@ -219,4 +287,14 @@ async fn a_clock_brought_back_orders_the_next_receipts_after_it() {
         before + 1
     );
     assert_eq!(lamport_of(second.task_id.as_deref().expect("id")), 5_001);
+}
+
+/// The tasks whose route is open (their final answer not confirmed yet).
+fn open_routes(host: &hcp::engine::Host) -> Vec<String> {
+    host.store
+        .open_routes()
+        .expect("routes")
+        .into_iter()
+        .map(|r| r.task_id)
+        .collect()
 }

@@ -629,6 +629,54 @@ async fn send_and_see_taken(caller: &Caller, id: &str) {
     panic!("no host took the delivery within 30 s");
 }
 
+/// Another consumer of the capability's queue, standing in for another
+/// host (as the broker user `hcp-other`, which the test adds).
+struct OtherHost {
+    _connection: Connection,
+    _channel: Channel,
+    deliveries: Consumer,
+}
+
+impl OtherHost {
+    async fn consume(broker: &Broker) -> Self {
+        let connection = Connection::connect(
+            &broker.url("hcp-other", "hcp-other-secret"),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("connect");
+        let channel = connection.create_channel().await.expect("channel");
+        let deliveries = channel
+            .basic_consume(
+                QUEUE.into(),
+                "other-host".into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await
+            .expect("consume");
+        Self {
+            _connection: connection,
+            _channel: channel,
+            deliveries,
+        }
+    }
+
+    /// The next message the broker gives this consumer (within 30 s).
+    async fn next(&mut self) -> lapin::message::Delivery {
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            std::future::poll_fn(|cx| {
+                futures_core::Stream::poll_next(std::pin::Pin::new(&mut self.deliveries), cx)
+            }),
+        )
+        .await
+        .expect("the broker gives the message to the other consumer")
+        .expect("a delivery")
+        .expect("a delivery")
+    }
+}
+
 /// Cuts the TCP connections of `server` to the broker on `port` (`ss -K`:
 /// the host's sockets aborted, the broker sent a reset), as a network
 /// fault would. Done in milliseconds, where `rabbitmqctl` may take seconds
@@ -738,6 +786,86 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
     });
 }
 
+/// docs/amqp.md, "What is acknowledged when": a task of an AMQP delivery
+/// is written with its route, in one commit, and the route says the task
+/// is not this host's until the host records it so. Here the route cannot
+/// be written (a trigger the test puts in the host's database refuses it),
+/// the host is SIGKILLed, and the broker gives the message to another
+/// consumer (the test's, standing in for another host): the restarted host
+/// must not run the task. (With the route written after the gate's
+/// commit, the task stood queued without one, looked like a task
+/// submitted over HTTP, and ran here, while the other host ran it too.)
+#[test]
+fn a_host_killed_before_recording_where_a_task_is_answered_never_runs_it() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, policies, server) = amqp_host(&broker, &["harness-local-01"]);
+    broker
+        .add_user_with("hcp-other", "hcp-other-secret", HOST_PERMISSIONS)
+        .expect("user");
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    db.execute_batch(
+        "CREATE TRIGGER test_no_route BEFORE INSERT ON amqp_replies \
+         BEGIN SELECT RAISE(ABORT, 'the test: no route'); END;",
+    )
+    .expect("the trigger");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    // The other host lives until the end: its delivery stays
+    // unacknowledged there.
+    let (other, delivery) = runtime.block_on(async {
+        queue_ready(&broker).await;
+        let caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        send_and_see_taken(&caller, "amqp-unrouted").await;
+        logged(data.path(), "the test: no route").await;
+        // Another host, which takes the message once this one is gone.
+        let mut other = OtherHost::consume(&broker).await;
+        drop(server);
+        let delivery = other.next().await;
+        let body: Value = serde_json::from_slice(&delivery.data).expect("json");
+        assert_eq!(body["message_id"], "amqp-unrouted");
+        (other, delivery)
+    });
+    db.execute_batch("DROP TRIGGER test_no_route")
+        .expect("drop the trigger");
+
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let args = [
+        "--amqp",
+        &url,
+        "--policies",
+        policies.path().to_str().expect("utf-8"),
+    ];
+    let server = Server::start_with(data.path(), &args);
+    runtime.block_on(async {
+        // The other consumer and the restarted host; the host starts the
+        // tasks that are its own every second.
+        consumed_by(&broker, 2).await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+    });
+    drop(server);
+    let mut stmt = db
+        .prepare("SELECT state FROM tasks WHERE message_id LIKE 'amqp-unrouted%'")
+        .expect("prepare");
+    let states: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<rusqlite::Result<_>>()
+        .expect("rows");
+    assert!(
+        states.iter().all(|s| s == "failed"),
+        "the host ran a task whose message the broker gave to another host: {states:?}\n\
+         the host's log:\n{}",
+        std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+    );
+    runtime.block_on(async {
+        delivery
+            .ack(lapin::options::BasicAckOptions::default())
+            .await
+            .expect("ack");
+        drop(other);
+    });
+}
+
 /// docs/amqp.md, "Redelivery and a host that dies": a host whose
 /// connection is lost before it acknowledges a delivery (cut here while
 /// the host waits in the gate) cannot send the acknowledgement after
@@ -764,22 +892,7 @@ fn a_copy_whose_acknowledgement_never_left_is_let_go() {
             .expect("the write lock");
         send_and_see_taken(&caller, "amqp-lost").await;
         // Another consumer of the queue.
-        let other = Connection::connect(
-            &broker.url("hcp-other", "hcp-other-secret"),
-            ConnectionProperties::default(),
-        )
-        .await
-        .expect("connect");
-        let channel = other.create_channel().await.expect("channel");
-        let mut deliveries = channel
-            .basic_consume(
-                QUEUE.into(),
-                "other-host".into(),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await
-            .expect("consume");
+        let mut other = OtherHost::consume(&broker).await;
         // The host's connection is lost, and the host has seen it (an
         // acknowledgement written while the broker closes the connection
         // is dropped by the broker unseen, and no client can tell); then
@@ -787,16 +900,7 @@ fn a_copy_whose_acknowledgement_never_left_is_let_go() {
         cut_connections(&server, broker.port());
         logged(data.path(), "reconnecting in").await;
         drop(held);
-        let redelivered = tokio::time::timeout(
-            Duration::from_secs(30),
-            std::future::poll_fn(|cx| {
-                futures_core::Stream::poll_next(std::pin::Pin::new(&mut deliveries), cx)
-            }),
-        )
-        .await
-        .expect("the broker gives the message to the other consumer")
-        .expect("a delivery")
-        .expect("a delivery");
+        let redelivered = other.next().await;
         assert!(redelivered.redelivered);
         let body: Value = serde_json::from_slice(&redelivered.data).expect("json");
         assert_eq!(body["message_id"], "amqp-lost");

@@ -92,8 +92,8 @@ impl Host {
     /// (to this host or another), so this copy never runs and this host
     /// never answers for it: it is failed here (a `gate.abandoned`
     /// receipt), its `message_id` freed for the redelivery, and its route
-    /// closed.
-    /// Returns their ids.
+    /// closed. A task already answered for good (refused at the gate) only
+    /// has its route closed. Returns the ids of the copies abandoned.
     ///
     /// # Errors
     ///
@@ -104,9 +104,16 @@ impl Host {
             if route.acked {
                 continue;
             }
-            if let Some(task) = self.store.task(&route.task_id)?
-                && !task.state.is_final()
-            {
+            let task = self.store.task(&route.task_id)?;
+            if task.as_ref().is_some_and(|t| t.state.is_final()) {
+                // Answered for good before the host stopped (refused at
+                // the gate, or failed there): the redelivery is a
+                // duplicate and gets the same answer, so its
+                // `message_id` stays taken.
+                self.store.route_answered(&route.task_id)?;
+                continue;
+            }
+            if let Some(task) = task {
                 const WHY: &str = "the host stopped before it acknowledged the AMQP delivery, \
                                    so the broker delivers the message again and whoever takes \
                                    it answers";

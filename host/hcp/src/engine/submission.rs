@@ -275,6 +275,25 @@ impl Host {
     ///
     /// Only host faults (the database); every refusal is a `task_rejected`.
     pub fn submit_task(&self, message: TaskMessage, auth: Auth<'_>) -> Result<Submission> {
+        self.submit_task_replying(message, auth, None)
+    }
+
+    /// [`Host::submit_task`] for a transport whose answers go to a queue
+    /// (AMQP's `reply_to`): a new task is recorded with its route in one
+    /// write, so no host that stops in between leaves a task without it
+    /// (see [`crate::store::Store::submit_routed`]). The route starts out
+    /// not this host's: the task is not started before the transport
+    /// records it as its own ([`crate::store::Store::route_acked`]).
+    ///
+    /// # Errors
+    ///
+    /// Only host faults (the database); every refusal is a `task_rejected`.
+    pub fn submit_task_replying(
+        &self,
+        message: TaskMessage,
+        auth: Auth<'_>,
+        reply_to: Option<&str>,
+    ) -> Result<Submission> {
         let submit = &message.submit;
         // The whole gate decides under the policy in force now.
         let policy = self.policy();
@@ -284,11 +303,16 @@ impl Host {
         };
         let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
         let record = phase!("submit.record");
-        let task = match self.store.submit(
+        let replies = reply_to.map(|reply_to| crate::store::Replies {
+            reply_to,
+            correlation_id: message.message_id(),
+        });
+        let task = match self.store.submit_routed(
             caller.id.as_str(),
             message.message_id(),
             &submit.capability,
             &message.message,
+            replies,
         )? {
             Submitted::Duplicate(task) => {
                 let answered = self.duplicate(&policy, task.clone(), caller);

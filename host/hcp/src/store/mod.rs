@@ -24,7 +24,7 @@ pub mod durable;
 mod registry;
 mod replies;
 mod schema;
-pub use replies::ReplyRoute;
+pub use replies::{Replies, ReplyRoute};
 mod resources;
 mod settle;
 mod tasks;

@@ -27,21 +27,73 @@ pub struct ReplyRoute {
     pub attempts: u32,
 }
 
+/// Where the answers of a task submitted over AMQP go: written with the
+/// task itself ([`Store::submit_routed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replies<'a> {
+    /// The queue the caller reads answers from.
+    pub reply_to: &'a str,
+    /// The submission's `message_id`, echoed on every answer.
+    pub correlation_id: &'a str,
+}
+
+/// Records a route unless the task has one (a duplicate delivery keeps the
+/// first).
+pub(super) fn insert_route(
+    db: &rusqlite::Connection,
+    task_id: &str,
+    replies: Replies<'_>,
+) -> rusqlite::Result<usize> {
+    db.prepare_cached(
+        "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
+         VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![task_id, replies.reply_to, replies.correlation_id])
+}
+
+fn close_route(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<usize> {
+    db.prepare_cached(
+        "UPDATE amqp_replies SET answered_at = ?2 WHERE task_id = ?1 AND answered_at IS NULL",
+    )?
+    .execute(params![task_id, now()])
+}
+
 impl Store {
-    /// Records where a task's answers go, before its first answer is
-    /// published (a duplicate delivery keeps the first route).
+    /// Records where the answers of an existing task go, before its first
+    /// answer is published: a duplicate delivery of a task submitted
+    /// without a route (a new task's route is written with it,
+    /// [`Store::submit_routed`]). A task that has a route keeps it.
     ///
     /// # Errors
     ///
     /// The database fails.
     pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
-        self.db()
-            .prepare_cached(
-                "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
-             VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![task_id, reply_to, correlation_id])?;
+        insert_route(
+            &self.db(),
+            task_id,
+            Replies {
+                reply_to,
+                correlation_id,
+            },
+        )?;
         Ok(())
+    }
+
+    /// Closes the route of a task whose first answer was its last (the
+    /// gate refused it), once that answer is published. Not synced: a
+    /// host that stops before this commit is durable closes the route at
+    /// startup ([`crate::engine::Host::abandon_unacknowledged`] leaves a
+    /// finished task as it is).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn route_refused(&self, task_id: &str) -> Result<()> {
+        let mut db = self.db();
+        super::unsynced(&mut db, |db| {
+            close_route(db, task_id)?;
+            Ok(())
+        })
     }
 
     /// The task is this host's: recorded before its delivery is
@@ -117,10 +169,7 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_answered(&self, task_id: &str) -> Result<()> {
-        self.db().prepare_cached(
-            "UPDATE amqp_replies SET answered_at = ?2 WHERE task_id = ?1 AND answered_at IS NULL")?.execute(
-            params![task_id, now()],
-        )?;
+        close_route(&self.db(), task_id)?;
         Ok(())
     }
 

@@ -389,6 +389,27 @@ impl Store {
         capability: &str,
         submit: &Value,
     ) -> Result<Submitted> {
+        self.submit_routed(caller_id, message_id, capability, submit, None)
+    }
+
+    /// [`Store::submit`], and for a new task where its answers go
+    /// ([`super::Replies`]) in the same transaction: no task of an AMQP
+    /// delivery exists without its route, so one left by a host that
+    /// stopped is never taken for a task submitted over HTTP (started
+    /// here while the broker gives the message to another host). A
+    /// duplicate keeps its task's route, if any.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn submit_routed(
+        &self,
+        caller_id: &str,
+        message_id: &str,
+        capability: &str,
+        submit: &Value,
+        replies: Option<super::Replies<'_>>,
+    ) -> Result<Submitted> {
         let task_id = format!("task-{}", uuid::Uuid::now_v7());
         let at = now();
         let mut db = self.db();
@@ -407,6 +428,9 @@ impl Store {
             )?;
             // A new task is what was just written; a duplicate is read.
             let earlier = if inserted == 1 {
+                if let Some(replies) = replies {
+                    super::replies::insert_route(&tx, &task_id, replies)?;
+                }
                 None
             } else {
                 Some(

@@ -195,12 +195,16 @@ async fn handle(
     let user = props.user_id().as_ref().map(|u| u.as_str().to_owned());
     let message_id = message.message_id().to_owned();
     let host = state.host.clone();
+    let route = reply_to.clone();
     let submission = tokio::task::spawn_blocking(move || {
         // The clock first: the task's receipts come after the other host's.
         if let Some(remote) = lamport {
             host.observe_lamport(remote)?;
         }
-        host.submit_task(message, Auth::Broker(user.as_deref()))
+        // A new task is written with its route, which says it is not
+        // this host's yet: nothing starts it, and a host that stops
+        // before the acknowledgement abandons it at startup.
+        host.submit_task_replying(message, Auth::Broker(user.as_deref()), route.as_deref())
     })
     .await
     .context("gate task")??;
@@ -246,10 +250,19 @@ async fn handle(
         // host that stops before the acknowledgement answers the
         // redelivery the same way.
         first().await?;
+        if let (false, Some(id)) = (submission.duplicate, &submission.task_id) {
+            // A refused task's route was its first answer's only.
+            state.host.store.route_refused(id)?;
+        }
         acknowledge(delivery).await?;
         return Ok(());
     };
-    state.host.store.route_replies(id, &reply_to, &message_id)?;
+    if submission.duplicate {
+        // A task submitted without a route (over HTTP, or an AMQP message
+        // without `reply_to`) is answered here from now on; one with a
+        // route keeps it.
+        state.host.store.route_replies(id, &reply_to, &message_id)?;
+    }
     // The task becomes this host's, durably, before the broker lets go of
     // the message, and the first answer follows the acknowledgement (docs/
     // amqp.md, "What is acknowledged when"). Acknowledged before that
