@@ -295,6 +295,18 @@ fn amqp_host_at(
     (data, policies, server)
 }
 
+/// The host of [`amqp_host`] started again on its data directory.
+fn amqp_host_again(broker: &Broker, data: &Path, policies: &Path) -> Server {
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let args = [
+        "--amqp",
+        &url,
+        "--policies",
+        policies.to_str().expect("utf-8"),
+    ];
+    Server::start_with(data, &args)
+}
+
 #[test]
 fn the_seed_task_over_amqp_and_callers_known_by_the_broker_only() {
     let broker = Broker::start().expect("start a RabbitMQ node");
@@ -754,14 +766,7 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
     db.execute_batch("DROP TRIGGER test_not_owned")
         .expect("drop the trigger");
 
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let args = [
-        "--amqp",
-        &url,
-        "--policies",
-        policies.path().to_str().expect("utf-8"),
-    ];
-    let _server = Server::start_with(data.path(), &args);
+    let _server = amqp_host_again(&broker, data.path(), policies.path());
     runtime.block_on(async {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         let mut finals = Vec::new();
@@ -828,14 +833,7 @@ fn a_host_killed_before_recording_where_a_task_is_answered_never_runs_it() {
     db.execute_batch("DROP TRIGGER test_no_route")
         .expect("drop the trigger");
 
-    let url = broker.url("hcp-host", "hcp-host-secret");
-    let args = [
-        "--amqp",
-        &url,
-        "--policies",
-        policies.path().to_str().expect("utf-8"),
-    ];
-    let server = Server::start_with(data.path(), &args);
+    let server = amqp_host_again(&broker, data.path(), policies.path());
     runtime.block_on(async {
         // The other consumer and the restarted host; the host starts the
         // tasks that are its own every second.
