@@ -112,11 +112,23 @@ impl Caller {
 
     /// [`Caller::send`] with headers.
     pub(super) async fn send_with(&self, body: &[u8], user_id: Option<&str>, headers: FieldTable) {
+        self.publish(body, user_id, headers, true).await;
+    }
+
+    /// [`Caller::send`] without `reply_to`: nobody is answered.
+    pub(super) async fn send_unanswered(&self, body: &[u8], user_id: Option<&str>) {
+        self.publish(body, user_id, FieldTable::default(), false)
+            .await;
+    }
+
+    async fn publish(&self, body: &[u8], user_id: Option<&str>, headers: FieldTable, reply: bool) {
         let mut props = BasicProperties::default()
-            .with_reply_to(self.reply_to.as_str().into())
             .with_content_type("application/json".into())
             .with_delivery_mode(2)
             .with_headers(headers);
+        if reply {
+            props = props.with_reply_to(self.reply_to.as_str().into());
+        }
         if let Some(u) = user_id {
             props = props.with_user_id(u.into());
         }
@@ -615,14 +627,15 @@ fn the_host_carries_on_after_the_broker_restarts() {
 
 /// Sends the seed's task as `id`, as harness-local-01, and waits until a
 /// host has taken the delivery (no message of the queue is ready).
-async fn send_and_see_taken(caller: &Caller, id: &str) {
-    let task = with_id(example("document-analysis"), id);
-    caller
-        .send(
-            &serde_json::to_vec(&task).expect("encode"),
-            Some("harness-local-01"),
-        )
-        .await;
+async fn send_and_see_taken(caller: &Caller, id: &str, reply: bool) {
+    let task = serde_json::to_vec(&with_id(example("document-analysis"), id)).expect("encode");
+    if reply {
+        caller.send(&task, Some("harness-local-01")).await;
+    } else {
+        caller
+            .send_unanswered(&task, Some("harness-local-01"))
+            .await;
+    }
     for _ in 0..3000 {
         let passive = QueueDeclareOptions {
             passive: true,
@@ -758,7 +771,7 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
     let mut caller = runtime.block_on(async {
         queue_ready(&broker).await;
         let caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
-        send_and_see_taken(&caller, "amqp-held").await;
+        send_and_see_taken(&caller, "amqp-held", true).await;
         logged(data.path(), "the test: not this host's").await;
         caller
     });
@@ -791,6 +804,46 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
     });
 }
 
+/// A message without `reply_to` is a task like any other: admitted, run
+/// and acknowledged; nobody is answered, its answers are read over HTTP,
+/// and its route (to no queue) is closed when it ends.
+#[test]
+fn a_message_without_reply_to_runs_and_answers_nobody() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        send_and_see_taken(&caller, "amqp-unanswered", false).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let row: Option<(String, Option<String>, i64)> = db
+                .query_row(
+                    "SELECT t.state, r.answered_at, r.acked FROM tasks t \
+                     JOIN amqp_replies r USING (task_id) WHERE t.message_id = 'amqp-unanswered'",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )
+                .ok();
+            if let Some((state, Some(_), 1)) = &row {
+                assert_eq!(state, "completed");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not completed and closed within a minute: {row:?}\n{}",
+                std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(caller.next(Duration::from_secs(2)).await.is_none());
+        logged(data.path(), "has no reply_to").await;
+    });
+}
+
 /// docs/amqp.md, "What is acknowledged when": a task of an AMQP delivery
 /// is written with its route, in one commit, and the route says the task
 /// is not this host's until the host records it so. Here the route cannot
@@ -802,6 +855,18 @@ fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_th
 /// submitted over HTTP, and ran here, while the other host ran it too.)
 #[test]
 fn a_host_killed_before_recording_where_a_task_is_answered_never_runs_it() {
+    killed_before_the_route_is_recorded(true);
+}
+
+/// The same for a message without `reply_to`: its task has a route too
+/// (to no queue), which says whose it is. (Without one it ran here while
+/// the broker gave the message to another host.)
+#[test]
+fn a_host_killed_before_recording_a_task_without_reply_to_never_runs_it() {
+    killed_before_the_route_is_recorded(false);
+}
+
+fn killed_before_the_route_is_recorded(reply: bool) {
     let broker = Broker::start().expect("start a RabbitMQ node");
     let (data, policies, server) = amqp_host(&broker, &["harness-local-01"]);
     broker
@@ -820,7 +885,7 @@ fn a_host_killed_before_recording_where_a_task_is_answered_never_runs_it() {
     let (other, delivery) = runtime.block_on(async {
         queue_ready(&broker).await;
         let caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
-        send_and_see_taken(&caller, "amqp-unrouted").await;
+        send_and_see_taken(&caller, "amqp-unrouted", reply).await;
         logged(data.path(), "the test: no route").await;
         // Another host, which takes the message once this one is gone.
         let mut other = OtherHost::consume(&broker).await;
@@ -873,6 +938,18 @@ fn a_host_killed_before_recording_where_a_task_is_answered_never_runs_it() {
 /// kept the copy and ran it: the task ran on two hosts.)
 #[test]
 fn a_copy_whose_acknowledgement_never_left_is_let_go() {
+    lost_before_the_acknowledgement(true);
+}
+
+/// The same for a message without `reply_to`. (Its task had no route, so
+/// nothing said it was not this host's: the host started it while the
+/// broker gave the message to another consumer.)
+#[test]
+fn a_copy_without_reply_to_whose_acknowledgement_never_left_is_let_go() {
+    lost_before_the_acknowledgement(false);
+}
+
+fn lost_before_the_acknowledgement(reply: bool) {
     let broker = Broker::start().expect("start a RabbitMQ node");
     let (data, _policies, server) = amqp_host(&broker, &["harness-local-01"]);
     broker
@@ -888,7 +965,7 @@ fn a_copy_whose_acknowledgement_never_left_is_let_go() {
         held.busy_timeout(Duration::from_secs(10)).expect("timeout");
         held.execute_batch("BEGIN IMMEDIATE")
             .expect("the write lock");
-        send_and_see_taken(&caller, "amqp-lost").await;
+        send_and_see_taken(&caller, "amqp-lost", reply).await;
         // Another consumer of the queue.
         let mut other = OtherHost::consume(&broker).await;
         // The host's connection is lost, and the host has seen it (an
@@ -917,6 +994,22 @@ fn a_copy_whose_acknowledgement_never_left_is_let_go() {
                 std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
             );
         }
+        // Failed here, never run.
+        let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+        db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+        let states: Vec<String> = db
+            .prepare("SELECT state FROM tasks WHERE message_id LIKE 'amqp-lost%'")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<rusqlite::Result<_>>()
+            .expect("rows");
+        assert_eq!(
+            states,
+            ["failed"],
+            "a copy whose delivery went to another consumer; the host's log:\n{}",
+            std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+        );
         logged(data.path(), "its delivery could not be acknowledged").await;
     });
 }

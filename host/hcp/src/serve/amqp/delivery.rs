@@ -155,7 +155,11 @@ async fn handle(
     (capacity, place): (&Capacity, Place),
 ) -> Result<()> {
     let props = &delivery.properties;
-    let reply_to = props.reply_to().as_ref().map(|r| r.as_str().to_owned());
+    let reply_to = props
+        .reply_to()
+        .as_ref()
+        .map(|r| r.as_str().to_owned())
+        .filter(|r| !r.is_empty());
     let Read { message, lamport } = match read(delivery)? {
         Ok(read) => read,
         Err(malformed) => {
@@ -195,7 +199,9 @@ async fn handle(
     let user = props.user_id().as_ref().map(|u| u.as_str().to_owned());
     let message_id = message.message_id().to_owned();
     let host = state.host.clone();
-    let route = reply_to.clone();
+    // A message without `reply_to` gets a route all the same (to no
+    // queue, [`NO_QUEUE`]): it says whose task it is.
+    let route = reply_to.clone().unwrap_or_else(|| NO_QUEUE.to_owned());
     let submission = tokio::task::spawn_blocking(move || {
         // The clock first: the task's receipts come after the other host's.
         if let Some(remote) = lamport {
@@ -204,7 +210,7 @@ async fn handle(
         // A new task is written with its route, which says it is not
         // this host's yet: nothing starts it, and a host that stops
         // before the acknowledgement abandons it at startup.
-        host.submit_task_replying(message, Auth::Broker(user.as_deref()), route.as_deref())
+        host.submit_task_replying(message, Auth::Broker(user.as_deref()), Some(&route))
     })
     .await
     .context("gate task")??;
@@ -215,26 +221,24 @@ async fn handle(
         "{}",
         submission.answer["type"].as_str().unwrap_or("job_status")
     );
-    let Some(reply_to) = reply_to else {
-        // Nobody to answer: the task stands (it is in the store, its
-        // receipts say what happened), acknowledged but never run blind.
+    if reply_to.is_none() {
+        // Nobody to answer: the task stands all the same (it is in the
+        // store, its receipts say what happened) and runs as any other.
         tracing::warn!(
             target: "hcp::amqp",
             "message {message_id} has no reply_to: its answers can only be read over HTTP"
         );
-        acknowledge(delivery).await?;
-        if let (true, Some(id)) = (submission.runnable, &submission.task_id) {
-            spawn_run(state, id.clone());
-        }
-        return Ok(());
-    };
+    }
     // Accepted or waiting: a final answer is still to come.
     let more = matches!(submission.kind, AnswerKind::Accepted | AnswerKind::Waiting);
-    let first = || {
+    let first = || async {
+        let Some(reply_to) = &reply_to else {
+            return Ok(());
+        };
         publish_answer(
             publish,
             &state.host,
-            &reply_to,
+            reply_to,
             &message_id,
             submission.task_id.as_deref(),
             &submission.answer,
@@ -243,6 +247,7 @@ async fn handle(
                 redelivered: false,
             },
         )
+        .await
     };
     let Some(id) = submission.task_id.as_deref().filter(|_| more) else {
         // Answered for good (refused, or a duplicate of a finished task):
@@ -257,11 +262,10 @@ async fn handle(
         acknowledge(delivery).await?;
         return Ok(());
     };
-    if submission.duplicate {
-        // A task submitted without a route (over HTTP, or an AMQP message
-        // without `reply_to`) is answered here from now on; one with a
-        // route keeps it.
-        state.host.store.route_replies(id, &reply_to, &message_id)?;
+    if let (true, Some(reply_to)) = (submission.duplicate, &reply_to) {
+        // A task submitted without a route (over HTTP) is answered here
+        // from now on; one with a route keeps it.
+        state.host.store.route_replies(id, reply_to, &message_id)?;
     }
     // The task becomes this host's, durably, before the broker lets go of
     // the message, and the first answer follows the acknowledgement (docs/
@@ -320,6 +324,11 @@ async fn handle(
     }
     answered.with_context(|| format!("task {id}: its first answer"))
 }
+
+/// The route of a task whose message had no `reply_to`: its answers are
+/// not published (the outbox closes the route when the task ends), but
+/// the route still says whether the task is this host's.
+pub(super) const NO_QUEUE: &str = "";
 
 /// Acknowledges `delivery`. lapin answers `Ok(false)` when the
 /// acknowledgement was not sent (its channel is closed): an error here,

@@ -118,6 +118,12 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
             let Some(answer) = task.result.as_ref().or(task.answer.as_ref()) else {
                 continue;
             };
+            if route.reply_to == super::delivery::NO_QUEUE {
+                // Its message had no `reply_to`: nothing to publish.
+                state.host.store.route_answered(&route.task_id)?;
+                capacity.release(&route.task_id);
+                continue;
+            }
             state.host.store.route_attempt(&route.task_id)?;
             let flags = Flags {
                 duplicate: false,
