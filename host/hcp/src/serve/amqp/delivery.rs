@@ -5,7 +5,7 @@
 //! acknowledged).
 
 use super::capacity::{Capacity, Place};
-use super::outbox::{Flags, LAMPORT_HEADER, publish_answer};
+use super::outbox::{Flags, LAMPORT_HEADER, NO_QUEUE, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
@@ -324,11 +324,6 @@ async fn handle(
     }
     answered.with_context(|| format!("task {id}: its first answer"))
 }
-
-/// The route of a task whose message had no `reply_to`: its answers are
-/// not published (the outbox closes the route when the task ends), but
-/// the route still says whether the task is this host's.
-pub(super) const NO_QUEUE: &str = "";
 
 /// Acknowledges `delivery`. lapin answers `Ok(false)` when the
 /// acknowledgement was not sent (its channel is closed): an error here,

@@ -90,6 +90,11 @@ pub(super) async fn publish_answer(
     }
 }
 
+/// The route of a task whose message had no `reply_to`: its answers are
+/// not published (the route is closed when the task ends), but the route
+/// still says whether the task is this host's.
+pub(super) const NO_QUEUE: &str = "";
+
 /// How often the routes are read even when nothing in this process
 /// changed (another process, or a write held back by a full disk).
 const SWEEP: Duration = Duration::from_secs(1);
@@ -118,7 +123,7 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
             let Some(answer) = task.result.as_ref().or(task.answer.as_ref()) else {
                 continue;
             };
-            if route.reply_to == super::delivery::NO_QUEUE {
+            if route.reply_to == NO_QUEUE {
                 // Its message had no `reply_to`: nothing to publish.
                 state.host.store.route_answered(&route.task_id)?;
                 capacity.release(&route.task_id);
