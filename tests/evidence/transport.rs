@@ -85,6 +85,42 @@ async fn a_task_submitted_over_amqp_comes_with_its_route() {
     assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
 }
 
+/// A host fault in the gate fails a task submitted over AMQP, and its
+/// route is closed with it: the delivery goes back to the broker, and the
+/// redelivery is a duplicate answered with that failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_failed_by_a_fault_in_the_gate_has_its_route_closed() {
+    let (data, host) = lab();
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(std::time::Duration::from_secs(10))
+        .expect("timeout");
+    db.execute_batch(
+        "CREATE TRIGGER test_fault BEFORE UPDATE OF state ON tasks \
+         WHEN NEW.state = 'queued' BEGIN SELECT RAISE(ABORT, 'the test: a fault'); END;",
+    )
+    .expect("the trigger");
+    let submit = |host: &hcp::engine::Host| {
+        let message = hcp::engine::TaskMessage::parse(example("document-analysis", "amqp-fault"))
+            .expect("a task_submit");
+        host.submit_task_replying(
+            message,
+            hcp::engine::Auth::Transport("harness-local-01"),
+            Some("reply-q"),
+        )
+    };
+    let fault = submit(&host).expect_err("the gate fails");
+    assert!(
+        format!("{fault:#}").contains("the test: a fault"),
+        "{fault:#}"
+    );
+    db.execute_batch("DROP TRIGGER test_fault")
+        .expect("drop the trigger");
+    assert!(open_routes(&host).is_empty());
+    let again = submit(&host).expect("the redelivery");
+    assert!(again.duplicate, "{}", again.answer);
+    assert_eq!(again.answer["type"], "task_failed", "{}", again.answer);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     let (data, host) = lab();

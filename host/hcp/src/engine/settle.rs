@@ -44,13 +44,19 @@ impl Host {
             None => "the host failed while admitting the task; see its log",
         };
         // If even this cannot be written, the store writes it once it can.
-        if let Ok(answer) = internal_failure(task, message) {
-            let _ = self.store.settle(
+        if let Ok(answer) = internal_failure(task, message)
+            && let Ok(true) = self.store.settle(
                 &task.task_id,
                 TaskState::Received,
                 TaskState::Failed,
                 answer,
-            );
+            )
+        {
+            // Answered for good: an AMQP delivery's redelivery is a
+            // duplicate of it and gets this answer, so its route (if any)
+            // has nothing left to carry. Left open, a host that starts
+            // again closes it.
+            let _ = self.store.route_answered(&task.task_id);
         }
         Err(fault)
     }
