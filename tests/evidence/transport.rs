@@ -19,15 +19,8 @@ use hcp_receipts::{Verdict, reason};
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_submitted_over_amqp_comes_with_its_route() {
     let (data, host) = lab();
-    let replying = |host: &hcp::engine::Host, m: &serde_json::Value| {
-        let message = hcp::engine::TaskMessage::parse(m.clone()).expect("a task_submit");
-        host.submit_task_replying(
-            message,
-            hcp::engine::Auth::Transport("harness-local-01"),
-            Some("reply-q"),
-        )
-        .expect("submit")
-    };
+    let replying =
+        |host: &hcp::engine::Host, m: &serde_json::Value| submit_replying(host, m).expect("submit");
     let held = replying(&host, &example("document-analysis", "amqp-routed"));
     assert_eq!(held.answer["type"], "task_accepted", "{}", held.answer);
     let held = held.task_id.expect("recorded");
@@ -100,13 +93,7 @@ async fn a_task_failed_by_a_fault_in_the_gate_has_its_route_closed() {
     )
     .expect("the trigger");
     let submit = |host: &hcp::engine::Host| {
-        let message = hcp::engine::TaskMessage::parse(example("document-analysis", "amqp-fault"))
-            .expect("a task_submit");
-        host.submit_task_replying(
-            message,
-            hcp::engine::Auth::Transport("harness-local-01"),
-            Some("reply-q"),
-        )
+        submit_replying(host, &example("document-analysis", "amqp-fault"))
     };
     let fault = submit(&host).expect_err("the gate fails");
     assert!(
@@ -333,4 +320,18 @@ fn open_routes(host: &hcp::engine::Host) -> Vec<String> {
         .into_iter()
         .map(|r| r.task_id)
         .collect()
+}
+
+/// `m` submitted by harness-local-01 as an AMQP delivery whose answers go
+/// to the queue `reply-q`.
+fn submit_replying(
+    host: &hcp::engine::Host,
+    m: &serde_json::Value,
+) -> anyhow::Result<hcp::engine::Submission> {
+    let message = hcp::engine::TaskMessage::parse(m.clone()).expect("a task_submit");
+    host.submit_task_replying(
+        message,
+        hcp::engine::Auth::Transport("harness-local-01"),
+        Some("reply-q"),
+    )
 }
