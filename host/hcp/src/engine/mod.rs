@@ -128,6 +128,9 @@ impl Host {
     /// The data directory, the policies or the engine cannot be opened.
     pub fn open(paths: HostPaths, config: HostConfig) -> Result<Self> {
         let store = Arc::new(Store::open(&paths.data_dir)?);
+        // The write-ahead log checkpointed off the task path (before the
+        // receipt writer's connection opens, so that it is watched too).
+        store.checkpoint_in_background()?;
         let policy = Arc::new(LivePolicy::new(
             PolicySet::load(&paths.policies_dir)
                 .with_context(|| format!("policies {}", paths.policies_dir.display()))?,

@@ -145,7 +145,8 @@ fn open_db(dir: &Path) -> Result<Connection> {
     db.pragma_update(None, "synchronous", "FULL")?;
     // A batch holds up to thousands of receipts: keep its pages in memory
     // until the commit (instead of spilling them to the WAL mid-transaction),
-    // and checkpoint the WAL less often.
+    // and checkpoint the WAL less often (or leave it to the store's thread,
+    // below).
     db.pragma_update(None, "cache_size", -65_536)?;
     db.pragma_update(None, "wal_autocheckpoint", 8_192)?;
     Ok(db)
@@ -164,7 +165,8 @@ impl Recorder {
     /// database fails.
     pub fn open(store: Arc<Store>, identity: HostIdentity, signing: SigningPolicy) -> Result<Self> {
         let dir = store.dir().to_path_buf();
-        let db = open_db(&dir)?;
+        let mut db = open_db(&dir)?;
+        store.watch_wal(&mut db)?;
         let HostIdentity { key, host_id } = identity;
         let empty = LogState {
             host_id: host_id.clone(),

@@ -29,6 +29,7 @@ mod resources;
 mod settle;
 mod tasks;
 mod trust;
+mod wal;
 
 pub use approvals::ApprovalRecord;
 pub use artifacts::parse_artifact_uri;
@@ -38,6 +39,7 @@ pub(crate) use tasks::TaskWrite;
 pub(crate) use tasks::stored_messages;
 pub use tasks::{SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskUpdate};
 pub use trust::{Added, TrustedPublisher};
+pub use wal::Checkpointer;
 
 /// How many prepared statements a connection of the store keeps: more
 /// than the store and the receipt log use.
@@ -54,6 +56,9 @@ pub struct Store {
     changes: tokio::sync::watch::Sender<u64>,
     /// Final states not yet written (see [`Store::settle`]).
     unsettled: Mutex<Vec<settle::Unsettled>>,
+    /// The write-ahead log's checkpoints, when a thread makes them (see
+    /// [`Store::checkpoint_in_background`]).
+    wal: std::sync::OnceLock<Checkpointer>,
 }
 
 impl Store {
@@ -91,7 +96,35 @@ impl Store {
             data_key,
             changes: tokio::sync::watch::Sender::new(0),
             unsettled: Mutex::new(Vec::new()),
+            wal: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Checkpoints the write-ahead log in a thread of its own from now on
+    /// (see `store/wal.rs`): this connection's commits, and those of the
+    /// connections passed to [`Store::watch_wal`], wake it instead of
+    /// checkpointing themselves, until the [`Checkpointer`] is dropped.
+    ///
+    /// # Errors
+    ///
+    /// The thread's connection cannot be opened.
+    pub fn checkpoint_in_background(&self) -> Result<()> {
+        let checkpointer = Checkpointer::start(&self.dir.join("hcp.db"))?;
+        checkpointer.watch(&mut self.db())?;
+        let _ = self.wal.set(checkpointer);
+        Ok(())
+    }
+
+    /// Leaves `db`'s checkpoints to the store's thread, if it runs one.
+    ///
+    /// # Errors
+    ///
+    /// SQLite refuses the hook.
+    pub(crate) fn watch_wal(&self, db: &mut Connection) -> Result<()> {
+        match self.wal.get() {
+            Some(checkpointer) => checkpointer.watch(db),
+            None => Ok(()),
+        }
     }
 
     /// The data directory.
