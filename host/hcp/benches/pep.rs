@@ -105,6 +105,9 @@ impl Lab {
             .expect("write a file of the grant");
         }
         let store = Arc::new(Store::open(&data).expect("store"));
+        // As a host that runs tasks: the write-ahead log checkpointed by a
+        // thread of its own.
+        store.checkpoint_in_background().expect("checkpointer");
         let key = HostKey::generate().expect("key");
         let host_id = format!("host-{}", key.key_id());
         let recorder = Recorder::open(
