@@ -104,11 +104,15 @@ impl Store {
     /// (see `store/wal.rs`): this connection's commits, and those of the
     /// connections passed to [`Store::watch_wal`], wake it instead of
     /// checkpointing themselves, until the [`Checkpointer`] is dropped.
+    /// A store that already has its thread keeps it.
     ///
     /// # Errors
     ///
     /// The thread's connection cannot be opened.
     pub fn checkpoint_in_background(&self) -> Result<()> {
+        if self.wal.get().is_some() {
+            return Ok(());
+        }
         let checkpointer = Checkpointer::start(&self.dir.join("hcp.db"))?;
         checkpointer.watch(&mut self.db())?;
         let _ = self.wal.set(checkpointer);

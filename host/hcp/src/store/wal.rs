@@ -155,4 +155,35 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(db_len(&path), copied, "a commit checkpointed itself");
     }
+
+    /// A store asked twice keeps its first thread: its connection's
+    /// commits still wake a running checkpointer.
+    #[test]
+    fn a_store_asked_twice_keeps_its_checkpoints() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::store::Store::open(dir.path()).expect("store");
+        store.checkpoint_in_background().expect("first");
+        store.checkpoint_in_background().expect("second");
+        let path = dir.path().join("hcp.db");
+        let before = db_len(&path);
+        {
+            let mut db = store.db();
+            db.execute_batch("CREATE TABLE scratch (x BLOB)")
+                .expect("table");
+            let tx = db.transaction().expect("begin");
+            for _ in 0..THRESHOLD + 400 {
+                tx.execute("INSERT INTO scratch VALUES (zeroblob(4000))", [])
+                    .expect("insert");
+            }
+            tx.commit().expect("commit");
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while db_len(&path) < before + 4_000_000 {
+            assert!(
+                Instant::now() < until,
+                "the store's log was not checkpointed after a second start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
