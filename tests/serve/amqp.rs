@@ -774,19 +774,12 @@ async fn logged_until(data: &Path, what: &str, until: std::time::Instant) -> boo
 
 /// Waits until the host's log (`serve.log` in `data`) says `what`.
 async fn logged(data: &Path, what: &str) {
-    let log = data.join("serve.log");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains(what)
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the host did not log {what:?} within a minute:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert!(
+        logged_until(data, what, deadline).await,
+        "the host did not log {what:?} within a minute:\n{}",
+        std::fs::read_to_string(data.join("serve.log")).unwrap_or_default()
+    );
 }
 
 /// docs/amqp.md, "What is acknowledged when": the broker lets go of a
