@@ -2,9 +2,12 @@
 //! for wasm32-wasip2 and writes `guests.rs` into OUT_DIR: one constant per
 //! component, holding its absolute path.
 //!
-//! Each guest workspace is built with its own `cargo build`, in its own
-//! target directory, with the environment Cargo set for this build script
-//! removed so nothing of the host build (profile, flags, wrappers) leaks in.
+//! Each guest workspace is built with its own `cargo build`, with the
+//! environment Cargo set for this build script removed so nothing of the
+//! host build (profile, flags, wrappers) leaks in. Both share the plugins'
+//! target directory (`plugins/target`, where the examples' manifests find
+//! their components): what runs on the build machine (wit-bindgen's macro
+//! and the WIT parser under it) is then compiled once for both.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,6 +45,7 @@ fn main() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
 
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
+    let target_dir = root.join("plugins/target");
     let mut constants = String::new();
     for (workspace, members) in WORKSPACES {
         let ws = root.join(workspace);
@@ -49,10 +53,10 @@ fn main() {
             println!("cargo:rerun-if-changed={}", ws.join(file).display());
         }
         rerun_for_members(&ws);
-        build(&cargo, &ws);
+        build(&cargo, &ws, &target_dir);
         for member in *members {
-            let wasm = ws
-                .join("target/wasm32-wasip2/release")
+            let wasm = target_dir
+                .join("wasm32-wasip2/release")
                 .join(format!("{}.wasm", member.replace('-', "_")));
             assert!(wasm.exists(), "{} was not built", wasm.display());
             constants.push_str(&format!(
@@ -87,7 +91,7 @@ fn rerun_for_members(ws: &Path) {
     }
 }
 
-fn build(cargo: &str, ws: &Path) {
+fn build(cargo: &str, ws: &Path, target_dir: &Path) {
     let mut cmd = Command::new(cargo);
     cmd.args([
         "build",
@@ -97,6 +101,8 @@ fn build(cargo: &str, ws: &Path) {
         "--manifest-path",
     ])
     .arg(ws.join("Cargo.toml"))
+    .arg("--target-dir")
+    .arg(target_dir)
     .current_dir(ws);
     for (key, _) in std::env::vars_os() {
         let Some(key) = key.to_str() else { continue };
