@@ -110,4 +110,85 @@ mod tests {
         assert_eq!(l.memory_refused, Some(101));
         assert!(l.memory_growing(30, 40, None).expect("ok"));
     }
+
+    /// A core module with a GC array type whose `alloc` export allocates an
+    /// array of that many bytes and keeps it in a global.
+    fn gc_module() -> Vec<u8> {
+        use wasm_encoder::{
+            CodeSection, ConstExpr, ExportKind, ExportSection, Function, FunctionSection,
+            GlobalSection, GlobalType, HeapType, Instruction, Module, RefType, StorageType,
+            TypeSection, ValType,
+        };
+        let bytes = HeapType::Concrete(0);
+        let mut types = TypeSection::new();
+        types.ty().array(&StorageType::I8, true);
+        types.ty().function([ValType::I32], []);
+        let mut functions = FunctionSection::new();
+        functions.function(1);
+        let mut globals = GlobalSection::new();
+        globals.global(
+            GlobalType {
+                val_type: ValType::Ref(RefType {
+                    nullable: true,
+                    heap_type: bytes,
+                }),
+                mutable: true,
+                shared: false,
+            },
+            &ConstExpr::ref_null(bytes),
+        );
+        let mut exports = ExportSection::new();
+        exports.export("alloc", ExportKind::Func, 0);
+        let mut alloc = Function::new([]);
+        alloc
+            .instruction(&Instruction::LocalGet(0))
+            .instruction(&Instruction::ArrayNewDefault(0))
+            .instruction(&Instruction::GlobalSet(0))
+            .instruction(&Instruction::End);
+        let mut code = CodeSection::new();
+        code.function(&alloc);
+        let mut module = Module::new();
+        module
+            .section(&types)
+            .section(&functions)
+            .section(&globals)
+            .section(&exports)
+            .section(&code);
+        module.finish()
+    }
+
+    /// The engine accepts the GC proposal (wasmtime's `gc` feature), and a
+    /// GC heap is memory like any other: the task's budget covers it.
+    #[test]
+    fn a_gc_heap_counts_against_the_memory_budget() {
+        let shared =
+            crate::engine::SharedEngine::new(crate::SandboxConfig::default()).expect("engine");
+        let module =
+            wasmtime::Module::new(&shared.engine, gc_module()).expect("a GC module compiles");
+        let budget = 16u64 << 20;
+        let run = |len: i32| {
+            let mut store = wasmtime::Store::new(
+                &shared.engine,
+                TaskLimiter::new(&Limits {
+                    memory_bytes: budget,
+                    ..Limits::DEFAULT
+                }),
+            );
+            store.limiter(|l| l);
+            store.set_epoch_deadline(1_000);
+            let instance = wasmtime::Instance::new(&mut store, &module, &[]).expect("instantiate");
+            let alloc = instance
+                .get_typed_func::<i32, ()>(&mut store, "alloc")
+                .expect("alloc");
+            let out = alloc.call(&mut store, len);
+            (out, store.into_data().memory_refused)
+        };
+        let (out, refused) = run(1 << 20);
+        assert!(out.is_ok(), "1 MiB within a 16 MiB budget: {out:?}");
+        assert_eq!(refused, None);
+        let (out, refused) = run(64 << 20);
+        assert!(out.is_err(), "64 MiB past a 16 MiB budget was allocated");
+        let refused = refused.expect("the limiter refused the GC heap's growth");
+        assert!(refused > budget, "{refused}");
+    }
 }
