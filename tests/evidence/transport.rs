@@ -111,25 +111,15 @@ async fn a_task_failed_by_a_fault_in_the_gate_has_its_route_closed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     let (data, host) = lab();
-    let held = submit(
-        &host,
-        &example("document-analysis", "amqp-held"),
-        "harness-local-01",
-    );
-    let held = held.task_id.expect("recorded");
-    let done = submit(
-        &host,
-        &example("document-analysis", "amqp-answered"),
-        "harness-local-01",
-    );
-    let done = done.task_id.expect("recorded");
-    // Both had routes; only the second's delivery was acknowledged.
-    host.store
-        .route_replies(&held, "reply-q", "amqp-held")
-        .expect("route");
-    host.store
-        .route_replies(&done, "reply-q", "amqp-answered")
-        .expect("route");
+    let held = submit_replying(&host, &example("document-analysis", "amqp-held"))
+        .expect("submit")
+        .task_id
+        .expect("recorded");
+    let done = submit_replying(&host, &example("document-analysis", "amqp-answered"))
+        .expect("submit")
+        .task_id
+        .expect("recorded");
+    // Both came with routes; only the second's delivery was acknowledged.
     host.store.route_acked(&done).expect("acked");
     drop(host);
 
@@ -191,6 +181,58 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     let replayed = hcp_receipts::replay(&pack, &PepDecider::new(&pack));
     assert!(replayed.ok(), "{:?}", replayed.issues);
     assert_eq!(replayed.matched, replayed.replayed);
+}
+
+/// A caller who sends over AMQP a task it submitted over HTTP (the same
+/// `message_id`) gets the HTTP task's answers on its reply queue: the
+/// duplicate delivery gives the task a route. The task was this host's
+/// from its admission, so a host that stops before it records the
+/// duplicate's delivery as its own still runs it after a restart. (With
+/// the route written as not this host's yet, the restarted host abandoned
+/// a task whose caller had been told it was accepted.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() {
+    let (data, host) = lab();
+    let message = example("document-analysis", "http-then-amqp");
+    let task = submit(&host, &message, "harness-local-01");
+    assert_eq!(task.answer["type"], "task_accepted", "{}", task.answer);
+    let task = task.task_id.expect("recorded");
+    let dup = submit_replying(&host, &message).expect("the duplicate");
+    assert!(dup.duplicate, "{}", dup.answer);
+    assert_eq!(dup.task_id.as_deref(), Some(task.as_str()));
+    // What the transport does for a duplicate (serve/amqp/delivery.rs):
+    // the route, then the record that the delivery is this host's, then
+    // the acknowledgement. The host stops between the first two.
+    host.store
+        .route_replies(&task, "reply-q", "http-then-amqp")
+        .expect("route");
+    assert_eq!(
+        host.store.startable_tasks().expect("startable"),
+        std::slice::from_ref(&task)
+    );
+    drop(host);
+
+    let host = open(data.path());
+    let abandoned = host.abandon_unacknowledged().expect("abandon");
+    assert!(
+        abandoned.is_empty(),
+        "a task accepted over HTTP was abandoned at startup: {abandoned:?}"
+    );
+    let state = host.store.task(&task).expect("read").expect("task").state;
+    assert_eq!(state, TaskState::Queued);
+    assert_eq!(
+        host.store.startable_tasks().expect("startable"),
+        std::slice::from_ref(&task)
+    );
+    // Its answers go to the duplicate's reply queue.
+    let routes = host.store.open_routes().expect("routes");
+    assert_eq!(
+        routes
+            .iter()
+            .map(|r| (r.task_id.as_str(), r.reply_to.as_str(), r.acked))
+            .collect::<Vec<_>>(),
+        [(task.as_str(), "reply-q", true)]
+    );
 }
 
 /// While serving: a copy recorded as this host's whose delivery then could

@@ -37,8 +37,8 @@ pub struct Replies<'a> {
     pub correlation_id: &'a str,
 }
 
-/// Records a route unless the task has one (a duplicate delivery keeps the
-/// first).
+/// Records a new task's route, which says the task is not this host's yet
+/// ([`Store::route_acked`] does), unless the task has one.
 pub(super) fn insert_route(
     db: &rusqlite::Connection,
     task_id: &str,
@@ -64,18 +64,23 @@ impl Store {
     /// without a route (a new task's route is written with it,
     /// [`Store::submit_routed`]). A task that has a route keeps it.
     ///
+    /// The route says the task is this host's already: a task submitted
+    /// without a route (over HTTP, or from the command line) was this
+    /// host's from its admission, whatever becomes of the duplicate's
+    /// delivery. (Written as not this host's yet, a host that stopped
+    /// before recording the delivery as its own abandoned at startup a task
+    /// whose caller had been told it was accepted.)
+    ///
     /// # Errors
     ///
     /// The database fails.
     pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
-        insert_route(
-            &self.db(),
-            task_id,
-            Replies {
-                reply_to,
-                correlation_id,
-            },
-        )?;
+        self.db()
+            .prepare_cached(
+                "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id, acked) \
+                 VALUES (?1, ?2, ?3, 1)",
+            )?
+            .execute(params![task_id, reply_to, correlation_id])?;
         Ok(())
     }
 
@@ -229,9 +234,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn queued(store: &Store, message_id: &str) -> String {
+    fn queued(store: &Store, message_id: &str, replies: Option<Replies<'_>>) -> String {
         let Submitted::New(task) = store
-            .submit("c1", message_id, "cap", &json!({}))
+            .submit_routed("c1", message_id, "cap", &json!({}), replies)
             .expect("submit")
         else {
             panic!("not new");
@@ -248,16 +253,34 @@ mod tests {
     fn a_task_whose_delivery_is_unacknowledged_is_not_started() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
-        let http = queued(&store, "m-http");
-        let amqp = queued(&store, "m-amqp");
-        store
-            .route_replies(&amqp, "reply-q", "m-amqp")
-            .expect("route");
+        let http = queued(&store, "m-http", None);
+        let amqp = queued(
+            &store,
+            "m-amqp",
+            Some(Replies {
+                reply_to: "reply-q",
+                correlation_id: "m-amqp",
+            }),
+        );
         assert_eq!(
             store.startable_tasks().expect("startable"),
             std::slice::from_ref(&http)
         );
         store.route_acked(&amqp).expect("acked");
-        assert_eq!(store.startable_tasks().expect("startable"), [http, amqp]);
+        assert_eq!(
+            store.startable_tasks().expect("startable"),
+            [http.clone(), amqp]
+        );
+        // A duplicate delivery of the task submitted without a route gives
+        // it one, which says the task is this host's: it stays startable.
+        store
+            .route_replies(&http, "reply-q", "m-http")
+            .expect("route");
+        let routes = store.open_routes().expect("routes");
+        assert!(
+            routes.iter().any(|r| r.task_id == http && r.acked),
+            "{routes:?}"
+        );
+        assert!(store.startable_tasks().expect("startable").contains(&http));
     }
 }

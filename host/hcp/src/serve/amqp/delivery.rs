@@ -264,7 +264,8 @@ async fn handle(
     };
     if let (true, Some(reply_to)) = (submission.duplicate, &reply_to) {
         // A task submitted without a route (over HTTP) is answered here
-        // from now on; one with a route keeps it.
+        // from now on, and the route says it is this host's already (it
+        // was from its admission); one with a route keeps it.
         state.host.store.route_replies(id, reply_to, &message_id)?;
     }
     // The task becomes this host's, durably, before the broker lets go of
