@@ -90,6 +90,10 @@ impl Drop for Ticker {
 impl SharedEngine {
     pub(crate) fn new(config: SandboxConfig) -> Result<Self, EngineError> {
         let mut c = Config::new();
+        // Never on (it is wasmtime's default): a shared memory grows
+        // without asking the store's limiter, outside the task's memory
+        // budget (limits.rs, `a_shared_memory_is_refused_since_no_budget_would_bound_it`).
+        c.shared_memory(false);
         c.wasm_component_model(true)
             .epoch_interruption(config.epoch_interruption)
             .max_wasm_stack(config.max_wasm_stack)

@@ -191,4 +191,75 @@ mod tests {
         let refused = refused.expect("the limiter refused the GC heap's growth");
         assert!(refused > budget, "{refused}");
     }
+
+    /// A core module with a shared linear memory (the threads proposal)
+    /// whose `grow` export grows it by that many pages.
+    fn shared_memory_module() -> Vec<u8> {
+        use wasm_encoder::{
+            CodeSection, ExportKind, ExportSection, Function, FunctionSection, Instruction,
+            MemorySection, MemoryType, Module, TypeSection, ValType,
+        };
+        let mut types = TypeSection::new();
+        types.ty().function([ValType::I32], [ValType::I32]);
+        let mut functions = FunctionSection::new();
+        functions.function(0);
+        let mut memories = MemorySection::new();
+        memories.memory(MemoryType {
+            minimum: 1,
+            maximum: Some(65_536),
+            memory64: false,
+            shared: true,
+            page_size_log2: None,
+        });
+        let mut exports = ExportSection::new();
+        exports.export("grow", ExportKind::Func, 0);
+        let mut grow = Function::new([]);
+        grow.instruction(&Instruction::LocalGet(0))
+            .instruction(&Instruction::MemoryGrow(0))
+            .instruction(&Instruction::End);
+        let mut code = CodeSection::new();
+        code.function(&grow);
+        let mut module = Module::new();
+        module
+            .section(&types)
+            .section(&functions)
+            .section(&memories)
+            .section(&exports)
+            .section(&code);
+        module.finish()
+    }
+
+    /// wasmtime grows a shared memory without asking the store's limiter
+    /// (`SharedMemory::grow` passes none), so a shared memory would escape
+    /// the task's memory budget. The engine refuses one when it is
+    /// instantiated, with the pooling allocator (the host's) and without
+    /// it: an error, not a panic, and no memory.
+    #[test]
+    fn a_shared_memory_is_refused_since_no_budget_would_bound_it() {
+        for pooling in [true, false] {
+            let shared = crate::engine::SharedEngine::new(crate::SandboxConfig {
+                pooling,
+                epoch_interruption: false,
+                ..crate::SandboxConfig::default()
+            })
+            .expect("engine");
+            let mut store = wasmtime::Store::new(
+                &shared.engine,
+                TaskLimiter::new(&Limits {
+                    memory_bytes: 16 << 20,
+                    ..Limits::DEFAULT
+                }),
+            );
+            store.limiter(|l| l);
+            let instance = wasmtime::Module::new(&shared.engine, shared_memory_module())
+                .and_then(|module| wasmtime::Instance::new(&mut store, &module, &[]));
+            let Err(e) = instance else {
+                panic!("pooling {pooling}: a module with a shared memory was instantiated");
+            };
+            assert!(
+                format!("{e:#}").contains("shared"),
+                "pooling {pooling}: refused for another reason: {e:#}"
+            );
+        }
+    }
 }
