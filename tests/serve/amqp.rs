@@ -1185,3 +1185,96 @@ fn the_seeds_cvd_task_over_amqp_waits_for_an_operator_then_completes() {
         assert_eq!(last["type"], "task_completed", "{last}");
     });
 }
+
+/// docs/amqp.md, "Redelivery and a host that dies": a caller sends over
+/// AMQP a task it had submitted over HTTP (the same `message_id`). The
+/// task waits for an operator; the duplicate delivery gives it a route to
+/// the caller's reply queue, and the host is SIGKILLed before it records
+/// the delivery as its own (a trigger the test puts in its database
+/// refuses that record). The task was accepted over HTTP before the
+/// duplicate came: the restarted host keeps it, the operator's approval
+/// runs it, and the caller gets its final answer over AMQP. (With the
+/// duplicate's route written as not this host's yet, the restarted host
+/// failed the accepted task as "abandoned" and admitted the redelivery as
+/// a new task.)
+#[test]
+fn a_task_accepted_over_http_survives_a_host_killed_while_taking_its_duplicate_over_amqp() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, policies, server) = amqp_host(&broker, &["harness-local-01", "harness-alpha-001"]);
+    let cvd = with_id(example("cvd-material-synthesis"), "http-then-amqp");
+    let (status, pending, task) = server.post("/v1/tasks", super::ALPHA, &cvd);
+    assert_eq!(status, 202, "{pending}");
+    let task = task.expect("task id");
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    db.execute_batch(
+        "CREATE TRIGGER test_not_owned BEFORE UPDATE OF acked ON amqp_replies \
+         WHEN NEW.acked = 1 BEGIN SELECT RAISE(ABORT, 'the test: not this host''s'); END;",
+    )
+    .expect("the trigger");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let body = serde_json::to_vec(&cvd).expect("encode");
+    let mut alpha = runtime.block_on(async {
+        queue_ready(&broker).await;
+        let alpha = Caller::connect(&broker, "harness-alpha-001", data.path()).await;
+        let confirm = alpha
+            .channel
+            .basic_publish(
+                "".into(),
+                "hcp.tasks.cvd-material-synthesis".into(),
+                BasicPublishOptions::default(),
+                &body,
+                BasicProperties::default()
+                    .with_reply_to(alpha.reply_to.as_str().into())
+                    .with_user_id("harness-alpha-001".into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack());
+        logged(data.path(), "the test: not this host's").await;
+        alpha
+    });
+    drop(server);
+    db.execute_batch("DROP TRIGGER test_not_owned")
+        .expect("drop the trigger");
+
+    let server = amqp_host_again(&broker, data.path(), policies.path());
+    let (status, view) = server.get(&format!("/v1/tasks/{task}"), Some(super::ALPHA));
+    assert_eq!(status, 200, "{view}");
+    assert_eq!(
+        (view["status"].as_str(), view["message"].as_str()),
+        (Some("queued"), Some("waiting for an operator's approval")),
+        "the task accepted over HTTP did not survive the restart: {view}\nthe host's log:\n{}",
+        std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
+    );
+    runtime.block_on(async {
+        // The redelivered duplicate is answered as such.
+        let (id, first) = alpha.answer().await;
+        assert_eq!(id, "http-then-amqp");
+        assert_eq!(first["job_id"], task.as_str(), "{first}");
+        let (status, approved, _) = server.post(
+            &format!("/v1/approvals/{task}"),
+            super::OPERATOR,
+            &serde_json::json!({"decision": "approve", "reason": "recipe within the lab's SOP"}),
+        );
+        assert_eq!(status, 200, "{approved}");
+        let (id, last) = alpha.answer().await;
+        assert_eq!(id, "http-then-amqp");
+        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+    });
+    // The final answer is the HTTP task's: it ran once, and nothing else
+    // was admitted for the message.
+    let (status, view) = server.get(&format!("/v1/tasks/{task}"), Some(super::ALPHA));
+    assert_eq!(
+        (status, view["status"].as_str()),
+        (200, Some("complete")),
+        "{view}"
+    );
+    let (status, list) = server.get("/v1/tasks", Some(super::ALPHA));
+    assert_eq!(status, 200, "{list}");
+    let tasks = list["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 1, "{list}");
+}
