@@ -37,18 +37,25 @@ pub struct Replies<'a> {
     pub correlation_id: &'a str,
 }
 
-/// Records a new task's route, which says the task is not this host's yet
-/// ([`Store::route_acked`] does), unless the task has one.
+/// Records a route unless the task has one (a duplicate delivery keeps the
+/// first). `owned`: the task is this host's already (see
+/// [`Store::route_acked`]); a new task's route is not.
 pub(super) fn insert_route(
     db: &rusqlite::Connection,
     task_id: &str,
     replies: Replies<'_>,
+    owned: bool,
 ) -> rusqlite::Result<usize> {
     db.prepare_cached(
-        "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
-         VALUES (?1, ?2, ?3)",
+        "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id, acked) \
+         VALUES (?1, ?2, ?3, ?4)",
     )?
-    .execute(params![task_id, replies.reply_to, replies.correlation_id])
+    .execute(params![
+        task_id,
+        replies.reply_to,
+        replies.correlation_id,
+        i64::from(owned)
+    ])
 }
 
 fn close_route(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<usize> {
@@ -75,12 +82,15 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
-        self.db()
-            .prepare_cached(
-                "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id, acked) \
-                 VALUES (?1, ?2, ?3, 1)",
-            )?
-            .execute(params![task_id, reply_to, correlation_id])?;
+        insert_route(
+            &self.db(),
+            task_id,
+            Replies {
+                reply_to,
+                correlation_id,
+            },
+            true,
+        )?;
         Ok(())
     }
 
