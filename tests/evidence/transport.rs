@@ -354,6 +354,53 @@ async fn a_clock_brought_back_orders_the_next_receipts_after_it() {
     assert_eq!(lamport_of(second.task_id.as_deref().expect("id")), 5_001);
 }
 
+/// A clock a caller brings is any number it likes (over AMQP, the
+/// `x-hcp-lamport` header of any message, before the gate knows who sent
+/// it). One just below the receipts' limit (2^53 − 1) exhausted the
+/// host's clock for good: the stored log kept it, and every receipt after
+/// it was refused, so no task was admitted again, after restarts too. A
+/// received clock is now at most 2^48 (a host making a million receipts a
+/// second reaches it in about nine years), which leaves the host its own
+/// 2^53 − 2^48 receipts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clock_that_would_exhaust_the_hosts_is_refused_and_the_host_goes_on() {
+    let (data, host) = lab();
+    for bad in [(1u64 << 53) - 2, (1 << 48) + 1] {
+        let e = host
+            .observe_lamport(bad)
+            .expect_err("a clock that would leave the host no room is refused");
+        assert!(e.downcast_ref::<ClockOutOfRange>().is_some(), "{e:#}");
+    }
+    let first = submit(
+        &host,
+        &example("document-analysis", "clock-after-refusal"),
+        "harness-local-01",
+    );
+    assert_eq!(first.answer["type"], "task_accepted", "{}", first.answer);
+    assert!(host.lamport() < 1 << 48, "{}", host.lamport());
+    // The largest clock taken: the next receipts come after it, and the
+    // host goes on after a restart.
+    host.observe_lamport(1 << 48)
+        .expect("at most 2^48 is taken");
+    let second = submit(
+        &host,
+        &example("document-analysis", "clock-at-the-limit"),
+        "harness-local-01",
+    );
+    assert_eq!(second.answer["type"], "task_accepted", "{}", second.answer);
+    assert!(host.lamport() > 1 << 48);
+    drop(host);
+    let host = open(data.path());
+    let third = submit(
+        &host,
+        &example("document-analysis", "clock-after-restart"),
+        "harness-local-01",
+    );
+    assert_eq!(third.answer["type"], "task_accepted", "{}", third.answer);
+    let (_, pack) = export_all(&host);
+    assert!(verify(&pack).ok());
+}
+
 /// The tasks whose route is open (their final answer not confirmed yet).
 fn open_routes(host: &hcp::engine::Host) -> Vec<String> {
     host.store

@@ -193,7 +193,7 @@ impl Host {
     ///
     /// # Errors
     ///
-    /// The clock is 2^53 − 1 or more
+    /// The clock is above [`crate::evidence::MAX_RECEIVED_LAMPORT`]
     /// ([`crate::evidence::ClockOutOfRange`]); the receipt writer stopped.
     pub fn observe_lamport(&self, remote: u64) -> Result<()> {
         self.recorder.observe_lamport(remote)

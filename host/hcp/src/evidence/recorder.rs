@@ -122,10 +122,22 @@ pub struct Recorder {
     clock: Arc<AtomicU64>,
 }
 
-/// A Lamport clock from outside the host is not a number the log can take:
-/// at or above 2^53 − 1 (receipts' integers stay exact in JSON).
+/// The largest Lamport clock the host takes from outside (2^48): a caller
+/// brings it, so it is any number the caller likes. Receipts' clocks end
+/// at 2^53 − 1 (their integers stay exact in JSON), and the log moves to
+/// the larger of its clock and the one received, so a clock near that end
+/// would leave the host no receipt to make, for good (the stored log keeps
+/// it). Up to 2^48 leaves it 2^53 − 2^48 of its own; a host making a
+/// million receipts a second reaches 2^48 in about nine years.
+pub const MAX_RECEIVED_LAMPORT: u64 = 1 << 48;
+
+/// A Lamport clock from outside the host that it does not take: above
+/// [`MAX_RECEIVED_LAMPORT`].
 #[derive(Debug, thiserror::Error)]
-#[error("a Lamport clock must be below 2^53 - 1 (9007199254740991); got {0}")]
+#[error(
+    "a Lamport clock brought from another host must be at most 2^48 (281474976710656), \
+     which leaves this host room for its own receipts; got {0}"
+)]
 pub struct ClockOutOfRange(pub u64);
 
 impl std::fmt::Debug for Recorder {
@@ -238,9 +250,9 @@ impl Recorder {
     ///
     /// # Errors
     ///
-    /// `remote` is 2^53 − 1 or more; the writer stopped.
+    /// `remote` is above [`MAX_RECEIVED_LAMPORT`]; the writer stopped.
     pub fn observe_lamport(&self, remote: u64) -> Result<()> {
-        if remote >= hcp_receipts::ids::MAX_SAFE_INTEGER {
+        if remote > MAX_RECEIVED_LAMPORT {
             return Err(ClockOutOfRange(remote).into());
         }
         if remote <= self.lamport() {

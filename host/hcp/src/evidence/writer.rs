@@ -347,9 +347,10 @@ impl Core {
                     }));
                 }
                 Msg::Observe(remote) => {
-                    // The edges refuse a clock the log cannot take (2^53
-                    // and above); one that got here all the same is only
-                    // noted.
+                    // The recorder refuses a clock above 2^48
+                    // (`MAX_RECEIVED_LAMPORT`), so the log keeps room for
+                    // its own receipts; one the log cannot take that got
+                    // here all the same is only noted.
                     if let Err(e) = core.log.receive(remote) {
                         tracing::warn!("receipts: a Lamport clock received: {e}");
                     }

@@ -7,6 +7,7 @@
 use super::capacity::{Capacity, Place};
 use super::outbox::{Flags, LAMPORT_HEADER, NO_QUEUE, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
+use crate::evidence::MAX_RECEIVED_LAMPORT;
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
@@ -71,16 +72,23 @@ struct Read {
     lamport: Option<u64>,
 }
 
-/// The `x-hcp-lamport` header: an unsigned integer below 2^53 − 1, as an
-/// AMQP integer of any width or as decimal text (some clients send every
-/// header as a string). `Ok(None)` when there is none.
+/// The `x-hcp-lamport` header: an unsigned integer of at most 2^48
+/// ([`MAX_RECEIVED_LAMPORT`]), as an AMQP integer of any width or as
+/// decimal text (some clients send every header as a string). `Ok(None)`
+/// when there is none.
 fn lamport_header(delivery: &Delivery) -> std::result::Result<Option<u64>, String> {
     let Some(headers) = delivery.properties.headers() else {
         return Ok(None);
     };
-    let Some(value) = headers.inner().get(LAMPORT_HEADER) else {
-        return Ok(None);
-    };
+    headers
+        .inner()
+        .get(LAMPORT_HEADER)
+        .map(lamport_value)
+        .transpose()
+}
+
+/// The clock an `x-hcp-lamport` header's value says (see [`lamport_header`]).
+fn lamport_value(value: &AMQPValue) -> std::result::Result<u64, String> {
     let n: Option<u64> = match value {
         AMQPValue::ShortShortUInt(n) => Some(u64::from(*n)),
         AMQPValue::ShortUInt(n) => Some(u64::from(*n)),
@@ -97,10 +105,10 @@ fn lamport_header(delivery: &Delivery) -> std::result::Result<Option<u64>, Strin
         _ => None,
     };
     match n {
-        Some(n) if n < hcp_receipts::ids::MAX_SAFE_INTEGER => Ok(Some(n)),
+        Some(n) if n <= MAX_RECEIVED_LAMPORT => Ok(n),
         _ => Err(format!(
-            "the {LAMPORT_HEADER} header must be an unsigned integer below 2^53 - 1 \
-             (a clock from an earlier answer); got {value:?}"
+            "the {LAMPORT_HEADER} header must be an unsigned integer of at most 2^48 \
+             (281474976710656: a clock from an earlier answer); got {value:?}"
         )),
     }
 }
@@ -339,4 +347,41 @@ async fn acknowledge(delivery: &Delivery) -> Result<()> {
         "the delivery could not be acknowledged: its channel is closed"
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clock_header_is_a_number_of_at_most_2_48() {
+        let max = MAX_RECEIVED_LAMPORT;
+        for (value, clock) in [
+            (AMQPValue::LongLongInt(42), 42),
+            (AMQPValue::ShortShortUInt(7), 7),
+            (AMQPValue::LongString("1234".into()), 1234),
+            (AMQPValue::ShortString("5".into()), 5),
+            (AMQPValue::Timestamp(max), max),
+            (
+                AMQPValue::LongLongInt(i64::try_from(max).expect("small")),
+                max,
+            ),
+        ] {
+            assert_eq!(lamport_value(&value), Ok(clock), "{value:?}");
+        }
+        // One near the end of the receipts' range would exhaust the host's
+        // clock for good; negative numbers and text are not clocks.
+        for value in [
+            AMQPValue::LongLongInt(i64::try_from(max + 1).expect("small")),
+            AMQPValue::LongLongInt((1 << 53) - 2),
+            AMQPValue::Timestamp(u64::MAX),
+            AMQPValue::LongString("9007199254740990".into()),
+            AMQPValue::LongLongInt(-1),
+            AMQPValue::LongString("soon".into()),
+            AMQPValue::Boolean(true),
+        ] {
+            let e = lamport_value(&value).expect_err("refused");
+            assert!(e.contains("at most 2^48"), "{e}");
+        }
+    }
 }
