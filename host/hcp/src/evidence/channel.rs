@@ -234,9 +234,19 @@ impl Failure {
             .unwrap_or_else(|| "the receipt writer stopped".into())
     }
 
-    /// The error for a message the writer answered `why`.
+    /// The error for a message the writer answered `why`: a full disk when
+    /// `why` is the last failure's and that failure was a full disk. (A
+    /// message refused for another reason, a draft the log does not take
+    /// or a store write that fails, is not one, also after a full disk.)
     pub(super) fn error(&self, why: String) -> anyhow::Error {
-        if self.full.load(Ordering::Acquire) {
+        let full = self.full.load(Ordering::Acquire)
+            && self
+                .why
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_deref()
+                == Some(&why);
+        if full {
             anyhow::Error::new(StorageFull(format!("receipts: {why}")))
         } else {
             anyhow::anyhow!("receipts: {why}")
@@ -257,5 +267,27 @@ impl Failure {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(session)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A full disk is reported as such for the messages its failed batch
+    /// refused; a message refused for another reason after the disk
+    /// recovered is not answered "storage full, retry later".
+    #[test]
+    fn only_a_full_disks_refusals_are_reported_as_storage_full() {
+        let failure = Failure::default();
+        failure.set("disk full".into(), true, Vec::new());
+        let full = failure.error(failure.why());
+        assert!(full.downcast_ref::<StorageFull>().is_some(), "{full:#}");
+        failure.clear();
+        let other = failure.error("no receipt of this process records proposal \"p\"".into());
+        assert!(other.downcast_ref::<StorageFull>().is_none(), "{other:#}");
+        failure.set("database is locked".into(), false, Vec::new());
+        let locked = failure.error(failure.why());
+        assert!(locked.downcast_ref::<StorageFull>().is_none(), "{locked:#}");
     }
 }
