@@ -1278,3 +1278,83 @@ fn a_task_accepted_over_http_survives_a_host_killed_while_taking_its_duplicate_o
     let tasks = list["tasks"].as_array().expect("tasks");
     assert_eq!(tasks.len(), 1, "{list}");
 }
+
+/// docs/amqp.md, "A reply queue that refuses answers": one caller's reply
+/// queue refuses every answer (`x-max-length` 0 with `x-overflow:
+/// reject-publish`, so the broker `nack`s each publish). Its task's final
+/// answer waits and is tried again; another caller's task, routed after
+/// it, still gets its final answer. (Before, the refusal ended the host's
+/// AMQP session: it reconnected, met the same route first and was refused
+/// again, and no later caller got a final answer.)
+#[test]
+fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let connection = Connection::connect(
+            &broker.url("harness-local-01", "harness-local-01-secret"),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("connect");
+        let channel = connection.create_channel().await.expect("channel");
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+        let mut args = FieldTable::default();
+        args.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
+        args.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("reject-publish".into()),
+        );
+        let full = channel
+            .queue_declare(
+                "".into(),
+                QueueDeclareOptions {
+                    exclusive: true,
+                    auto_delete: true,
+                    ..QueueDeclareOptions::default()
+                },
+                args,
+            )
+            .await
+            .expect("a queue that refuses everything");
+        let task = with_id(example("document-analysis"), "amqp-refusing-queue");
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                QUEUE.into(),
+                BasicPublishOptions::default(),
+                &serde_json::to_vec(&task).expect("encode"),
+                BasicProperties::default()
+                    .with_reply_to(full.name().as_str().into())
+                    .with_user_id("harness-local-01".into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack());
+        // Its final answer was refused once at least.
+        logged(data.path(), "the broker refused the answer to").await;
+
+        let mut other = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let body = serde_json::to_vec(&with_id(
+            example("document-analysis"),
+            "amqp-after-refusing",
+        ))
+        .expect("encode");
+        other.send(&body, Some("harness-local-01")).await;
+        let (id, first) = other.answer().await;
+        assert_eq!(id, "amqp-after-refusing");
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (id, last) = other.answer().await;
+        assert_eq!(id, "amqp-after-refusing");
+        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+        drop(connection);
+    });
+}

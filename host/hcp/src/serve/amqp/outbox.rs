@@ -12,7 +12,8 @@ use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Confirmation};
 use serde_json::Value;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// The header with the host's Lamport clock, on every answer; a caller
 /// that sends it back with its next message (to any host) moves that
@@ -86,7 +87,44 @@ pub(super) async fn publish_answer(
         .with_context(|| format!("confirm of the answer to {reply_to}"))?;
     match confirm {
         Confirmation::Ack(_) | Confirmation::NotRequested => Ok(()),
-        Confirmation::Nack(_) => anyhow::bail!("the broker refused the answer to {reply_to}"),
+        Confirmation::Nack(_) => Err(Refused(reply_to.to_owned()).into()),
+    }
+}
+
+/// The broker refused an answer (a `basic.nack`): the connection is fine,
+/// this one queue does not take it (full with `x-overflow:
+/// reject-publish`, for one).
+#[derive(Debug, thiserror::Error)]
+#[error("the broker refused the answer to {0}")]
+pub(super) struct Refused(String);
+
+/// The first wait before an answer the broker refused is published again;
+/// it doubles on each refusal, up to [`REFUSED_AT_MOST`].
+const REFUSED_FIRST: Duration = Duration::from_secs(1);
+const REFUSED_AT_MOST: Duration = Duration::from_secs(300);
+
+/// Routes whose answer the broker refused, and when each is tried again:
+/// one caller's queue that refuses every answer holds back its own route,
+/// not every other caller's final answer.
+#[derive(Debug, Default)]
+struct Held(HashMap<String, (Instant, Duration)>);
+
+impl Held {
+    fn waits(&self, task_id: &str, now: Instant) -> bool {
+        self.0.get(task_id).is_some_and(|(at, _)| now < *at)
+    }
+
+    fn refused(&mut self, task_id: &str, now: Instant) -> Duration {
+        let wait = self
+            .0
+            .get(task_id)
+            .map_or(REFUSED_FIRST, |(_, w)| (*w * 2).min(REFUSED_AT_MOST));
+        self.0.insert(task_id.to_owned(), (now + wait, wait));
+        wait
+    }
+
+    fn answered(&mut self, task_id: &str) {
+        self.0.remove(task_id);
     }
 }
 
@@ -100,12 +138,14 @@ pub(super) const NO_QUEUE: &str = "";
 const SWEEP: Duration = Duration::from_secs(1);
 
 /// Publishes final answers until publishing fails (the connection is
-/// gone; the routes stay open for the next connection).
+/// gone; the routes stay open for the next connection). An answer the
+/// broker refuses holds back its own route only ([`Held`]).
 pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -> Result<()> {
     let mut changes = state.host.store.task_changes();
+    let mut held = Held::default();
     loop {
         for route in state.host.store.open_routes()? {
-            if !route.acked {
+            if !route.acked || held.waits(&route.task_id, Instant::now()) {
                 continue;
             }
             // Any task's change wakes the outbox: a task is read whole
@@ -134,7 +174,7 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
                 duplicate: false,
                 redelivered: route.attempts > 0,
             };
-            publish_answer(
+            let published = publish_answer(
                 &channel,
                 &state.host,
                 &route.reply_to,
@@ -143,7 +183,23 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
                 answer,
                 flags,
             )
-            .await?;
+            .await;
+            if let Err(e) = published {
+                // Refused by the broker: this route waits, the others go
+                // on. Anything else: the connection is gone.
+                if e.downcast_ref::<Refused>().is_none() {
+                    return Err(e);
+                }
+                let wait = held.refused(&route.task_id, Instant::now());
+                tracing::warn!(
+                    target: "hcp::amqp",
+                    task = %route.task_id,
+                    "{e:#}; its final answer is tried again in {} s",
+                    wait.as_secs()
+                );
+                continue;
+            }
+            held.answered(&route.task_id);
             state.host.store.route_answered(&route.task_id)?;
             capacity.release(&route.task_id);
             tracing::info!(
@@ -154,5 +210,28 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
             );
         }
         let _ = tokio::time::timeout(SWEEP, changes.changed()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_route_waits_longer_each_time_and_alone() {
+        let mut held = Held::default();
+        let t0 = Instant::now();
+        assert!(!held.waits("a", t0));
+        assert_eq!(held.refused("a", t0), REFUSED_FIRST);
+        assert!(held.waits("a", t0));
+        assert!(!held.waits("b", t0), "another route is not held");
+        assert!(!held.waits("a", t0 + REFUSED_FIRST));
+        assert_eq!(held.refused("a", t0), REFUSED_FIRST * 2);
+        for _ in 0..20 {
+            held.refused("a", t0);
+        }
+        assert_eq!(held.refused("a", t0), REFUSED_AT_MOST);
+        held.answered("a");
+        assert!(!held.waits("a", t0));
     }
 }
