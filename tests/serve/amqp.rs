@@ -1355,6 +1355,37 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
         let (id, last) = other.answer().await;
         assert_eq!(id, "amqp-after-refusing");
         assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+
+        // A submission refused at the gate whose reply queue refuses the
+        // refusal: its delivery is settled once, not left with the broker
+        // to come back and be refused again, in a loop.
+        let mut unknown = with_id(example("document-analysis"), "amqp-unknown-capability");
+        unknown["payload"]["capability"] = "no-such-capability".into();
+        let confirm = channel
+            .basic_publish(
+                "".into(),
+                QUEUE.into(),
+                BasicPublishOptions::default(),
+                &serde_json::to_vec(&unknown).expect("encode"),
+                BasicProperties::default()
+                    .with_reply_to(full.name().as_str().into())
+                    .with_user_id("harness-local-01".into())
+                    .with_delivery_mode(2),
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack());
+        // The host logs each delivery it takes with its message_id.
+        logged(data.path(), "message_id=amqp-unknown-capability").await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+        let taken = log
+            .lines()
+            .filter(|l| l.contains("message_id=amqp-unknown-capability"))
+            .count();
+        assert_eq!(taken, 1, "delivered and refused again and again:\n{log}");
         drop(connection);
     });
 }

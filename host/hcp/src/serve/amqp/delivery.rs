@@ -5,7 +5,7 @@
 //! acknowledged).
 
 use super::capacity::{Capacity, Place};
-use super::outbox::{Flags, LAMPORT_HEADER, NO_QUEUE, publish_answer};
+use super::outbox::{Flags, LAMPORT_HEADER, NO_QUEUE, Refused, publish_answer};
 use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
 use crate::evidence::MAX_RECEIVED_LAMPORT;
 use crate::serve::BODY_LIMIT;
@@ -186,7 +186,7 @@ async fn handle(
                             .map(|c| c.as_str().to_owned())
                     })
                     .unwrap_or_default();
-                publish_answer(
+                let published = publish_answer(
                     publish,
                     &state.host,
                     reply_to,
@@ -195,7 +195,8 @@ async fn handle(
                     &malformed.answer.answer,
                     Flags::default(),
                 )
-                .await?;
+                .await;
+                undeliverable_is_answered(published, &correlation)?;
             }
             delivery
                 .reject(BasicRejectOptions { requeue: false })
@@ -262,7 +263,7 @@ async fn handle(
         // nothing of this delivery is left to run. The answer first: a
         // host that stops before the acknowledgement answers the
         // redelivery the same way.
-        first().await?;
+        undeliverable_is_answered(first().await, &message_id)?;
         if let (false, Some(id)) = (submission.duplicate, &submission.task_id) {
             // A refused task's route was its first answer's only.
             state.host.store.route_refused(id)?;
@@ -332,6 +333,26 @@ async fn handle(
         spawn_run(state, id.to_owned());
     }
     answered.with_context(|| format!("task {id}: its first answer"))
+}
+
+/// The answer that ends a submission (a refusal, a duplicate of a finished
+/// task, a malformed message's) and that the caller's reply queue refused
+/// (the broker `nack`ed it): the submission is answered as far as the
+/// host can, and its delivery is settled all the same. (Left with the
+/// broker, it came back at once and was refused again, in a loop.) A
+/// redelivery would get the same answer; the host's records keep it.
+fn undeliverable_is_answered(published: Result<()>, message_id: &str) -> Result<()> {
+    match published {
+        Err(e) if e.downcast_ref::<Refused>().is_some() => {
+            tracing::warn!(
+                target: "hcp::amqp",
+                "message {message_id}: {e:#}; its delivery is settled all the same \
+                 (a redelivery gets the same answer)"
+            );
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Acknowledges `delivery`. lapin answers `Ok(false)` when the
