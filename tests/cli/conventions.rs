@@ -670,3 +670,82 @@ fn commands_that_act_report_what_they_did_as_json() {
     let distrusted = json(&["trust", "remove", "acme-labs", "--json"]);
     assert_eq!(distrusted["still_installed"], Value::Array(Vec::new()));
 }
+
+/// A task whose AMQP delivery this host never acknowledged (the host
+/// stopped before it recorded the task as its own) is not its own: the
+/// broker may give the message to another host, which runs it. With
+/// `hcp serve` stopped, `hcp tasks run-queued` and `hcp approvals
+/// approve` leave it as it is and say why. (They ran it: the task ran on
+/// two hosts.)
+#[test]
+fn the_command_line_neither_runs_nor_decides_a_task_this_host_does_not_own() {
+    let hcp = Hcp::new();
+    let host = Host::open(
+        HostPaths {
+            data_dir: hcp.data.path().to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: Path::new(REPO_ROOT).join("policies"),
+        },
+        HostConfig::default(),
+    )
+    .expect("host");
+    let mut ids = Vec::new();
+    for (plugin, caller) in [
+        ("document-analysis", "harness-local-01"),
+        ("cvd-material-synthesis", "harness-alpha-001"),
+    ] {
+        host.install_manifest(
+            &Path::new(REPO_ROOT).join(format!("plugins/{plugin}/manifest.json")),
+        )
+        .expect("install");
+        let path = format!("{REPO_ROOT}/plugins/{plugin}/examples/task_submit.json");
+        let message: Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");
+        // As the AMQP transport takes a delivery: the task with its route,
+        // not this host's until the delivery is acknowledged.
+        let submission = host
+            .submit_task_replying(
+                hcp::engine::TaskMessage::parse(message).expect("a task_submit"),
+                hcp::engine::Auth::Transport(caller),
+                Some("reply-q"),
+            )
+            .expect("submit");
+        ids.push(submission.task_id.expect("recorded"));
+    }
+    drop(host);
+    let (queued, waiting) = (&ids[0], &ids[1]);
+
+    let out = hcp.run(&["tasks", "run-queued", "--json"]);
+    assert_eq!(
+        json_of(&out, &["tasks", "run-queued"]),
+        Value::Array(Vec::new())
+    );
+    assert!(
+        stderr(&out).contains(&format!("task {queued}: not run"))
+            && stderr(&out).contains("never acknowledged"),
+        "{}",
+        stderr(&out)
+    );
+    let out = hcp.run(&[
+        "approvals",
+        "approve",
+        waiting,
+        "--operator",
+        "operator-lab-01",
+        "--reason",
+        "looks fine",
+    ]);
+    assert_ne!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stderr(&out).contains("not this host's to decide"),
+        "{}",
+        stderr(&out)
+    );
+    for (id, state) in [(queued, "queued"), (waiting, "pending_approval")] {
+        let shown = json_of(
+            &hcp.run(&["tasks", "show", id, "--json"]),
+            &["tasks", "show"],
+        );
+        assert_eq!(shown["state"], state, "{shown}");
+    }
+}

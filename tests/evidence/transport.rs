@@ -401,6 +401,73 @@ async fn a_clock_that_would_exhaust_the_hosts_is_refused_and_the_host_goes_on() 
     assert!(verify(&pack).ok());
 }
 
+/// A task whose AMQP delivery this host never acknowledged (it stopped
+/// first, or the record failed) is not its own: the broker may give the
+/// message to another host, which runs it. Nothing here starts it or
+/// decides it, also from the command line while `hcp serve` is not
+/// running (`hcp tasks run-queued` and `hcp approvals approve` ran such a
+/// copy, so the task ran on two hosts). Queued tasks start oldest first,
+/// however many wait.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_decided() {
+    let (_data, host) = lab();
+    let queued = submit_replying(&host, &example("document-analysis", "amqp-unowned"))
+        .expect("submit")
+        .task_id
+        .expect("recorded");
+    let cvd = example("cvd-material-synthesis", "amqp-unowned-cvd");
+    let waiting = host
+        .submit_task_replying(
+            hcp::engine::TaskMessage::parse(cvd).expect("a task_submit"),
+            hcp::engine::Auth::Transport("harness-alpha-001"),
+            Some("reply-q"),
+        )
+        .expect("submit");
+    assert_eq!(waiting.answer["status"], "queued", "{}", waiting.answer);
+    let waiting = waiting.task_id.expect("recorded");
+    assert_eq!(
+        host.store
+            .task(&waiting)
+            .expect("read")
+            .expect("task")
+            .state,
+        TaskState::PendingApproval
+    );
+    assert_eq!(
+        host.store.held_tasks().expect("held"),
+        std::slice::from_ref(&queued)
+    );
+    assert!(host.store.startable_tasks().expect("startable").is_empty());
+    let refused = host
+        .decide(
+            &waiting,
+            true,
+            hcp::engine::Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "looks fine",
+        )
+        .expect_err("not this host's to decide");
+    assert!(
+        format!("{refused:#}").contains("never acknowledged"),
+        "{refused:#}"
+    );
+    // Once recorded as this host's, both go on.
+    host.store.route_acked(&queued).expect("acked");
+    host.store.route_acked(&waiting).expect("acked");
+    assert!(host.store.held_tasks().expect("held").is_empty());
+    assert_eq!(host.store.startable_tasks().expect("startable"), [queued]);
+    let decided = host
+        .decide(
+            &waiting,
+            true,
+            hcp::engine::Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "looks fine",
+        )
+        .expect("decided");
+    assert!(decided.runnable, "{}", decided.answer);
+}
+
 /// The tasks whose route is open (their final answer not confirmed yet).
 fn open_routes(host: &hcp::engine::Host) -> Vec<String> {
     host.store

@@ -327,7 +327,22 @@ pub(super) fn tasks(args: TasksArgs) -> Outcome {
         TasksCommand::RunQueued { json } => {
             let rt = runtime()?;
             let mut ran = Vec::new();
-            for t in host.store.tasks(Some(TaskState::Queued), usize::MAX)? {
+            // A task whose AMQP delivery this host never acknowledged is
+            // not its own: the broker may have given the message to
+            // another host, which runs it (`hcp serve` lets such a copy go
+            // when it starts).
+            let held: std::collections::HashSet<String> =
+                host.store.held_tasks()?.into_iter().collect();
+            for id in &held {
+                eprintln!(
+                    "task {id}: not run: its AMQP delivery was never acknowledged by this host, \
+                     so the broker may give the message to another host (`hcp serve` lets this \
+                     copy go when it starts)"
+                );
+            }
+            let mut queued = host.store.tasks(Some(TaskState::Queued), usize::MAX)?;
+            queued.reverse();
+            for t in queued.into_iter().filter(|t| !held.contains(&t.task_id)) {
                 let answer = rt.block_on(host.run_task(&t.task_id))?;
                 if json {
                     ran.push(serde_json::json!({"task_id": t.task_id, "answer": answer}));

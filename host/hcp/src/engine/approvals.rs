@@ -39,6 +39,13 @@ impl Host {
         if reason.trim().is_empty() {
             anyhow::bail!("a decision needs a reason");
         }
+        if self.store.is_held(task_id)? {
+            anyhow::bail!(
+                "task {task_id} is not this host's to decide: its AMQP delivery was never \
+                 acknowledged here, so the broker may give the message to another host \
+                 (`hcp serve` lets this copy go when it starts)"
+            );
+        }
         let admission = task
             .admission
             .clone()

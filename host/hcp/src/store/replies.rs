@@ -219,20 +219,48 @@ impl Store {
     ///
     /// The database fails.
     pub fn startable_tasks(&self) -> Result<Vec<String>> {
-        let held = self.unacknowledged_tasks()?;
-        Ok(self
-            .tasks(Some(super::TaskState::Queued), 1000)?
-            .into_iter()
-            .rev()
-            .map(|t| t.task_id)
-            .filter(|id| !held.contains(id))
-            .collect())
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT task_id FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
+             (SELECT 1 FROM amqp_replies r \
+              WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL) \
+             ORDER BY created_at, task_id LIMIT 1000",
+        )?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    fn unacknowledged_tasks(&self) -> Result<std::collections::HashSet<String>> {
+    /// Whether `task_id` came from an AMQP delivery this host has not
+    /// acknowledged (its route is open and not this host's): the broker
+    /// may give the message to another host, so nothing here starts or
+    /// decides the task.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn is_held(&self, task_id: &str) -> Result<bool> {
+        Ok(self
+            .db()
+            .prepare_cached(
+                "SELECT EXISTS (SELECT 1 FROM amqp_replies \
+                 WHERE task_id = ?1 AND acked = 0 AND answered_at IS NULL)",
+            )?
+            .query_row(params![task_id], |r| r.get(0))?)
+    }
+
+    /// Queued tasks held by an unacknowledged AMQP delivery: not this
+    /// host's (yet), so nothing here starts them ([`Store::startable_tasks`]).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn held_tasks(&self) -> Result<Vec<String>> {
         let db = self.db();
-        let mut stmt =
-            db.prepare("SELECT task_id FROM amqp_replies WHERE acked = 0 AND answered_at IS NULL")?;
+        let mut stmt = db.prepare_cached(
+            "SELECT t.task_id FROM tasks t JOIN amqp_replies r USING (task_id) \
+             WHERE t.state = 'queued' AND r.acked = 0 AND r.answered_at IS NULL \
+             ORDER BY t.created_at, t.task_id",
+        )?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
@@ -292,5 +320,31 @@ mod tests {
             "{routes:?}"
         );
         assert!(store.startable_tasks().expect("startable").contains(&http));
+    }
+
+    /// The oldest queued tasks start first, however many wait: the start
+    /// list took the newest thousand, so past a thousand queued tasks the
+    /// oldest never started.
+    #[test]
+    fn the_oldest_queued_tasks_start_first_past_a_thousand() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let mut ids = Vec::new();
+        for i in 0..1_005 {
+            let Submitted::New(task) = store
+                .submit("c1", &format!("m-{i}"), "cap", &json!({}))
+                .expect("submit")
+            else {
+                panic!("not new");
+            };
+            ids.push(task.task_id);
+        }
+        store
+            .db()
+            .execute("UPDATE tasks SET state = 'queued'", [])
+            .expect("queue them all");
+        let startable = store.startable_tasks().expect("startable");
+        assert_eq!(startable.len(), 1_000);
+        assert_eq!(startable[..], ids[..1_000]);
     }
 }
