@@ -46,8 +46,9 @@ fn both(hcp: &Hcp, args: &[&str], expect: &str) -> Value {
 /// A data directory with document-analysis and cvd-material-synthesis
 /// installed, one document-analysis task completed and one CVD task
 /// waiting for an operator.
-fn lab() -> (Hcp, String, String) {
-    let hcp = Hcp::new();
+/// The host of `hcp`'s data directory with the seed's two capabilities
+/// installed.
+fn installed(hcp: &Hcp) -> Host {
     let host = Host::open(
         HostPaths {
             data_dir: hcp.data.path().to_path_buf(),
@@ -63,7 +64,12 @@ fn lab() -> (Hcp, String, String) {
         )
         .expect("install");
     }
-    drop(host);
+    host
+}
+
+fn lab() -> (Hcp, String, String) {
+    let hcp = Hcp::new();
+    drop(installed(&hcp));
     let submit = |file: &str, caller: &str| {
         let out = hcp.run(&["submit", "--as", caller, file]);
         assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
@@ -680,24 +686,12 @@ fn commands_that_act_report_what_they_did_as_json() {
 #[test]
 fn the_command_line_neither_runs_nor_decides_a_task_this_host_does_not_own() {
     let hcp = Hcp::new();
-    let host = Host::open(
-        HostPaths {
-            data_dir: hcp.data.path().to_path_buf(),
-            cache_dir: cache_dir(),
-            policies_dir: Path::new(REPO_ROOT).join("policies"),
-        },
-        HostConfig::default(),
-    )
-    .expect("host");
+    let host = installed(&hcp);
     let mut ids = Vec::new();
     for (plugin, caller) in [
         ("document-analysis", "harness-local-01"),
         ("cvd-material-synthesis", "harness-alpha-001"),
     ] {
-        host.install_manifest(
-            &Path::new(REPO_ROOT).join(format!("plugins/{plugin}/manifest.json")),
-        )
-        .expect("install");
         let path = format!("{REPO_ROOT}/plugins/{plugin}/examples/task_submit.json");
         let message: Value =
             serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json");

@@ -61,6 +61,16 @@ pub(super) struct Caller {
 
 impl Caller {
     pub(super) async fn connect(broker: &Broker, user: &str, data: &Path) -> Self {
+        Self::connect_with(broker, user, data, FieldTable::default()).await
+    }
+
+    /// [`Caller::connect`] with a reply queue declared with `queue_args`.
+    async fn connect_with(
+        broker: &Broker,
+        user: &str,
+        data: &Path,
+        queue_args: FieldTable,
+    ) -> Self {
         let connection = Connection::connect(
             &broker.url(user, &format!("{user}-secret")),
             ConnectionProperties::default(),
@@ -80,7 +90,7 @@ impl Caller {
                     auto_delete: true,
                     ..QueueDeclareOptions::default()
                 },
-                FieldTable::default(),
+                queue_args,
             )
             .await
             .expect("reply queue");
@@ -1293,52 +1303,19 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         queue_ready(&broker).await;
-        let connection = Connection::connect(
-            &broker.url("harness-local-01", "harness-local-01-secret"),
-            ConnectionProperties::default(),
-        )
-        .await
-        .expect("connect");
-        let channel = connection.create_channel().await.expect("channel");
-        channel
-            .confirm_select(ConfirmSelectOptions::default())
-            .await
-            .expect("confirms");
-        let mut args = FieldTable::default();
-        args.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
-        args.insert(
+        let mut refusing = FieldTable::default();
+        refusing.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
+        refusing.insert(
             "x-overflow".into(),
             AMQPValue::LongString("reject-publish".into()),
         );
-        let full = channel
-            .queue_declare(
-                "".into(),
-                QueueDeclareOptions {
-                    exclusive: true,
-                    auto_delete: true,
-                    ..QueueDeclareOptions::default()
-                },
-                args,
-            )
-            .await
-            .expect("a queue that refuses everything");
+        let full = Caller::connect_with(&broker, "harness-local-01", data.path(), refusing).await;
         let task = with_id(example("document-analysis"), "amqp-refusing-queue");
-        let confirm = channel
-            .basic_publish(
-                "".into(),
-                QUEUE.into(),
-                BasicPublishOptions::default(),
-                &serde_json::to_vec(&task).expect("encode"),
-                BasicProperties::default()
-                    .with_reply_to(full.name().as_str().into())
-                    .with_user_id("harness-local-01".into())
-                    .with_delivery_mode(2),
-            )
-            .await
-            .expect("publish")
-            .await
-            .expect("confirm");
-        assert!(confirm.is_ack());
+        full.send(
+            &serde_json::to_vec(&task).expect("encode"),
+            Some("harness-local-01"),
+        )
+        .await;
         // Its final answer was refused once at least.
         logged(data.path(), "the broker refused the answer to").await;
 
@@ -1361,22 +1338,11 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
         // to come back and be refused again, in a loop.
         let mut unknown = with_id(example("document-analysis"), "amqp-unknown-capability");
         unknown["payload"]["capability"] = "no-such-capability".into();
-        let confirm = channel
-            .basic_publish(
-                "".into(),
-                QUEUE.into(),
-                BasicPublishOptions::default(),
-                &serde_json::to_vec(&unknown).expect("encode"),
-                BasicProperties::default()
-                    .with_reply_to(full.name().as_str().into())
-                    .with_user_id("harness-local-01".into())
-                    .with_delivery_mode(2),
-            )
-            .await
-            .expect("publish")
-            .await
-            .expect("confirm");
-        assert!(confirm.is_ack());
+        full.send(
+            &serde_json::to_vec(&unknown).expect("encode"),
+            Some("harness-local-01"),
+        )
+        .await;
         // The host logs each delivery it takes with its message_id.
         logged(data.path(), "message_id=amqp-unknown-capability").await;
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1386,6 +1352,5 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
             .filter(|l| l.contains("message_id=amqp-unknown-capability"))
             .count();
         assert_eq!(taken, 1, "delivered and refused again and again:\n{log}");
-        drop(connection);
     });
 }
