@@ -131,7 +131,24 @@ impl Caller {
             .await;
     }
 
+    /// [`Caller::send`] to another capability's queue.
+    async fn send_to(&self, queue: &str, body: &[u8], user_id: &str) {
+        self.publish_to(queue, body, Some(user_id), FieldTable::default(), true)
+            .await;
+    }
+
     async fn publish(&self, body: &[u8], user_id: Option<&str>, headers: FieldTable, reply: bool) {
+        self.publish_to(QUEUE, body, user_id, headers, reply).await;
+    }
+
+    async fn publish_to(
+        &self,
+        queue: &str,
+        body: &[u8],
+        user_id: Option<&str>,
+        headers: FieldTable,
+        reply: bool,
+    ) {
         let mut props = BasicProperties::default()
             .with_content_type("application/json".into())
             .with_delivery_mode(2)
@@ -146,7 +163,7 @@ impl Caller {
             .channel
             .basic_publish(
                 "".into(),
-                QUEUE.into(),
+                queue.into(),
                 BasicPublishOptions::default(),
                 body,
                 props,
@@ -792,6 +809,21 @@ async fn logged(data: &Path, what: &str) {
     );
 }
 
+/// The host's database with a trigger that refuses the record that a
+/// task is the host's own (`amqp_replies.acked` set to 1), as a host that
+/// dies just before it would leave it; `DROP TRIGGER test_not_owned` on
+/// the connection given ends it.
+fn refuse_ownership(data: &Path) -> rusqlite::Connection {
+    let db = rusqlite::Connection::open(data.join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    db.execute_batch(
+        "CREATE TRIGGER test_not_owned BEFORE UPDATE OF acked ON amqp_replies \
+         WHEN NEW.acked = 1 BEGIN SELECT RAISE(ABORT, 'the test: not this host''s'); END;",
+    )
+    .expect("the trigger");
+    db
+}
+
 /// docs/amqp.md, "What is acknowledged when": the broker lets go of a
 /// delivery only once the host has durably recorded that the task is its
 /// own. Here the host cannot write that record (a trigger the test puts
@@ -804,13 +836,7 @@ async fn logged(data: &Path, what: &str) {
 fn a_host_killed_before_recording_that_it_owns_a_task_leaves_the_message_with_the_broker() {
     let broker = Broker::start().expect("start a RabbitMQ node");
     let (data, policies, server) = amqp_host(&broker, &["harness-local-01"]);
-    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
-    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
-    db.execute_batch(
-        "CREATE TRIGGER test_not_owned BEFORE UPDATE OF acked ON amqp_replies \
-         WHEN NEW.acked = 1 BEGIN SELECT RAISE(ABORT, 'the test: not this host''s'); END;",
-    )
-    .expect("the trigger");
+    let db = refuse_ownership(data.path());
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let mut caller = runtime.block_on(async {
         queue_ready(&broker).await;
@@ -1160,23 +1186,13 @@ fn the_seeds_cvd_task_over_amqp_waits_for_an_operator_then_completes() {
         let cvd = with_id(example("cvd-material-synthesis"), "amqp-cvd-1");
         let body = serde_json::to_vec(&cvd).expect("encode");
         // Published to the CVD capability's own queue.
-        let confirm = alpha
-            .channel
-            .basic_publish(
-                "".into(),
-                "hcp.tasks.cvd-material-synthesis".into(),
-                BasicPublishOptions::default(),
+        alpha
+            .send_to(
+                "hcp.tasks.cvd-material-synthesis",
                 &body,
-                BasicProperties::default()
-                    .with_reply_to(alpha.reply_to.as_str().into())
-                    .with_user_id("harness-alpha-001".into())
-                    .with_delivery_mode(2),
+                "harness-alpha-001",
             )
-            .await
-            .expect("publish")
-            .await
-            .expect("confirm");
-        assert!(confirm.is_ack());
+            .await;
         // R3: the first answer says it waits for an operator.
         let (id, pending) = alpha.answer().await;
         assert_eq!(id, "amqp-cvd-1");
@@ -1215,35 +1231,19 @@ fn a_task_accepted_over_http_survives_a_host_killed_while_taking_its_duplicate_o
     let (status, pending, task) = server.post("/v1/tasks", super::ALPHA, &cvd);
     assert_eq!(status, 202, "{pending}");
     let task = task.expect("task id");
-    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
-    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
-    db.execute_batch(
-        "CREATE TRIGGER test_not_owned BEFORE UPDATE OF acked ON amqp_replies \
-         WHEN NEW.acked = 1 BEGIN SELECT RAISE(ABORT, 'the test: not this host''s'); END;",
-    )
-    .expect("the trigger");
+    let db = refuse_ownership(data.path());
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let body = serde_json::to_vec(&cvd).expect("encode");
     let mut alpha = runtime.block_on(async {
         queue_ready(&broker).await;
         let alpha = Caller::connect(&broker, "harness-alpha-001", data.path()).await;
-        let confirm = alpha
-            .channel
-            .basic_publish(
-                "".into(),
-                "hcp.tasks.cvd-material-synthesis".into(),
-                BasicPublishOptions::default(),
+        alpha
+            .send_to(
+                "hcp.tasks.cvd-material-synthesis",
                 &body,
-                BasicProperties::default()
-                    .with_reply_to(alpha.reply_to.as_str().into())
-                    .with_user_id("harness-alpha-001".into())
-                    .with_delivery_mode(2),
+                "harness-alpha-001",
             )
-            .await
-            .expect("publish")
-            .await
-            .expect("confirm");
-        assert!(confirm.is_ack());
+            .await;
         logged(data.path(), "the test: not this host's").await;
         alpha
     });
