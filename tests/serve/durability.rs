@@ -485,6 +485,36 @@ fn a_deleted_write_ahead_log_is_refused_and_the_loss_can_be_accepted() {
     let _ = tasks;
 }
 
+/// A mark file that holds no mark (damaged or replaced) stops the host,
+/// which says how to go on, and the recovery it names works: accepting the
+/// store as it is writes a new mark. (The recovery commands read the old
+/// mark first and failed on it too, so the operator had to delete the
+/// file by hand.)
+#[test]
+fn a_damaged_mark_is_refused_and_the_store_can_be_accepted() {
+    let (data, tasks) = with_tasks(2, false);
+    std::fs::write(data.path().join("hcp.db.mark"), b"{\"receipts\": \"torn")
+        .expect("damage the mark");
+    let (code, err) = refused(data.path());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("hcp.db.mark is not a store mark"), "{err}");
+    assert!(err.contains("`hcp store check --accept-loss`"), "{err}");
+    let accepted = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["store", "check", "--accept-loss"])
+        .env("HCP_DATA_DIR", data.path())
+        .output()
+        .expect("hcp store check --accept-loss");
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+    assert!(marked(data.path()) > 0, "a new mark");
+    let server = Server::start(data.path());
+    verify_ok(&server);
+    let _ = tasks;
+}
+
 #[test]
 fn a_truncated_write_ahead_log_is_refused_at_startup() {
     let (data, _) = with_tasks(4, true);

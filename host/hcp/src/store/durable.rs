@@ -140,12 +140,26 @@ impl Mark {
         serde_json::from_slice(bytes).ok()
     }
 
+    /// The mark of `dir`, if it has one.
+    ///
+    /// # Errors
+    ///
+    /// A [`Damaged`] when the file holds no mark (neither record's
+    /// checksum holds), with the way out; the file cannot be read.
     fn read(dir: &Path) -> Result<Option<Self>> {
         let path = dir.join(MARK);
         match std::fs::read(&path) {
-            Ok(bytes) => Self::parse(&bytes)
-                .map(Some)
-                .with_context(|| format!("{} is not a store mark", path.display())),
+            Ok(bytes) => Self::parse(&bytes).map(Some).ok_or_else(|| {
+                damaged(
+                    dir,
+                    format!(
+                        "{} is not a store mark (damaged or replaced): what the store must \
+                         hold is unknown",
+                        path.display()
+                    ),
+                    RESTORE_OR_ACCEPT,
+                )
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| path.display().to_string()),
         }
@@ -435,6 +449,16 @@ pub fn check(dir: &Path) -> Result<Checked> {
     })
 }
 
+/// The mark that a recovery (accepting the loss, restoring a backup)
+/// replaces: none when the file holds no mark, since replacing a damaged
+/// mark is one of the things these commands are for.
+fn replaced_mark(dir: &Path) -> Result<Option<Mark>> {
+    match Mark::read(dir) {
+        Err(e) if e.downcast_ref::<Damaged>().is_some() => Ok(None),
+        other => other,
+    }
+}
+
 /// Accepts the store as it is: after `quick_check`, its mark becomes what
 /// it holds now. Returns the old mark and the new.
 ///
@@ -444,7 +468,7 @@ pub fn check(dir: &Path) -> Result<Checked> {
 /// written.
 pub fn accept_loss(dir: &Path) -> Result<Checked> {
     let path = dir.join(DB);
-    let mark = Mark::read(dir)?;
+    let mark = replaced_mark(dir)?;
     let store = if std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) == 0 {
         Mark {
             receipts: 0,
@@ -532,7 +556,7 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Checked> {
     }
     let store = Mark::of(&source)?;
     drop(source);
-    let mark = Mark::read(dir)?;
+    let mark = replaced_mark(dir)?;
     let path = dir.join(DB);
     let tmp = temp_beside(&path)?;
     let placed = (|| -> Result<()> {
