@@ -235,6 +235,45 @@ async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() 
     );
 }
 
+/// A message sent without `reply_to` (nobody is answered) and sent again
+/// with one: the duplicate's queue gets the task's final answer. (The
+/// first route, to no queue, was kept, so the caller who asked for
+/// answers never had one.) A route to a queue stays as it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_with_reply_to_gets_the_answers_of_a_task_first_sent_without() {
+    let (_data, host) = lab();
+    let message = example("document-analysis", "amqp-answer-me-later");
+    // As the transport takes a message without `reply_to`: a route to no
+    // queue ('').
+    let task = host
+        .submit_task_replying(
+            hcp::engine::TaskMessage::parse(message.clone()).expect("a task_submit"),
+            hcp::engine::Auth::Transport("harness-local-01"),
+            Some(""),
+        )
+        .expect("submit")
+        .task_id
+        .expect("recorded");
+    host.store.route_acked(&task).expect("acked");
+    let dup = submit_replying(&host, &message).expect("the duplicate");
+    assert!(dup.duplicate, "{}", dup.answer);
+    host.store
+        .route_replies(&task, "reply-q", "amqp-answer-me-later")
+        .expect("route");
+    // A third copy, to another queue, changes nothing.
+    host.store
+        .route_replies(&task, "other-q", "amqp-answer-me-later")
+        .expect("route");
+    let routes = host.store.open_routes().expect("routes");
+    assert_eq!(
+        routes
+            .iter()
+            .map(|r| (r.task_id.as_str(), r.reply_to.as_str(), r.acked))
+            .collect::<Vec<_>>(),
+        [(task.as_str(), "reply-q", true)]
+    );
+}
+
 /// While serving: a copy recorded as this host's whose delivery then could
 /// not be acknowledged (the channel was gone) is let go as a stopped host
 /// lets go its unacknowledged copies, unless it has started: that one stays

@@ -37,25 +37,18 @@ pub struct Replies<'a> {
     pub correlation_id: &'a str,
 }
 
-/// Records a route unless the task has one (a duplicate delivery keeps the
-/// first). `owned`: the task is this host's already (see
-/// [`Store::route_acked`]); a new task's route is not.
+/// Records a new task's route, which says the task is not this host's yet
+/// ([`Store::route_acked`] records that it is), unless the task has one.
 pub(super) fn insert_route(
     db: &rusqlite::Connection,
     task_id: &str,
     replies: Replies<'_>,
-    owned: bool,
 ) -> rusqlite::Result<usize> {
     db.prepare_cached(
-        "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id, acked) \
-         VALUES (?1, ?2, ?3, ?4)",
+        "INSERT OR IGNORE INTO amqp_replies (task_id, reply_to, correlation_id) \
+         VALUES (?1, ?2, ?3)",
     )?
-    .execute(params![
-        task_id,
-        replies.reply_to,
-        replies.correlation_id,
-        i64::from(owned)
-    ])
+    .execute(params![task_id, replies.reply_to, replies.correlation_id])
 }
 
 fn close_route(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<usize> {
@@ -69,11 +62,13 @@ impl Store {
     /// Records where the answers of an existing task go, before its first
     /// answer is published: a duplicate delivery of a task submitted
     /// without a route (a new task's route is written with it,
-    /// [`Store::submit_routed`]). A task that has a route keeps it.
+    /// [`Store::submit_routed`]), or whose route goes to no queue (its
+    /// first message had no `reply_to`: the duplicate's queue takes the
+    /// answers from now on). Any other route stays as it is.
     ///
-    /// The route says the task is this host's already: a task submitted
-    /// without a route (over HTTP, or from the command line) was this
-    /// host's from its admission, whatever becomes of the duplicate's
+    /// A route written here says the task is this host's already: a task
+    /// submitted without a route (over HTTP, or from the command line) was
+    /// this host's from its admission, whatever becomes of the duplicate's
     /// delivery. (Written as not this host's yet, a host that stopped
     /// before recording the delivery as its own abandoned at startup a task
     /// whose caller had been told it was accepted.)
@@ -82,15 +77,16 @@ impl Store {
     ///
     /// The database fails.
     pub fn route_replies(&self, task_id: &str, reply_to: &str, correlation_id: &str) -> Result<()> {
-        insert_route(
-            &self.db(),
-            task_id,
-            Replies {
-                reply_to,
-                correlation_id,
-            },
-            true,
-        )?;
+        // '' is the AMQP transport's route to no queue.
+        self.db()
+            .prepare_cached(
+                "INSERT INTO amqp_replies (task_id, reply_to, correlation_id, acked) \
+                 VALUES (?1, ?2, ?3, 1) \
+                 ON CONFLICT (task_id) DO UPDATE \
+                 SET reply_to = excluded.reply_to, correlation_id = excluded.correlation_id \
+                 WHERE amqp_replies.reply_to = '' AND amqp_replies.answered_at IS NULL",
+            )?
+            .execute(params![task_id, reply_to, correlation_id])?;
         Ok(())
     }
 

@@ -429,7 +429,7 @@ impl Store {
             // A new task is what was just written; a duplicate is read.
             let earlier = if inserted == 1 {
                 if let Some(replies) = replies {
-                    super::replies::insert_route(&tx, &task_id, replies, false)?;
+                    super::replies::insert_route(&tx, &task_id, replies)?;
                 }
                 None
             } else {
