@@ -225,13 +225,9 @@ async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() 
         std::slice::from_ref(&task)
     );
     // Its answers go to the duplicate's reply queue.
-    let routes = host.store.open_routes().expect("routes");
     assert_eq!(
-        routes
-            .iter()
-            .map(|r| (r.task_id.as_str(), r.reply_to.as_str(), r.acked))
-            .collect::<Vec<_>>(),
-        [(task.as_str(), "reply-q", true)]
+        route_queues(&host),
+        [(task.clone(), "reply-q".to_owned(), true)]
     );
 }
 
@@ -264,13 +260,9 @@ async fn a_duplicate_with_reply_to_gets_the_answers_of_a_task_first_sent_without
     host.store
         .route_replies(&task, "other-q", "amqp-answer-me-later")
         .expect("route");
-    let routes = host.store.open_routes().expect("routes");
     assert_eq!(
-        routes
-            .iter()
-            .map(|r| (r.task_id.as_str(), r.reply_to.as_str(), r.acked))
-            .collect::<Vec<_>>(),
-        [(task.as_str(), "reply-q", true)]
+        route_queues(&host),
+        [(task.clone(), "reply-q".to_owned(), true)]
     );
 }
 
@@ -505,6 +497,17 @@ async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_dec
         )
         .expect("decided");
     assert!(decided.runnable, "{}", decided.answer);
+}
+
+/// The open routes: each task, its reply queue, and whether it is this
+/// host's.
+fn route_queues(host: &hcp::engine::Host) -> Vec<(String, String, bool)> {
+    host.store
+        .open_routes()
+        .expect("routes")
+        .into_iter()
+        .map(|r| (r.task_id, r.reply_to, r.acked))
+        .collect()
 }
 
 /// The tasks whose route is open (their final answer not confirmed yet).

@@ -450,6 +450,20 @@ fn random_bytes_in_the_database_are_refused_at_startup() {
     assert_refused(data.path(), "the database is damaged (quick_check: ");
 }
 
+/// `hcp store check --accept-loss` on `data`, which must succeed.
+fn accept_loss(data: &Path) {
+    let accepted = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["store", "check", "--accept-loss"])
+        .env("HCP_DATA_DIR", data)
+        .output()
+        .expect("hcp store check --accept-loss");
+    assert!(
+        accepted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&accepted.stderr)
+    );
+}
+
 #[test]
 fn a_deleted_write_ahead_log_is_refused_and_the_loss_can_be_accepted() {
     let (data, tasks) = with_tasks(4, true);
@@ -470,16 +484,7 @@ fn a_deleted_write_ahead_log_is_refused_and_the_loss_can_be_accepted() {
     );
     // The operator accepts the loss explicitly: the host serves again, and
     // says what it holds.
-    let accepted = Command::new(env!("CARGO_BIN_EXE_hcp"))
-        .args(["store", "check", "--accept-loss"])
-        .env("HCP_DATA_DIR", data.path())
-        .output()
-        .expect("hcp store check --accept-loss");
-    assert!(
-        accepted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&accepted.stderr)
-    );
+    accept_loss(data.path());
     let server = Server::start(data.path());
     verify_ok(&server);
     let _ = tasks;
@@ -499,16 +504,7 @@ fn a_damaged_mark_is_refused_and_the_store_can_be_accepted() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("hcp.db.mark is not a store mark"), "{err}");
     assert!(err.contains("`hcp store check --accept-loss`"), "{err}");
-    let accepted = Command::new(env!("CARGO_BIN_EXE_hcp"))
-        .args(["store", "check", "--accept-loss"])
-        .env("HCP_DATA_DIR", data.path())
-        .output()
-        .expect("hcp store check --accept-loss");
-    assert!(
-        accepted.status.success(),
-        "{}",
-        String::from_utf8_lossy(&accepted.stderr)
-    );
+    accept_loss(data.path());
     assert!(marked(data.path()) > 0, "a new mark");
     let server = Server::start(data.path());
     verify_ok(&server);
