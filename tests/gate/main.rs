@@ -531,6 +531,121 @@ async fn approvals_expire_and_rejections_are_answered() {
     );
 }
 
+/// An operator's decision and the approval's expiry, at the same moment
+/// (`hcp serve` expires approvals every second while an operator decides
+/// from the command line): one of them wins, and the task follows the one
+/// that won. The operator's decision is made to land at the moment the
+/// race lives: while the expiry's receipt is being stored, after the
+/// expiry found the approval undecided. A trigger writes what `decide`
+/// writes then (the decision, once; the task moved on to run).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_decided_as_it_expires_ends_one_way_only() {
+    let hurried = lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        approval_ttl: Duration::from_millis(1),
+        ..HostConfig::default()
+    });
+    let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
+    let id = s.task_id.clone().expect("id");
+    rusqlite::Connection::open(hurried.data.path().join("hcp.db"))
+        .expect("db")
+        .execute_batch(
+            "CREATE TRIGGER operator_decides AFTER INSERT ON receipt_marks
+             WHEN NEW.call = 'gate.expiry'
+             BEGIN
+               UPDATE approvals SET decision = 'approved', operator_id = 'operator-lab-01',
+                 reason = 'in time', decided_at = '2026-11-18T10:00:00.000Z'
+                 WHERE task_id = NEW.task_id AND decision IS NULL;
+               UPDATE tasks SET state = 'received'
+                 WHERE task_id = NEW.task_id AND changes() = 1;
+             END",
+        )
+        .expect("trigger");
+    std::thread::sleep(Duration::from_millis(20));
+    let expired = hurried.host.expire_approvals().expect("expire");
+    let approval = hurried
+        .host
+        .store
+        .approval(&id)
+        .expect("db")
+        .expect("approval");
+    let task = hurried.host.store.task(&id).expect("db").expect("task");
+    // The expiry found the approval first: it is expired, and the task
+    // rejected with approval_expired; the operator's decision came too late.
+    assert_eq!(
+        (
+            approval.decision.as_deref(),
+            approval.operator_id.as_deref()
+        ),
+        (Some("expired"), None),
+        "the task is {}",
+        task.state.as_str()
+    );
+    assert_eq!(expired, vec![id.clone()]);
+    assert_eq!(task.state, TaskState::Rejected);
+    assert_eq!(
+        task.answer.expect("answer")["payload"]["reason_code"],
+        "approval_expired"
+    );
+    // An operator deciding now is told so, and changes nothing.
+    let late = hurried
+        .host
+        .decide(
+            &id,
+            true,
+            Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "in time",
+        )
+        .expect_err("decided after the expiry");
+    assert!(
+        late.to_string().contains("not waiting for approval"),
+        "{late}"
+    );
+    let again = hurried.host.store.task(&id).expect("db").expect("task");
+    assert_eq!(again.state, TaskState::Rejected);
+    // A second expiry (another process's) finds nothing left to expire.
+    assert!(hurried.host.expire_approvals().expect("expire").is_empty());
+}
+
+/// An expiry claimed by a process that stopped before storing its receipt
+/// and the rejection is finished by the next one, once the claim is older
+/// than the lease; a fresh claim (a process still at it) is left alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_expiry_left_unfinished_is_finished_by_the_next_process() {
+    let hurried = lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        approval_ttl: Duration::from_millis(1),
+        ..HostConfig::default()
+    });
+    let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
+    let id = s.task_id.clone().expect("id");
+    std::thread::sleep(Duration::from_millis(20));
+    let db = rusqlite::Connection::open(hurried.data.path().join("hcp.db")).expect("db");
+    let claim = |at: &str| {
+        db.execute(
+            "UPDATE approvals SET decision = 'expired', decided_at = ?2 WHERE task_id = ?1",
+            rusqlite::params![id, at],
+        )
+        .expect("claim");
+    };
+    claim(&hcp_contracts::message::now_rfc3339());
+    assert!(hurried.host.expire_approvals().expect("expire").is_empty());
+    let waiting = hurried.host.store.task(&id).expect("db").expect("task");
+    assert_eq!(waiting.state, TaskState::PendingApproval);
+    claim("2000-01-01T00:00:00.000Z");
+    assert_eq!(
+        hurried.host.expire_approvals().expect("expire"),
+        vec![id.clone()]
+    );
+    let task = hurried.host.store.task(&id).expect("db").expect("task");
+    assert_eq!(task.state, TaskState::Rejected);
+    assert_eq!(
+        task.answer.expect("answer")["payload"]["reason_code"],
+        "approval_expired"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn t3_artifacts_are_sealed_at_rest() {
     let lab = lab();

@@ -11,7 +11,8 @@ use serde_json::{Map, Value, json};
 
 /// The decision side of an approval: `requested_at`, `expires_at`,
 /// `decision`, `operator_id`, `reason`, `decided_at` (the last four null
-/// until an operator decides). `hcp tasks show` shows this.
+/// until an operator decides; `decision` `expired` with `decided_at` once
+/// nobody did in time). `hcp tasks show` shows this.
 pub(crate) fn approval_decision(a: &ApprovalRecord) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("requested_at".into(), json!(a.requested_at));

@@ -4,7 +4,7 @@
 
 use super::Host;
 use super::submission::{AnswerKind, Submission};
-use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::TaskRejected;
 use serde_json::{Value, json};
@@ -82,18 +82,26 @@ impl Host {
         task: &TaskRecord,
         payload: TaskRejected,
     ) -> Result<Submission> {
-        let risk = payload.assessed_risk_level.map(|l| l.as_str().to_owned());
         let kind = AnswerKind::Rejected(payload.reason_code);
-        let answer = super::submission::rejected_answer(payload)?;
-        self.store.set_task(
-            &task.task_id,
-            TaskState::Rejected,
-            TaskUpdate {
-                risk,
-                answer: Some(answer.clone()),
-                ..TaskUpdate::default()
-            },
-        )?;
+        let (write, answer) = rejection(&task.task_id, payload)?;
+        self.store.write_task(&write)?;
         Ok(Submission::answered(task, answer, kind, false))
     }
+}
+
+/// The write that rejects `task_id` with `payload` (its state, the risk the
+/// gate assessed, the answer), and that answer.
+pub(super) fn rejection(task_id: &str, payload: TaskRejected) -> Result<(TaskWrite, Value)> {
+    let risk = payload.assessed_risk_level.map(|l| l.as_str().to_owned());
+    let answer = super::submission::rejected_answer(payload)?;
+    let write = TaskWrite::new(
+        task_id,
+        TaskState::Rejected,
+        TaskUpdate {
+            risk,
+            answer: Some(answer.clone()),
+            ..TaskUpdate::default()
+        },
+    )?;
+    Ok((write, answer))
 }

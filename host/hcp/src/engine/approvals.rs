@@ -4,10 +4,12 @@
 
 use super::Host;
 use super::submission::{Auth, Submission, refusal};
-use crate::store::{TaskState, TaskUpdate};
+use crate::store::{TaskRecord, TaskState, TaskUpdate};
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::RejectReason;
 use hcp_contracts::problem;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Host {
     /// An operator approves or rejects a pending task (authenticated by the
@@ -117,13 +119,19 @@ impl Host {
         self.settle_submission(&record, accepted)
     }
 
-    /// Rejects, with `approval_expired`, every task whose approval expired.
+    /// Rejects, with `approval_expired`, every task whose approval expired
+    /// undecided. Each expiry is claimed in the store first
+    /// ([`crate::store::Store::claim_expiry`]): an operator's decision that
+    /// came first wins, and of several processes expiring approvals (`hcp
+    /// serve`'s maintenance, a command, the approvals API) one rejects the
+    /// task, once. The receipt and the rejection are one commit.
     ///
     /// # Errors
     ///
     /// The database fails.
     pub fn expire_approvals(&self) -> Result<Vec<String>> {
-        let now = hcp_contracts::message::now_rfc3339();
+        let now = time::OffsetDateTime::now_utc();
+        let at = hcp_contracts::message::rfc3339(now);
         let mut expired = Vec::new();
         for task in self
             .store
@@ -133,23 +141,45 @@ impl Host {
                 continue;
             };
             // RFC 3339 UTC with fixed precision compares as text.
-            if approval.decision.is_none() && approval.expires_at <= now {
-                self.record_expiry(&task, &now, &approval.expires_at)?;
-                let risk = task.risk.as_deref().and_then(|r| r.parse().ok());
-                self.reject_task(
-                    &task,
-                    refusal(
-                        RejectReason::ApprovalExpired,
-                        format!(
-                            "no operator decided before the approval expired at {}",
-                            approval.expires_at
-                        ),
-                        risk,
-                    ),
-                )?;
+            let undecided = matches!(approval.decision.as_deref(), None | Some("expired"));
+            if !undecided
+                || approval.expires_at > at
+                || !self.store.claim_expiry(&task.task_id, now)?
+            {
+                continue;
+            }
+            if self.reject_expired(&task, &at, &approval.expires_at)? {
                 expired.push(task.task_id);
             }
         }
         Ok(expired)
+    }
+
+    /// The expiry's receipt, and the task's rejection in its commit (if the
+    /// task still waits for its approval); whether the task was rejected.
+    fn reject_expired(&self, task: &TaskRecord, at: &str, expires_at: &str) -> Result<bool> {
+        let risk = task.risk.as_deref().and_then(|r| r.parse().ok());
+        let (write, _) = super::answers::rejection(
+            &task.task_id,
+            refusal(
+                RejectReason::ApprovalExpired,
+                format!("no operator decided before the approval expired at {expires_at}"),
+                risk,
+            ),
+        )?;
+        let moved = Arc::new(AtomicBool::new(false));
+        self.record_expiry(task, at, expires_at, {
+            let moved = moved.clone();
+            Box::new(move |db| {
+                let m = write.apply_from(db, TaskState::PendingApproval)?;
+                moved.store(m, Ordering::SeqCst);
+                Ok(())
+            })
+        })?;
+        let moved = moved.load(Ordering::SeqCst);
+        if moved {
+            self.store.task_moved(&task.task_id, TaskState::Rejected);
+        }
+        Ok(moved)
     }
 }

@@ -209,11 +209,15 @@ impl Host {
     }
 
     /// Records that nobody decided before the approval expired.
+    /// Records that `task`'s approval expired at `expires_at` (found at
+    /// `at`), with `write` (the task's rejection) in the commit that stores
+    /// the receipt.
     pub(crate) fn record_expiry(
         &self,
         task: &TaskRecord,
         at: &str,
         expires_at: &str,
+        write: crate::evidence::StoreWrite,
     ) -> Result<Parent> {
         let input = ExpiryInput {
             at: at.to_owned(),
@@ -223,18 +227,21 @@ impl Host {
         let capability = task_capability(task);
         let policy = self.policy();
         let risk = recorded_risk(task);
-        self.recorder.append_sealed(Entry {
-            parents: self.recorder.task_causes(&task.task_id)?,
-            ..decision(
-                &policy,
-                task,
-                capability,
-                CALL_EXPIRY,
-                serde_json::json!({"expires_at": expires_at}),
-                &input,
-                (Verdict::Deny, reason::DENY_APPROVAL_EXPIRED, risk),
-            )?
-        })
+        self.recorder.append_sealed_with(
+            Entry {
+                parents: self.recorder.task_causes(&task.task_id)?,
+                ..decision(
+                    &policy,
+                    task,
+                    capability,
+                    CALL_EXPIRY,
+                    serde_json::json!({"expires_at": expires_at}),
+                    &input,
+                    (Verdict::Deny, reason::DENY_APPROVAL_EXPIRED, risk),
+                )?
+            },
+            write,
+        )
     }
 
     /// Records a session refused because its token no longer verifies.

@@ -101,11 +101,14 @@ pub(crate) async fn decide(
     .await
     .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
     .map_err(|e| {
-        // Another decision won the race: the task is no longer waiting
-        // (409, as when it was decided before this request came).
+        // Another decision or the approval's expiry won the race: the task
+        // is no longer waiting (409, as when it was decided before this
+        // request came).
+        let now = hcp_contracts::message::now_rfc3339();
         match state.host.store.approval(&id) {
             Ok(Some(a))
-                if a.decision.is_some() && a.operator_id.as_deref() != Some(op.as_str()) =>
+                if (a.decision.is_some() && a.operator_id.as_deref() != Some(op.as_str()))
+                    || (a.decision.is_none() && a.expires_at <= now) =>
             {
                 ApiError::conflict(format!("task {id} is not waiting for approval: {e:#}"))
             }

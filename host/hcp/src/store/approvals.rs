@@ -17,7 +17,8 @@ pub struct ApprovalRecord {
     pub expires_at: String,
     /// What the operator needs to decide: intent, inputs, risk, rules, envelope.
     pub assessment: Value,
-    /// `approved` or `rejected`, once decided.
+    /// `approved` or `rejected` once an operator decided, `expired` once
+    /// nobody did in time ([`Store::claim_expiry`]).
     pub decision: Option<String>,
     /// Who decided.
     pub operator_id: Option<String>,
@@ -25,6 +26,35 @@ pub struct ApprovalRecord {
     pub reason: Option<String>,
     /// When.
     pub decided_at: Option<String>,
+}
+
+/// How long a claimed expiry ([`Store::claim_expiry`]) is the claiming
+/// process's to finish (one receipt and the rejection, in one commit)
+/// before another may claim it again.
+pub const EXPIRY_LEASE: time::Duration = time::Duration::minutes(1);
+
+/// Refuses a decision on `a` at `at` when it was decided, or expired.
+fn undecided(a: &ApprovalRecord, at: &str) -> Result<()> {
+    match a.decision.as_deref() {
+        Some("expired") => anyhow::bail!(
+            "the approval of task {} expired at {}",
+            a.task_id,
+            a.expires_at
+        ),
+        Some(d) => anyhow::bail!(
+            "task {} was already {d} by {} at {}",
+            a.task_id,
+            a.operator_id.as_deref().unwrap_or("?"),
+            a.decided_at.as_deref().unwrap_or("?")
+        ),
+        // RFC 3339 UTC with fixed precision compares as text.
+        None if a.expires_at.as_str() <= at => anyhow::bail!(
+            "the approval of task {} expired at {}",
+            a.task_id,
+            a.expires_at
+        ),
+        None => Ok(()),
+    }
 }
 
 impl Store {
@@ -63,26 +93,52 @@ impl Store {
         let current = self
             .approval(task_id)?
             .with_context(|| format!("task {task_id} has no approval request"))?;
-        if let Some(d) = &current.decision {
-            anyhow::bail!(
-                "task {task_id} was already {d} by {} at {}",
-                current.operator_id.as_deref().unwrap_or("?"),
-                current.decided_at.as_deref().unwrap_or("?")
-            );
-        }
+        let at = now();
+        undecided(&current, &at)?;
         let decision = if approved { "approved" } else { "rejected" };
+        // Only an approval nobody decided and that has not expired: an
+        // expiry claims it the same way (`claim_expiry`), so one of the two
+        // wins.
         let n = self
             .db()
             .prepare_cached(
                 "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
-             WHERE task_id = ?1 AND decision IS NULL",
+             WHERE task_id = ?1 AND decision IS NULL AND expires_at > ?5",
             )?
-            .execute(params![task_id, decision, operator_id, reason, now()])?;
+            .execute(params![task_id, decision, operator_id, reason, at])?;
         if n == 0 {
+            let now = self
+                .approval(task_id)?
+                .with_context(|| format!("task {task_id} lost its approval"))?;
+            undecided(&now, &at)?;
             anyhow::bail!("task {task_id} was decided concurrently");
         }
         self.approval(task_id)?
             .with_context(|| format!("task {task_id} lost its approval"))
+    }
+
+    /// Claims the expiry of a task's approval at `now`: `true` when this
+    /// caller is the one to reject the task for it, once. `false` when an
+    /// operator decided it first, it has not expired, or another process
+    /// claimed the expiry. An expiry claimed more than [`EXPIRY_LEASE`]
+    /// ago whose task still waits (the process that claimed it stopped
+    /// before its receipt and the rejection were stored) is claimed again.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn claim_expiry(&self, task_id: &str, now: time::OffsetDateTime) -> Result<bool> {
+        let at = hcp_contracts::message::rfc3339(now);
+        let stale = hcp_contracts::message::rfc3339(now - EXPIRY_LEASE);
+        let n = self
+            .db()
+            .prepare_cached(
+                "UPDATE approvals SET decision = 'expired', decided_at = ?2
+                 WHERE task_id = ?1 AND expires_at <= ?2
+                   AND (decision IS NULL OR (decision = 'expired' AND decided_at <= ?3))",
+            )?
+            .execute(params![task_id, at, stale])?;
+        Ok(n == 1)
     }
 
     /// The approval of a task.
@@ -137,8 +193,8 @@ impl Store {
         .transpose()
     }
 
-    /// Decided approvals (approved or rejected by an operator), the most
-    /// recently decided first, at most `limit`.
+    /// Decided approvals (approved or rejected by an operator; not those
+    /// that expired), the most recently decided first, at most `limit`.
     ///
     /// # Errors
     ///
@@ -148,7 +204,7 @@ impl Store {
         let ids: Vec<String> = self
             .db()
             .prepare(
-                "SELECT task_id FROM approvals WHERE decision IS NOT NULL
+                "SELECT task_id FROM approvals WHERE decision IN ('approved', 'rejected')
                  ORDER BY decided_at DESC, task_id DESC LIMIT ?1",
             )?
             .query_map(params![limit], |r| r.get(0))?
@@ -169,11 +225,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn approvals_are_decided_once_and_transitions_are_exclusive() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(dir.path()).expect("open");
-        let Submitted::New(t) = store.submit("c1", "m", "cap", &json!({})).expect("submit") else {
+    /// A task waiting for an approval that expires at `expires_at`.
+    fn pending(store: &Store, message: &str, expires_at: &str) -> String {
+        let Submitted::New(t) = store
+            .submit("c1", message, "cap", &json!({}))
+            .expect("submit")
+        else {
             panic!("not new");
         };
         store
@@ -184,12 +241,66 @@ mod tests {
             )
             .expect("update");
         store
-            .request_approval(
-                &t.task_id,
-                "2999-01-01T00:00:00.000Z",
-                &json!({"risk": "R3"}),
-            )
+            .request_approval(&t.task_id, expires_at, &json!({"risk": "R3"}))
             .expect("request");
+        t.task_id
+    }
+
+    fn at(s: &str) -> time::OffsetDateTime {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+            .expect("time")
+    }
+
+    #[test]
+    fn an_approval_is_either_decided_in_time_or_expired_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        // Expired: no operator may decide it; one claim of its expiry wins.
+        let late = pending(&store, "late", "2000-01-01T00:00:00.000Z");
+        let err = store
+            .decide(&late, true, "op-1", "looks safe")
+            .expect_err("decided after it expired");
+        assert_eq!(
+            err.to_string(),
+            format!("the approval of task {late} expired at 2000-01-01T00:00:00.000Z")
+        );
+        let now = at("2000-01-01T00:00:01Z");
+        assert!(store.claim_expiry(&late, now).expect("claim"));
+        assert!(!store.claim_expiry(&late, now).expect("claim"), "twice");
+        let a = store.approval(&late).expect("db").expect("approval");
+        assert_eq!(a.decision.as_deref(), Some("expired"));
+        assert_eq!(a.decided_at.as_deref(), Some("2000-01-01T00:00:01.000Z"));
+        assert!(store.decided_approvals(10).expect("list").is_empty());
+        // A claim left unfinished past the lease is claimed again, once.
+        let later = now + EXPIRY_LEASE;
+        assert!(store.claim_expiry(&late, later).expect("claim"));
+        assert!(!store.claim_expiry(&late, later).expect("claim"));
+        // Decided in time: its expiry is never claimed.
+        let decided = pending(&store, "decided", "2999-01-01T00:00:00.000Z");
+        store.decide(&decided, false, "op-1", "no").expect("decide");
+        assert!(
+            !store
+                .claim_expiry(&decided, at("3000-01-01T00:00:00Z"))
+                .expect("claim")
+        );
+        // Not expired yet: nothing to claim.
+        let waiting = pending(&store, "waiting", "2999-01-01T00:00:00.000Z");
+        assert!(!store.claim_expiry(&waiting, now).expect("claim"));
+        let listed: Vec<_> = store
+            .decided_approvals(10)
+            .expect("list")
+            .into_iter()
+            .map(|a| a.task_id)
+            .collect();
+        assert_eq!(listed, vec![decided]);
+    }
+
+    #[test]
+    fn approvals_are_decided_once_and_transitions_are_exclusive() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let task_id = pending(&store, "m", "2999-01-01T00:00:00.000Z");
+        let t = store.task(&task_id).expect("db").expect("task");
         let a = store
             .decide(&t.task_id, true, "op-1", "looks safe")
             .expect("decide");

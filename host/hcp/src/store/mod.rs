@@ -31,7 +31,7 @@ mod tasks;
 mod trust;
 mod wal;
 
-pub use approvals::ApprovalRecord;
+pub use approvals::{ApprovalRecord, EXPIRY_LEASE};
 pub use artifacts::parse_artifact_uri;
 pub use registry::Installed;
 pub(crate) use settle::SettleWrite;

@@ -306,6 +306,23 @@ impl TaskWrite {
     ///
     /// No such task, or the database fails.
     pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<()> {
+        if !self.write(db, None)? {
+            anyhow::bail!("no task {}", self.task_id);
+        }
+        Ok(())
+    }
+
+    /// Writes it on `db` only if the task is in state `from`; returns
+    /// whether it was (the task moved).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub(crate) fn apply_from(&self, db: &rusqlite::Connection, from: TaskState) -> Result<bool> {
+        self.write(db, Some(from))
+    }
+
+    fn write(&self, db: &rusqlite::Connection, from: Option<TaskState>) -> Result<bool> {
         let n = db
             .prepare_cached(
                 "UPDATE tasks SET state = ?2,
@@ -313,7 +330,7 @@ impl TaskWrite {
                 risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
                 answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
                 admission = COALESCE(?10, admission)
-             WHERE task_id = ?1",
+             WHERE task_id = ?1 AND (?11 IS NULL OR state = ?11)",
             )?
             .execute(params![
                 self.task_id,
@@ -326,11 +343,9 @@ impl TaskWrite {
                 self.result,
                 self.at,
                 self.admission,
+                from.map(TaskState::as_str),
             ])?;
-        if n == 0 {
-            anyhow::bail!("no task {}", self.task_id);
-        }
-        Ok(())
+        Ok(n == 1)
     }
 }
 
