@@ -21,11 +21,19 @@ use hcp_tests::{ManifestBuilder, REPO_ROOT};
 use rusqlite::Connection;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Calls queued behind the writer's first batch: well above the size from
 /// which a batch's rows get their own thread.
 const CALLS: usize = 3000;
+
+/// The host's identity: the same key each time it is asked for.
+fn identity() -> HostIdentity {
+    let key = HostKey::from_seed(&[7; 32]);
+    let host_id = format!("host-{}", key.key_id());
+    HostIdentity { key, host_id }
+}
 
 struct Lab {
     dir: tempfile::TempDir,
@@ -39,14 +47,8 @@ impl Lab {
     fn new() -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Arc::new(Store::open(&dir.path().join("data")).expect("store"));
-        let key = HostKey::generate().expect("key");
-        let host_id = format!("host-{}", key.key_id());
-        let recorder = Recorder::open(
-            store.clone(),
-            HostIdentity { key, host_id },
-            SigningPolicy::default(),
-        )
-        .expect("recorder");
+        let recorder =
+            Recorder::open(store.clone(), identity(), SigningPolicy::default()).expect("recorder");
         let policy = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policy");
         let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE).load(dir.path());
         Self {
@@ -198,4 +200,71 @@ fn a_large_batch_that_cannot_be_written_stores_nothing_and_fails_closed() {
     assert_eq!(check.covered, check.receipts, "{check:?}");
     let report = verify(&evidence::export(&lab.store, &Selection::All).expect("export"));
     assert!(report.ok(), "{report}");
+}
+
+/// `hcp store check` and `GET /v1/receipts/verify` on a host that is
+/// writing receipts: what they check is one moment of the store, so a
+/// batch committed while they read is never reported as a problem.
+#[test]
+fn a_store_checked_while_receipts_are_written_shows_no_false_problem() {
+    let lab = Lab::new();
+    let governor = lab.governor("busy");
+    let stop = AtomicBool::new(false);
+    let mut problems = Vec::new();
+    let mut checks = 0;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let fields = Vec::new();
+            let call = Call::log("debug", "x", &fields);
+            while !stop.load(Ordering::Relaxed) {
+                let _ = governor.check(&call);
+                lab.recorder.flush().expect("flush");
+            }
+        });
+        let started = Instant::now();
+        while problems.is_empty() && checks < 150 && started.elapsed() < Duration::from_secs(8) {
+            let check = evidence::verify_store(&lab.store).expect("check");
+            problems = check.problems;
+            checks += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(problems.is_empty(), "check {checks}: {problems:?}");
+    let check = evidence::verify_store(&lab.store).expect("check");
+    assert!(check.receipts > 100, "too few receipts written: {check:?}");
+}
+
+/// A second host on the data directory (`hcp approvals approve` beside
+/// `hcp serve`) opens the receipt log while the first writes to it: what
+/// it reads of the log (its state, its last receipt) is one moment of it,
+/// so it never finds them apart.
+#[test]
+fn a_host_opened_while_another_writes_receipts_finds_its_log_whole() {
+    let lab = Lab::new();
+    let governor = lab.governor("busy");
+    let stop = AtomicBool::new(false);
+    let mut opened = 0;
+    let mut refused = None;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let fields = Vec::new();
+            let call = Call::log("debug", "x", &fields);
+            while !stop.load(Ordering::Relaxed) {
+                let _ = governor.check(&call);
+                lab.recorder.flush().expect("flush");
+            }
+        });
+        let started = Instant::now();
+        while refused.is_none() && opened < 3000 && started.elapsed() < Duration::from_secs(10) {
+            match Recorder::open(lab.store.clone(), identity(), SigningPolicy::default()) {
+                Ok(second) => drop(second),
+                Err(e) => refused = Some(format!("{e:#}")),
+            }
+            opened += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(refused, None, "open {opened}");
+    let check = evidence::verify_store(&lab.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
 }

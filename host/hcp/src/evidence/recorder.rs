@@ -187,7 +187,11 @@ impl Recorder {
             tree: hcp_receipts::merkle::Frontier::default(),
             last_checkpoint: None,
         };
-        db.prepare_cached(
+        // One transaction: another host on this data directory may commit
+        // receipts meanwhile, and the log's state and its last receipt are
+        // compared below as of one moment.
+        let opening = db.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        opening.prepare_cached(
             "INSERT OR IGNORE INTO receipt_log (id, host_id, public_key, state) VALUES (1, ?1, ?2, ?3)")?.execute(
             params![
                 host_id,
@@ -195,9 +199,14 @@ impl Recorder {
                 serde_json::to_string(&empty)?
             ],
         )?;
-        let (stored_host, saved): (String, String) = db
+        let (stored_host, saved): (String, String) = opening
             .prepare_cached("SELECT host_id, state FROM receipt_log WHERE id = 1")?
             .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let head: Option<Vec<u8>> = opening
+            .prepare_cached("SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1")?
+            .query_row([], |r| r.get(0))
+            .optional()?;
+        opening.commit()?;
         if stored_host != host_id {
             anyhow::bail!(
                 "{}: the receipts here were written by {stored_host}, but this host is {host_id} (its key changed)",
@@ -205,10 +214,6 @@ impl Recorder {
             );
         }
         let state: LogState = serde_json::from_str(&saved).context("stored receipt log state")?;
-        let head: Option<Vec<u8>> = db
-            .prepare_cached("SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1")?
-            .query_row([], |r| r.get(0))
-            .optional()?;
         if head.as_deref() != state.head.as_ref().map(|d| &d.0[..]) {
             anyhow::bail!(
                 "{}: the receipt log's state does not end at its last stored receipt",

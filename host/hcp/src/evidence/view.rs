@@ -180,6 +180,10 @@ impl StoreCheck {
 /// The database fails. Problems with the receipts themselves are reported
 /// in [`StoreCheck::problems`], not as errors.
 pub fn verify_store(store: &Store) -> Result<StoreCheck> {
+    // One moment of the store: a batch committed while the log's state,
+    // its receipts and its checkpoints are read would otherwise look like
+    // a log that does not match its state.
+    let store = &store.snapshot()?;
     let mut check = StoreCheck::default();
     let log: Option<(String, String, String)> = store
         .db()

@@ -100,6 +100,37 @@ impl Store {
         })
     }
 
+    /// A read-only view of the store as it is now: a connection of its own
+    /// that holds one read transaction until it is dropped, so that
+    /// several reads (a whole check of the receipt log) see one moment of
+    /// a store that other connections go on writing to, and the store's
+    /// own connection is not held meanwhile. Writing through it fails.
+    ///
+    /// # Errors
+    ///
+    /// The database cannot be opened or read.
+    pub fn snapshot(&self) -> Result<Self> {
+        let path = self.dir.join("hcp.db");
+        let mut db = Connection::open_with_flags(
+            &path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .with_context(|| format!("database {}", path.display()))?;
+        busy::wait_for_lock(&mut db, busy::LOCK_WAIT)?;
+        db.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+        // The snapshot is taken at the transaction's first read.
+        db.execute_batch("BEGIN DEFERRED")?;
+        db.query_row("SELECT COUNT(*) FROM sqlite_schema", [], |_| Ok(()))?;
+        Ok(Self {
+            dir: self.dir.clone(),
+            db: Mutex::new(db),
+            data_key: DataKey::load_or_create(&self.dir)?,
+            changes: tokio::sync::watch::Sender::new(0),
+            unsettled: Mutex::new(Vec::new()),
+            wal: std::sync::OnceLock::new(),
+        })
+    }
+
     /// Checkpoints the write-ahead log in a thread of its own from now on
     /// (see `store/wal.rs`): this connection's commits, and those of the
     /// connections passed to [`Store::watch_wal`], wake it instead of
