@@ -10,6 +10,7 @@ mod budgets;
 mod bundles;
 mod conventions;
 mod fs_containment;
+mod lost;
 mod python;
 
 use hcp_contracts::message::{Envelope, MessageType};

@@ -7,7 +7,7 @@
 
 use super::Host;
 use super::submission::{TaskMessage, refusal};
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{CheckedSubmit, Envelope, RejectReason, TaskRejected};
 use hcp_contracts::{DataClass, RiskLevel, problem};
@@ -190,14 +190,26 @@ impl Host {
         let store: Arc<dyn TaskStore> = self.store.clone();
         let run = prepared.run(request, store).await;
         let answer = crate::lifecycle::answer(&manifest, &checked, &session_id, &run)?;
+        // Receipts are durable before the task is answered, every one of
+        // them: a session that lost some to a failed write while it ran (a
+        // full disk that had space again by the end) is not answered as if
+        // it had them.
+        self.recorder.close_session(&session_id);
+        let flushed = self.recorder.flush();
+        let lost = self.recorder.session_lost(&session_id);
+        flushed.context("the task's receipts could not be stored")?;
+        if lost {
+            anyhow::bail!(
+                "the task's receipts could not be stored: some were lost to a failed write \
+                 while it ran (see the errors above; is the disk full?), so task {task_id} \
+                 is not answered"
+            );
+        }
         self.recorder.record_message(
             &task_id,
             &format!("{}.json", answer.kind.as_str()),
             &serde_json::to_vec_pretty(&answer)?,
         )?;
-        // Receipts are durable before the task is answered.
-        self.recorder.close_session(&session_id);
-        self.recorder.flush()?;
         Ok(UngatedRun {
             answer,
             log: run.log.entries,
