@@ -183,6 +183,47 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     assert_eq!(replayed.matched, replayed.replayed);
 }
 
+/// A host that stops while it abandons a copy (after the copy's failure
+/// is written, before its `message_id` is freed and its route closed)
+/// finishes letting it go at the next start: the broker's redelivery is a
+/// new task, not a duplicate of the dead copy (that would answer the
+/// caller with the copy's failure, and no host would run the task).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_whose_host_stopped_while_abandoning_it_is_let_go_at_the_next_start() {
+    let (data, host) = lab();
+    let m = example("document-analysis", "amqp-stopped-midway");
+    let held = submit_replying(&host, &m)
+        .expect("submit")
+        .task_id
+        .expect("recorded");
+    drop(host);
+    // The next start stops where the copy's message_id would be freed.
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("db");
+    db.execute_batch(
+        "CREATE TRIGGER stop_here BEFORE UPDATE OF message_id ON tasks
+         BEGIN SELECT RAISE(ABORT, 'the host stopped here'); END",
+    )
+    .expect("trigger");
+    let host = open(data.path());
+    let err = host.abandon_unacknowledged().expect_err("stopped");
+    assert!(
+        format!("{err:#}").contains("the host stopped here"),
+        "{err:#}"
+    );
+    drop(host);
+    db.execute_batch("DROP TRIGGER stop_here").expect("drop");
+    // The start after it lets the copy go.
+    let host = open(data.path());
+    host.abandon_unacknowledged().expect("abandon");
+    let task = host.store.task(&held).expect("read").expect("task");
+    assert_eq!(task.state, TaskState::Failed);
+    assert!(open_routes(&host).is_empty(), "{:?}", open_routes(&host));
+    let again = submit(&host, &m, "harness-local-01");
+    assert!(!again.duplicate, "{}", again.answer);
+    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
+}
+
 /// A caller who sends over AMQP a task it submitted over HTTP (the same
 /// `message_id`) gets the HTTP task's answers on its reply queue: the
 /// duplicate delivery gives the task a route. The task was this host's

@@ -646,6 +646,57 @@ async fn an_expiry_left_unfinished_is_finished_by_the_next_process() {
     );
 }
 
+/// A host that stops while it fails a task the gate never answered (after
+/// the failure is written, before the task's `message_id` is freed) does
+/// it again at its next start: the failure tells the caller to send the
+/// same message again, and that message is then a new task, never a
+/// duplicate of the failed one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_failed_unanswered_frees_its_message_id_even_if_the_host_stopped_midway() {
+    let lab = lab();
+    let m = with_id(doc_submit(), "msg-unanswered");
+    let hcp::store::Submitted::New(task) = lab
+        .host
+        .store
+        .submit(
+            "harness-local-01",
+            "msg-unanswered",
+            "document-analysis",
+            &m,
+        )
+        .expect("submit")
+    else {
+        panic!("a duplicate");
+    };
+    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    db.execute_batch(
+        "CREATE TRIGGER stop_here BEFORE UPDATE OF message_id ON tasks
+         BEGIN SELECT RAISE(ABORT, 'the host stopped here'); END",
+    )
+    .expect("trigger");
+    let err = lab.host.settle_unanswered().expect_err("stopped");
+    assert!(
+        format!("{err:#}").contains("the host stopped here"),
+        "{err:#}"
+    );
+    db.execute_batch("DROP TRIGGER stop_here").expect("drop");
+    // The next start.
+    assert_eq!(
+        lab.host.settle_unanswered().expect("settle"),
+        vec![task.task_id.clone()]
+    );
+    let failed = lab
+        .host
+        .store
+        .task(&task.task_id)
+        .expect("db")
+        .expect("task");
+    assert_eq!(failed.state, TaskState::Failed);
+    let again = lab.submit(&m, "harness-local-01");
+    assert!(!again.duplicate, "{}", again.answer);
+    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn t3_artifacts_are_sealed_at_rest() {
     let lab = lab();

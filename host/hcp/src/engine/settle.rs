@@ -79,13 +79,14 @@ impl Host {
                 "the host stopped or failed before the gate answered the task, so it never \
                  ran; its message_id is free again: send the same message again to submit it",
             )?;
+            // Nobody had an answer: the same message (a caller's retry, a
+            // broker's redelivery) is a new task. The failure and the freed
+            // `message_id` are one write, so the failure never says the
+            // message may be sent again while it is still taken.
             if self
                 .store
-                .settle(&id, TaskState::Received, TaskState::Failed, answer)?
+                .fail_unanswered(&id, TaskState::Received, &answer)?
             {
-                // Nobody had an answer: the same message (a caller's retry,
-                // a broker's redelivery) is a new task.
-                self.store.release_message_id(&id)?;
                 settled.push(id);
             }
         }
@@ -124,13 +125,20 @@ impl Host {
                                    so the broker delivers the message again and whoever takes \
                                    it answers";
                 // The receipt first: a copy abandoned is on the record
-                // before its state says so.
+                // before its state says so. The failure, the freed
+                // `message_id` and the closed route are one write: a host
+                // that stops before it abandons the copy again at its next
+                // start.
                 self.record_abandoned(&task, "amqp", WHY)?;
                 let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
-                self.store
-                    .settle(&task.task_id, task.state, TaskState::Failed, answer)?;
+                if !self.store.abandon(&task.task_id, task.state, &answer)? {
+                    // Moved meanwhile (another host on this directory):
+                    // let go all the same, as the copy is not this one's.
+                    self.store.let_go(&route.task_id)?;
+                }
+            } else {
+                self.store.let_go(&route.task_id)?;
             }
-            self.let_go(&route.task_id)?;
             abandoned.push(route.task_id);
         }
         Ok(abandoned)
@@ -162,24 +170,15 @@ impl Host {
         self.store.route_disowned(task_id)?;
         // Then the state, conditionally: a task that started meanwhile is
         // this host's again, and runs; no receipt says it was abandoned.
+        // The failure, the freed `message_id` (the redelivery may come
+        // back here: it is a new submission) and the closed route (this
+        // host never answers for it) in one write.
         let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
-        if !self
-            .store
-            .settle(task_id, task.state, TaskState::Failed, answer)?
-        {
+        if !self.store.abandon(task_id, task.state, &answer)? {
             self.store.route_acked(task_id)?;
             return Ok(false);
         }
         self.record_abandoned(&task, "amqp", WHY)?;
-        self.let_go(task_id)?;
         Ok(true)
-    }
-
-    /// An abandoned copy's `message_id` freed (the redelivery may come
-    /// back here: it is a new submission) and its route closed (this host
-    /// never answers for it).
-    fn let_go(&self, task_id: &str) -> Result<()> {
-        self.store.release_message_id(task_id)?;
-        self.store.route_answered(task_id)
     }
 }

@@ -58,6 +58,35 @@ fn close_route(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<usi
     .execute(params![task_id, now()])
 }
 
+/// Frees the `message_id` of a task that never ran and whose caller
+/// never had an answer from this host: a copy abandoned because its
+/// AMQP delivery was never acknowledged (the broker delivers the
+/// message again), or a task the host stopped on before the gate
+/// answered it. The same message, sent again or redelivered here, is
+/// then admitted as a new task instead of being answered as a
+/// duplicate of the dead copy. The copy keeps its row, its receipts and
+/// its submission; its stored `message_id` gets the suffix
+/// `#released-<task_id>` (idempotency is per caller, so no other
+/// caller's key can meet it). Done once.
+pub(super) fn release_message_id(
+    db: &rusqlite::Connection,
+    task_id: &str,
+) -> rusqlite::Result<usize> {
+    let suffix = format!("#released-{task_id}");
+    db.prepare_cached(
+        "UPDATE tasks SET message_id = message_id || ?2 \
+         WHERE task_id = ?1 AND substr(message_id, -length(?2)) IS NOT ?2",
+    )?
+    .execute(params![task_id, suffix])
+}
+
+/// [`Store::let_go`] on `db`, in the caller's transaction.
+pub(super) fn let_go(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Result<()> {
+    release_message_id(db, task_id)?;
+    close_route(db, task_id)?;
+    Ok(())
+}
+
 impl Store {
     /// Records where the answers of an existing task go, before its first
     /// answer is published: a duplicate delivery of a task submitted
@@ -148,28 +177,18 @@ impl Store {
         Ok(())
     }
 
-    /// Frees the `message_id` of a task that never ran and whose caller
-    /// never had an answer from this host: a copy abandoned because its
-    /// AMQP delivery was never acknowledged (the broker delivers the
-    /// message again), or a task the host stopped on before the gate
-    /// answered it. The same message, sent again or redelivered here, is
-    /// then admitted as a new task instead of being answered as a
-    /// duplicate of the dead copy. The copy keeps its row, its receipts and
-    /// its submission; its stored `message_id` gets the suffix
-    /// `#released-<task_id>` (idempotency is per caller, so no other
-    /// caller's key can meet it). Done once.
+    /// A copy this host lets go, whatever its state: its `message_id`
+    /// freed ([`release_message_id`]) and its route closed, in one
+    /// transaction.
     ///
     /// # Errors
     ///
-    /// The database fails.
-    pub fn release_message_id(&self, task_id: &str) -> Result<()> {
-        let suffix = format!("#released-{task_id}");
-        self.db()
-            .prepare_cached(
-                "UPDATE tasks SET message_id = message_id || ?2 \
-             WHERE task_id = ?1 AND substr(message_id, -length(?2)) IS NOT ?2",
-            )?
-            .execute(params![task_id, suffix])?;
+    /// The database fails (nothing is written).
+    pub fn let_go(&self, task_id: &str) -> Result<()> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        let_go(&tx, task_id)?;
+        tx.commit()?;
         Ok(())
     }
 

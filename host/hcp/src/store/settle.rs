@@ -103,6 +103,65 @@ impl Store {
         }
     }
 
+    /// Fails the copy `task_id` of a task this host lets go (its AMQP
+    /// delivery was never acknowledged here) with `result`, if it is still
+    /// in `from`, and with it, in one transaction, frees its `message_id`
+    /// (`replies::release_message_id`) and closes its route: a host that
+    /// stops midway leaves the copy either as it was (abandoned again at
+    /// the next start) or let go. Returns whether it moved.
+    ///
+    /// # Errors
+    ///
+    /// The database fails (nothing is written).
+    pub fn abandon(
+        &self,
+        task_id: &str,
+        from: TaskState,
+        result: &serde_json::Value,
+    ) -> Result<bool> {
+        self.fail_released(task_id, from, result, true)
+    }
+
+    /// Fails `task_id` with `result` if it is still in `from`, and frees
+    /// its `message_id` in the same transaction: a task nobody had an
+    /// answer for (the gate never answered it), whose caller is told to
+    /// send the same message again. Returns whether it moved.
+    ///
+    /// # Errors
+    ///
+    /// The database fails (nothing is written).
+    pub fn fail_unanswered(
+        &self,
+        task_id: &str,
+        from: TaskState,
+        result: &serde_json::Value,
+    ) -> Result<bool> {
+        self.fail_released(task_id, from, result, false)
+    }
+
+    fn fail_released(
+        &self,
+        task_id: &str,
+        from: TaskState,
+        result: &serde_json::Value,
+        close_route: bool,
+    ) -> Result<bool> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        let moved = SettleWrite::new(task_id, from, TaskState::Failed, result).apply(&tx)?;
+        if moved && close_route {
+            super::replies::let_go(&tx, task_id)?;
+        } else if moved {
+            super::replies::release_message_id(&tx, task_id)?;
+        }
+        tx.commit()?;
+        drop(db);
+        if moved {
+            self.task_moved(task_id, TaskState::Failed);
+        }
+        Ok(moved)
+    }
+
     fn write_settled(&self, u: &Unsettled) -> Result<bool> {
         let moved = SettleWrite::new(&u.task_id, u.from, u.to, &u.result).apply(&self.db())?;
         if moved {
