@@ -697,6 +697,73 @@ async fn a_task_failed_unanswered_frees_its_message_id_even_if_the_host_stopped_
     assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
 }
 
+/// An operator's decision whose receipt cannot be stored (a full disk, or
+/// the host stopping right there) leaves the task with a final answer,
+/// never waiting for a decision already taken: before, the approval stayed
+/// decided and the task `pending_approval`, which no expiry and no
+/// operator could move again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_whose_receipt_fails_leaves_the_task_answered_not_stuck() {
+    let lab = lab();
+    let s = lab.submit(&cvd_submit(), "harness-alpha-001");
+    let id = s.task_id.clone().expect("id");
+    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    db.execute_batch(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON receipt_marks WHEN NEW.call = 'gate.approval'
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    .expect("trigger");
+    lab.host
+        .decide(
+            &id,
+            true,
+            Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "looks safe",
+        )
+        .expect_err("the receipt was refused");
+    let t = lab.host.store.task(&id).expect("db").expect("task");
+    assert_eq!(
+        t.state,
+        TaskState::Failed,
+        "the task is {}",
+        t.state.as_str()
+    );
+    assert_eq!(
+        t.result.expect("a final answer")["payload"]["error_code"],
+        "internal_error"
+    );
+}
+
+/// A task the gate holds for an approval waits only with its approval
+/// request: the admission's receipt, the task's state and the request are
+/// one commit. Here the request cannot be written: the task fails with
+/// its answer instead of waiting for an approval that does not exist.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_waits_for_an_approval_only_with_its_request() {
+    let lab = lab();
+    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    db.execute_batch(
+        "CREATE TRIGGER full_disk BEFORE INSERT ON approvals
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    .expect("trigger");
+    let message = hcp::engine::TaskMessage::parse(cvd_submit()).expect("a task_submit");
+    lab.host
+        .submit_task(message, Auth::Transport("harness-alpha-001"))
+        .expect_err("the request was refused");
+    let tasks = lab.host.store.tasks(None, 10).expect("tasks");
+    assert_eq!(tasks.len(), 1);
+    let t = &tasks[0];
+    assert_eq!(
+        t.state,
+        TaskState::Failed,
+        "the task is {}",
+        t.state.as_str()
+    );
+    assert!(lab.host.store.approval(&t.task_id).expect("db").is_none());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn t3_artifacts_are_sealed_at_rest() {
     let lab = lab();

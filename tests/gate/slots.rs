@@ -266,3 +266,44 @@ async fn a_fractional_max_duration_is_the_deadline_to_the_millisecond() {
         "{message}"
     );
 }
+
+/// A task whose session ended while it waited is never final without its
+/// final answer: the refusal's receipt and the failure with that answer
+/// are one commit. Here the store refuses the answer's write (a full
+/// disk): the task stays queued, and is refused again once the store
+/// takes writes. (Before, the task was made `failed` first, with no
+/// answer; an AMQP outbox or an event stream reading it then sent its
+/// `task_accepted` as its last word, for good once the write failed.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_refused_for_its_ended_session_is_never_final_without_its_answer() {
+    let (data, host) = probe_lab(8, 1);
+    let late = submit(&host, "expiry-refused", json!({"ms": 0}), "PT1S");
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let db = rusqlite::Connection::open(data.path().join("data").join("hcp.db")).expect("db");
+    db.execute_batch(
+        "CREATE TRIGGER full_disk BEFORE UPDATE OF result ON tasks
+         BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
+    )
+    .expect("trigger");
+    let _ = host.run_task(&late).await;
+    let t = host.store.task(&late).expect("db").expect("task");
+    assert!(
+        !t.state.is_final() || t.result.is_some(),
+        "the task is {} without a final answer",
+        t.state.as_str()
+    );
+    db.execute_batch("DROP TRIGGER full_disk").expect("drop");
+    host.store.settle_pending();
+    let answer = match host.run_task(&late).await.expect("run") {
+        Some(answer) => answer,
+        None => host
+            .store
+            .task(&late)
+            .expect("db")
+            .expect("task")
+            .result
+            .expect("a final answer"),
+    };
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert_eq!(state(&host, &late), TaskState::Failed);
+}

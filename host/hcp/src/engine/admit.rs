@@ -16,12 +16,14 @@ use super::Host;
 use super::answers::job_status;
 use super::receipts::AdmissionFacts;
 use super::submission::{AnswerKind, Submission, refusal};
-use crate::store::{TaskRecord, TaskState, TaskUpdate};
+use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use anyhow::Result;
 use hcp_contracts::message::{CheckedSubmit, RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::problem;
 use hcp_policy::{Admission, AdmissionRequest, EquipmentState};
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 impl Host {
     /// Refuses a task whose `task_submit` does not check, with its receipt.
@@ -172,19 +174,40 @@ impl Host {
             ..TaskUpdate::default()
         };
         if admission.approval_required {
-            let stored = phase!("gate.receipt");
-            self.recorder.append_sealed(receipt)?;
-            drop(stored);
             let expires = time::OffsetDateTime::now_utc() + self.config.approval_ttl;
             let expires = hcp_contracts::message::rfc3339(expires);
-            let record =
-                self.store
-                    .update_task(&task.task_id, TaskState::PendingApproval, update)?;
-            self.store.request_approval(
-                &task.task_id,
-                &expires,
-                &approval_view(submit, &admission, &installed.id()),
-            )?;
+            // The admission's receipt, the task waiting and what the
+            // operator is asked, in one commit: a host that stops before it
+            // leaves the task `received` (failed at the next start), never
+            // waiting for an approval nobody can give.
+            let write = TaskWrite::new(&task.task_id, TaskState::PendingApproval, update)?;
+            let view = approval_view(submit, &admission, &installed.id());
+            let moved = Arc::new(AtomicBool::new(false));
+            let stored = phase!("gate.receipt");
+            self.recorder.append_sealed_with(receipt, {
+                let (moved, expires) = (moved.clone(), expires.clone());
+                Box::new(move |db| {
+                    // From the gate's hands only (see `reject_task`).
+                    if write.apply_from(db, TaskState::Received)? {
+                        crate::store::request_approval(db, write.task_id(), &expires, &view)?;
+                        moved.store(true, Ordering::SeqCst);
+                    }
+                    Ok(())
+                })
+            })?;
+            drop(stored);
+            if !moved.load(Ordering::SeqCst) {
+                anyhow::bail!(
+                    "task {} left the gate before it could wait for an approval; its state stands",
+                    task.task_id
+                );
+            }
+            self.store
+                .task_moved(&task.task_id, TaskState::PendingApproval);
+            let record = self
+                .store
+                .task(&task.task_id)?
+                .ok_or_else(|| anyhow::anyhow!("no task {}", task.task_id))?;
             let waiting = job_status(
                 &record,
                 &format!(

@@ -84,7 +84,14 @@ impl Host {
     ) -> Result<Submission> {
         let kind = AnswerKind::Rejected(payload.reason_code);
         let (write, answer) = rejection(&task.task_id, payload)?;
-        self.store.write_task(&write)?;
+        // From the gate's hands only: a task another writer moved meanwhile
+        // (let go, failed at a start) keeps what it was moved to.
+        if !self.store.write_task_from(&write, TaskState::Received)? {
+            anyhow::bail!(
+                "task {} left the gate before it was rejected; its state stands",
+                task.task_id
+            );
+        }
         Ok(Submission::answered(task, answer, kind, false))
     }
 }

@@ -87,36 +87,44 @@ impl Host {
             record(Some(r.reason_code))?;
             anyhow::bail!("{}", r.reason_message);
         }
-        self.store.decide(task_id, approved, operator_id, reason)?;
-        record(None)?;
-        if !approved {
-            return self.reject_task(
-                &task,
-                refusal(
-                    RejectReason::ApprovalRejected,
-                    format!("operator {operator_id} rejected the task: {reason}"),
-                    Some(admission.risk_level),
-                ),
-            );
-        }
         let checked = task
             .payload
             .clone()
             .context("pending task without its task_submit")?
             .check()
             .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
-        let record = self
+        // The decision, and the task back in the gate's hands (`received`),
+        // in one write; then its receipt, then the gate's answer, each from
+        // `received` only. A host that stops in between leaves the task
+        // `received`: its next start fails it (the gate never answered).
+        self.store.decide(task_id, approved, operator_id, reason)?;
+        let received = self
             .store
-            .update_task(task_id, TaskState::Received, TaskUpdate::default())?;
+            .task(task_id)?
+            .with_context(|| format!("no task {task_id}"))?;
+        if let Err(e) = record(None) {
+            return self.settle_submission(&received, Err(e));
+        }
+        if !approved {
+            let rejected = self.reject_task(
+                &received,
+                refusal(
+                    RejectReason::ApprovalRejected,
+                    format!("operator {operator_id} rejected the task: {reason}"),
+                    Some(admission.risk_level),
+                ),
+            );
+            return self.settle_submission(&received, rejected);
+        }
         let accepted = self.accept(
-            &record,
+            &received,
             manifest,
             &checked,
             &admission,
             TaskUpdate::default(),
             None,
         );
-        self.settle_submission(&record, accepted)
+        self.settle_submission(&received, accepted)
     }
 
     /// Rejects, with `approval_expired`, every task whose approval expired

@@ -244,7 +244,9 @@ impl Host {
         )
     }
 
-    /// Records a session refused because its token no longer verifies.
+    /// Records a session refused because its token no longer verifies,
+    /// with `write` (the task's failure) in the commit that stores the
+    /// receipt.
     pub(crate) fn record_token_refusal(
         &self,
         task: &TaskRecord,
@@ -252,6 +254,7 @@ impl Host {
         admission: &Admission,
         session: &str,
         error: &str,
+        write: crate::evidence::StoreWrite,
     ) -> Result<Parent> {
         let input = TokenInput {
             error: error.to_owned(),
@@ -259,23 +262,26 @@ impl Host {
             session_id: session.to_owned(),
         };
         let policy = self.policy();
-        self.recorder.append_sealed(Entry {
-            session_id: Some(session.to_owned()),
-            parents: self.recorder.task_causes(&task.task_id)?,
-            ..decision(
-                &policy,
-                task,
-                manifest.id(),
-                CALL_SESSION_TOKEN,
-                serde_json::json!({"session_id": session}),
-                &input,
-                (
-                    Verdict::Deny,
-                    reason::DELEGATION_INVALID,
-                    admission.risk_level,
-                ),
-            )?
-        })
+        self.recorder.append_sealed_with(
+            Entry {
+                session_id: Some(session.to_owned()),
+                parents: self.recorder.task_causes(&task.task_id)?,
+                ..decision(
+                    &policy,
+                    task,
+                    manifest.id(),
+                    CALL_SESSION_TOKEN,
+                    serde_json::json!({"session_id": session}),
+                    &input,
+                    (
+                        Verdict::Deny,
+                        reason::DELEGATION_INVALID,
+                        admission.risk_level,
+                    ),
+                )?
+            },
+            write,
+        )
     }
 
     /// Records that this host abandoned its copy of `task` (it stopped

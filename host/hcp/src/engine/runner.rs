@@ -17,6 +17,7 @@ use hcp_receipts::Parent;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
 use serde_json::Value;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Resources a session holds while it runs: the declaration's resource
@@ -166,35 +167,60 @@ impl Host {
             Ok(claims) => return Ok(Ok(claims)),
             Err(e) => e,
         };
-        if !self
+        // Another runner may have moved it on first.
+        if self
             .store
-            .transition(&task.task_id, TaskState::Queued, TaskState::Failed)?
+            .task(&task.task_id)?
+            .is_none_or(|t| t.state != TaskState::Queued)
         {
             return Ok(Err(None));
         }
+        // The refusal's receipt and the task's failure with its final
+        // answer, in one commit: the task is never final without that
+        // answer (an outbox or event stream reading it then would send
+        // its `task_accepted` as the last word), and a host that stops
+        // first leaves it queued, to be refused again.
         let error = e.to_string();
-        let answer = match self.record_token_refusal(task, manifest, admission, session, &error) {
-            Ok(_) => failure(
-                session,
-                ErrorCode::Timeout,
-                &format!("the session ended before the task could run: {error}"),
-            )?,
-            Err(e) => host_failure(
-                session,
-                &format!(
-                    "the session ended before the task could run ({error}), and its receipt could not be stored: {e:#}"
-                ),
-            )?,
-        };
-        self.store.set_task(
-            &task.task_id,
-            TaskState::Failed,
-            TaskUpdate {
-                result: Some(answer.clone()),
-                ..TaskUpdate::default()
-            },
+        let answer = failure(
+            session,
+            ErrorCode::Timeout,
+            &format!("the session ended before the task could run: {error}"),
         )?;
-        Ok(Err(Some(answer)))
+        let settle = SettleWrite::new(&task.task_id, TaskState::Queued, TaskState::Failed, &answer);
+        let moved = Arc::new(AtomicBool::new(false));
+        let recorded = self.record_token_refusal(task, manifest, admission, session, &error, {
+            let moved = moved.clone();
+            Box::new(move |db| {
+                moved.store(settle.apply(db)?, Ordering::SeqCst);
+                Ok(())
+            })
+        });
+        match recorded {
+            Ok(_) if moved.load(Ordering::SeqCst) => {
+                self.store.task_moved(&task.task_id, TaskState::Failed);
+                Ok(Err(Some(answer)))
+            }
+            Ok(_) => Ok(Err(None)),
+            Err(e) => {
+                let answer = host_failure(
+                    session,
+                    &format!(
+                        "the session ended before the task could run ({error}), and its receipt could not be stored: {e:#}"
+                    ),
+                )?;
+                // Kept and written once the store takes writes again.
+                match self.store.settle(
+                    &task.task_id,
+                    TaskState::Queued,
+                    TaskState::Failed,
+                    answer.clone(),
+                ) {
+                    Ok(true) => Ok(Err(Some(answer))),
+                    Ok(false) => Ok(Err(None)),
+                    Err(e) => Err(e),
+                }
+            }
+        }
     }
 
     /// Runs a task that holds its slot (and `held`, released once the
@@ -227,7 +253,16 @@ impl Host {
         let token = phase!("run.token");
         if let Err(e) = claims.still_valid(crate::token::now()) {
             let error = e.to_string();
-            self.record_token_refusal(task, manifest, admission, session, &error)?;
+            // The task is running (its slot claimed): its failure is
+            // settled by the caller, after this receipt.
+            self.record_token_refusal(
+                task,
+                manifest,
+                admission,
+                session,
+                &error,
+                Box::new(|_| Ok(())),
+            )?;
             return Ran::unsettled(failure(
                 session,
                 ErrorCode::Timeout,

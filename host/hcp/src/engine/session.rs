@@ -203,7 +203,13 @@ impl Host {
             }
             None => {
                 let _stored = phase!("accept.record");
-                self.store.write_task(&write)?;
+                // From the gate's hands only (see `reject_task`).
+                if !self.store.write_task_from(&write, TaskState::Received)? {
+                    anyhow::bail!(
+                        "task {} left the gate before it was accepted; its state stands",
+                        task.task_id
+                    );
+                }
             }
         }
         Ok(Submission::answered(

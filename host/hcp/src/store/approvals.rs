@@ -57,6 +57,28 @@ fn undecided(a: &ApprovalRecord, at: &str) -> Result<()> {
     }
 }
 
+/// [`Store::request_approval`] on `db` (in the caller's transaction). A
+/// task the gate admits again (its earlier decision never carried out: the
+/// host stopped first) is asked again: the request replaces the earlier
+/// one.
+///
+/// # Errors
+///
+/// The database fails.
+pub(crate) fn request_approval(
+    db: &rusqlite::Connection,
+    task_id: &str,
+    expires_at: &str,
+    assessment: &Value,
+) -> Result<()> {
+    db.prepare_cached(
+        "INSERT OR REPLACE INTO approvals (task_id, requested_at, expires_at, assessment)
+         VALUES (?1, ?2, ?3, ?4)",
+    )?
+    .execute(params![task_id, now(), expires_at, assessment.to_string()])?;
+    Ok(())
+}
+
 impl Store {
     /// Records that a task waits for an operator until `expires_at`.
     ///
@@ -69,20 +91,21 @@ impl Store {
         expires_at: &str,
         assessment: &Value,
     ) -> Result<()> {
-        self.db().prepare_cached(
-            "INSERT INTO approvals (task_id, requested_at, expires_at, assessment) VALUES (?1, ?2, ?3, ?4)")?.execute(
-            params![task_id, now(), expires_at, assessment.to_string()],
-        )?;
-        Ok(())
+        request_approval(&self.db(), task_id, expires_at, assessment)
     }
 
-    /// Records an operator's decision, once: a decided or expired approval
-    /// cannot be decided again.
+    /// Records an operator's decision, once, and moves the task from
+    /// `pending_approval` to `received` (the gate answers it from there) in
+    /// the same transaction: a decided or expired approval cannot be
+    /// decided again, and a task that left `pending_approval` meanwhile
+    /// (let go, failed) is not brought back. A host that stops right after
+    /// leaves the task `received`, which the next start fails as a task the
+    /// gate never answered.
     ///
     /// # Errors
     ///
     /// No pending approval for the task, it expired, it was already decided,
-    /// or the database fails.
+    /// the task no longer waits for it, or the database fails.
     pub fn decide(
         &self,
         task_id: &str,
@@ -96,23 +119,42 @@ impl Store {
         let at = now();
         undecided(&current, &at)?;
         let decision = if approved { "approved" } else { "rejected" };
-        // Only an approval nobody decided and that has not expired: an
-        // expiry claims it the same way (`claim_expiry`), so one of the two
-        // wins.
-        let n = self
-            .db()
-            .prepare_cached(
-                "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
-             WHERE task_id = ?1 AND decision IS NULL AND expires_at > ?5",
-            )?
-            .execute(params![task_id, decision, operator_id, reason, at])?;
-        if n == 0 {
-            let now = self
-                .approval(task_id)?
-                .with_context(|| format!("task {task_id} lost its approval"))?;
-            undecided(&now, &at)?;
-            anyhow::bail!("task {task_id} was decided concurrently");
+        {
+            let mut db = self.db();
+            let tx = db.transaction()?;
+            // Only an approval nobody decided and that has not expired: an
+            // expiry claims it the same way (`claim_expiry`), so one of the
+            // two wins.
+            let decided = tx
+                .prepare_cached(
+                    "UPDATE approvals SET decision = ?2, operator_id = ?3, reason = ?4, decided_at = ?5
+                 WHERE task_id = ?1 AND decision IS NULL AND expires_at > ?5",
+                )?
+                .execute(params![task_id, decision, operator_id, reason, at])?;
+            if decided == 0 {
+                drop(tx);
+                drop(db);
+                let now = self
+                    .approval(task_id)?
+                    .with_context(|| format!("task {task_id} lost its approval"))?;
+                undecided(&now, &at)?;
+                anyhow::bail!("task {task_id} was decided concurrently");
+            }
+            let moved = tx
+                .prepare_cached(
+                    "UPDATE tasks SET state = 'received', updated_at = ?2
+                 WHERE task_id = ?1 AND state = 'pending_approval'",
+                )?
+                .execute(params![task_id, at])?;
+            if moved == 0 {
+                drop(tx);
+                drop(db);
+                let state = self.task(task_id)?.map_or("gone", |t| t.state.as_str());
+                anyhow::bail!("task {task_id} is not waiting for approval (it is {state})");
+            }
+            tx.commit()?;
         }
+        self.task_moved(task_id, super::TaskState::Received);
         self.approval(task_id)?
             .with_context(|| format!("task {task_id} lost its approval"))
     }
@@ -296,6 +338,30 @@ mod tests {
     }
 
     #[test]
+    fn a_task_no_longer_pending_is_not_decided() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let task_id = pending(&store, "m", "2999-01-01T00:00:00.000Z");
+        // Let go meanwhile (its AMQP delivery was never acknowledged).
+        assert!(
+            store
+                .transition(&task_id, TaskState::PendingApproval, TaskState::Failed)
+                .expect("t")
+        );
+        let err = store
+            .decide(&task_id, true, "op-1", "looks safe")
+            .expect_err("decided");
+        assert_eq!(
+            err.to_string(),
+            format!("task {task_id} is not waiting for approval (it is failed)")
+        );
+        let a = store.approval(&task_id).expect("db").expect("approval");
+        assert_eq!(a.decision, None, "the decision was kept");
+        let t = store.task(&task_id).expect("db").expect("task");
+        assert_eq!(t.state, TaskState::Failed);
+    }
+
+    #[test]
     fn approvals_are_decided_once_and_transitions_are_exclusive() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
@@ -312,14 +378,17 @@ mod tests {
             "task {} was already approved by op-1 at ",
             t.task_id
         )));
+        // The decision handed the task back to the gate.
+        let decided = store.task(&t.task_id).expect("db").expect("task");
+        assert_eq!(decided.state, TaskState::Received);
         assert!(
             store
-                .transition(&t.task_id, TaskState::PendingApproval, TaskState::Queued)
+                .transition(&t.task_id, TaskState::Received, TaskState::Queued)
                 .expect("t")
         );
         assert!(
             !store
-                .transition(&t.task_id, TaskState::PendingApproval, TaskState::Queued)
+                .transition(&t.task_id, TaskState::Received, TaskState::Queued)
                 .expect("t")
         );
     }

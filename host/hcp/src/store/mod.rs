@@ -31,6 +31,7 @@ mod tasks;
 mod trust;
 mod wal;
 
+pub(crate) use approvals::request_approval;
 pub use approvals::{ApprovalRecord, EXPIRY_LEASE};
 pub use artifacts::parse_artifact_uri;
 pub use registry::Installed;

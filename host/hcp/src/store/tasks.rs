@@ -522,6 +522,21 @@ impl Store {
         Ok(())
     }
 
+    /// Writes `write` only if the task is in `from`; returns whether it
+    /// was (another writer moved it first otherwise, and nothing is
+    /// written).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub(crate) fn write_task_from(&self, write: &TaskWrite, from: TaskState) -> Result<bool> {
+        let moved = write.apply_from(&self.db(), from)?;
+        if moved {
+            self.task_moved(write.task_id(), write.state());
+        }
+        Ok(moved)
+    }
+
     /// Moves a task from `from` to `to` only if it is in `from`; returns
     /// whether it moved (a second runner loses the race).
     ///
