@@ -353,29 +353,6 @@ fn seed_example_over_http_completes_with_status_events_and_declarations() {
     assert_eq!(job["job_id"], task.as_str());
     assert_eq!(job["status"], "complete");
 
-    // Artifacts by URI, for their owner only.
-    for uri in result["payload"]["artifacts"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a["uri"].as_str())
-    {
-        let rest = uri.strip_prefix("hcp://").expect("hcp uri");
-        let (session, name) = rest.split_once("/artifacts/").expect("artifact uri");
-        let path = format!("/v1/artifacts/{session}/{name}");
-        let mut resp = server
-            .agent
-            .get(server.url(&path))
-            .header("Authorization", format!("Bearer {LOCAL}"))
-            .call()
-            .expect("artifact");
-        assert_eq!(resp.status().as_u16(), 200, "{uri}");
-        assert!(resp.headers().contains_key("x-hcp-checksum"));
-        assert!(!resp.body_mut().read_to_vec().expect("bytes").is_empty());
-        let (status, body) = server.get(&path, Some(ALPHA));
-        assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
-    }
-
     // Another caller cannot see the task.
     let (status, body) = server.get(&format!("/v1/tasks/{task}"), Some(ALPHA));
     assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
@@ -516,12 +493,25 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         ("/v1/approvals", Some(LOCAL), 403, "forbidden"),
         ("/v1/artifacts/s/none.json", Some(LOCAL), 404, "not_found"),
         ("/v1/nothing-here", Some(LOCAL), 404, "not_found"),
+        // A path segment that is not UTF-8 once decoded: JSON, as every
+        // other error (axum's own answer was plain text).
+        ("/v1/tasks/%FF", Some(LOCAL), 400, "invalid_path"),
+        ("/v1/approvals/%FF", Some(OPERATOR), 400, "invalid_path"),
+        ("/v1/artifacts/%FF/x", Some(LOCAL), 400, "invalid_path"),
     ];
     for (path, token, want_status, want_code) in gets {
         let (status, body) = server.get(path, *token);
         assert_eq!(status, *want_status, "GET {path}: {body}");
         assert_eq!(error_code(&body), *want_code, "GET {path}: {body}");
     }
+    // The scheme's name is case-insensitive.
+    let resp = server
+        .agent
+        .get(server.url("/v1/tasks"))
+        .header("Authorization", format!("bearer {LOCAL}"))
+        .call()
+        .expect("GET");
+    assert_eq!(resp.status().as_u16(), 200);
     let mut resp = server
         .agent
         .delete(server.url("/v1/tasks"))
@@ -580,6 +570,82 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
             "openapi.json lacks {path}"
         );
     }
+}
+
+/// A caller lists its own tasks, however many tasks of other callers are
+/// newer (the list took the newest of everybody's and kept the caller's
+/// among them, so here it came back empty).
+#[test]
+fn a_caller_lists_its_own_tasks_however_many_of_others_are_newer() {
+    let data = lab();
+    let server = Server::start(data.path());
+    let (status, answer, mine) = server.post(
+        "/v1/tasks",
+        LOCAL,
+        &with_id(example("document-analysis"), "msg-mine"),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let mine = mine.expect("a task");
+    for i in 0..12 {
+        let (status, answer, _) = server.post(
+            "/v1/tasks",
+            ALPHA,
+            &with_id(
+                example("cvd-material-synthesis"),
+                &format!("msg-theirs-{i}"),
+            ),
+        );
+        // Held for an operator's approval.
+        assert_eq!(status, 202, "{answer}");
+    }
+    let (status, list) = server.get("/v1/tasks?limit=1", Some(LOCAL));
+    assert_eq!(status, 200, "{list}");
+    let ids: Vec<_> = list["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(ids, vec![mine]);
+    let (status, list) = server.get("/v1/tasks?limit=5", Some(OPERATOR));
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["tasks"].as_array().map(Vec::len), Some(5), "{list}");
+}
+
+/// A decision the host fails to record (its receipt refused) is the
+/// host's fault, a 500, not the operator's 403; the task gets its final
+/// answer instead of waiting for a decision already taken.
+#[test]
+fn a_decision_the_host_fails_to_record_is_a_500_and_the_task_is_answered() {
+    let data = lab();
+    let server = Server::start(data.path());
+    let (status, pending, task) =
+        server.post("/v1/tasks", ALPHA, &example("cvd-material-synthesis"));
+    assert_eq!(status, 202, "{pending}");
+    let task = task.expect("task id");
+    rusqlite::Connection::open(data.path().join("hcp.db"))
+        .expect("db")
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON receipt_marks WHEN NEW.call = 'gate.approval'
+             BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
+        )
+        .expect("trigger");
+    let (status, body, _) = server.post(
+        &format!("/v1/approvals/{task}"),
+        OPERATOR,
+        &json!({"decision": "approve", "reason": "recipe within the lab's SOP"}),
+    );
+    assert_eq!(
+        (status, error_code(&body)),
+        (500, "internal_error"),
+        "{body}"
+    );
+    let result = server.wait_result(&task, ALPHA);
+    assert_eq!(result["type"], "task_failed", "{result}");
+    assert_eq!(
+        result["payload"]["error_code"], "internal_error",
+        "{result}"
+    );
 }
 
 /// How many tasks the caller has with this message id.
@@ -655,6 +721,51 @@ fn the_same_message_runs_once_concurrently_and_after_a_restart() {
     assert_ne!(id, answers[0].2);
 }
 
+/// The artifacts of `result` (a task of ALPHA's; at least one) by URI:
+/// for their owner and operators, not another caller; content the store
+/// holds but cannot read back is the host's fault (500), not an artifact
+/// that does not exist.
+fn artifacts_for_their_owner_only(server: &Server, data: &Path, result: &Value) {
+    let uris: Vec<&str> = result["payload"]["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["uri"].as_str())
+        .collect();
+    assert!(!uris.is_empty(), "no artifacts: {result}");
+    for uri in uris {
+        let rest = uri.strip_prefix("hcp://").expect("hcp uri");
+        let (session, name) = rest.split_once("/artifacts/").expect("artifact uri");
+        let path = format!("/v1/artifacts/{session}/{name}");
+        let mut resp = server
+            .agent
+            .get(server.url(&path))
+            .header("Authorization", format!("Bearer {ALPHA}"))
+            .call()
+            .expect("artifact");
+        assert_eq!(resp.status().as_u16(), 200, "{uri}");
+        let checksum = resp.headers()["x-hcp-checksum"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        assert!(!resp.body_mut().read_to_vec().expect("bytes").is_empty());
+        let (status, body) = server.get(&path, Some(LOCAL));
+        assert_eq!((status, error_code(&body)), (404, "not_found"), "{body}");
+        let (status, _) = server.get(&path, Some(OPERATOR));
+        assert_eq!(status, 200, "{uri}");
+        let blob = data
+            .join("blobs/sha256")
+            .join(checksum.trim_start_matches("sha256:"));
+        std::fs::remove_file(&blob).expect("remove the content");
+        let (status, body) = server.get(&path, Some(ALPHA));
+        assert_eq!(
+            (status, error_code(&body)),
+            (500, "internal_error"),
+            "{body}"
+        );
+    }
+}
+
 #[test]
 fn operators_approve_and_reject_over_http() {
     let data = lab();
@@ -715,6 +826,7 @@ fn operators_approve_and_reject_over_http() {
     assert_eq!(accepted["type"], "task_accepted", "{accepted}");
     let result = server.wait_result(&task, ALPHA);
     assert_eq!(result["type"], "task_completed", "{result}");
+    artifacts_for_their_owner_only(&server, data.path(), &result);
 
     // Deciding twice is a conflict.
     let (status, body, _) = server.post(

@@ -11,6 +11,22 @@ use hcp_contracts::problem;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// Why an operator's decision was not taken (any other error of
+/// [`Host::decide`] is the host's own fault), for a transport to answer.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionRefused {
+    /// The task no longer waits for a decision: decided, expired, moved
+    /// on, or its capability removed.
+    #[error("{0}")]
+    NotPending(String),
+    /// The operator may not decide it, or not here.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The decision is malformed.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 impl Host {
     /// An operator approves or rejects a pending task (authenticated by the
     /// transport, or by credential when `credential` is given).
@@ -18,7 +34,8 @@ impl Host {
     /// # Errors
     ///
     /// No pending approval, expired, already decided, or the operator may not
-    /// decide it (the refusal says why).
+    /// decide it: a [`DecisionRefused`] that says why. Anything else is a
+    /// fault of the host (its store, its receipts).
     pub fn decide(
         &self,
         task_id: &str,
@@ -33,20 +50,22 @@ impl Host {
             .task(task_id)?
             .with_context(|| format!("no task {task_id}"))?;
         if task.state != TaskState::PendingApproval {
-            anyhow::bail!(
+            return Err(DecisionRefused::NotPending(format!(
                 "task {task_id} is not waiting for approval (it is {})",
                 task.state.as_str()
-            );
+            ))
+            .into());
         }
         if reason.trim().is_empty() {
-            anyhow::bail!("a decision needs a reason");
+            return Err(DecisionRefused::Invalid("a decision needs a reason".into()).into());
         }
         if self.store.is_held(task_id)? {
-            anyhow::bail!(
+            return Err(DecisionRefused::Forbidden(format!(
                 "task {task_id} is not this host's to decide: its AMQP delivery was never \
                  acknowledged here, so the broker may give the message to another host \
                  (`hcp serve` lets this copy go when it starts)"
-            );
+            ))
+            .into());
         }
         let admission = task
             .admission
@@ -58,20 +77,19 @@ impl Host {
                 &task.capability,
                 task.version.as_deref().unwrap_or_default(),
             )?
-            .with_context(|| {
-                format!(
+            .ok_or_else(|| {
+                DecisionRefused::NotPending(format!(
                     "{} {} is no longer installed",
                     task.capability,
                     task.version.as_deref().unwrap_or("?")
-                )
+                ))
             })?;
         let capability = self.capability(&installed)?;
         let manifest = &*capability.manifest;
         let policy = self.policy();
-        let op = operator
-            .caller(&policy, operator_id)
-            .ok()
-            .with_context(|| format!("operator {operator_id:?} is not authenticated"))?;
+        let op = operator.caller(&policy, operator_id).map_err(|_| {
+            DecisionRefused::Forbidden(format!("operator {operator_id:?} is not authenticated"))
+        })?;
         let record = |refused| {
             self.record_approval(
                 &policy,
@@ -85,7 +103,7 @@ impl Host {
         };
         if let Err(r) = policy.authorize_approval_by(op, &admission, &manifest.doc.capability) {
             record(Some(r.reason_code))?;
-            anyhow::bail!("{}", r.reason_message);
+            return Err(DecisionRefused::Forbidden(r.reason_message).into());
         }
         let checked = task
             .payload
@@ -97,7 +115,12 @@ impl Host {
         // in one write; then its receipt, then the gate's answer, each from
         // `received` only. A host that stops in between leaves the task
         // `received`: its next start fails it (the gate never answered).
-        self.store.decide(task_id, approved, operator_id, reason)?;
+        self.store
+            .decide(task_id, approved, operator_id, reason)
+            .map_err(|e| match e.downcast::<crate::store::NotPending>() {
+                Ok(refused) => DecisionRefused::NotPending(refused.0).into(),
+                Err(e) => e,
+            })?;
         let received = self
             .store
             .task(task_id)?

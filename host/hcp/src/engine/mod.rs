@@ -30,6 +30,7 @@ mod submission;
 mod ungated;
 
 pub use answers::job_status;
+pub use approvals::DecisionRefused;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 pub use session::open_session;
 pub use submission::{AnswerKind, Auth, NotATask, Submission, TaskMessage, refusal};

@@ -6,13 +6,13 @@
 //! <credential>`, checked against `callers.json` (see `super::request`).
 
 use super::error::ApiError;
-use super::request::{bearer, caller, json_body};
+use super::request::{PathArgs, bearer, caller, json_body};
 use super::state::{AppState, spawn_run};
 use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status};
 use crate::store::{TaskRecord, TaskState};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -174,13 +174,14 @@ async fn list_tasks(
         ),
     };
     let limit = q.limit.unwrap_or(100).min(1000);
+    // A caller's own tasks, chosen by the query (however many other
+    // callers' tasks are newer); an operator's, everybody's.
+    let of = (!who.is_operator()).then_some(who.id.as_str());
     let tasks: Vec<Value> = state
         .host
         .store
-        .tasks(wanted, limit * 10)?
+        .tasks_of(of, wanted, limit)?
         .into_iter()
-        .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
-        .take(limit)
         .map(|t| t.summary())
         .collect();
     Ok(Json(json!({"tasks": tasks})))
@@ -201,7 +202,7 @@ fn status_message(t: &TaskRecord) -> &'static str {
 async fn status(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
     let t = visible_task(&state, &who, &id)?;
@@ -211,7 +212,7 @@ async fn status(
 async fn result(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<Response, ApiError> {
     let who = caller(&state, &headers)?;
     let t = visible_task(&state, &who, &id)?;
@@ -232,7 +233,7 @@ async fn result(
 async fn events(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<Sse<impl futures_core::Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let who = caller(&state, &headers)?;
     let store = state.host.store.clone();
@@ -330,25 +331,25 @@ async fn capabilities(
 async fn artifact(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path((session, name)): Path<(String, String)>,
+    PathArgs((session, name)): PathArgs<(String, String)>,
 ) -> Result<Response, ApiError> {
     let who = caller(&state, &headers)?;
     let uri = format!("hcp://{session}/artifacts/{name}");
-    let owner = state
-        .host
-        .store
-        .tasks(None, usize::MAX)?
-        .into_iter()
-        .find(|t| t.session_id.as_deref() == Some(session.as_str()));
+    // The session's task, by its index: one row, whatever the store holds.
+    let owner = state.host.store.task_of_session(&session)?;
     let allowed = owner.is_some_and(|t| who.is_operator() || t.caller_id == who.id.as_str());
     if !allowed {
         return Err(ApiError::not_found(format!("no artifact {uri}")));
     }
-    let (stored, bytes, class) = state
-        .host
-        .store
-        .artifact(&uri)
-        .map_err(|e| ApiError::not_found(format!("{e:#}")))?;
+    // Not found is a 404; a store that fails to read what it holds (its
+    // content missing or damaged) is the host's fault.
+    let (stored, bytes, class) = match state.host.store.artifact(&uri) {
+        Ok(found) => found,
+        Err(e) if e.is::<crate::store::NoSuchArtifact>() => {
+            return Err(ApiError::not_found(format!("no artifact {uri}")));
+        }
+        Err(e) => return Err(e.into()),
+    };
     if class >= hcp_contracts::DataClass::T2 {
         state
             .host

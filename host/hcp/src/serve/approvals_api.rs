@@ -4,15 +4,15 @@
 //! equipment is free. Operators only.
 
 use super::error::ApiError;
-use super::request::{Decision, body_as, operator};
+use super::request::{Decision, PathArgs, body_as, operator};
 use super::state::{AppState, spawn_run};
-use crate::engine::Auth;
+use crate::engine::{Auth, DecisionRefused};
 use crate::store::TaskState;
 use crate::views;
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -39,7 +39,7 @@ pub(crate) async fn list(
 pub(crate) async fn show(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
 ) -> Result<Json<Value>, ApiError> {
     operator(&state, &headers)?;
     let t = state
@@ -65,7 +65,7 @@ struct DecisionBody {
 pub(crate) async fn decide(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let op = operator(&state, &headers)?.id.as_str().to_owned();
@@ -94,26 +94,23 @@ pub(crate) async fn decide(
     }
     let approved = body.decision == Decision::Approve;
     let host = state.host.clone();
-    let (task_id, reason, op2) = (id.clone(), body.reason.clone(), op.clone());
+    let (task_id, reason) = (id.clone(), body.reason.clone());
     let submission = tokio::task::spawn_blocking(move || {
-        host.decide(&task_id, approved, Auth::Transport(&op2), &op2, &reason)
+        host.decide(&task_id, approved, Auth::Transport(&op), &op, &reason)
     })
     .await
     .map_err(|e| anyhow::anyhow!("decision task: {e}"))?
-    .map_err(|e| {
-        // Another decision or the approval's expiry won the race: the task
-        // is no longer waiting (409, as when it was decided before this
-        // request came).
-        let now = hcp_contracts::message::now_rfc3339();
-        match state.host.store.approval(&id) {
-            Ok(Some(a))
-                if (a.decision.is_some() && a.operator_id.as_deref() != Some(op.as_str()))
-                    || (a.decision.is_none() && a.expires_at <= now) =>
-            {
-                ApiError::conflict(format!("task {id} is not waiting for approval: {e:#}"))
-            }
-            _ => ApiError::forbidden(format!("{e:#}")),
+    .map_err(|e| match e.downcast::<DecisionRefused>() {
+        // Another decision or the approval's expiry won the race, or the
+        // task moved on: it is no longer waiting (409, as when it was
+        // decided before this request came).
+        Ok(DecisionRefused::NotPending(why)) => {
+            ApiError::conflict(format!("task {id} is not waiting for approval: {why}"))
         }
+        Ok(DecisionRefused::Forbidden(why)) => ApiError::forbidden(why),
+        Ok(DecisionRefused::Invalid(why)) => ApiError::bad_request("invalid_decision", why),
+        // The host's own fault: 503 while its storage is full, else 500.
+        Err(e) => ApiError::from(e),
     })?;
     if submission.runnable {
         spawn_run(&state, id);

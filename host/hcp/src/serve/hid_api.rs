@@ -3,13 +3,13 @@
 //! session log's verification. Operators only.
 
 use super::error::ApiError;
-use super::request::{Decision, body_as, operator};
+use super::request::{Decision, PathArgs, body_as, operator};
 use super::state::AppState;
 use crate::hid::{outcome_json, proposal_id};
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use hcp_hid::mediator::MediatorError;
 use serde::Deserialize;
@@ -116,7 +116,7 @@ struct DecisionBody {
 pub(crate) async fn decide(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Path(id): Path<String>,
+    PathArgs(id): PathArgs<String>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let op = hcp_operator(&state, &headers)?;

@@ -20,13 +20,40 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Result<&str, ApiError> {
     let value = value
         .to_str()
         .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    // The scheme's name is case-insensitive (RFC 9110, section 11.1).
     value
-        .strip_prefix("Bearer ")
+        .get(..7)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+        .and_then(|_| value.get(7..))
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .ok_or_else(|| {
             ApiError::unauthorized("the Authorization header must be Bearer <credential>")
         })
+}
+
+/// A route's path parameters, as [`axum::extract::Path`] reads them, but
+/// refused as the API's other errors are: a JSON 400 `invalid_path` (a
+/// segment that is not UTF-8 once decoded, say) instead of axum's plain
+/// text.
+pub(crate) struct PathArgs<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for PathArgs<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned + Send,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(args)) => Ok(Self(args)),
+            Err(e) => Err(ApiError::bad_request("invalid_path", e.body_text())),
+        }
+    }
 }
 
 /// The caller of a request, under the policy in force.

@@ -33,28 +33,34 @@ pub struct ApprovalRecord {
 /// before another may claim it again.
 pub const EXPIRY_LEASE: time::Duration = time::Duration::minutes(1);
 
+/// A decision refused because the task no longer waits for one: it was
+/// decided, its approval expired, or the task moved on. A transport
+/// answers it as a conflict, not as a fault.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotPending(pub String);
+
 /// Refuses a decision on `a` at `at` when it was decided, or expired.
 fn undecided(a: &ApprovalRecord, at: &str) -> Result<()> {
-    match a.decision.as_deref() {
-        Some("expired") => anyhow::bail!(
+    let refused = match a.decision.as_deref() {
+        Some("expired") => format!(
             "the approval of task {} expired at {}",
-            a.task_id,
-            a.expires_at
+            a.task_id, a.expires_at
         ),
-        Some(d) => anyhow::bail!(
+        Some(d) => format!(
             "task {} was already {d} by {} at {}",
             a.task_id,
             a.operator_id.as_deref().unwrap_or("?"),
             a.decided_at.as_deref().unwrap_or("?")
         ),
         // RFC 3339 UTC with fixed precision compares as text.
-        None if a.expires_at.as_str() <= at => anyhow::bail!(
+        None if a.expires_at.as_str() <= at => format!(
             "the approval of task {} expired at {}",
-            a.task_id,
-            a.expires_at
+            a.task_id, a.expires_at
         ),
-        None => Ok(()),
-    }
+        None => return Ok(()),
+    };
+    Err(NotPending(refused).into())
 }
 
 /// [`Store::request_approval`] on `db` (in the caller's transaction). A
@@ -138,7 +144,7 @@ impl Store {
                     .approval(task_id)?
                     .with_context(|| format!("task {task_id} lost its approval"))?;
                 undecided(&now, &at)?;
-                anyhow::bail!("task {task_id} was decided concurrently");
+                return Err(NotPending(format!("task {task_id} was decided concurrently")).into());
             }
             let moved = tx
                 .prepare_cached(
@@ -150,7 +156,10 @@ impl Store {
                 drop(tx);
                 drop(db);
                 let state = self.task(task_id)?.map_or("gone", |t| t.state.as_str());
-                anyhow::bail!("task {task_id} is not waiting for approval (it is {state})");
+                return Err(NotPending(format!(
+                    "task {task_id} is not waiting for approval (it is {state})"
+                ))
+                .into());
             }
             tx.commit()?;
         }

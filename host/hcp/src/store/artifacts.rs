@@ -79,7 +79,7 @@ impl Store {
             })
             .optional()?;
         let Some((mime_type, size, checksum, sealed, class)) = row else {
-            anyhow::bail!("{uri}: no such artifact");
+            return Err(NoSuchArtifact(format!("{uri}: no such artifact")).into());
         };
         let hex = checksum.trim_start_matches("sha256:");
         let stored = std::fs::read(self.blob_path(hex, sealed))
@@ -131,14 +131,27 @@ impl Store {
 ///
 /// Anything else.
 pub fn parse_artifact_uri(uri: &str) -> Result<(&str, &str)> {
+    parse_uri(uri).map_err(|why| NoSuchArtifact(why).into())
+}
+
+/// No artifact has this URI (or it is not an artifact URI): what
+/// [`Store::artifact`] answers then, as against a store that fails to read
+/// one it holds.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoSuchArtifact(pub String);
+
+fn parse_uri(uri: &str) -> std::result::Result<(&str, &str), String> {
     let rest = uri
         .strip_prefix("hcp://")
-        .with_context(|| format!("{uri:?} is not an hcp:// artifact URI"))?;
+        .ok_or_else(|| format!("{uri:?} is not an hcp:// artifact URI"))?;
     match rest.split_once("/artifacts/") {
         Some((session, name)) if !session.is_empty() && !name.is_empty() && !name.contains('/') => {
             Ok((session, name))
         }
-        _ => anyhow::bail!("{uri:?} is not of the form hcp://<session>/artifacts/<name>"),
+        _ => Err(format!(
+            "{uri:?} is not of the form hcp://<session>/artifacts/<name>"
+        )),
     }
 }
 

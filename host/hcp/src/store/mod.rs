@@ -32,8 +32,8 @@ mod trust;
 mod wal;
 
 pub(crate) use approvals::request_approval;
-pub use approvals::{ApprovalRecord, EXPIRY_LEASE};
-pub use artifacts::parse_artifact_uri;
+pub use approvals::{ApprovalRecord, EXPIRY_LEASE, NotPending};
+pub use artifacts::{NoSuchArtifact, parse_artifact_uri};
 pub use registry::Installed;
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;

@@ -673,22 +673,48 @@ impl Store {
     ///
     /// The database fails.
     pub fn tasks(&self, state: Option<TaskState>, limit: usize) -> Result<Vec<TaskRecord>> {
+        self.tasks_of(None, state, limit)
+    }
+
+    /// [`Store::tasks`] of one caller (`Some`), or of every caller.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn tasks_of(
+        &self,
+        caller: Option<&str>,
+        state: Option<TaskState>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>> {
         let db = self.db();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = match state {
-            Some(s) => db
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks WHERE state = ?1 ORDER BY created_at DESC, task_id DESC LIMIT ?2"
-                ))?
-                .query_map(params![s.as_str(), limit], task_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?,
-            None => db
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLUMNS} FROM tasks ORDER BY created_at DESC, task_id DESC LIMIT ?1"
-                ))?
-                .query_map(params![limit], task_row)?
-                .collect::<rusqlite::Result<Vec<_>>>()?,
+        // Each filter only when given, so that the index on the state (or
+        // the one on the caller and message) serves the query.
+        let mut filters = Vec::new();
+        let mut values: Vec<&dyn rusqlite::ToSql> = Vec::new();
+        let state = state.map(TaskState::as_str);
+        if let Some(caller) = &caller {
+            filters.push("caller_id = ?");
+            values.push(caller);
+        }
+        if let Some(state) = &state {
+            filters.push("state = ?");
+            values.push(state);
+        }
+        values.push(&limit);
+        let filter = if filters.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", filters.join(" AND "))
         };
+        let rows = db
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks {filter}
+                 ORDER BY created_at DESC, task_id DESC LIMIT ?"
+            ))?
+            .query_map(values.as_slice(), task_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter().map(task_record).collect()
     }
 }
