@@ -164,23 +164,18 @@ impl Host {
         let now = time::OffsetDateTime::now_utc();
         let at = hcp_contracts::message::rfc3339(now);
         let mut expired = Vec::new();
-        for task in self
-            .store
-            .tasks(Some(TaskState::PendingApproval), usize::MAX)?
-        {
-            let Some(approval) = self.store.approval(&task.task_id)? else {
+        // Only the waiting tasks whose approval expired are read (this runs
+        // every second while serving, however many tasks wait).
+        for id in self.store.expired_approvals(now)? {
+            let (Some(task), Some(approval)) = (self.store.task(&id)?, self.store.approval(&id)?)
+            else {
                 continue;
             };
-            // RFC 3339 UTC with fixed precision compares as text.
-            let undecided = matches!(approval.decision.as_deref(), None | Some("expired"));
-            if !undecided
-                || approval.expires_at > at
-                || !self.store.claim_expiry(&task.task_id, now)?
-            {
+            if task.state != TaskState::PendingApproval || !self.store.claim_expiry(&id, now)? {
                 continue;
             }
             if self.reject_expired(&task, &at, &approval.expires_at)? {
-                expired.push(task.task_id);
+                expired.push(id);
             }
         }
         Ok(expired)

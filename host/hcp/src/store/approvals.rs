@@ -168,6 +168,28 @@ impl Store {
             .with_context(|| format!("task {task_id} lost its approval"))
     }
 
+    /// The tasks waiting for an approval that expired by `now` and that
+    /// [`Store::claim_expiry`] would let the caller claim, oldest expiry
+    /// first: read by the index on the tasks' state, without their
+    /// messages.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn expired_approvals(&self, now: time::OffsetDateTime) -> Result<Vec<String>> {
+        let at = hcp_contracts::message::rfc3339(now);
+        let stale = hcp_contracts::message::rfc3339(now - EXPIRY_LEASE);
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT t.task_id FROM tasks t JOIN approvals a ON a.task_id = t.task_id
+             WHERE t.state = 'pending_approval' AND a.expires_at <= ?1
+               AND (a.decision IS NULL OR (a.decision = 'expired' AND a.decided_at <= ?2))
+             ORDER BY a.expires_at, t.task_id",
+        )?;
+        let ids = stmt.query_map(params![at, stale], |r| r.get(0))?;
+        Ok(ids.collect::<rusqlite::Result<_>>()?)
+    }
+
     /// Claims the expiry of a task's approval at `now`: `true` when this
     /// caller is the one to reject the task for it, once. `false` when an
     /// operator decided it first, it has not expired, or another process
@@ -316,14 +338,23 @@ mod tests {
             format!("the approval of task {late} expired at 2000-01-01T00:00:00.000Z")
         );
         let now = at("2000-01-01T00:00:01Z");
+        assert_eq!(
+            store.expired_approvals(now).expect("expired"),
+            vec![late.clone()]
+        );
         assert!(store.claim_expiry(&late, now).expect("claim"));
         assert!(!store.claim_expiry(&late, now).expect("claim"), "twice");
+        assert!(store.expired_approvals(now).expect("expired").is_empty());
         let a = store.approval(&late).expect("db").expect("approval");
         assert_eq!(a.decision.as_deref(), Some("expired"));
         assert_eq!(a.decided_at.as_deref(), Some("2000-01-01T00:00:01.000Z"));
         assert!(store.decided_approvals(10).expect("list").is_empty());
         // A claim left unfinished past the lease is claimed again, once.
         let later = now + EXPIRY_LEASE;
+        assert_eq!(
+            store.expired_approvals(later).expect("expired"),
+            vec![late.clone()]
+        );
         assert!(store.claim_expiry(&late, later).expect("claim"));
         assert!(!store.claim_expiry(&late, later).expect("claim"));
         // Decided in time: its expiry is never claimed.
