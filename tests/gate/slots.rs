@@ -307,3 +307,39 @@ async fn a_task_refused_for_its_ended_session_is_never_final_without_its_answer(
     assert_eq!(answer["type"], "task_failed", "{answer}");
     assert_eq!(state(&host, &late), TaskState::Failed);
 }
+
+/// Another host process on the same data directory (`hcp serve` starting
+/// while `hcp tasks run-queued` or `hcp approvals approve` runs a task)
+/// fails at its start only the tasks whose runner is gone: a task a live
+/// process runs goes on, keeps its equipment, and ends as it ran. (Before,
+/// the starting host failed it "the host stopped while the task was
+/// running", freed its equipment, and the task's own answer was lost.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_starting_host_leaves_alone_a_task_another_process_runs() {
+    let (data, host) = probe_lab(8, 1);
+    let slow = submit(&host, "alive-1", json!({"ms": 1500}), "PT30S");
+    let run = {
+        let (host, slow) = (host.clone(), slow.clone());
+        tokio::spawn(async move { host.run_task(&slow).await.expect("run") })
+    };
+    until_running(&host, &slow).await;
+    let other = Host::open(
+        HostPaths {
+            data_dir: data.path().join("data"),
+            cache_dir: cache_dir(),
+            policies_dir: data.path().join("policies"),
+        },
+        HostConfig {
+            gate_clock: Some(weekday_morning()),
+            ..HostConfig::default()
+        },
+    )
+    .expect("a second host");
+    assert_eq!(other.recover().expect("recover"), Vec::<String>::new());
+    assert_eq!(state(&host, &slow), TaskState::Running);
+    let done = run.await.expect("join").expect("ran");
+    assert_eq!(done["type"], "task_completed", "{done}");
+    assert_eq!(state(&host, &slow), TaskState::Completed);
+    // Once it ended, nothing is left to recover.
+    assert_eq!(other.recover().expect("recover"), Vec::<String>::new());
+}

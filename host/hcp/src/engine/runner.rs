@@ -6,7 +6,7 @@
 
 use super::Host;
 use super::slots::{self, Claim, SlotLimits};
-use crate::store::{SettleWrite, TaskRecord, TaskState, TaskUpdate};
+use crate::store::{SettleWrite, TaskRecord, TaskState};
 use crate::token::SessionClaims;
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
@@ -97,6 +97,12 @@ impl Host {
         };
         drop(token);
         let claim = phase!("run.claim");
+        // This process's lease on the task, before its claim and until its
+        // final state is written: a host starting beside it leaves the task
+        // alone while it is held (`recover`).
+        let Some(_lease) = self.store.take_lease(task_id)? else {
+            return Ok(None);
+        };
         let mut held = Held {
             host: self,
             session: &session,
@@ -402,8 +408,10 @@ impl Host {
         }
     }
 
-    /// After a restart: tasks left running are failed honestly (with their
-    /// last checkpoint, so the caller can resume), and their resources freed.
+    /// After a restart: tasks left running by a process that stopped are
+    /// failed honestly (with their last checkpoint, so the caller can
+    /// resume), and their resources freed. A task another live process on
+    /// the data directory runs (it holds its lease) is left to it.
     ///
     /// # Errors
     ///
@@ -411,6 +419,14 @@ impl Host {
     pub fn recover(&self) -> Result<Vec<String>> {
         let mut failed = Vec::new();
         for task in self.store.tasks(Some(TaskState::Running), usize::MAX)? {
+            // Another process on this data directory runs it: its own.
+            if self.store.lease_held(&task.task_id)? {
+                tracing::info!(
+                    "task {} is running in another process on this data directory",
+                    task.task_id
+                );
+                continue;
+            }
             let session = task.session_id.clone().unwrap_or_default();
             let last = self.store.last_checkpoint(&session)?;
             let answer = serde_json::to_value(Envelope::new(
@@ -430,16 +446,15 @@ impl Host {
                     execution_summary: None,
                 },
             )?)?;
-            self.store.release_session_resources(&session)?;
-            self.store.set_task(
-                &task.task_id,
-                TaskState::Failed,
-                TaskUpdate {
-                    result: Some(answer),
-                    ..TaskUpdate::default()
-                },
-            )?;
-            failed.push(task.task_id);
+            // Only from `running`: a task that ended meanwhile keeps its
+            // end, and its equipment was released by its runner.
+            if self
+                .store
+                .settle(&task.task_id, TaskState::Running, TaskState::Failed, answer)?
+            {
+                self.store.release_session_resources(&session)?;
+                failed.push(task.task_id);
+            }
         }
         Ok(failed)
     }

@@ -25,6 +25,7 @@ mod registry;
 mod replies;
 mod schema;
 pub use replies::{Replies, ReplyRoute};
+mod lease;
 mod resources;
 mod settle;
 mod tasks;
@@ -34,6 +35,7 @@ mod wal;
 pub(crate) use approvals::request_approval;
 pub use approvals::{ApprovalRecord, EXPIRY_LEASE, NotPending};
 pub use artifacts::{NoSuchArtifact, parse_artifact_uri};
+pub use lease::RunLease;
 pub use registry::Installed;
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
@@ -91,6 +93,7 @@ impl Store {
         migrate(&db).with_context(|| format!("database {}", path.display()))?;
         let data_key = DataKey::load_or_create(dir)?;
         create_private_dir(&dir.join("blobs/sealed"))?;
+        lease::create_dir(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
