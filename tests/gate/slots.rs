@@ -311,7 +311,8 @@ async fn a_task_refused_for_its_ended_session_is_never_final_without_its_answer(
 /// Another host process on the same data directory (`hcp serve` starting
 /// while `hcp tasks run-queued` or `hcp approvals approve` runs a task)
 /// fails at its start only the tasks whose runner is gone: a task a live
-/// process runs goes on, keeps its equipment, and ends as it ran. (Before,
+/// process runs goes on, keeps its equipment, and ends as it ran, and a
+/// runner of the starting host leaves it alone. (Before,
 /// the starting host failed it "the host stopped while the task was
 /// running", freed its equipment, and the task's own answer was lost.)
 #[tokio::test(flavor = "multi_thread")]
@@ -337,6 +338,10 @@ async fn a_starting_host_leaves_alone_a_task_another_process_runs() {
     .expect("a second host");
     assert_eq!(other.recover().expect("recover"), Vec::<String>::new());
     assert_eq!(state(&host, &slow), TaskState::Running);
+    // A runner there that listed it as queued just before (`hcp tasks
+    // run-queued`) leaves it, and goes on with the next (it failed, and
+    // the command stopped there).
+    assert_eq!(other.run_task(&slow).await.expect("run"), None);
     let done = run.await.expect("join").expect("ran");
     assert_eq!(done["type"], "task_completed", "{done}");
     assert_eq!(state(&host, &slow), TaskState::Completed);

@@ -352,10 +352,7 @@ pub(super) fn tasks(args: TasksArgs) -> Outcome {
                     Some(answer) => {
                         println!("{}  {}", t.task_id, answer["type"].as_str().unwrap_or("?"))
                     }
-                    None => println!(
-                        "{}  still queued (equipment in use or no session slot free)",
-                        t.task_id
-                    ),
+                    None => println!("{}  {}", t.task_id, not_run(&host, &t.task_id)?),
                 }
             }
             if json {
@@ -434,9 +431,7 @@ pub(super) fn approvals(args: ApprovalsArgs) -> Outcome {
                     Ok(final_code(&answer))
                 }
                 None => {
-                    eprintln!(
-                        "task {id} is queued: its equipment is in use or no session slot is free"
-                    );
+                    eprintln!("task {id}: {}", not_run(&host, &id)?);
                     Ok(ExitCode::SUCCESS)
                 }
             }
@@ -478,4 +473,18 @@ pub(super) fn artifacts(args: ArtifactsArgs) -> Outcome {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why a task `run_task` left alone was not run here, from its state now.
+fn not_run(host: &Host, task_id: &str) -> anyhow::Result<String> {
+    let state = host.store.task(task_id)?.map(|t| t.state);
+    Ok(match state {
+        Some(TaskState::Queued) => {
+            "still queued (equipment in use or no session slot free)".to_owned()
+        }
+        Some(TaskState::Running) => "running in another process on this data directory".to_owned(),
+        Some(s) if s.is_final() => format!("{} (by another process meanwhile)", s.as_str()),
+        Some(s) => format!("not run: it is {}", s.as_str()),
+        None => "not run: no such task".to_owned(),
+    })
 }

@@ -39,7 +39,9 @@ impl Host {
     ///
     /// # Errors
     ///
-    /// No such task, a task that is not queued, or a host fault.
+    /// No such task, or a host fault. A task that is not queued (another
+    /// runner took it, or it waits for the gate or an operator) is `None`,
+    /// as one that stays queued.
     pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
         let load = phase!("run.load");
         // Accepted by this process just now: as it was written, while the
@@ -64,10 +66,14 @@ impl Host {
             return Ok(task.result.or(task.answer));
         }
         if task.state != TaskState::Queued {
-            anyhow::bail!(
-                "task {task_id} is not queued (it is {})",
+            // Another runner (this process's, or another process's on the
+            // data directory) took it since it was listed, or it waits for
+            // the gate or an operator: not this call's to run.
+            tracing::debug!(
+                "task {task_id} is not queued (it is {}): not run here",
                 task.state.as_str()
             );
+            return Ok(None);
         }
         let session = task
             .session_id

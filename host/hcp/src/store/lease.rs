@@ -55,19 +55,27 @@ impl Store {
     /// The lease's file cannot be created or locked.
     pub fn take_lease(&self, task_id: &str) -> Result<Option<RunLease>> {
         let path = self.lease_path(task_id)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .with_context(|| format!("{}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(RunLease { path, _file: file })),
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => {
-                Err(e).with_context(|| format!("locking {}", path.display()))
+        // A lock is the lease only while the file it is on is still the one
+        // at the path: a holder removes the file before it unlocks, so a
+        // lock taken just after is on a removed file, and the next try
+        // opens the path again.
+        for _ in 0..LOCK_TRIES {
+            let file = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .with_context(|| format!("{}", path.display()))?;
+            match lock(file, &path)? {
+                Locked::Lease(file) => return Ok(Some(RunLease { path, _file: file })),
+                Locked::Replaced => {}
+                Locked::Held => return Ok(None),
             }
         }
+        anyhow::bail!(
+            "{}: the lease file kept being replaced while it was taken",
+            path.display()
+        )
     }
 
     /// Whether a live process holds the lease of `task_id` (it runs the
@@ -78,22 +86,65 @@ impl Store {
     /// The lease's file cannot be read or locked.
     pub fn lease_held(&self, task_id: &str) -> Result<bool> {
         let path = self.lease_path(task_id)?;
-        let file = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
-        };
-        match file.try_lock() {
-            Ok(()) => {
-                // Nobody held it: its runner stopped.
-                drop(RunLease { path, _file: file });
-                Ok(false)
-            }
-            Err(TryLockError::WouldBlock) => Ok(true),
-            Err(TryLockError::Error(e)) => {
-                Err(e).with_context(|| format!("locking {}", path.display()))
+        for _ in 0..LOCK_TRIES {
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
+            };
+            match lock(file, &path)? {
+                Locked::Lease(file) => {
+                    // Nobody held it: its runner stopped.
+                    drop(RunLease { path, _file: file });
+                    return Ok(false);
+                }
+                Locked::Replaced => {}
+                Locked::Held => return Ok(true),
             }
         }
+        anyhow::bail!(
+            "{}: the lease file kept being replaced while it was read",
+            path.display()
+        )
+    }
+}
+
+/// Tries at a lease's file before giving up (each failed try saw its file
+/// replaced underneath: a holder letting go at that very moment).
+const LOCK_TRIES: usize = 16;
+
+/// What locking a lease's file came to.
+#[derive(Debug)]
+enum Locked {
+    /// Locked, and still the file at the path: the lease.
+    Lease(File),
+    /// Locked after its holder removed it (or replaced underneath): not
+    /// the lease; the path is to be opened again.
+    Replaced,
+    /// Another holder has it.
+    Held,
+}
+
+/// Locks `file`, opened at `path`.
+fn lock(file: File, path: &std::path::Path) -> Result<Locked> {
+    match file.try_lock() {
+        Ok(()) if at_path(&file, path)? => Ok(Locked::Lease(file)),
+        Ok(()) => Ok(Locked::Replaced),
+        Err(TryLockError::WouldBlock) => Ok(Locked::Held),
+        Err(TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+}
+
+/// Whether `file` is still the file at `path` (not removed, not replaced).
+fn at_path(file: &File, path: &std::path::Path) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let open = file.metadata()?;
+    match std::fs::metadata(path) {
+        Ok(now) => Ok(now.dev() == open.dev() && now.ino() == open.ino()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("{}", path.display())),
     }
 }
 
@@ -121,6 +172,19 @@ mod tests {
         std::fs::write(dir.path().join(DIR).join("task-2.lock"), b"").expect("write");
         assert!(!other.lease_held("task-2").expect("held"));
         assert!(!dir.path().join(DIR).join("task-2.lock").exists());
+        // A runner that opened the file just before its holder let go
+        // (removed it, then unlocked) gets a lock on a removed file: not
+        // the lease, or a host starting now would find no lease and fail
+        // the task that runner runs.
+        let first = store.take_lease("task-3").expect("take").expect("free");
+        let path = dir.path().join(DIR).join("task-3.lock");
+        let late = File::open(&path).expect("open before the holder lets go");
+        drop(first);
+        assert!(matches!(lock(late, &path).expect("lock"), Locked::Replaced));
+        let second = other.take_lease("task-3").expect("take").expect("free");
+        assert!(store.lease_held("task-3").expect("held"));
+        drop(second);
+        assert!(!store.lease_held("task-3").expect("held"));
         assert!(store.take_lease("../escape").is_err());
         assert!(store.lease_held("a/b").is_err());
     }
