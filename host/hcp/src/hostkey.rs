@@ -45,11 +45,25 @@ pub fn init(data_dir: &Path) -> Result<HostIdentity> {
             path.display()
         );
     }
+    let key = create(data_dir)?.with_context(|| {
+        format!(
+            "{} exists already: a host keeps its key (receipts it signed verify against it)",
+            path.display()
+        )
+    })?;
+    Ok(HostIdentity::of(key))
+}
+
+/// Makes a new host key at its place, whole or not at all (a process
+/// loading it meanwhile never sees it half written); `None` when a key is
+/// there already (another process made it first).
+fn create(data_dir: &Path) -> Result<Option<HostKey>> {
+    let path = key_path(data_dir);
     let dir = path.parent().unwrap_or(data_dir);
     create_private_dir(dir).with_context(|| format!("{}", dir.display()))?;
     let key = HostKey::generate()?;
-    key.save(&path)?;
-    Ok(HostIdentity::of(key))
+    let made = crate::private_dir::create_whole(&path, |tmp| Ok(key.save(tmp)?))?;
+    Ok(made.then_some(key))
 }
 
 /// Loads the host key.
@@ -76,16 +90,46 @@ pub fn load(data_dir: &Path) -> Result<HostIdentity> {
 ///
 /// It cannot be read or created.
 pub fn load_or_init(data_dir: &Path) -> Result<HostIdentity> {
-    if key_path(data_dir).exists() {
-        load(data_dir)
-    } else {
-        init(data_dir)
+    if !key_path(data_dir).exists()
+        && let Some(key) = create(data_dir)?
+    {
+        return Ok(HostIdentity::of(key));
     }
+    // There already, or another process made it first: theirs is used.
+    load(data_dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn processes_starting_at_once_agree_on_one_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let barrier = std::sync::Barrier::new(4);
+            let ids: Vec<String> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            load_or_init(dir.path()).map(|k| k.host_id)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread").expect("a key"))
+                    .collect()
+            });
+            assert!(ids.windows(2).all(|w| w[0] == w[1]), "{ids:?}");
+            let left: Vec<_> = std::fs::read_dir(dir.path().join("keys"))
+                .expect("keys")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert_eq!(left, vec![std::ffi::OsString::from("host.key")]);
+        }
+    }
 
     #[test]
     fn init_once_load_many() {

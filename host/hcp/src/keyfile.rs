@@ -25,19 +25,20 @@ pub(crate) fn load_or_create(data_dir: &Path, name: &str) -> Result<[u8; 32]> {
         create_private_dir(&dir).with_context(|| format!("{}", dir.display()))?;
         let mut key = [0u8; 32];
         getrandom::fill(&mut key).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        match options.open(&path) {
-            Ok(mut f) => {
-                f.write_all(&key)?;
-                f.sync_all()?;
-            }
-            // Another process created it first: use theirs.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).with_context(|| format!("{}", path.display())),
-        }
+        // Whole or not at all (a process reading it meanwhile never sees
+        // it empty); when another process made it first, theirs is used.
+        crate::private_dir::create_whole(&path, |tmp| {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options
+                .open(tmp)
+                .with_context(|| format!("{}", tmp.display()))?;
+            f.write_all(&key)?;
+            f.sync_all()?;
+            Ok(())
+        })?;
     }
     #[cfg(unix)]
     {
@@ -61,6 +62,29 @@ pub(crate) fn load_or_create(data_dir: &Path, name: &str) -> Result<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::load_or_create;
+
+    #[test]
+    fn processes_creating_it_at_once_agree_on_one_key() {
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let barrier = std::sync::Barrier::new(4);
+            let keys: Vec<[u8; 32]> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            load_or_create(dir.path(), "k.key")
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("thread").expect("a key"))
+                    .collect()
+            });
+            assert!(keys.windows(2).all(|w| w[0] == w[1]));
+        }
+    }
 
     #[test]
     fn a_key_is_created_once_private_and_refused_when_opened_up() {

@@ -37,6 +37,48 @@ pub(crate) fn sync_dir(dir: &Path) {
     }
 }
 
+/// Makes a new file at `path` whole or not at all: `write` makes it under a
+/// temporary name beside it (written and synced), which is then linked to
+/// `path` in one step, so that no reader ever sees it half written. `false`
+/// when a file is at `path` already (another process made it first): it is
+/// left as it is, and this one's is dropped.
+///
+/// # Errors
+///
+/// `write` fails, or the file cannot be linked.
+pub(crate) fn create_whole(
+    path: &Path,
+    write: impl FnOnce(&Path) -> anyhow::Result<()>,
+) -> anyhow::Result<bool> {
+    use anyhow::Context as _;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| anyhow::anyhow!("random source: {e}"))?;
+    let tmp = dir.join(format!(
+        ".{name}.{}-{}.tmp",
+        std::process::id(),
+        u64::from_le_bytes(nonce)
+    ));
+    if let Err(e) = write(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => {
+            sync_dir(dir);
+            Ok(true)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("{}", path.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -215,23 +215,62 @@ pub(crate) fn unsynced<T>(
 }
 
 fn migrate(db: &Connection) -> Result<()> {
-    let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    let version = usize::try_from(version).unwrap_or(usize::MAX);
-    if version > schema::MIGRATIONS.len() {
-        anyhow::bail!(
-            "schema version {version} is newer than this host knows ({}); upgrade the host",
-            schema::MIGRATIONS.len()
-        );
+    let version = |db: &Connection| -> Result<usize> {
+        let version: i64 = db.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let version = usize::try_from(version).unwrap_or(usize::MAX);
+        if version > schema::MIGRATIONS.len() {
+            anyhow::bail!(
+                "schema version {version} is newer than this host knows ({}); upgrade the host",
+                schema::MIGRATIONS.len()
+            );
+        }
+        Ok(version)
+    };
+    if version(db)? == schema::MIGRATIONS.len() {
+        return Ok(());
     }
-    for (i, sql) in schema::MIGRATIONS.iter().enumerate().skip(version) {
-        let tx = db.unchecked_transaction()?;
+    // Each step under the write lock, the version read again in it: two
+    // processes opening a new (or upgraded) data directory at once run
+    // each step once, the second finding it done.
+    loop {
+        let tx =
+            rusqlite::Transaction::new_unchecked(db, rusqlite::TransactionBehavior::Immediate)?;
+        let at = version(&tx)?;
+        let Some(sql) = schema::MIGRATIONS.get(at) else {
+            return Ok(());
+        };
         tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", i64::try_from(i + 1)?)?;
+        tx.pragma_update(None, "user_version", i64::try_from(at + 1)?)?;
         tx.commit()?;
     }
-    Ok(())
 }
 
 pub(crate) fn now() -> String {
     hcp_contracts::message::now_rfc3339()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn processes_opening_a_new_data_directory_at_once_migrate_it_once() {
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let barrier = std::sync::Barrier::new(4);
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            Store::open(dir.path()).map(|_| ())
+                        })
+                    })
+                    .collect();
+                for h in handles {
+                    h.join().expect("thread").expect("opened");
+                }
+            });
+        }
+    }
 }
