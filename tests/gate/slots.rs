@@ -348,3 +348,35 @@ async fn a_starting_host_leaves_alone_a_task_another_process_runs() {
     // Once it ended, nothing is left to recover.
     assert_eq!(other.recover().expect("recover"), Vec::<String>::new());
 }
+
+/// `hcp remove` leaves a version with unfinished tasks installed (a queued
+/// task would wait for good, a running guest lose its files), and a task
+/// whose version went while it was queued (removed as it was admitted)
+/// fails `resource_unavailable` instead of waiting for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_with_unfinished_tasks_stays_and_a_task_of_a_removed_one_fails() {
+    let (_data, host) = probe_lab(8, 1);
+    let queued = submit(&host, "remove-1", json!({"ms": 0}), "PT30S");
+    let err = hcp::install::remove(&host.store, "document-analysis", "9.0.0")
+        .expect_err("removed under its queued task");
+    assert!(
+        format!("{err:#}").contains(&format!(
+            "document-analysis@9.0.0 has 1 unfinished task(s): {queued} (queued)"
+        )),
+        "{err:#}"
+    );
+    host.store
+        .record_removal("document-analysis", "9.0.0")
+        .expect("removed under it");
+    let answer = host
+        .run_task(&queued)
+        .await
+        .expect("run")
+        .expect("answered");
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert_eq!(
+        answer["payload"]["error_code"], "resource_unavailable",
+        "{answer}"
+    );
+    assert_eq!(state(&host, &queued), TaskState::Failed);
+}

@@ -83,13 +83,32 @@ impl Host {
             .admission
             .clone()
             .context("queued task without its admission")?;
-        let installed = self
-            .store
-            .installed_version(
-                &task.capability,
-                task.version.as_deref().unwrap_or_default(),
-            )?
-            .with_context(|| format!("{} is no longer installed", task.capability))?;
+        let Some(installed) = self.store.installed_version(
+            &task.capability,
+            task.version.as_deref().unwrap_or_default(),
+        )?
+        else {
+            // Removed after the task was admitted (`hcp remove` refuses a
+            // version with unfinished tasks, but one admitted as it was
+            // removed gets here): the task fails, instead of staying
+            // queued for good.
+            let answer = failure(
+                &session,
+                ErrorCode::ResourceUnavailable,
+                &format!(
+                    "{}@{} was removed before the task could run",
+                    task.capability,
+                    task.version.as_deref().unwrap_or("?")
+                ),
+            )?;
+            let moved = self.store.settle(
+                task_id,
+                TaskState::Queued,
+                TaskState::Failed,
+                answer.clone(),
+            )?;
+            return Ok(moved.then_some(answer));
+        };
         let capability = self.capability(&installed)?;
         let manifest = &*capability.manifest;
         drop(load);

@@ -367,7 +367,14 @@ fn commit(
         installed_at: r.installed_at.clone(),
     };
     let placed = caps.place(&mut staging, &installed.dir)?;
-    if let Err(e) = store.record_install(&installed) {
+    let recorded = match signer {
+        // Still trusted, checked in the transaction that records it.
+        Some(s) => {
+            store.record_signed_install(&installed, s.publisher.as_str(), &s.public_key.to_string())
+        }
+        None => store.record_install(&installed),
+    };
+    if let Err(e) = recorded {
         caps.unplace(&placed)?;
         return Err(e);
     }
@@ -385,6 +392,27 @@ pub fn remove(store: &Store, name: &str, version: &str) -> Result<Installed> {
     let Some(installed) = store.installed_version(name, version)? else {
         anyhow::bail!("{name}@{version} is not installed (hcp list)");
     };
+    // A version with tasks still to run or running stays: its tasks would
+    // lose what they run on (a running guest its files).
+    let unfinished = store.unfinished_tasks_of(name, version)?;
+    if !unfinished.is_empty() {
+        let listed: Vec<String> = unfinished
+            .iter()
+            .take(5)
+            .map(|(id, state)| format!("{id} ({})", state.as_str()))
+            .collect();
+        anyhow::bail!(
+            "{name}@{version} has {} unfinished task(s): {}{}; let them finish (or reject \
+             those waiting for approval), then remove it",
+            unfinished.len(),
+            listed.join(", "),
+            if unfinished.len() > listed.len() {
+                ", ..."
+            } else {
+                ""
+            }
+        );
+    }
     let aside = if installed.dir.exists() {
         Some(caps.take_out(&installed.dir)?)
     } else {

@@ -467,6 +467,7 @@ fn replaced_mark(dir: &Path) -> Result<Option<Mark>> {
 /// The database is damaged (nothing to accept), or the mark cannot be
 /// written.
 pub fn accept_loss(dir: &Path) -> Result<Checked> {
+    let _alone = hold_alone(dir)?;
     let path = dir.join(DB);
     let mark = replaced_mark(dir)?;
     let store = if std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) == 0 {
@@ -526,6 +527,76 @@ pub fn backup(dir: &Path, dest: &Path) -> Result<Mark> {
     Ok(mark)
 }
 
+/// The data directory's lock, beside the database: every open store holds
+/// it shared ([`hold_shared`]); restore and accept-loss, which replace what
+/// an open store writes into, take it alone ([`hold_alone`]).
+pub const LOCK: &str = "hcp.lock";
+
+fn lock_file(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(LOCK);
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options
+        .open(&path)
+        .with_context(|| format!("{}", path.display()))
+}
+
+/// Holds the data directory's lock shared while the returned file is open
+/// (waits while a restore or accept-loss has it).
+///
+/// # Errors
+///
+/// The lock file cannot be opened or locked.
+pub(crate) fn hold_shared(dir: &Path) -> Result<std::fs::File> {
+    let file = lock_file(dir)?;
+    file.lock_shared()
+        .with_context(|| format!("locking {}", dir.join(LOCK).display()))?;
+    Ok(file)
+}
+
+/// The lock a store's setup (`Store::open`: WAL, the mark's check, the
+/// schema, the data key) is made under, one process at a time.
+pub const SETUP_LOCK: &str = "hcp.setup.lock";
+
+/// Holds the setup lock alone while the returned file is open (waits for
+/// another process's setup, a few milliseconds).
+///
+/// # Errors
+///
+/// The lock file cannot be opened or locked.
+pub(crate) fn hold_setup(dir: &Path) -> Result<std::fs::File> {
+    let path = dir.join(SETUP_LOCK);
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let file = options
+        .open(&path)
+        .with_context(|| format!("{}", path.display()))?;
+    file.lock()
+        .with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
+}
+
+/// Holds the data directory's lock alone, or refuses when any process has
+/// its store open.
+fn hold_alone(dir: &Path) -> Result<std::fs::File> {
+    let file = lock_file(dir)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => anyhow::bail!(
+            "{}: another hcp process has this data directory open (`hcp serve`, or a \
+             command): stop it first, since what it holds open would be replaced under it",
+            dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", dir.join(LOCK).display()))
+        }
+    }
+}
+
 fn temp_beside(dest: &Path) -> Result<PathBuf> {
     let name = dest
         .file_name()
@@ -544,6 +615,7 @@ fn temp_beside(dest: &Path) -> Result<PathBuf> {
 ///
 /// The backup is damaged or cannot be read; the copy cannot be written.
 pub fn restore(dir: &Path, from: &Path) -> Result<Checked> {
+    let _alone = hold_alone(dir)?;
     let source = open_existing(from).with_context(|| from.display().to_string())?;
     let rows: String = source
         .query_row("PRAGMA quick_check", [], |r| r.get(0))
@@ -583,6 +655,30 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Checked> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Restore and accept-loss replace what a running host holds open: they
+    /// are refused while any process has the data directory's store open
+    /// (a host kept writing into the replaced files, and everything it
+    /// acknowledged after was lost), and work once it is closed.
+    #[test]
+    fn restore_and_accept_loss_wait_for_the_directory_to_be_theirs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let store = super::super::Store::open(&data).expect("open");
+        let copy = dir.path().join("backup.db");
+        backup(&data, &copy).expect("backup");
+        for refused in [restore(&data, &copy), accept_loss(&data)] {
+            let e = refused.expect_err("replaced under an open store");
+            assert!(
+                format!("{e:#}").contains("another hcp process has this data directory open"),
+                "{e:#}"
+            );
+        }
+        drop(store);
+        restore(&data, &copy).expect("restore");
+        accept_loss(&data).expect("accept the loss");
+        super::super::Store::open(&data).expect("open again");
+    }
 
     #[test]
     fn full_disk_errors_are_recognised() {

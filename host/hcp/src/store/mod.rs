@@ -62,6 +62,10 @@ pub struct Store {
     /// The write-ahead log's checkpoints, when a thread makes them (see
     /// [`Store::checkpoint_in_background`]).
     wal: std::sync::OnceLock<Checkpointer>,
+    /// The data directory's lock, held shared while the store is open (a
+    /// snapshot's store has none of its own), so that nothing replaces the
+    /// database under it (`durable::restore`, `durable::accept_loss`).
+    _lock: Option<std::fs::File>,
 }
 
 impl Store {
@@ -75,6 +79,12 @@ impl Store {
     /// ([`durable::Damaged`]).
     pub fn open(dir: &Path) -> Result<Self> {
         create_private_dir(dir).with_context(|| format!("data directory {}", dir.display()))?;
+        let lock = durable::hold_shared(dir)?;
+        // One process at a time from here to the end of the setup: a new
+        // database turned to WAL, its mark checked, its schema migrated,
+        // its key made (two processes doing it at once met SQLite's locks
+        // where its busy handler does not wait).
+        let setup = durable::hold_setup(dir)?;
         create_private_dir(&dir.join("blobs/sha256"))
             .with_context(|| format!("data directory {}", dir.display()))?;
         let path = dir.join("hcp.db");
@@ -94,6 +104,7 @@ impl Store {
         let data_key = DataKey::load_or_create(dir)?;
         create_private_dir(&dir.join("blobs/sealed"))?;
         lease::create_dir(dir)?;
+        drop(setup);
         Ok(Self {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
@@ -101,6 +112,7 @@ impl Store {
             changes: tokio::sync::watch::Sender::new(0),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
+            _lock: Some(lock),
         })
     }
 
@@ -132,6 +144,7 @@ impl Store {
             changes: tokio::sync::watch::Sender::new(0),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
+            _lock: None,
         })
     }
 

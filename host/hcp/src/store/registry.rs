@@ -77,8 +77,49 @@ impl Store {
     ///
     /// That version is already installed, or the database fails.
     pub fn record_install(&self, i: &Installed) -> Result<()> {
+        self.record_install_trusted(i, None)
+    }
+
+    /// [`Store::record_install`] of a bundle signed by `signer` (its name
+    /// and public key), in one transaction with the check that the
+    /// publisher is still trusted with that key: a `hcp trust remove`
+    /// between the install's first check and its end refuses the install
+    /// instead of leaving a distrusted publisher's capability installed.
+    ///
+    /// # Errors
+    ///
+    /// The publisher is no longer trusted, the version is installed
+    /// already, or the database fails.
+    pub fn record_signed_install(
+        &self,
+        i: &Installed,
+        publisher: &str,
+        public_key: &str,
+    ) -> Result<()> {
+        self.record_install_trusted(i, Some((publisher, public_key)))
+    }
+
+    fn record_install_trusted(&self, i: &Installed, signer: Option<(&str, &str)>) -> Result<()> {
         let v = &i.version;
-        self.db()
+        let db = self.db();
+        let tx =
+            rusqlite::Transaction::new_unchecked(&db, rusqlite::TransactionBehavior::Immediate)?;
+        if let Some((publisher, key)) = signer {
+            let trusted: Option<i64> = tx
+                .prepare_cached(
+                    "SELECT 1 FROM trusted_publishers WHERE name = ?1 AND public_key = ?2",
+                )?
+                .query_row(params![publisher, key], |r| r.get(0))
+                .optional()?;
+            if trusted.is_none() {
+                anyhow::bail!(
+                    "publisher {publisher} is no longer trusted (it was removed while {} was \
+                     being installed): nothing was installed",
+                    i.id()
+                );
+            }
+        }
+        tx
             .prepare_cached(
                 &format!("INSERT INTO capabilities ({COLUMNS}, major, minor, patch) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"))?.execute(
                 params![
@@ -100,6 +141,7 @@ impl Store {
                 }
                 e => e.into(),
             })?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -179,6 +221,43 @@ mod tests {
             unsigned: true,
             installed_at: "t".into(),
         }
+    }
+
+    /// A signed install is recorded only while its publisher is trusted
+    /// with the key that signed it: checked in the transaction that
+    /// records it, so a `hcp trust remove` that came first refuses it.
+    #[test]
+    fn a_signed_install_is_recorded_only_while_its_publisher_is_trusted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let key = hcp_receipts::HostKey::generate().expect("key");
+        let public = key.public().to_string();
+        let name = hcp_bundle::PublisherName::try_from("acme-labs".to_owned()).expect("name");
+        store.trust_publisher(&name, key.public()).expect("trust");
+        let signed = |v: &str| Installed {
+            publisher: Some("acme-labs".into()),
+            unsigned: false,
+            ..at(v)
+        };
+        store
+            .record_signed_install(&signed("1.0.0"), "acme-labs", &public)
+            .expect("trusted");
+        store.distrust_publisher(&name).expect("distrust");
+        let e = store
+            .record_signed_install(&signed("1.1.0"), "acme-labs", &public)
+            .expect_err("recorded after the publisher was distrusted");
+        assert_eq!(
+            e.to_string(),
+            "publisher acme-labs is no longer trusted (it was removed while cap@1.1.0 was \
+             being installed): nothing was installed"
+        );
+        let versions: Vec<String> = store
+            .installed()
+            .expect("installed")
+            .into_iter()
+            .map(|i| i.version.to_string())
+            .collect();
+        assert_eq!(versions, ["1.0.0"]);
     }
 
     #[test]

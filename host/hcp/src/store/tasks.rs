@@ -676,6 +676,35 @@ impl Store {
         self.tasks_of(None, state, limit)
     }
 
+    /// The tasks of `capability`@`version` that have not ended (received,
+    /// waiting for approval, queued or running), oldest first, with their
+    /// state.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn unfinished_tasks_of(
+        &self,
+        capability: &str,
+        version: &str,
+    ) -> Result<Vec<(String, TaskState)>> {
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT task_id, state FROM tasks
+             WHERE capability = ?1 AND version = ?2
+               AND state IN ('received', 'pending_approval', 'queued', 'running')
+             ORDER BY created_at, task_id",
+        )?;
+        let rows = stmt.query_map(params![capability, version], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        rows.map(|row| {
+            let (id, state) = row?;
+            Ok((id, TaskState::parse_name(&state)?))
+        })
+        .collect()
+    }
+
     /// [`Store::tasks`] of one caller (`Some`), or of every caller.
     ///
     /// # Errors

@@ -58,7 +58,11 @@ impl Store {
     /// name; or the database fails.
     pub fn trust_publisher(&self, name: &PublisherName, key: &PublicKey) -> Result<Added> {
         let db = self.db();
-        let tx = db.unchecked_transaction()?;
+        // The write lock first: read, then written, with no other
+        // process's commit in between (a deferred transaction would fail
+        // busy at once when one came).
+        let tx =
+            rusqlite::Transaction::new_unchecked(&db, rusqlite::TransactionBehavior::Immediate)?;
         let by_name: Option<String> = tx
             .query_row(
                 "SELECT public_key FROM trusted_publishers WHERE name = ?1",
@@ -123,7 +127,11 @@ impl Store {
     /// The name is not trusted, or the database fails.
     pub fn distrust_publisher(&self, name: &PublisherName) -> Result<TrustedPublisher> {
         let db = self.db();
-        let tx = db.unchecked_transaction()?;
+        // The write lock first: read, then written, with no other
+        // process's commit in between (a deferred transaction would fail
+        // busy at once when one came).
+        let tx =
+            rusqlite::Transaction::new_unchecked(&db, rusqlite::TransactionBehavior::Immediate)?;
         let row: Option<(String, String, String)> = tx
             .query_row(
                 "SELECT name, public_key, added_at FROM trusted_publishers WHERE name = ?1",
