@@ -357,6 +357,54 @@ async fn growing_a_file_by_set_size_counts_as_written() {
     );
 }
 
+/// A write past the end of a file grows it over the hole: the hole counts
+/// as written, as growing it by `set-size` does (one byte written at 1 TiB
+/// was charged one byte, and left a file of a terabyte).
+#[tokio::test]
+async fn a_write_past_the_end_counts_its_hole_as_written() {
+    let (_tmp, out, prepared) = writer();
+    for stream in [false, true] {
+        let sink = Arc::new(MemorySink::new());
+        let run = run_with(
+            &prepared,
+            json!({"action": "write_at", "preopen": "/out", "name": "hole.bin",
+                   "offset": 1u64 << 40, "data": "x", "stream": stream}),
+            8 * MIB,
+            sink.clone(),
+        )
+        .await;
+        let outputs = completed(&run);
+        assert_eq!(
+            outputs,
+            &json!({"ok": false, "error": "quota"}),
+            "stream {stream}"
+        );
+        let len = std::fs::metadata(out.join("hole.bin")).map_or(0, |m| m.len());
+        assert!(len < MIB, "stream {stream}: the file grew to {len} bytes");
+        assert!(
+            write_verdicts(&sink)
+                .iter()
+                .any(|v| !v.0 && v.1 >= 1u64 << 40),
+            "stream {stream}: {:?}",
+            write_verdicts(&sink)
+        );
+    }
+    // Within the budget, a positioned write goes on.
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "write_at", "preopen": "/out", "name": "near.bin", "offset": 4096, "data": "x"}),
+        8 * MIB,
+        sink.clone(),
+    )
+    .await;
+    assert_eq!(completed(&run)["ok"], true, "{:?}", completed(&run));
+    assert_eq!(
+        std::fs::metadata(out.join("near.bin")).expect("file").len(),
+        4097
+    );
+}
+
 #[tokio::test]
 async fn a_stream_write_over_budget_reports_quota() {
     let (_tmp, out, prepared) = writer();

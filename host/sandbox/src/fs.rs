@@ -112,6 +112,17 @@ impl GovernedFs<'_> {
             .map_err(|_| ErrorCode::Quota.into())
     }
 
+    /// The size of the file `fd` is open on, now (0 for a directory, or
+    /// when it cannot be read: a write then pays for its own bytes only).
+    fn file_size(&mut self, fd: &Resource<Descriptor>) -> u64 {
+        match self.inner.table.get(fd) {
+            Ok(wasmtime_wasi::filesystem::Descriptor::File(f)) => {
+                f.file.metadata().map_or(0, |m| m.len())
+            }
+            _ => 0,
+        }
+    }
+
     /// Replaces the output stream `stream` of `fd` by one that passes the
     /// meter before each write.
     fn metered(
@@ -369,7 +380,10 @@ impl HostDescriptor for GovernedFs<'_> {
         buf: Vec<u8>,
         offset: types::Filesize,
     ) -> FsResult<types::Filesize> {
-        self.charge_write(&fd, buf.len() as u64)?;
+        // A write past the end grows the file over the hole: the hole
+        // counts as written, as growing it by `set-size` does.
+        let hole = offset.saturating_sub(self.file_size(&fd));
+        self.charge_write(&fd, (buf.len() as u64).saturating_add(hole))?;
         self.inner.write(fd, buf, offset).await
     }
 
@@ -402,6 +416,10 @@ impl HostDescriptor for GovernedFs<'_> {
         offset: types::Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
         let borrowed = Resource::new_borrow(fd.rep());
+        // Its first write lands at `offset`: a hole past the end counts as
+        // written (see `write`).
+        let hole = offset.saturating_sub(self.file_size(&borrowed));
+        self.charge_write(&borrowed, hole)?;
         let stream = self.inner.write_via_stream(fd, offset)?;
         self.metered(&borrowed, stream)
     }

@@ -142,6 +142,18 @@ enum Action {
         path: String,
         len: u64,
     },
+    /// Writes `data` at `offset` of the file `name` of the preopen
+    /// `preopen` (created when missing): with `stream`, through its
+    /// output stream opened there; else with one positioned write.
+    /// Reports the error's `filesystem-error-code` name.
+    WriteAt {
+        preopen: String,
+        name: String,
+        offset: u64,
+        data: String,
+        #[serde(default)]
+        stream: bool,
+    },
     /// Writes `bytes` bytes to the new file `name` of the preopen `preopen`
     /// through its `wasi:filesystem` output stream, 4 KiB a call; reports
     /// the `filesystem-error-code` of a failed write.
@@ -223,6 +235,44 @@ fn stream_write(preopen: &str, name: &str, bytes: u64) -> Value {
         }
     }
     json!({"ok": true, "value": written})
+}
+
+fn write_at(preopen: &str, name: &str, offset: u64, data: &[u8], stream: bool) -> Value {
+    use wasip2::filesystem::types::{
+        DescriptorFlags, OpenFlags, PathFlags, filesystem_error_code,
+    };
+    use wasip2::io::streams::StreamError;
+    let dirs = wasip2::filesystem::preopens::get_directories();
+    let Some((dir, _)) = dirs.iter().find(|(_, p)| p == preopen) else {
+        return json!({"ok": false, "error": format!("no preopen {preopen}")});
+    };
+    let file = match dir.open_at(
+        PathFlags::empty(),
+        name,
+        OpenFlags::CREATE,
+        DescriptorFlags::WRITE,
+    ) {
+        Ok(f) => f,
+        Err(e) => return json!({"ok": false, "error": e.name()}),
+    };
+    if !stream {
+        return match file.write(data, offset) {
+            Ok(n) => json!({"ok": true, "value": n}),
+            Err(e) => json!({"ok": false, "error": e.name()}),
+        };
+    }
+    let out = match file.write_via_stream(offset) {
+        Ok(s) => s,
+        Err(e) => return json!({"ok": false, "error": e.name()}),
+    };
+    match out.blocking_write_and_flush(data) {
+        Ok(()) => json!({"ok": true, "value": data.len()}),
+        Err(StreamError::LastOperationFailed(e)) => json!({
+            "ok": false,
+            "error": filesystem_error_code(&e).map_or("none", |c| c.name()),
+        }),
+        Err(StreamError::Closed) => json!({"ok": false, "error": "closed"}),
+    }
 }
 
 fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
@@ -435,6 +485,13 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             name,
             bytes,
         } => stream_write(&preopen, &name, bytes),
+        Action::WriteAt {
+            preopen,
+            name,
+            offset,
+            data,
+            stream,
+        } => write_at(&preopen, &name, offset, data.as_bytes(), stream),
         Action::SetLen { path, len } => report(
             std::fs::OpenOptions::new()
                 .create(true)
