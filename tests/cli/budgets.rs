@@ -35,10 +35,14 @@ fn large_calls_after_the_budget_is_spent_are_bounded_and_stopped() {
         serde_json::from_str(&std::fs::read_to_string(&budgets).expect("read")).expect("json");
     b["defaults"]["bytes"] = json!(1 << 20);
     write_json(&policies, "budgets.json", &b);
+    // A directory of its own: not the one holding the policies (no grant
+    // may reach the host's own directories).
+    let granted = tmp.path().join("granted");
+    std::fs::create_dir(&granted).expect("mkdir");
     let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
         .set(
             "/grants/filesystem",
-            json!([{"path": tmp.path(), "guest_path": "/data", "access": "read-only"}]),
+            json!([{"path": granted, "guest_path": "/data", "access": "read-only"}]),
         )
         .set("/grants/instruments", json!(["cvd-rig"]))
         .set("/grants/network", json!([{"host": "localhost", "port": 9}]))

@@ -188,3 +188,49 @@ fn file_writes_stop_at_the_shipped_byte_budget() {
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).starts_with("ok: "), "{}", stdout(&o));
 }
+
+/// A grant may not reach the host's own directories: the data directory
+/// (its private keys, its database, the installed components), the
+/// compiled-code cache (whoever writes it runs code in the host) or the
+/// policies. Granted read-only, the data directory handed the guest the
+/// host's signing key; a `${manifest_dir}` grant run from a directory that
+/// holds the data directory (`hcp run`'s default `./.hcp`) did the same.
+#[test]
+fn a_grant_that_reaches_the_hosts_own_directories_is_refused() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    // A first run makes the data directory and its keys.
+    let apart = base.join("apart");
+    std::fs::create_dir_all(&apart).expect("mkdir");
+    let out = run(
+        &hcp,
+        &base.join("first"),
+        json!([{"path": apart, "guest_path": "/apart", "access": "read-only"}]),
+        json!({"action": "list_dir", "path": "/apart"}),
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let data = hcp.data.path().canonicalize().expect("data");
+    let parent = data.parent().expect("parent").to_path_buf();
+    for (case, granted, read) in [
+        ("the data directory", data.clone(), "/host/keys/host.key"),
+        ("a directory holding it", parent.clone(), "/host"),
+        ("a directory inside it", data.join("keys"), "/host/host.key"),
+    ] {
+        let out = run(
+            &hcp,
+            &base.join(case.replace(' ', "-")),
+            json!([{"path": granted, "guest_path": "/host", "access": "read-only"}]),
+            json!({"action": "read_file", "path": read}),
+        );
+        assert_eq!(code(&out), 2, "{case}: {}{}", stdout(&out), stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!(
+                "probe@1.0.0: the grant of {} reaches the host's own directory",
+                granted.display()
+            )),
+            "{case}: {}",
+            stderr(&out)
+        );
+    }
+}

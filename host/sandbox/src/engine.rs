@@ -37,6 +37,16 @@ pub struct SandboxConfig {
     /// enforcement's cost: the grants still bound what the guest reaches,
     /// but no call is decided, budgeted or recorded.
     pub enforcement: bool,
+    /// The host's own directories, which no grant may reach (equal one,
+    /// lie inside one, or hold one): the data directory (its keys, its
+    /// database, the installed components), the policies. The cache
+    /// directory is always among them: whoever writes it runs code in the
+    /// host.
+    pub host_dirs: Vec<PathBuf>,
+    /// Directories inside [`SandboxConfig::host_dirs`] that read-only grants
+    /// may lie in: the installed capabilities' directory, where a bundle's
+    /// own data (`${manifest_dir}/<dir>`) is installed.
+    pub read_only_within: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -50,6 +60,8 @@ impl Default for SandboxConfig {
             max_wasm_stack: 512 << 10,
             pre_instantiate: true,
             enforcement: true,
+            host_dirs: Vec::new(),
+            read_only_within: Vec::new(),
         }
     }
 }

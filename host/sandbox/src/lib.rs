@@ -79,6 +79,52 @@ impl Sandbox {
         &self.engine.config
     }
 
+    /// Refuses a manifest whose filesystem grants reach one of the host's
+    /// own directories ([`SandboxConfig::host_dirs`] and the cache): equal
+    /// to one, inside one, or holding one. Paths are compared as resolved
+    /// (a grant's host path has no link in it; a host directory is
+    /// resolved when it exists).
+    ///
+    /// # Errors
+    ///
+    /// [`PrepareError::HostDirectory`] for the first grant that does.
+    pub fn keeps_off_the_host(&self, manifest: &Manifest) -> Result<(), PrepareError> {
+        let config = &self.engine.config;
+        let resolved =
+            |d: &std::path::PathBuf| std::fs::canonicalize(d).unwrap_or_else(|_| d.clone());
+        let host_dirs: Vec<std::path::PathBuf> = config
+            .cache_dir
+            .iter()
+            .chain(&config.host_dirs)
+            .map(resolved)
+            .collect();
+        let read_only_within: Vec<std::path::PathBuf> =
+            config.read_only_within.iter().map(resolved).collect();
+        for grant in &manifest.grants.filesystem {
+            let granted = &grant.host_path;
+            // A bundle's own data, installed with it: read-only, strictly
+            // inside the installed capabilities' directory.
+            let bundled = grant.access == hcp_contracts::manifest::Access::ReadOnly
+                && read_only_within
+                    .iter()
+                    .any(|d| granted.starts_with(d) && granted != d);
+            if bundled {
+                continue;
+            }
+            if let Some(dir) = host_dirs
+                .iter()
+                .find(|d| granted.starts_with(d) || d.starts_with(granted))
+            {
+                return Err(PrepareError::HostDirectory {
+                    capability: manifest.id(),
+                    grant: granted.display().to_string(),
+                    host_dir: dir.display().to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Audits the component's imports against its grants, without linking
     /// or running anything. The imports are read from the binary first: a
     /// refused component is reported without being compiled; an allowed one
@@ -119,6 +165,7 @@ impl Sandbox {
     /// The component imports interfaces its grants do not allow, does not
     /// compile, or does not implement the `capability` world.
     pub fn prepare(&self, manifest: Arc<Manifest>) -> Result<PreparedCapability, PrepareError> {
+        self.keeps_off_the_host(&manifest)?;
         let (report, component) = self.audited(&manifest)?;
         let Some(component) = component.filter(|_| report.allowed) else {
             return Err(PrepareError::Refused(Box::new(report)));

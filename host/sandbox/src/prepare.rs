@@ -33,6 +33,20 @@ pub enum PrepareError {
     /// Imports outside the grants.
     #[error("{}", refusal_message(.0))]
     Refused(Box<SurfaceReport>),
+    /// A filesystem grant reaches one of the host's own directories.
+    #[error(
+        "{capability}: the grant of {grant} reaches the host's own directory {host_dir} (its \
+         data directory, compiled-code cache or policies, which a guest must never see): grant \
+         a directory apart from them"
+    )]
+    HostDirectory {
+        /// `name@version`.
+        capability: String,
+        /// The granted host directory.
+        grant: String,
+        /// The host's directory it reaches.
+        host_dir: String,
+    },
     /// The component does not fit the world (missing or mistyped `run`).
     #[error(
         "{capability}: the component does not implement world hcp:capability/capability: {error:#}"

@@ -219,7 +219,14 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 /// The sandbox settings of this host.
 pub(crate) fn sandbox(paths: &Paths) -> anyhow::Result<hcp_sandbox::Sandbox> {
-    sandbox_caching_in(&paths.cache_dir)
+    Ok(hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
+        cache_dir: Some(paths.cache_dir.clone()),
+        // No grant may reach the data directory (keys, database,
+        // installed components) or the policies.
+        host_dirs: vec![paths.data_dir.clone(), paths.policies_dir.clone()],
+        read_only_within: vec![paths.data_dir.join("capabilities")],
+        ..hcp_sandbox::SandboxConfig::default()
+    })?)
 }
 
 /// The sandbox settings of this host, compiled code cached in `cache_dir`.

@@ -147,6 +147,8 @@ impl Host {
         )?;
         let sandbox = Sandbox::new(SandboxConfig {
             cache_dir: Some(paths.cache_dir.clone()),
+            host_dirs: vec![paths.data_dir.clone(), paths.policies_dir.clone()],
+            read_only_within: vec![paths.data_dir.join("capabilities")],
             ..SandboxConfig::default()
         })?;
         let capabilities = Arc::new(Capabilities::load(&store)?);
