@@ -212,7 +212,7 @@ impl Device {
         // Best effort: a port that cannot clear still works.
         let _ = self.port.clear(ClearBuffer::Input);
         self.write(&wire::get_status_line()?, REQUEST)?;
-        let kind = match self.read(REQUEST)? {
+        let kind = match self.read(REQUEST, self.deadline())? {
             Incoming::Status(status) => {
                 if let Some(version) = &status.contract_version
                     && version.split('.').next() != Some(wire::CONTRACT_MAJOR)
@@ -254,8 +254,10 @@ impl Device {
         if matches!(self.kind, Some(DeviceKind::PublicFirmware)) {
             return Ok(None);
         }
+        self.take_unasked(REQUEST)?;
+        let deadline = self.deadline();
         self.write(&wire::get_status_line()?, REQUEST)?;
-        match self.read(REQUEST)? {
+        match self.read(REQUEST, deadline)? {
             Incoming::Status(s) => Ok(Some(s)),
             Incoming::Answer(a) => Err(DeviceError::Garbage {
                 request: REQUEST,
@@ -289,14 +291,33 @@ impl Device {
     /// [`DeviceError::Refused`] on an error answer; any failure of the
     /// exchange.
     pub fn execute(&mut self, cmd: &ActionExecute) -> Result<Answer, DeviceError> {
+        const REQUEST: &str = "action_execute";
         let line = wire::execute_line(cmd)?;
-        self.answer(&line, "action_execute")
+        let answer = self.answer(&line, REQUEST)?;
+        // An answer that names another action is not this one's (a device
+        // out of step with the host): never taken as its execution.
+        if let Some(action) = &answer.action
+            && !action.eq_ignore_ascii_case(cmd.action_type.as_str())
+        {
+            return Err(DeviceError::Garbage {
+                request: REQUEST,
+                reason: format!(
+                    "an answer for {action} to an execution of {}",
+                    cmd.action_type
+                ),
+            });
+        }
+        Ok(answer)
     }
 
     fn answer(&mut self, line: &[u8], request: &'static str) -> Result<Answer, DeviceError> {
+        self.take_unasked(request)?;
+        // One deadline for the whole request: status lines the device
+        // sends meanwhile do not extend it.
+        let deadline = self.deadline();
         self.write(line, request)?;
         loop {
-            match self.read(request)? {
+            match self.read(request, deadline)? {
                 // A status the device sent on its own: noted (and checked)
                 // by `read`; keep waiting for the answer.
                 Incoming::Status(_) => {}
@@ -352,11 +373,52 @@ impl Device {
         }
     }
 
-    /// The next line from the device, with the answer deadline. A status
-    /// line is recorded and a DISABLED kill switch is an error.
-    fn read(&mut self, request: &'static str) -> Result<Incoming, DeviceError> {
-        let started = Instant::now();
-        let deadline = started + self.config.answer_timeout;
+    /// The deadline of a request starting now.
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.config.answer_timeout
+    }
+
+    /// Before a request: what the device sent unasked and the host has not
+    /// read is read now. A status is recorded (a DISABLED kill switch
+    /// refuses the request); an answer nobody waits for (one sent twice,
+    /// or late to a request given up on) is dropped, so that it is never
+    /// taken for this request's answer; so is a line that does not parse.
+    fn take_unasked(&mut self, request: &'static str) -> Result<(), DeviceError> {
+        if let Ok(waiting) = self.port.bytes_to_read()
+            && waiting > 0
+        {
+            let mut chunk = vec![0u8; usize::try_from(waiting).unwrap_or(0).min(64 << 10)];
+            if let Ok(n) = self.port.read(&mut chunk) {
+                self.buf.push(&chunk[..n]);
+            }
+        }
+        while let Some(line) = self.buf.next_line() {
+            match line.and_then(|l| wire::parse_line(&l)) {
+                Ok(Incoming::Status(s)) => {
+                    self.last_status = Some(s.clone());
+                    if s.kill_switch_state == KillSwitch::Disabled {
+                        return Err(DeviceError::KillSwitchDisabled {
+                            device_id: s.device_id,
+                        });
+                    }
+                }
+                Ok(Incoming::Answer(a)) => tracing::warn!(
+                    "HID executor {}: dropped an answer no request waits for, before {request}: {}",
+                    self.config.path,
+                    describe(&a)
+                ),
+                Err(e) => tracing::warn!(
+                    "HID executor {}: dropped a line that does not parse, before {request}: {e}",
+                    self.config.path
+                ),
+            }
+        }
+        Ok(())
+    }
+
+    /// The next line from the device, by `deadline`. A status line is
+    /// recorded and a DISABLED kill switch is an error.
+    fn read(&mut self, request: &'static str, deadline: Instant) -> Result<Incoming, DeviceError> {
         loop {
             if let Some(line) = self.buf.next_line() {
                 let incoming =

@@ -5,7 +5,7 @@ use hcp_hid::action::Mode;
 use hcp_hid::device::{Device, DeviceConfig, DeviceError, DeviceKind};
 use hcp_hid::sim::{Fault, Flavour, SimConfig, Simulator};
 use hcp_hid::wire::KillSwitch;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn open(sim: &Simulator) -> Device {
     let mut config = DeviceConfig::new(sim.path());
@@ -67,6 +67,47 @@ fn a_version_mismatch_is_refused() {
         err.to_string(),
         "HID executor sim-hid-0001 speaks contract version 2.0.0, this host speaks 1"
     );
+}
+
+/// A device that sends status lines but never answers is given up on at
+/// the request's deadline: a status line does not start the wait over
+/// (before, one every 100 ms held the host for as long as they came, and
+/// with it the operator's switch to OBSERVE).
+#[test]
+fn status_lines_do_not_hold_a_request_past_its_deadline() {
+    let sim = Simulator::start(SimConfig::new(Flavour::Reporting)).expect("sim");
+    let mut dev = open(&sim);
+    dev.handshake().expect("handshake");
+    sim.inject(Fault::StatusOnly {
+        lines: 30,
+        every: Duration::from_millis(100),
+    });
+    let started = Instant::now();
+    let err = dev.set_mode(Mode::Execute).expect_err("no answer");
+    let waited = started.elapsed();
+    assert!(matches!(err, DeviceError::Timeout { .. }), "{err}");
+    // The deadline is 300 ms; the status lines kept coming for 3 s.
+    assert!(waited < Duration::from_secs(2), "waited {waited:?}");
+}
+
+/// An answer the device sent twice is never taken for the next request's
+/// (an `ok` left over from one action marked the next one executed before
+/// the device had read it, and every later answer stayed one behind).
+#[test]
+fn an_answer_sent_twice_is_not_the_next_requests() {
+    let sim = Simulator::start(SimConfig::new(Flavour::PublicFirmware)).expect("sim");
+    let mut dev = open(&sim);
+    dev.handshake().expect("handshake");
+    sim.inject(Fault::AnswerTwice);
+    let first = dev.set_mode(Mode::Execute).expect("execute");
+    assert_eq!(first.message.as_deref(), Some("Mode changed to EXECUTE"));
+    // The copy arrives; the next request gets no answer of its own.
+    std::thread::sleep(Duration::from_millis(100));
+    sim.inject(Fault::NoAnswer);
+    let err = dev
+        .set_mode(Mode::Suggest)
+        .expect_err("answered by the copy of the last answer");
+    assert!(matches!(err, DeviceError::Timeout { .. }), "{err}");
 }
 
 #[test]

@@ -169,6 +169,14 @@ pub fn verify(rows: &[String], head: Option<(u64, &str)>) -> Result<Verified, In
         }
     }
     for (expected, e) in (1..).zip(entries.iter()) {
+        // Below the place it is stored at (sequence 0, or a repeated
+        // sequence): an entry the chain does not account for.
+        if e.sequence < expected {
+            return Err(IntegrityError::Inserted {
+                sequence: e.sequence,
+                log_id: e.log_id.clone(),
+            });
+        }
         if e.sequence != expected {
             return Err(IntegrityError::Deleted {
                 first: expected,

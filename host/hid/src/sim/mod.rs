@@ -82,6 +82,16 @@ pub enum Fault {
     ErrorAnswer(String),
     /// Close the line (the host sees a hang-up).
     Disconnect,
+    /// Act as asked, and send the answer twice.
+    AnswerTwice,
+    /// Answer nothing, but send `lines` status lines (as the device's
+    /// own reports), one every `every`.
+    StatusOnly {
+        /// How many.
+        lines: u32,
+        /// The pause before each.
+        every: Duration,
+    },
 }
 
 /// One action the simulator performed.
@@ -298,18 +308,21 @@ fn serve_pty(
         }
         while let Some(line) = buf.next_line() {
             let now = clock.elapsed();
-            let answer = {
+            let reply = {
                 let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
                 match line {
                     Ok(line) => handle(&mut s, &line, now),
-                    Err(e) => Some(
+                    Err(e) => Reply::one(Some(
                         serde_json::json!({"status": "error", "message": e.to_string()})
                             .to_string()
                             .into_bytes(),
-                    ),
+                    )),
                 }
             };
-            if let Some(mut answer) = answer {
+            for (i, mut answer) in reply.lines.into_iter().enumerate() {
+                if i > 0 {
+                    std::thread::sleep(reply.every);
+                }
                 answer.push(b'\n');
                 if controller.write_all(&answer).is_err() {
                     return;
@@ -319,21 +332,47 @@ fn serve_pty(
     }
 }
 
-fn handle(s: &mut Shared, line: &[u8], now: Duration) -> Option<Vec<u8>> {
+/// What the simulator sends back for one line: `lines`, each after a pause
+/// of `every` but the first.
+struct Reply {
+    lines: Vec<Vec<u8>>,
+    every: Duration,
+}
+
+impl Reply {
+    fn one(line: Option<Vec<u8>>) -> Self {
+        Self {
+            lines: line.into_iter().collect(),
+            every: Duration::ZERO,
+        }
+    }
+}
+
+fn handle(s: &mut Shared, line: &[u8], now: Duration) -> Reply {
     s.received.push(String::from_utf8_lossy(line).into_owned());
+    let mut twice = false;
     match s.faults.pop_front() {
-        Some(Fault::NoAnswer) => return None,
-        Some(Fault::Garbage) => return Some(b"\x00\xffgarbage{not json".to_vec()),
+        Some(Fault::AnswerTwice) => twice = true,
+        Some(Fault::StatusOnly { lines, every }) => {
+            let status = s.firmware.status().to_string().into_bytes();
+            return Reply {
+                lines: vec![status; usize::try_from(lines).unwrap_or(0)],
+                every,
+            };
+        }
+        Some(Fault::NoAnswer) => return Reply::one(None),
+        Some(Fault::Garbage) => return Reply::one(Some(b"\x00\xffgarbage{not json".to_vec())),
         Some(Fault::ErrorAnswer(m)) => {
-            return Some(
+            return Reply::one(Some(
                 serde_json::json!({"status": "error", "message": m})
                     .to_string()
                     .into_bytes(),
-            );
+            ));
         }
         Some(Fault::Disconnect) | None => {}
     }
     let (answer, performed) = s.firmware.handle(line, now);
+    let answer = answer.map(|a| a.to_string().into_bytes());
     if let Some(p) = performed {
         if let Some(file) = &mut s.record
             && let Ok(mut text) = serde_json::to_vec(&p)
@@ -343,5 +382,11 @@ fn handle(s: &mut Shared, line: &[u8], now: Duration) -> Option<Vec<u8>> {
         }
         s.performed.push(p);
     }
-    answer.map(|a| a.to_string().into_bytes())
+    match answer {
+        Some(a) if twice => Reply {
+            lines: vec![a.clone(), a],
+            every: Duration::ZERO,
+        },
+        a => Reply::one(a),
+    }
 }
