@@ -82,6 +82,25 @@ impl Lab {
             .expect("session")
     }
 
+    /// Runs `body` while another thread keeps writing receipts (a call,
+    /// then a flush, over and over) until `body` returns.
+    fn while_writing(&self, body: impl FnOnce()) {
+        let governor = self.governor("busy");
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let fields = Vec::new();
+                let call = Call::log("debug", "x", &fields);
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = governor.check(&call);
+                    self.recorder.flush().expect("flush");
+                }
+            });
+            body();
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+
     /// A second connection to the database, holding its write lock.
     fn lock(&self) -> Connection {
         let db = Connection::open(self.dir.path().join("data").join("hcp.db")).expect("db");
@@ -208,26 +227,15 @@ fn a_large_batch_that_cannot_be_written_stores_nothing_and_fails_closed() {
 #[test]
 fn a_store_checked_while_receipts_are_written_shows_no_false_problem() {
     let lab = Lab::new();
-    let governor = lab.governor("busy");
-    let stop = AtomicBool::new(false);
     let mut problems = Vec::new();
     let mut checks = 0;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let fields = Vec::new();
-            let call = Call::log("debug", "x", &fields);
-            while !stop.load(Ordering::Relaxed) {
-                let _ = governor.check(&call);
-                lab.recorder.flush().expect("flush");
-            }
-        });
+    lab.while_writing(|| {
         let started = Instant::now();
         while problems.is_empty() && checks < 150 && started.elapsed() < Duration::from_secs(8) {
             let check = evidence::verify_store(&lab.store).expect("check");
             problems = check.problems;
             checks += 1;
         }
-        stop.store(true, Ordering::Relaxed);
     });
     assert!(problems.is_empty(), "check {checks}: {problems:?}");
     let check = evidence::verify_store(&lab.store).expect("check");
@@ -241,19 +249,9 @@ fn a_store_checked_while_receipts_are_written_shows_no_false_problem() {
 #[test]
 fn a_host_opened_while_another_writes_receipts_finds_its_log_whole() {
     let lab = Lab::new();
-    let governor = lab.governor("busy");
-    let stop = AtomicBool::new(false);
     let mut opened = 0;
     let mut refused = None;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let fields = Vec::new();
-            let call = Call::log("debug", "x", &fields);
-            while !stop.load(Ordering::Relaxed) {
-                let _ = governor.check(&call);
-                lab.recorder.flush().expect("flush");
-            }
-        });
+    lab.while_writing(|| {
         let started = Instant::now();
         while refused.is_none() && opened < 3000 && started.elapsed() < Duration::from_secs(10) {
             match Recorder::open(lab.store.clone(), identity(), SigningPolicy::default()) {
@@ -262,7 +260,6 @@ fn a_host_opened_while_another_writes_receipts_finds_its_log_whole() {
             }
             opened += 1;
         }
-        stop.store(true, Ordering::Relaxed);
     });
     assert_eq!(refused, None, "open {opened}");
     let check = evidence::verify_store(&lab.store).expect("check");

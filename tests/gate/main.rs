@@ -76,6 +76,12 @@ fn with_id(mut m: Value, id: &str) -> Value {
 }
 
 impl Lab {
+    /// A connection of its own to the data directory's database (for a
+    /// test's triggers and edits), as another process would have.
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.data.path().join("hcp.db")).expect("db")
+    }
+
     fn submit(&self, m: &Value, caller: &str) -> Submission {
         self.host
             .submit(m, Auth::Transport(caller))
@@ -547,8 +553,8 @@ async fn an_approval_decided_as_it_expires_ends_one_way_only() {
     });
     let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
     let id = s.task_id.clone().expect("id");
-    rusqlite::Connection::open(hurried.data.path().join("hcp.db"))
-        .expect("db")
+    hurried
+        .db()
         .execute_batch(
             "CREATE TRIGGER operator_decides AFTER INSERT ON receipt_marks
              WHEN NEW.call = 'gate.expiry'
@@ -621,7 +627,7 @@ async fn an_expiry_left_unfinished_is_finished_by_the_next_process() {
     let s = hurried.submit(&cvd_submit(), "harness-alpha-001");
     let id = s.task_id.clone().expect("id");
     std::thread::sleep(Duration::from_millis(20));
-    let db = rusqlite::Connection::open(hurried.data.path().join("hcp.db")).expect("db");
+    let db = hurried.db();
     let claim = |at: &str| {
         db.execute(
             "UPDATE approvals SET decision = 'expired', decided_at = ?2 WHERE task_id = ?1",
@@ -668,7 +674,7 @@ async fn a_task_failed_unanswered_frees_its_message_id_even_if_the_host_stopped_
     else {
         panic!("a duplicate");
     };
-    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    let db = lab.db();
     db.execute_batch(
         "CREATE TRIGGER stop_here BEFORE UPDATE OF message_id ON tasks
          BEGIN SELECT RAISE(ABORT, 'the host stopped here'); END",
@@ -707,7 +713,7 @@ async fn a_decision_whose_receipt_fails_leaves_the_task_answered_not_stuck() {
     let lab = lab();
     let s = lab.submit(&cvd_submit(), "harness-alpha-001");
     let id = s.task_id.clone().expect("id");
-    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    let db = lab.db();
     db.execute_batch(
         "CREATE TRIGGER full_disk BEFORE INSERT ON receipt_marks WHEN NEW.call = 'gate.approval'
          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
@@ -742,7 +748,7 @@ async fn a_decision_whose_receipt_fails_leaves_the_task_answered_not_stuck() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_waits_for_an_approval_only_with_its_request() {
     let lab = lab();
-    let db = rusqlite::Connection::open(lab.data.path().join("hcp.db")).expect("db");
+    let db = lab.db();
     db.execute_batch(
         "CREATE TRIGGER full_disk BEFORE INSERT ON approvals
          BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
