@@ -434,3 +434,111 @@ async fn a_stream_write_over_budget_reports_quota() {
         Some(&(false, 4096, "BUDGET_EXCEEDED"))
     );
 }
+
+/// Frees whoever waits to open the FIFO at `path` (a reader for a writer,
+/// a writer for a reader): each side's open returns once the other side
+/// has opened, even if it closed again at once.
+fn free_the_fifo(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let nonblocking = rustix::fs::OFlags::NONBLOCK.bits() as i32;
+    let reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nonblocking)
+        .open(path);
+    let writer = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nonblocking)
+        .open(path);
+    drop((reader, writer));
+}
+
+/// A FIFO in a granted directory (made there by another process: a guest
+/// cannot make one) is refused when opened, for reading or for writing.
+/// Opening one waits for the other end: the task, and the host thread that
+/// opened it, would wait for good, past the task's deadline.
+#[test]
+fn a_fifo_in_a_grant_is_refused_not_waited_on() {
+    let (_tmp, out, prepared) = writer();
+    let fifo = out.join("pipe");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo: {made}");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for inputs in [
+        json!({"action": "read_file", "path": "/out/pipe"}),
+        json!({"action": "write_file", "path": "/out/pipe", "content": "x"}),
+    ] {
+        let ran = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(20), run(&prepared, inputs.clone())).await
+        });
+        // Whatever happened, nothing is left waiting on the FIFO.
+        free_the_fifo(&fifo);
+        let run = ran.unwrap_or_else(|_| panic!("{inputs}: the task still waits after 20 s"));
+        assert_eq!(
+            completed(&run),
+            &json!({"ok": false, "error": "Not supported (os error 58)"}),
+            "{inputs}"
+        );
+        assert!(
+            run.log
+                .entries
+                .iter()
+                .any(|e| e.message.contains("/out/pipe") && e.message.contains("FIFO")),
+            "{inputs}: {:?}",
+            run.log.entries
+        );
+    }
+    rt.shutdown_timeout(Duration::from_secs(5));
+}
+
+/// This process's peak resident memory (`VmHWM`), in bytes.
+fn peak_resident() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kib * 1024
+}
+
+/// A listing of a directory (`read-directory`) is read from the directory
+/// as the guest reads it, not loaded whole into the host's memory first. A
+/// task holding 400 listings of a directory of 10,000 long names held 400
+/// copies of it (about 600 MB), outside every limit of the task.
+#[tokio::test]
+async fn a_listing_is_read_as_the_guest_reads_it_not_held_whole() {
+    let (_tmp, out, prepared) = writer();
+    let names: Vec<String> = (0..10_000).map(|i| format!("{i:0>100}")).collect();
+    for name in &names {
+        std::fs::File::create(out.join(name)).expect("create");
+    }
+    std::fs::create_dir(out.join("a-directory")).expect("mkdir");
+    // Listed whole, the directory is all there.
+    let run1 = run(&prepared, json!({"action": "list_dir", "path": "/out"})).await;
+    let mut expected: Vec<Value> = names.iter().map(|n| Value::from(n.as_str())).collect();
+    expected.push(Value::from("a-directory"));
+    expected.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+    assert_eq!(completed(&run1)["value"], Value::Array(expected));
+    // Held 400 times over, it costs the host next to nothing.
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak");
+    let before = peak_resident();
+    let run2 = run(
+        &prepared,
+        json!({"action": "hold_listings", "preopen": "/out", "count": 400}),
+    )
+    .await;
+    let grew = peak_resident().saturating_sub(before);
+    assert_eq!(completed(&run2), &json!({"ok": true, "value": 400}));
+    assert!(
+        grew < 100 * MIB,
+        "the host's memory grew by {} MiB while the task held its listings",
+        grew / MIB
+    );
+}

@@ -138,6 +138,51 @@ impl GovernedFs<'_> {
     }
 }
 
+impl GovernedFs<'_> {
+    /// Refuses to open what is neither a file, a directory nor a link to
+    /// one: a FIFO, a socket or a device node, which another process may
+    /// have made in a granted directory (a guest cannot make one). Opening
+    /// a FIFO waits for its other end: the task, and the host thread that
+    /// opens it, would wait for good, past the task's deadline.
+    ///
+    /// What `path` names cannot be known unless it is looked at first; a
+    /// process that swaps a file for a FIFO between the two gets past this
+    /// check, and the task then ends at its deadline all the same (the
+    /// host's runtime does not wait for the thread left opening it).
+    async fn refuse_special_file(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path_flags: PathFlags,
+        path: &str,
+        target: &str,
+    ) -> FsResult<()> {
+        let at = Resource::new_borrow(fd.rep());
+        let stat = match self.inner.stat_at(at, path_flags, path.to_owned()).await {
+            Ok(stat) => stat,
+            // Nothing there yet (to be created), or an error the open
+            // itself reports.
+            Err(_) => return Ok(()),
+        };
+        let kind = match stat.type_ {
+            types::DescriptorType::Fifo => "a FIFO",
+            types::DescriptorType::Socket => "a socket",
+            types::DescriptorType::CharacterDevice => "a character device",
+            types::DescriptorType::BlockDevice => "a block device",
+            // What wasmtime-wasi calls any of them.
+            types::DescriptorType::Unknown => "a FIFO, a socket or a device",
+            types::DescriptorType::RegularFile
+            | types::DescriptorType::Directory
+            | types::DescriptorType::SymbolicLink => return Ok(()),
+        };
+        self.hcp.log.host_note(&format!(
+            "refused to open {}: it is {kind}; only files and directories may be opened",
+            crate::tasklog::escape_controls(target)
+        ));
+        self.hcp.risk_events.push("special_file".to_owned());
+        Err(ErrorCode::Unsupported.into())
+    }
+}
+
 impl preopens::Host for GovernedFs<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         let dirs = preopens::Host::get_directories(&mut self.inner)?;
@@ -173,16 +218,101 @@ impl types::Host for GovernedFs<'_> {
     }
 }
 
+/// A listing of one directory, read from it as the guest asks for each
+/// entry: its own descriptor on the directory and a buffer of one
+/// `getdents` call (at most about 24 KiB).
+///
+/// wasmtime-wasi's `read-directory` reads the whole directory into the
+/// host's memory before the guest reads its first entry; a task holding
+/// many listings of a large directory held as many copies of it, outside
+/// every limit of the task. Held in the task's resource table (at most
+/// [`crate::limits::MAX_TABLE_ENTRIES`] entries) under the handle type of
+/// `directory-entry-stream`, whose two functions are the only ones that
+/// reach it.
+struct Listing {
+    dir: rustix::fs::Dir,
+}
+
+impl Listing {
+    fn of(dir: &wasmtime_wasi::filesystem::Dir) -> std::io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        // A descriptor of its own, opened for reading: the directory's may
+        // be an `O_PATH` one, which cannot be read.
+        let own = rustix::fs::openat(
+            &*dir.dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        Ok(Self {
+            dir: rustix::fs::Dir::new(own)?,
+        })
+    }
+
+    /// The next entry, `.` and `..` left out.
+    fn next(&mut self) -> FsResult<Option<types::DirectoryEntry>> {
+        loop {
+            let entry = match self.dir.read() {
+                None => return Ok(None),
+                Some(entry) => entry.map_err(std::io::Error::from)?,
+            };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name =
+                String::from_utf8(name.to_vec()).map_err(|_| ErrorCode::IllegalByteSequence)?;
+            let kind = match entry.file_type() {
+                // Not told by this filesystem: asked of the entry itself.
+                rustix::fs::FileType::Unknown => {
+                    let at = self.dir.fd().map_err(std::io::Error::from)?;
+                    rustix::fs::statat(at, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode))
+                        .map_err(std::io::Error::from)?
+                }
+                kind => kind,
+            };
+            return Ok(Some(types::DirectoryEntry {
+                type_: descriptor_type(kind),
+                name,
+            }));
+        }
+    }
+}
+
+fn descriptor_type(kind: rustix::fs::FileType) -> types::DescriptorType {
+    use rustix::fs::FileType;
+    use types::DescriptorType;
+    match kind {
+        FileType::RegularFile => DescriptorType::RegularFile,
+        FileType::Directory => DescriptorType::Directory,
+        FileType::Symlink => DescriptorType::SymbolicLink,
+        FileType::Fifo => DescriptorType::Fifo,
+        FileType::Socket => DescriptorType::Socket,
+        FileType::CharacterDevice => DescriptorType::CharacterDevice,
+        FileType::BlockDevice => DescriptorType::BlockDevice,
+        FileType::Unknown => DescriptorType::Unknown,
+    }
+}
+
+/// The listing behind a `directory-entry-stream` handle.
+fn listing(stream: &Resource<types::DirectoryEntryStream>) -> Resource<Listing> {
+    Resource::new_borrow(stream.rep())
+}
+
 impl HostDirectoryEntryStream for GovernedFs<'_> {
     async fn read_directory_entry(
         &mut self,
         stream: Resource<types::DirectoryEntryStream>,
     ) -> FsResult<Option<types::DirectoryEntry>> {
-        self.inner.read_directory_entry(stream).await
+        self.inner.table.get_mut(&listing(&stream))?.next()
     }
 
     fn drop(&mut self, stream: Resource<types::DirectoryEntryStream>) -> wasmtime::Result<()> {
-        HostDirectoryEntryStream::drop(&mut self.inner, stream)
+        self.inner
+            .table
+            .delete(Resource::<Listing>::new_own(stream.rep()))?;
+        Ok(())
     }
 }
 
@@ -207,6 +337,8 @@ impl HostDescriptor for GovernedFs<'_> {
         };
         self.govern(Op::FsOpen, &fd, &path, access, None)?;
         let target = self.path_of(&fd, &path);
+        self.refuse_special_file(&fd, path_flags, &path, &target)
+            .await?;
         let opened = self
             .inner
             .open_at(fd, path_flags, path, oflags, flags)
@@ -391,7 +523,14 @@ impl HostDescriptor for GovernedFs<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<types::DirectoryEntryStream>> {
-        self.inner.read_directory(fd).await
+        let listing = match self.inner.table.get(&fd)? {
+            wasmtime_wasi::filesystem::Descriptor::Dir(dir) => Listing::of(dir)?,
+            wasmtime_wasi::filesystem::Descriptor::File(_) => {
+                return Err(ErrorCode::NotDirectory.into());
+            }
+        };
+        let held = self.inner.table.push(listing)?;
+        Ok(Resource::new_own(held.rep()))
     }
 
     async fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {

@@ -208,13 +208,51 @@ fn init_tracing(default: &str, format: LogFormat) {
     };
 }
 
-/// A single-threaded runtime is enough for one CLI command; the sandbox
-/// spawns nothing that needs more.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
+/// The runtime of one CLI command: two worker threads.
+pub(crate) fn runtime() -> anyhow::Result<CliRuntime> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?)
+        .build()?;
+    Ok(CliRuntime::new(runtime, RUNTIME_STOP))
+}
+
+/// How long a command, once done, waits for its runtime's blocking
+/// threads (a task's filesystem calls run on them) before it exits.
+const RUNTIME_STOP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A runtime that, dropped, waits a bounded time for its blocking threads.
+/// A plain runtime waits for them for good: one left opening a FIFO that
+/// another process swapped in under a guest's open (the task itself ended
+/// at its deadline) would keep the command from ever exiting. A command's
+/// own work (its receipts, its answer) is done before `block_on` returns.
+pub(crate) struct CliRuntime {
+    runtime: Option<tokio::runtime::Runtime>,
+    stop: std::time::Duration,
+}
+
+impl CliRuntime {
+    fn new(runtime: tokio::runtime::Runtime, stop: std::time::Duration) -> Self {
+        Self {
+            runtime: Some(runtime),
+            stop,
+        }
+    }
+
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        let Some(runtime) = &self.runtime else {
+            unreachable!("the runtime is taken only when dropped")
+        };
+        runtime.block_on(future)
+    }
+}
+
+impl Drop for CliRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_timeout(self.stop);
+        }
+    }
 }
 
 /// The sandbox settings of this host.
@@ -253,4 +291,37 @@ pub(crate) fn load_manifest(path: &std::path::Path) -> anyhow::Result<hcp_contra
         );
     }
     Ok(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CliRuntime;
+    use std::time::{Duration, Instant};
+
+    /// A blocking thread that never returns (a guest's open of a FIFO
+    /// nobody writes) does not keep the command from exiting: a plain
+    /// runtime's drop waited for it for good.
+    #[test]
+    fn a_command_exits_though_a_blocking_thread_still_waits() {
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .expect("runtime");
+        let runtime = CliRuntime::new(runtime, Duration::from_millis(100));
+        runtime.block_on(async {
+            // Waits until released, at most a minute.
+            drop(tokio::task::spawn_blocking(move || {
+                let _ = wait.recv_timeout(Duration::from_secs(60));
+            }));
+        });
+        let started = Instant::now();
+        drop(runtime);
+        let took = started.elapsed();
+        let _ = release.send(());
+        assert!(
+            took < Duration::from_secs(30),
+            "the runtime waited {took:?} for its blocking thread"
+        );
+    }
 }

@@ -176,6 +176,12 @@ enum Action {
         path: String,
         count: u32,
     },
+    /// Starts `count` listings of the preopen `preopen` (`read-directory`),
+    /// reads the first entry of each, and holds them all open.
+    HoldListings {
+        preopen: String,
+        count: u32,
+    },
 }
 
 fn report(result: std::io::Result<Value>) -> Value {
@@ -192,6 +198,28 @@ fn recurse(depth: Option<u64>, n: u64) -> u64 {
         return n;
     }
     black_box(recurse(depth, black_box(n + 1))).wrapping_add(1)
+}
+
+/// See [`Action::HoldListings`].
+fn hold_listings(preopen: &str, count: u32) -> Value {
+    let dirs = wasip2::filesystem::preopens::get_directories();
+    let Some((dir, _)) = dirs.iter().find(|(_, p)| p == preopen) else {
+        return json!({"ok": false, "error": format!("no preopen {preopen}")});
+    };
+    let mut held = Vec::new();
+    for _ in 0..count {
+        let first = dir
+            .read_directory()
+            .and_then(|listing| listing.read_directory_entry().map(|e| (listing, e)));
+        match first {
+            Ok((listing, Some(_))) => held.push(listing),
+            Ok((_, None)) => return json!({"ok": false, "held": held.len(), "error": "empty"}),
+            Err(e) => {
+                return json!({"ok": false, "held": held.len(), "error": format!("{e:?}")});
+            }
+        }
+    }
+    json!({"ok": true, "value": held.len()})
 }
 
 /// See [`Action::StreamWrite`].
@@ -524,6 +552,7 @@ fn probe(task: &Task, action: Action) -> Result<Value, Failure> {
             }
             json!({"ok": true, "value": held.len()})
         }
+        Action::HoldListings { preopen, count } => hold_listings(&preopen, count),
         Action::OpenFiles { path, count } => {
             let mut held = Vec::new();
             for _ in 0..count {
