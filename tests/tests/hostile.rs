@@ -327,6 +327,44 @@ async fn an_infinite_loop_stops_at_the_deadline() {
     );
 }
 
+/// A guest that only computes hands its thread back at every epoch tick:
+/// two spinning tasks on a runtime of one thread leave the host's own work
+/// (here a 10 ms timer) running. A spinning guest held its thread until its
+/// deadline, and `hcp serve` runs on two: two such tasks stalled its API,
+/// its AMQP consumers and its approval expiry for as long as they ran.
+#[tokio::test(flavor = "current_thread")]
+async fn a_spinning_guest_leaves_its_thread_to_the_hosts_other_work() {
+    let p = Arc::new(Probe::new());
+    let spinners: Vec<_> = (0..2)
+        .map(|_| {
+            let p = p.clone();
+            tokio::spawn(async move {
+                p.run_for(json!({"action": "spin"}), Duration::from_secs(3))
+                    .await
+            })
+        })
+        .collect();
+    // The longest a 10 ms timer waits while they run.
+    let mut worst = Duration::ZERO;
+    while spinners.iter().any(|s| !s.is_finished()) {
+        let started = std::time::Instant::now();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        worst = worst.max(started.elapsed());
+    }
+    for spinner in spinners {
+        let run = spinner.await.expect("joined");
+        assert!(
+            matches!(&run.result, RunResult::Failed(f) if f.code == ErrorCode::Timeout),
+            "{:?}",
+            run.result
+        );
+    }
+    assert!(
+        worst < Duration::from_secs(1),
+        "a 10 ms timer waited {worst:?} beside two spinning guests"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn memory_growth_past_the_limit_is_stopped() {
     let p = Probe::new();

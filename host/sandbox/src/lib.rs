@@ -325,7 +325,10 @@ impl PreparedCapability {
         store.limiter(|s| &mut s.limiter);
         if self.engine.config.epoch_interruption {
             // Every tick: stop a guest the PEP says must stop, or one past
-            // its deadline.
+            // its deadline; otherwise hand the thread back to the runtime
+            // before going on. A guest that only computes held its thread
+            // until its deadline, and a server has few: two such tasks
+            // stalled everything else it does.
             let deadline_at = started + request.deadline;
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(move |ctx| {
@@ -335,7 +338,7 @@ impl PreparedCapability {
                 if Instant::now() >= deadline_at {
                     return Err(wasmtime::Trap::Interrupt.into());
                 }
-                Ok(wasmtime::UpdateDeadline::Continue(1))
+                Ok(wasmtime::UpdateDeadline::Yield(1))
             });
         }
         drop(setup);

@@ -3,6 +3,11 @@
 //!
 //! Past the bound, lines are dropped and counted, never buffered: a guest that
 //! floods its output costs the host nothing but a counter.
+//!
+//! A kept line counts its text as kept (control characters escaped) plus
+//! [`LINE_BYTES`], and each of its fields its key and value plus
+//! [`FIELD_BYTES`]: empty lines, and lines of empty fields, are not free
+//! (each is a host allocation; they were kept without end).
 
 use bytes::Bytes;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -75,6 +80,17 @@ pub struct TaskLog(Arc<Mutex<Inner>>);
 /// Longest partial stdout/stderr line kept before it is cut into an entry.
 const MAX_PARTIAL_LINE: usize = 4096;
 
+/// What a kept line counts against the bound beside its text.
+pub const LINE_BYTES: u64 = 8;
+
+/// What each field of a kept line counts beside its key and value.
+pub const FIELD_BYTES: u64 = 8;
+
+/// The most one stdout or stderr write may carry (what `check-write`
+/// permits): a larger write is the guest ignoring its permit, a trap, as in
+/// wasmtime-wasi's own streams.
+const STREAM_PERMIT: usize = 64 * 1024;
+
 impl TaskLog {
     /// A log that keeps at most `limit` bytes of messages and fields.
     pub fn new(limit: u64) -> Self {
@@ -112,34 +128,45 @@ impl TaskLog {
         self.push(LogSource::Host, LogLevel::Warn, message, &[]);
     }
 
+    /// Splits what the guest wrote to stdout or stderr into lines, in one
+    /// pass over it (the partial line of the last write first).
     fn write_stream(&self, source: LogSource, bytes: &[u8]) {
         let mut inner = self.lock();
         let inner = &mut *inner;
-        let partial = match source {
-            LogSource::Stderr => &mut inner.partial_stderr,
-            _ => &mut inner.partial_stdout,
-        };
         // Past the bound nothing is buffered at all.
         if inner.used >= inner.limit {
             inner.dropped_bytes += bytes.len() as u64;
             return;
-        }
-        partial.extend_from_slice(bytes);
-        let mut lines = Vec::new();
-        while let Some(pos) = partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = partial.drain(..=pos).collect();
-            lines.push(line[..line.len() - 1].to_vec());
-        }
-        if partial.len() > MAX_PARTIAL_LINE {
-            lines.push(std::mem::take(partial));
         }
         let level = if source == LogSource::Stderr {
             LogLevel::Warn
         } else {
             LogLevel::Info
         };
-        for line in lines {
-            inner.push(source, level, &String::from_utf8_lossy(&line), &[]);
+        let mut partial = std::mem::take(match source {
+            LogSource::Stderr => &mut inner.partial_stderr,
+            _ => &mut inner.partial_stdout,
+        });
+        let mut rest = bytes;
+        while let Some(pos) = rest.iter().position(|&b| b == b'\n') {
+            let line = if partial.is_empty() {
+                &rest[..pos]
+            } else {
+                partial.extend_from_slice(&rest[..pos]);
+                &partial[..]
+            };
+            inner.push(source, level, &String::from_utf8_lossy(line), &[]);
+            partial.clear();
+            rest = &rest[pos + 1..];
+        }
+        partial.extend_from_slice(rest);
+        if partial.len() > MAX_PARTIAL_LINE {
+            inner.push(source, level, &String::from_utf8_lossy(&partial), &[]);
+            partial.clear();
+        }
+        match source {
+            LogSource::Stderr => inner.partial_stderr = partial,
+            _ => inner.partial_stdout = partial,
         }
     }
 
@@ -182,6 +209,11 @@ impl TaskLog {
 }
 
 impl Inner {
+    fn drop_line(&mut self, text: u64) {
+        self.dropped_bytes += text;
+        self.dropped_lines += 1;
+    }
+
     fn push(
         &mut self,
         source: LogSource,
@@ -189,27 +221,40 @@ impl Inner {
         message: &str,
         fields: &[(String, String)],
     ) {
-        let size = message.len() as u64
+        let text = message.len() as u64
             + fields
                 .iter()
                 .map(|(k, v)| (k.len() + v.len()) as u64)
                 .sum::<u64>();
-        if self.used + size > self.limit {
-            self.dropped_bytes += size;
-            self.dropped_lines += 1;
+        let size = |text: u64| LINE_BYTES + text + FIELD_BYTES * fields.len() as u64;
+        // What escaping keeps is never shorter: a line too large as written
+        // is dropped before it is escaped.
+        if self.used.saturating_add(size(text)) > self.limit {
+            self.drop_line(text);
             return;
         }
-        self.used += size;
+        let message = escape_controls(message);
+        let fields: Vec<(String, String)> = fields
+            .iter()
+            .map(|(k, v)| (escape_controls(k), escape_controls(v)))
+            .collect();
+        let kept = message.len() as u64
+            + fields
+                .iter()
+                .map(|(k, v)| (k.len() + v.len()) as u64)
+                .sum::<u64>();
+        if self.used + size(kept) > self.limit {
+            self.drop_line(text);
+            return;
+        }
+        self.used += size(kept);
         let at_ms = self.started.elapsed().as_millis() as u64;
         self.entries.push(LogEntry {
             at_ms,
             source,
             level,
-            message: escape_controls(message),
-            fields: fields
-                .iter()
-                .map(|(k, v)| (escape_controls(k), escape_controls(v)))
-                .collect(),
+            message,
+            fields,
         });
     }
 }
@@ -276,6 +321,19 @@ impl Pollable for TaskLogStream {
 
 impl OutputStream for TaskLogStream {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        if bytes.len() > STREAM_PERMIT {
+            return Err(wasmtime_wasi::p2::StreamError::Trap(wasmtime::Error::msg(
+                format!(
+                    "a write of {} bytes to {} exceeds the {STREAM_PERMIT} bytes `check-write` permits",
+                    bytes.len(),
+                    if self.source == LogSource::Stderr {
+                        "stderr"
+                    } else {
+                        "stdout"
+                    },
+                ),
+            )));
+        }
         self.log.write_stream(self.source, &bytes);
         Ok(())
     }
@@ -285,7 +343,7 @@ impl OutputStream for TaskLogStream {
     }
 
     fn check_write(&mut self) -> StreamResult<usize> {
-        Ok(64 * 1024)
+        Ok(STREAM_PERMIT)
     }
 }
 
@@ -295,8 +353,9 @@ impl tokio::io::AsyncWrite for TaskLogStream {
         _cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        self.log.write_stream(self.source, buf);
-        std::task::Poll::Ready(Ok(buf.len()))
+        let taken = &buf[..buf.len().min(STREAM_PERMIT)];
+        self.log.write_stream(self.source, taken);
+        std::task::Poll::Ready(Ok(taken.len()))
     }
 
     fn poll_flush(
@@ -320,7 +379,8 @@ mod tests {
 
     #[test]
     fn lines_past_the_bound_are_counted_not_kept() {
-        let log = TaskLog::new(10);
+        // 13 and 13 bytes kept (text and `LINE_BYTES`); 14 more would not fit.
+        let log = TaskLog::new(26);
         log.push(LogSource::Log, LogLevel::Info, "12345", &[]);
         log.push(LogSource::Log, LogLevel::Info, "123456", &[]);
         log.push(LogSource::Log, LogLevel::Info, "12345", &[]);
@@ -338,6 +398,66 @@ mod tests {
         let s = log.finish();
         let lines: Vec<&str> = s.entries.iter().map(|e| e.message.as_str()).collect();
         assert_eq!(lines, ["one", "two\\u{1b}[31m", "three"]);
+    }
+
+    /// Empty lines, and lines of empty fields, count against the bound: they
+    /// were kept without end (each a host allocation).
+    #[test]
+    fn empty_lines_and_fields_count_against_the_bound() {
+        let log = TaskLog::new(4096);
+        let empty = vec![(String::new(), String::new()); 100];
+        for _ in 0..10_000 {
+            log.push(LogSource::Log, LogLevel::Info, "", &empty);
+            log.push(LogSource::Log, LogLevel::Info, "", &[]);
+        }
+        let s = log.finish();
+        let fields: usize = s.entries.iter().map(|e| e.fields.len()).sum();
+        assert!(
+            s.entries.len() <= 4096 / 8,
+            "{} lines kept",
+            s.entries.len()
+        );
+        assert!(fields <= 4096 / 8, "{fields} fields kept");
+        assert_eq!(s.dropped_lines as usize, 20_000 - s.entries.len());
+    }
+
+    /// What escaping makes of a line is what counts: control characters
+    /// grow up to six times once escaped.
+    #[test]
+    fn a_line_counts_as_kept_escaped() {
+        let log = TaskLog::new(1000);
+        for _ in 0..10 {
+            log.push(LogSource::Log, LogLevel::Info, &"\x01".repeat(100), &[]);
+        }
+        let s = log.finish();
+        let kept: usize = s.entries.iter().map(|e| e.message.len()).sum();
+        assert!(kept <= 1000, "{kept} bytes kept");
+        assert_eq!(s.entries.len(), 1);
+    }
+
+    /// A stream of empty lines is split in one pass (it was cut one line at
+    /// a time from the front of the buffer: quadratic) and bounded.
+    #[test]
+    fn a_write_of_many_lines_is_split_in_one_pass_and_bounded() {
+        let log = TaskLog::new(4096);
+        let mut stream = log.stdout();
+        for _ in 0..16 {
+            stream
+                .write(Bytes::from(vec![b'\n'; STREAM_PERMIT]))
+                .expect("within the permit");
+        }
+        let s = log.finish();
+        assert!(
+            s.entries.len() <= 4096 / 8,
+            "{} lines kept",
+            s.entries.len()
+        );
+        // Past its permit, a write is refused.
+        assert!(
+            stream
+                .write(Bytes::from(vec![b'x'; STREAM_PERMIT + 1]))
+                .is_err()
+        );
     }
 
     #[test]

@@ -25,6 +25,10 @@ use std::borrow::Cow;
 /// many bytes, its SHA-256 and its size.
 pub const ARGS_PREFIX_BYTES: usize = 4096;
 
+/// What a log field counts in a call's text beside its key and value (its
+/// place in the canonical form), so that fields with empty text count too.
+const FIELD_BYTES: usize = 8;
+
 /// What the decision input of a bounded call records about the whole call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -112,7 +116,7 @@ impl Call<'_> {
                         + a.message.len()
                         + a.fields
                             .iter()
-                            .map(|(k, v)| k.len() + v.len() + 8)
+                            .map(|(k, v)| k.len() + v.len() + FIELD_BYTES)
                             .sum::<usize>()
                 }
                 Args::Artifact(a) => a.name.len() + a.mime_type.len(),
@@ -156,9 +160,12 @@ impl Call<'_> {
                 let message = c.cut(&a.message);
                 let mut fields = Vec::new();
                 for (k, v) in a.fields.iter() {
-                    if c.left == 0 {
+                    // A field costs its place beside its text, as in
+                    // `text_len`: empty ones are not kept without end.
+                    if c.left < FIELD_BYTES {
                         break;
                     }
+                    c.left -= FIELD_BYTES;
                     fields.push((c.cut(k).into_owned(), c.cut(v).into_owned()));
                 }
                 return Some(Call {
@@ -305,5 +312,25 @@ mod tests {
         let b = fs.bounded().expect("bounded");
         assert_eq!(b.target.len(), ARGS_PREFIX_BYTES);
         assert!(matches!(&b.args, Args::Fs(FsArgs { to: Some(t), .. }) if t.is_empty()));
+    }
+
+    /// Empty fields are not free: a call of six million of them, with no
+    /// text at all, was recorded whole (every field kept, tens of MB per
+    /// receipt).
+    #[test]
+    fn a_call_of_empty_fields_is_bounded_too() {
+        let fields = vec![(String::new(), String::new()); 100_000];
+        let call = Call::log("info", "", &fields);
+        let bounded = call.bounded().expect("bounded");
+        let Args::Log(a) = &bounded.args else {
+            panic!("{bounded:?}")
+        };
+        assert!(
+            a.fields.len() <= ARGS_PREFIX_BYTES / FIELD_BYTES,
+            "{}",
+            a.fields.len()
+        );
+        let bytes = bounded.canonical_bytes().expect("bytes");
+        assert!(bytes.len() < 4 * ARGS_PREFIX_BYTES, "{}", bytes.len());
     }
 }
