@@ -329,18 +329,53 @@ pub(crate) fn wit_task(manifest: &Manifest, request: &TaskRequest) -> wit::Task 
     }
 }
 
-/// Turns `run`'s return value into a [`RunResult`].
+/// The longest failure message a capability's failure keeps; past it the
+/// message is cut, saying so.
+const MAX_FAILURE_MESSAGE: usize = 4096;
+
+/// The longest phase name a capability's failure keeps.
+const MAX_PHASE: usize = 256;
+
+/// What each warning counts against `limits.output_bytes` beside its text.
+const WARNING_BYTES: u64 = 8;
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying so.
+fn cut(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let at = text.floor_char_boundary(max);
+    format!("{}… (cut at {at} of {} bytes)", &text[..at], text.len())
+}
+
+/// Turns `run`'s return value into a [`RunResult`]. Everything the
+/// capability returns is bounded before it is parsed or kept: outputs and
+/// warnings together by `limits.output_bytes`, a failure's partial outputs
+/// by the same limit (dropped past it, saying so), its message and phase
+/// by fixed lengths. They go into the task's record, its answer and its
+/// event stream; unbounded, one return of a guest's whole memory was
+/// copied, parsed (a JSON value per two bytes) and stored several times.
 pub(crate) fn returned(result: Result<wit::Outcome, wit::Failure>, output_limit: u64) -> RunResult {
     match result {
         Ok(outcome) => {
-            if outcome.outputs.len() as u64 > output_limit {
-                return RunResult::Failed(RunFailure::new(
-                    ErrorCode::ExecutionError,
+            let warnings: u64 = outcome
+                .warnings
+                .iter()
+                .map(|w| w.len() as u64 + WARNING_BYTES)
+                .sum();
+            let outputs = outcome.outputs.len() as u64;
+            if outputs.saturating_add(warnings) > output_limit {
+                let message = if warnings == 0 {
                     format!(
-                        "outputs are {} bytes, over limits.output_bytes ({output_limit})",
-                        outcome.outputs.len()
-                    ),
-                ));
+                        "outputs are {outputs} bytes, over limits.output_bytes ({output_limit})"
+                    )
+                } else {
+                    format!(
+                        "outputs ({outputs} bytes) and {} warnings ({warnings} bytes) are over limits.output_bytes ({output_limit})",
+                        outcome.warnings.len()
+                    )
+                };
+                return RunResult::Failed(RunFailure::new(ErrorCode::ExecutionError, message));
             }
             match serde_json::from_str::<Value>(&outcome.outputs) {
                 Ok(outputs @ Value::Object(_)) => RunResult::Completed {
@@ -358,12 +393,25 @@ pub(crate) fn returned(result: Result<wit::Outcome, wit::Failure>, output_limit:
             }
         }
         Err(f) => {
-            let partial_outputs = f
-                .partial_outputs
-                .and_then(|p| serde_json::from_str::<Value>(&p).ok())
-                .filter(Value::is_object);
+            let mut message = cut(f.message, MAX_FAILURE_MESSAGE);
+            let partial_outputs = match f.partial_outputs {
+                Some(p) if p.len() as u64 > output_limit => {
+                    message.push_str(&format!(
+                        " (partial outputs of {} bytes dropped: over limits.output_bytes ({output_limit}))",
+                        p.len()
+                    ));
+                    None
+                }
+                p => p
+                    .and_then(|p| serde_json::from_str::<Value>(&p).ok())
+                    .filter(Value::is_object),
+            };
             let (phase, step, recoverable) = match f.details {
-                Some(d) => (d.phase, d.step.map(u64::from), d.recoverable),
+                Some(d) => (
+                    d.phase.map(|p| cut(p, MAX_PHASE)),
+                    d.step.map(u64::from),
+                    d.recoverable,
+                ),
                 None => (None, None, false),
             };
             RunResult::Failed(RunFailure {
@@ -375,7 +423,7 @@ pub(crate) fn returned(result: Result<wit::Outcome, wit::Failure>, output_limit:
                     wit::ErrorCode::InternalError => ErrorCode::InternalError,
                     wit::ErrorCode::InputError => ErrorCode::InputError,
                 },
-                message: f.message,
+                message,
                 phase,
                 step,
                 recoverable,
@@ -525,4 +573,94 @@ pub(crate) fn argument_bytes(task: &wit::Task) -> u64 {
 
 fn fmt_duration(d: Duration) -> String {
     hcp_contracts::IsoDuration::from_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(run: RunResult) -> RunFailure {
+        match run {
+            RunResult::Failed(f) => f,
+            RunResult::Completed { outputs, .. } => panic!("completed: {outputs}"),
+        }
+    }
+
+    /// What a capability returns is bounded before it is parsed or kept:
+    /// a failure of a whole memory's worth of partial outputs, message and
+    /// phase was parsed and kept whole.
+    #[test]
+    fn a_failure_returned_is_bounded_before_it_is_kept() {
+        let mib = 1 << 20;
+        let f = failed(returned(
+            Err(wit::Failure {
+                code: wit::ErrorCode::ExecutionError,
+                message: "é".repeat(mib),
+                details: Some(wit::FailureDetails {
+                    phase: Some("p".repeat(mib)),
+                    step: Some(3),
+                    recoverable: true,
+                }),
+                partial_outputs: Some(format!("{{\"a\":[{}0]}}", "0,".repeat(mib))),
+            }),
+            64 * 1024,
+        ));
+        assert!(
+            f.message.len() < MAX_FAILURE_MESSAGE + 200,
+            "{}",
+            f.message.len()
+        );
+        assert!(
+            f.message
+                .contains(&format!("cut at 4096 of {} bytes", 2 * mib))
+        );
+        assert!(
+            f.message.ends_with(
+                "(partial outputs of 2097161 bytes dropped: over limits.output_bytes (65536))"
+            ),
+            "{}",
+            &f.message[f.message.len() - 120..]
+        );
+        assert_eq!(f.partial_outputs, None);
+        assert!(f.phase.as_ref().is_some_and(|p| p.len() < MAX_PHASE + 100));
+        assert_eq!((f.step, f.recoverable), (Some(3), true));
+        // Within the limit, partial outputs are kept.
+        let f = failed(returned(
+            Err(wit::Failure {
+                code: wit::ErrorCode::Timeout,
+                message: "slow".into(),
+                details: None,
+                partial_outputs: Some(r#"{"done":1}"#.into()),
+            }),
+            64 * 1024,
+        ));
+        assert_eq!(f.message, "slow");
+        assert_eq!(f.partial_outputs, Some(serde_json::json!({"done": 1})));
+    }
+
+    /// Warnings count with the outputs against `limits.output_bytes`: a
+    /// million empty warnings were free.
+    #[test]
+    fn warnings_count_with_the_outputs() {
+        let f = failed(returned(
+            Ok(wit::Outcome {
+                outputs: "{}".into(),
+                warnings: vec![String::new(); 1_000_000],
+            }),
+            1 << 20,
+        ));
+        assert_eq!(f.code, ErrorCode::ExecutionError);
+        assert_eq!(
+            f.message,
+            "outputs (2 bytes) and 1000000 warnings (8000000 bytes) are over limits.output_bytes (1048576)"
+        );
+        let ok = returned(
+            Ok(wit::Outcome {
+                outputs: "{}".into(),
+                warnings: vec!["careful".into(); 3],
+            }),
+            1 << 20,
+        );
+        assert!(matches!(ok, RunResult::Completed { ref warnings, .. } if warnings.len() == 3));
+    }
 }
