@@ -111,6 +111,22 @@ impl PolicySet {
         sources: BTreeMap<String, String>,
         mut loader: Loader,
     ) -> Result<Self, PolicyError> {
+        // The bound of a file read from the policy directory holds for
+        // text from anywhere (a pack's recorded policy, for replay).
+        let mut sources = sources;
+        sources.retain(|name, text| {
+            let fits = text.len() as u64 <= MAX_FILE_BYTES;
+            if !fits {
+                loader.problem(
+                    name,
+                    Problem::new(
+                        "",
+                        format!("{} bytes, larger than {MAX_FILE_BYTES} bytes", text.len()),
+                    ),
+                );
+            }
+            fits
+        });
         for name in sources.keys() {
             if PolicyFile::from_name(name).is_none() {
                 loader.problem(

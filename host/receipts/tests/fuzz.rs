@@ -140,3 +140,54 @@ fn the_unmutated_pack_reads_and_verifies() {
     let report = verify_bytes(&PACK, &ReadLimits::default(), &VerifyOptions::default());
     assert!(report.ok(), "{report}");
 }
+
+/// This process's peak resident memory (`VmHWM`), in bytes, after it is
+/// reset to what is resident now.
+fn peak_resident_from_now() -> impl Fn() -> u64 {
+    fn read() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmHWM")
+            * 1024
+    }
+    std::fs::write("/proc/self/clear_refs", "5").expect("reset the peak");
+    let before = read();
+    move || read().saturating_sub(before)
+}
+
+/// A lines file of nothing but newlines (one byte a line) is refused
+/// without a parsed slot for every line: read whole, 4 MiB of newlines
+/// asked for more than a GiB before the first line was found bad, and a
+/// pack of 100 MB for tens of GB.
+#[test]
+fn a_lines_file_of_newlines_is_refused_without_a_slot_per_line() {
+    let newlines = vec![b'\n'; 4 << 20];
+    let lines_files: Vec<usize> = ENTRIES
+        .iter()
+        .enumerate()
+        .filter(|(_, (name, _))| name.ends_with(".jsonl"))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        lines_files.len() >= 3,
+        "{:?}",
+        ENTRIES.iter().map(|e| &e.0).collect::<Vec<_>>()
+    );
+    for which in lines_files {
+        let bytes = with_entry(which, &newlines);
+        let grown = peak_resident_from_now();
+        let read = pack::read(&bytes, &ReadLimits::default());
+        let grew = grown();
+        let name = &ENTRIES[which].0;
+        let e = read.err().unwrap_or_else(|| panic!("{name}: read"));
+        assert!(!e.to_string().is_empty());
+        assert!(
+            grew < 256 << 20,
+            "{name}: reading grew the process by {} MiB ({e})",
+            grew >> 20
+        );
+    }
+}

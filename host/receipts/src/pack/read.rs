@@ -271,15 +271,37 @@ fn parse_json<T: DeserializeOwned>(path: &str, bytes: &[u8]) -> Result<T, PackEr
 
 /// Parses a JSON lines file in parallel.
 fn parse_lines<T: DeserializeOwned + Send>(path: &str, bytes: &[u8]) -> Result<Vec<T>, PackError> {
-    read_lines(path, bytes, serde_json::from_str)
+    read_lines(path, bytes, None, serde_json::from_str)
 }
 
-/// Reads a lines file in parallel, each line with `read`.
+/// Lines parsed at once, in parallel: what a lines file costs beyond its
+/// own bytes before its first bad line is found.
+const LINES_AT_ONCE: usize = 1 << 16;
+
+/// Reads a lines file in parallel, each line with `read`, a block of
+/// [`LINES_AT_ONCE`] lines at a time, stopping at the first block with a
+/// bad line; with `declared`, a file with another number of lines is
+/// refused before any is parsed.
+///
+/// Each line costs a slot of the parsed type (hundreds of bytes), and a
+/// line may be one byte: read whole, a file of 100 MB of newlines asked
+/// for tens of GB before its first line was found bad.
 fn read_lines<'b, T: Send>(
     path: &str,
     bytes: &'b [u8],
+    declared: Option<(u64, &str)>,
     read: impl Fn(&'b str) -> Result<T, serde_json::Error> + Sync,
 ) -> Result<Vec<T>, PackError> {
+    let count = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+    if let Some((declared, what)) = declared
+        && count != declared
+    {
+        return Err(PackError::Content {
+            path: path.to_owned(),
+            line: None,
+            reason: format!("holds {count} {what}, pack.json declares {declared}"),
+        });
+    }
     if bytes.is_empty() {
         return Ok(Vec::new());
     }
@@ -302,16 +324,29 @@ fn read_lines<'b, T: Send>(
         ),
         reason: format!("not UTF-8: {e}"),
     })?;
-    let lines: Vec<&str> = body.split('\n').collect();
-    let parsed = crate::par::map(&lines, |i, line| read(line).map_err(|e| (i, e)));
-    parsed
-        .into_iter()
-        .collect::<Result<Vec<T>, (usize, serde_json::Error)>>()
-        .map_err(|(i, e)| PackError::Content {
-            path: path.to_owned(),
-            line: Some(i + 1),
-            reason: e.to_string(),
-        })
+    let mut out = Vec::new();
+    let mut lines = body.split('\n');
+    let mut block: Vec<&str> = Vec::with_capacity(LINES_AT_ONCE.min(count as usize));
+    loop {
+        block.clear();
+        block.extend(lines.by_ref().take(LINES_AT_ONCE));
+        if block.is_empty() {
+            return Ok(out);
+        }
+        let first = out.len();
+        for parsed in crate::par::map(&block, |i, line| read(line).map_err(|e| (i, e))) {
+            match parsed {
+                Ok(t) => out.push(t),
+                Err((i, e)) => {
+                    return Err(PackError::Content {
+                        path: path.to_owned(),
+                        line: Some(first + i + 1),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+    }
 }
 
 fn parse<'b, R: FromLine<'b>>(
@@ -357,18 +392,12 @@ fn parse<'b, R: FromLine<'b>>(
         };
         // Each record's own rules are checked by verification, which goes on
         // past a bad record; here only the JSON form is.
-        let receipts: Vec<R> = read_lines(&paths.receipts, take(&paths.receipts)?, R::from_line)?;
-        if receipts.len() as u64 != host.count {
-            return Err(PackError::Content {
-                path: paths.receipts.clone(),
-                line: None,
-                reason: format!(
-                    "holds {} receipts, pack.json declares {}",
-                    receipts.len(),
-                    host.count
-                ),
-            });
-        }
+        let receipts: Vec<R> = read_lines(
+            &paths.receipts,
+            take(&paths.receipts)?,
+            Some((host.count, "receipts")),
+            R::from_line,
+        )?;
         let checkpoints: Vec<Checkpoint> =
             parse_lines(&paths.checkpoints, take(&paths.checkpoints)?)?;
         let inclusion = decode_inclusion_refs(&paths.inclusion, take(&paths.inclusion)?)?;
