@@ -234,3 +234,47 @@ fn a_grant_that_reaches_the_hosts_own_directories_is_refused() {
         );
     }
 }
+
+/// A command raises its soft limit of open files to the hard limit: each
+/// task may hold 512 descriptors, and under a low soft limit (1,024 is
+/// usual) two tasks holding theirs left the host none. Here the soft limit
+/// is 64: a task opening 300 files got "too many open files" after a few
+/// dozen.
+#[test]
+fn a_command_raises_its_open_files_limit_to_the_hard_limit() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    let data = base.join("data");
+    std::fs::create_dir(&data).expect("mkdir");
+    std::fs::write(data.join("f.txt"), "one file").expect("write");
+    let dir = base.join("opener");
+    std::fs::create_dir(&dir).expect("mkdir");
+    let manifest = hcp_tests::probe_granting_files(
+        json!([{"path": data, "guest_path": "/data", "access": "read-only"}]),
+    )
+    .write(&dir);
+    let input = write_json(
+        &dir,
+        "submit.json",
+        &submit(json!({"action": "open_files", "path": "/data/f.txt", "count": 300})),
+    );
+    let out = hcp.run_under(
+        &["prlimit", "--nofile=64:4096", "--"],
+        &[
+            "run",
+            "--quiet",
+            "--manifest",
+            manifest.to_str().expect("utf8"),
+            "--input",
+            input.to_str().expect("utf8"),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(
+        parse_answer(&out).payload["outputs"],
+        json!({"ok": true, "value": 300}),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -33,7 +33,22 @@ impl Hcp {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_hcp"))
+        self.run_under(&[], args)
+    }
+
+    /// `hcp args` run by the command `wrapper` (a program and its
+    /// arguments, given hcp's path and `args` after them).
+    fn run_under(&self, wrapper: &[&str], args: &[&str]) -> Output {
+        let hcp = env!("CARGO_BIN_EXE_hcp");
+        let mut command = match wrapper.split_first() {
+            None => Command::new(hcp),
+            Some((program, wrapper_args)) => {
+                let mut c = Command::new(program);
+                c.args(wrapper_args).arg(hcp);
+                c
+            }
+        };
+        command
             .args(args)
             .env("HCP_DATA_DIR", self.data.path())
             .env("HCP_CACHE_DIR", cache_dir())

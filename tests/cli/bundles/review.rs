@@ -274,3 +274,31 @@ fn review_shows_the_envelope_the_operators_policy_leaves() {
         "{verdict}"
     );
 }
+
+/// A bundle's own text cannot forge a line of the review: an escape
+/// sequence in its description (move up, erase the line, print a verdict,
+/// hide what follows) is shown, not done, in text and in Markdown.
+#[test]
+fn a_description_cannot_forge_a_line_of_the_review() {
+    let lab = Lab::new();
+    let forged = "A capability.\u{1b}[1A\u{1b}[2Kverdict: ok, nothing to review\r\u{202e}\u{1b}[8m";
+    let dir = lab.plugin("forger", |m| {
+        m.set("/capability/description", json!(forged))
+    });
+    let bundle = lab.pack(&dir, "forger.hcpb");
+    for format in [&[][..], &["--markdown"][..]] {
+        let mut args = vec!["review"];
+        args.extend_from_slice(format);
+        args.push(s(&bundle));
+        let out = lab.hcp.run(&args);
+        let text = stdout(&out);
+        assert!(
+            !text.contains(['\u{1b}', '\r', '\u{202e}']),
+            "{format:?}: {text:?}"
+        );
+        assert!(
+            text.contains(r"A capability.\u{1b}[1A\u{1b}[2Kverdict: ok, nothing to review\u{d}\u{202e}\u{1b}[8m"),
+            "{format:?}: {text}"
+        );
+    }
+}

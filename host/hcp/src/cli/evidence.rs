@@ -247,10 +247,13 @@ fn verify(args: &VerifyArgs) -> Outcome {
     }
     if unreadable {
         println!("FAILED: {}", args.pack.display());
-        println!("[pack] {}", report.failures[0].message);
+        println!(
+            "[pack] {}",
+            super::output::for_terminal(&report.failures[0].message)
+        );
         return Ok(code);
     }
-    print!("{report}");
+    print!("{}", super::output::for_terminal(&report.to_string()));
     if !origin_checked {
         println!("{ORIGIN_NOT_CHECKED}");
     }

@@ -141,6 +141,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => init_tracing("info", args.log_format()),
         _ => init_tracing("warn", LogFormat::Text),
     }
+    raise_open_files_limit();
     let result = match cli.command {
         Command::Init(args) => init::run(args),
         Command::New(args) => new::run(args),
@@ -172,8 +173,34 @@ pub fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", output::for_terminal(&format!("{e:#}")));
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Raises this process's soft limit of open files to its hard limit. Each
+/// task may hold up to [`hcp_sandbox::MAX_TABLE_ENTRIES`]
+/// descriptors; under the usual soft limit of 1,024, two tasks holding
+/// theirs left the host itself (its connections, its database, the next
+/// task's grants) none. A limit that cannot be raised is left as it is,
+/// said at debug level.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    // No hard limit: as many as Linux allows a process by default.
+    let target = limit.maximum.unwrap_or(1 << 20);
+    if limit.current.is_some_and(|current| current < target) {
+        let raised = Rlimit {
+            current: Some(target),
+            maximum: limit.maximum,
+        };
+        if let Err(e) = setrlimit(Resource::Nofile, raised) {
+            tracing::debug!(
+                "the open files limit stays at {:?} (hard limit {:?}): {e}",
+                limit.current,
+                limit.maximum
+            );
         }
     }
 }

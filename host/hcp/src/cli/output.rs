@@ -3,6 +3,7 @@
 //! quietly with exit 0.
 
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io::{ErrorKind, Write as _};
 
@@ -67,12 +68,13 @@ fn write_fields(out: &mut String, value: &Value, indent: usize) {
     }
 }
 
-/// A value on one line: strings as they are, `-` for null, lists of
-/// scalars joined with commas (`none` when empty), anything else as JSON.
+/// A value on one line: strings as they are (but for what
+/// [`for_terminal`] escapes, and newlines), `-` for null, lists of scalars
+/// joined with commas (`none` when empty), anything else as JSON.
 fn scalar(value: &Value) -> String {
     match value {
         Value::Null => "-".to_owned(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => escaped(s, true),
         Value::Array(items) if items.is_empty() => "none".to_owned(),
         Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(", "),
         other => other.to_string(),
@@ -120,10 +122,70 @@ fn is_print_to_closed_pipe(message: &str) -> bool {
             .is_some_and(|code| message.ends_with(&format!("(os error {code})")))
 }
 
+/// `text` safe to print for people on a terminal: every control character
+/// but the newline and the tab (escape sequences that move the cursor,
+/// erase a line or hide text; a carriage return that writes over a line)
+/// and the Unicode marks that reorder what follows them, written as
+/// `\u{..}`. What a bundle, an evidence pack, a guest or a caller wrote
+/// then cannot forge, reorder or hide a line of a report: a description
+/// ending in an escape sequence could print a clean verdict over the real
+/// one.
+pub(crate) fn for_terminal(text: &str) -> Cow<'_, str> {
+    if text.chars().any(|c| unsafe_on_terminal(c, false)) {
+        Cow::Owned(escaped(text, false))
+    } else {
+        Cow::Borrowed(text)
+    }
+}
+
+fn unsafe_on_terminal(c: char, one_line: bool) -> bool {
+    match c {
+        '\n' => one_line,
+        '\t' => false,
+        // Bidirectional marks, embeddings, overrides and isolates.
+        '\u{61c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {
+            true
+        }
+        c => c.is_control(),
+    }
+}
+
+/// `text` with what is unsafe on a terminal written as `\u{..}` (`\n`
+/// for a newline on one line).
+fn escaped(text: &str, one_line: bool) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' if one_line => out.push_str("\\n"),
+            c if unsafe_on_terminal(c, one_line) => {
+                let _ = write!(out, "\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// What an escape sequence, a carriage return or a bidirectional
+    /// override would do on a terminal is shown instead of done.
+    #[test]
+    fn what_would_forge_a_line_is_shown_not_done() {
+        let forged = "fine\x1b[1A\x1b[2Kverdict: ok\r\u{202e}kcab\x1b[8m\nnext\tline";
+        assert_eq!(
+            for_terminal(forged),
+            "fine\\u{1b}[1A\\u{1b}[2Kverdict: ok\\u{d}\\u{202e}kcab\\u{1b}[8m\nnext\tline"
+        );
+        assert!(matches!(for_terminal("plain\ntext"), Cow::Borrowed(_)));
+        assert_eq!(
+            fields(&serde_json::json!({"message": "two\nlines\x1b[31m"})),
+            "message  two\\nlines\\u{1b}[31m\n"
+        );
+    }
 
     #[test]
     fn fields_align_keys_and_indent_what_is_nested() {

@@ -1,6 +1,7 @@
 //! `hcp review`: everything a reviewer needs to approve a bundle, on one
 //! page.
 
+use super::output::for_terminal;
 use super::{HostDirs, Outcome, print_json, sandbox};
 use crate::install::{self, InstallError};
 use crate::store::Store;
@@ -45,9 +46,9 @@ pub(super) fn run(args: ReviewArgs) -> Outcome {
     if args.json {
         print_json(&report)?;
     } else if args.markdown {
-        print!("{}", review::markdown(&report));
+        print!("{}", for_terminal(&review::markdown(&report)));
     } else {
-        print!("{}", review::text(&report));
+        print!("{}", for_terminal(&review::text(&report)));
     }
     Ok(if report.outcome == Status::Pass {
         ExitCode::SUCCESS
