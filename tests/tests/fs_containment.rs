@@ -351,9 +351,14 @@ async fn growing_a_file_by_set_size_counts_as_written() {
             .len(),
         0
     );
+    // The file's entry (4 KiB) was paid from a quantum of 1 MiB; growing it
+    // asks for the rest.
     assert_eq!(
         write_verdicts(&sink),
-        [(false, 1u64 << 40, "BUDGET_EXCEEDED")]
+        [
+            (true, MIB, "ALLOW"),
+            (false, (1u64 << 40) - (MIB - 4096), "BUDGET_EXCEEDED")
+        ]
     );
 }
 
@@ -381,10 +386,11 @@ async fn a_write_past_the_end_counts_its_hole_as_written() {
         );
         let len = std::fs::metadata(out.join("hole.bin")).map_or(0, |m| m.len());
         assert!(len < MIB, "stream {stream}: the file grew to {len} bytes");
+        // Less what is left of the quantum the file's entry was paid from.
         assert!(
             write_verdicts(&sink)
                 .iter()
-                .any(|v| !v.0 && v.1 >= 1u64 << 40),
+                .any(|v| !v.0 && v.1 >= (1u64 << 40) - MIB),
             "stream {stream}: {:?}",
             write_verdicts(&sink)
         );
@@ -416,13 +422,16 @@ async fn a_stream_write_over_budget_reports_quota() {
         sink.clone(),
     )
     .await;
-    // Up to the budget, less the last 4 KiB call that no longer fits once
-    // the paths of the task's filesystem calls (counted against the same
-    // budget) are paid for.
+    // Up to the budget, less the file's own entry (a 4 KiB block) and the
+    // last 4 KiB call that no longer fits once the paths of the task's
+    // filesystem calls (counted against the same budget) are paid for.
     let outputs = completed(&run);
     assert_eq!(outputs["error"], "quota", "{outputs}");
     let written = outputs["written"].as_u64().expect("written");
-    assert!((2 * MIB - 4096..=2 * MIB).contains(&written), "{outputs}");
+    assert!(
+        (2 * MIB - 2 * 4096..=2 * MIB - 4096).contains(&written),
+        "{outputs}"
+    );
     assert_eq!(
         std::fs::metadata(out.join("streamed.bin"))
             .expect("file")
@@ -541,4 +550,75 @@ async fn a_listing_is_read_as_the_guest_reads_it_not_held_whole() {
         "the host's memory grew by {} MiB while the task held its listings",
         grew / MIB
     );
+}
+
+/// Each file, directory or link a task makes counts a block (4 KiB) against
+/// the byte budget, as bytes written do: an empty one was free (its path's
+/// bytes aside), so a task could fill a grant's filesystem with millions of
+/// inodes (and a directory's 4 KiB each) under any budget.
+#[tokio::test]
+async fn each_entry_made_counts_a_block_against_the_byte_budget() {
+    let (_tmp, out, prepared) = writer();
+    let actions: Vec<Value> = (0..265)
+        .map(|i| json!({"action": "mkdir", "path": format!("/out/d{i}")}))
+        .collect();
+    let sink = Arc::new(MemorySink::new());
+    let run = run_with(
+        &prepared,
+        json!({"action": "each", "actions": actions}),
+        MIB,
+        sink.clone(),
+    )
+    .await;
+    let reports = completed(&run)["value"]
+        .as_array()
+        .expect("reports")
+        .clone();
+    let made = reports.iter().filter(|r| r["ok"] == true).count();
+    let on_disk = std::fs::read_dir(&out).expect("list").count();
+    assert_eq!(on_disk, made);
+    assert!(
+        (240..256).contains(&made),
+        "{made} directories made under a budget of 256 blocks"
+    );
+    for r in &reports[made..] {
+        assert_eq!(r["error"], "Quota exceeded (os error 19)", "{r}");
+    }
+    assert_eq!(
+        write_verdicts(&sink).last().map(|v| (v.0, v.2)),
+        Some((false, "BUDGET_EXCEEDED"))
+    );
+    // Files made empty, and links, count the same.
+    let (_tmp, out, prepared) = writer();
+    let actions: Vec<Value> = (0..300)
+        .map(|i| match i % 2 {
+            0 => json!({"action": "write_file", "path": format!("/out/f{i}"), "content": ""}),
+            _ => json!({"action": "symlink", "preopen": "/out", "target": "f0", "name": format!("l{i}")}),
+        })
+        .collect();
+    let run = run_with(
+        &prepared,
+        json!({"action": "each", "actions": actions}),
+        MIB / 2,
+        Arc::new(MemorySink::new()),
+    )
+    .await;
+    let made = match &run.result {
+        RunResult::Completed { outputs, .. } => outputs["value"]
+            .as_array()
+            .expect("reports")
+            .iter()
+            .filter(|r| r["ok"] == true)
+            .count(),
+        // Stopped after its budget was refused 16 times in a row.
+        RunResult::Failed(f) => {
+            assert_eq!(f.code, ErrorCode::SafetyViolation, "{f:?}");
+            std::fs::read_dir(&out).expect("list").count()
+        }
+    };
+    assert!(
+        (100..128).contains(&made),
+        "{made} entries made under a budget of 128 blocks"
+    );
+    assert_eq!(std::fs::read_dir(&out).expect("list").count(), made);
 }

@@ -13,7 +13,8 @@
 //!
 //! Bytes written into files (`write`, the output streams of a file,
 //! `set-size` growth) pass the PEP as `fs.write` against the byte budget
-//! (see [`crate::fs_write`]).
+//! (see [`crate::fs_write`]), and so does each file, directory or link a
+//! task makes, as one block ([`ENTRY_BYTES`]).
 
 use crate::fs_write::{MeteredStream, WriteMeter};
 use crate::pep::{Call, FsAccess, Op};
@@ -29,6 +30,10 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
 use wasmtime_wasi_io::streams::{DynInputStream, DynOutputStream};
+
+/// What making a file, directory or link costs of the write budget: a
+/// filesystem block.
+const ENTRY_BYTES: u64 = 4096;
 
 /// The guest path of every open directory or file descriptor, by resource.
 #[derive(Debug, Default)]
@@ -103,6 +108,18 @@ impl GovernedFs<'_> {
 }
 
 impl GovernedFs<'_> {
+    /// Admits a new entry (a file, directory or link) at `path` from `fd`:
+    /// it costs [`ENTRY_BYTES`] of the write budget, as a block written
+    /// would. An empty file or directory was free (its path's bytes aside):
+    /// a task could make millions of inodes under any budget. Over budget,
+    /// the guest sees `quota`.
+    fn charge_entry(&mut self, fd: &Resource<Descriptor>, path: &str) -> FsResult<()> {
+        let target = self.path_of(fd, path);
+        self.writes
+            .charge(&target, ENTRY_BYTES)
+            .map_err(|_| ErrorCode::Quota.into())
+    }
+
     /// Admits `bytes` about to be written through `fd`; over budget, the
     /// guest sees `quota`.
     fn charge_write(&mut self, fd: &Resource<Descriptor>, bytes: u64) -> FsResult<()> {
@@ -149,19 +166,22 @@ impl GovernedFs<'_> {
     /// process that swaps a file for a FIFO between the two gets past this
     /// check, and the task then ends at its deadline all the same (the
     /// host's runtime does not wait for the thread left opening it).
-    async fn refuse_special_file(
+    ///
+    /// Whether something is there (an open that creates makes an entry
+    /// only where nothing is).
+    async fn look_before_open(
         &mut self,
         fd: &Resource<Descriptor>,
         path_flags: PathFlags,
         path: &str,
         target: &str,
-    ) -> FsResult<()> {
+    ) -> FsResult<bool> {
         let at = Resource::new_borrow(fd.rep());
         let stat = match self.inner.stat_at(at, path_flags, path.to_owned()).await {
             Ok(stat) => stat,
             // Nothing there yet (to be created), or an error the open
             // itself reports.
-            Err(_) => return Ok(()),
+            Err(_) => return Ok(false),
         };
         let kind = match stat.type_ {
             types::DescriptorType::Fifo => "a FIFO",
@@ -172,7 +192,7 @@ impl GovernedFs<'_> {
             types::DescriptorType::Unknown => "a FIFO, a socket or a device",
             types::DescriptorType::RegularFile
             | types::DescriptorType::Directory
-            | types::DescriptorType::SymbolicLink => return Ok(()),
+            | types::DescriptorType::SymbolicLink => return Ok(true),
         };
         self.hcp.log.host_note(&format!(
             "refused to open {}: it is {kind}; only files and directories may be opened",
@@ -337,8 +357,12 @@ impl HostDescriptor for GovernedFs<'_> {
         };
         self.govern(Op::FsOpen, &fd, &path, access, None)?;
         let target = self.path_of(&fd, &path);
-        self.refuse_special_file(&fd, path_flags, &path, &target)
+        let exists = self
+            .look_before_open(&fd, path_flags, &path, &target)
             .await?;
+        if !exists && oflags.contains(OpenFlags::CREATE) {
+            self.charge_entry(&fd, &path)?;
+        }
         let opened = self
             .inner
             .open_at(fd, path_flags, path, oflags, flags)
@@ -378,6 +402,7 @@ impl HostDescriptor for GovernedFs<'_> {
         path: String,
     ) -> FsResult<()> {
         self.govern(Op::FsMkdir, &fd, &path, FsAccess::Write, None)?;
+        self.charge_entry(&fd, &path)?;
         self.inner.create_directory_at(fd, path).await
     }
 
@@ -431,6 +456,7 @@ impl HostDescriptor for GovernedFs<'_> {
     ) -> FsResult<()> {
         let to = self.path_of(&new_fd, &new_path);
         self.govern(Op::FsLink, &fd, &old_path, FsAccess::Write, Some(to))?;
+        self.charge_entry(&new_fd, &new_path)?;
         self.inner
             .link_at(fd, old_path_flags, old_path, new_fd, new_path)
             .await
@@ -449,6 +475,7 @@ impl HostDescriptor for GovernedFs<'_> {
             FsAccess::Write,
             Some(src_path.clone()),
         )?;
+        self.charge_entry(&fd, &dest_path)?;
         self.inner.symlink_at(fd, src_path, dest_path).await
     }
 
