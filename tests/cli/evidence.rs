@@ -167,6 +167,19 @@ fn demo_runs_leave_receipts_that_verify_replay_and_export_deterministically() {
         out.contains("[key] key ") && out.contains("is not one of the trusted keys"),
         "{out}"
     );
+    // Bound to its host (`HOST=KEY`), the key signs for that host only.
+    let host = p.hosts[0].host_id.clone();
+    let bound = format!("{host}={}", key_file.display());
+    let (c, out) = verify(&hcp, &all, &["--trust-key", &bound]);
+    assert_eq!(c, 0, "{out}");
+    let elsewhere = format!("another-host={}", key_file.display());
+    let (c, out) = verify(&hcp, &all, &["--trust-key", &elsewhere]);
+    assert_eq!(c, 1, "{out}");
+    assert!(
+        out.contains(&format!("[key] host {host} declares key "))
+            && out.contains(", which is trusted for host another-host only"),
+        "{out}"
+    );
 
     // One task, one session.
     let one = tmp.path().join("task.tar");

@@ -101,6 +101,7 @@ fn verify(pack: &Pack) -> hcp_receipts::Report {
             signing: Some(hcp_receipts::SigningPolicy::default()),
             trusted_keys: Some(pack.public_keys.clone()),
             known_checkpoints: Vec::new(),
+            host_keys: Vec::new(),
         },
     )
 }

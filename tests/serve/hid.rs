@@ -365,6 +365,7 @@ fn approved_steps_reach_the_executor_rejected_ones_never_do() {
                 signing: Some(hcp_receipts::SigningPolicy::default()),
                 trusted_keys: Some(pack.public_keys.clone()),
                 known_checkpoints: Vec::new(),
+                host_keys: Vec::new(),
             },
         );
         assert!(report.ok(), "{report}");

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{HOST_A, HostRun, key_a, key_b, pack_of, standard_pack, world};
+use common::{HOST_A, HOST_B, HostRun, key_a, key_b, pack_of, standard_pack, world};
 use hcp_receipts::checkpoint::{Checkpoint, CheckpointDraft};
 use hcp_receipts::merkle::Tree;
 use hcp_receipts::pack::{self, Pack, ReadLimits};
@@ -510,6 +510,57 @@ fn an_untrusted_key() {
         ),
     );
     assert_eq!(report.failures.len(), 1, "{report}");
+}
+
+/// A key trusted for one host signs for no other: host-b's key signing a
+/// section that claims to be host-a's verified under a flat list of both
+/// keys (merged after host-a's real pack, it would pass for its
+/// continuation). Bound to their hosts (`--trust-key HOST=KEY`), it fails.
+#[test]
+fn a_key_trusted_for_one_host_signs_for_no_other() {
+    let mut forged = HostRun::new(HOST_A, key_b(), 4);
+    forged.call(
+        "s-9",
+        "fs.open",
+        hcp_contracts::RiskLevel::R1,
+        serde_json::json!({"path": "/documents/forged.md"}),
+        vec![],
+        0,
+    );
+    forged.seal(0);
+    let template = standard_pack();
+    let pack = Pack {
+        hosts: vec![forged.section()],
+        public_keys: vec![key_b().public().clone()],
+        ..template
+    };
+    let flat = verify_both(
+        &pack,
+        &VerifyOptions {
+            trusted_keys: Some(vec![key_a().public().clone(), key_b().public().clone()]),
+            ..options()
+        },
+    );
+    assert!(flat.ok(), "{flat}");
+    let bound = VerifyOptions {
+        host_keys: vec![
+            (HOST_A.to_owned(), key_a().public().clone()),
+            (HOST_B.to_owned(), key_b().public().clone()),
+        ],
+        ..options()
+    };
+    let report = verify_both(&pack, &bound);
+    has(
+        &report,
+        &format!(
+            "[key] host host-a declares key {}, which is trusted for host host-b only",
+            key_b().key_id()
+        ),
+    );
+    assert_eq!(report.failures.len(), 1, "{report}");
+    // The real pack verifies under the same binding.
+    let report = verify_both(&standard_pack(), &bound);
+    assert!(report.ok(), "{report}");
 }
 
 #[test]

@@ -83,9 +83,12 @@ pub struct VerifyArgs {
     pack: PathBuf,
     /// A key the pack's signatures must be made with: `ed25519:<hex>`, or a
     /// file holding it (as `hcp keys show` prints it, or a pack's
-    /// `keys/<id>.pub`). Repeatable. Without one, the pack's own keys are
-    /// the trusted ones: that proves integrity, not origin.
-    #[arg(long = "trust-key", value_name = "KEY|PATH")]
+    /// `keys/<id>.pub`); `HOST=KEY` (or `HOST=PATH`) trusts it for the
+    /// host `HOST` only. Repeatable. Without one, the pack's own keys are
+    /// the trusted ones: that proves integrity, not origin. A key given
+    /// without a host may sign for any host of the pack: bind each host's
+    /// key when the pack holds several hosts.
+    #[arg(long = "trust-key", value_name = "KEY|PATH|HOST=KEY")]
     trust_keys: Vec<String>,
     /// An earlier (or later) pack of the same host: the pack verified must
     /// not roll back or fork away from its checkpoints.
@@ -110,9 +113,9 @@ pub struct MergeArgs {
     #[arg(short, long, value_name = "PATH")]
     out: PathBuf,
     /// A key every input's signatures must be made with, as for `hcp
-    /// evidence verify`. Repeatable. Without one, each pack's own keys are
-    /// the trusted ones.
-    #[arg(long = "trust-key", value_name = "KEY|PATH")]
+    /// evidence verify` (`HOST=KEY` for one host only). Repeatable.
+    /// Without one, each pack's own keys are the trusted ones.
+    #[arg(long = "trust-key", value_name = "KEY|PATH|HOST=KEY")]
     trust_keys: Vec<String>,
     /// Receipts at this risk level or above must be signed one by one (and
     /// every DENY is), in every input; the host signs from R4.
@@ -189,6 +192,28 @@ pub(super) fn read_pack(path: &Path) -> anyhow::Result<Result<Pack, pack::PackEr
     Ok(pack::read(&bytes, &ReadLimits::default()))
 }
 
+/// The keys trusted for any host (`None` when there are none), and those
+/// trusted for one host (`HOST=KEY`).
+pub(super) type Trusted = (Option<Vec<PublicKey>>, Vec<(String, PublicKey)>);
+
+/// The `--trust-key` arguments.
+pub(super) fn trusted(args: &[String]) -> anyhow::Result<Trusted> {
+    let mut any = Vec::new();
+    let mut bound = Vec::new();
+    for text in args {
+        match text.split_once('=') {
+            // `HOST=`, unless the whole is a file that exists.
+            Some((host, key))
+                if hcp_receipts::ids::check_host_id(host).is_ok() && !Path::new(text).exists() =>
+            {
+                bound.push((host.to_owned(), trust_key(key)?));
+            }
+            _ => any.push(trust_key(text)?),
+        }
+    }
+    Ok(((!any.is_empty()).then_some(any), bound))
+}
+
 pub(super) fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
     if let Ok(key) = PublicKey::from_str(text.trim()) {
         return Ok(key);
@@ -205,11 +230,7 @@ pub(super) fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
 fn verify(args: &VerifyArgs) -> Outcome {
     let sign_from_risk = RiskLevel::from_str(&args.sign_from_risk)
         .map_err(|e| anyhow::anyhow!("--sign-from-risk: {e}"))?;
-    let trusted: Vec<PublicKey> = args
-        .trust_keys
-        .iter()
-        .map(|k| trust_key(k))
-        .collect::<anyhow::Result<_>>()?;
+    let (trusted_keys, host_keys) = trusted(&args.trust_keys)?;
     let mut known_checkpoints: Vec<Checkpoint> = Vec::new();
     for path in &args.known {
         match read_pack(path)? {
@@ -226,12 +247,13 @@ fn verify(args: &VerifyArgs) -> Outcome {
         }),
         // Without --trust-key, the keys the pack declares (each receipt
         // and checkpoint must still verify under one of them).
-        trusted_keys: (!trusted.is_empty()).then_some(trusted),
+        trusted_keys,
+        host_keys,
         known_checkpoints,
     };
     // Read in place: canonical receipt lines are hashed as stored.
     let report = hcp_receipts::verify_bytes(&bytes, &ReadLimits::default(), &options);
-    let origin_checked = options.trusted_keys.is_some();
+    let origin_checked = options.trusted_keys.is_some() || !options.host_keys.is_empty();
     let unreadable = matches!(
         report.failures.as_slice(),
         [failure] if failure.check == hcp_receipts::verify::Check::Pack
@@ -303,6 +325,11 @@ pub(super) fn report_json(
             .iter()
             .flatten()
             .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        "host_keys": options
+            .host_keys
+            .iter()
+            .map(|(host, key)| serde_json::json!({"host": host, "key": key.to_string()}))
             .collect::<Vec<_>>(),
         "note": (!origin_checked).then_some(ORIGIN_NOT_CHECKED),
         "failures": failures,

@@ -235,7 +235,7 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
         &VerifyOptions {
             signing: Some(hcp_receipts::SigningPolicy::default()),
             trusted_keys: Some(vec![public_key]),
-            known_checkpoints: Vec::new(),
+            ..VerifyOptions::default()
         },
     );
     check

@@ -49,8 +49,15 @@ use std::fmt;
 pub struct VerifyOptions {
     /// When set, receipts this policy signs must be signed.
     pub signing: Option<SigningPolicy>,
-    /// When set, every key in the pack must be one of these.
+    /// When set, every key in the pack must be one of these (or of
+    /// `host_keys`), for any host.
     pub trusted_keys: Option<Vec<PublicKey>>,
+    /// Keys trusted for one host only (`--trust-key HOST=KEY`): a section
+    /// of another host that declares one fails, unless the key is in
+    /// `trusted_keys` too. With a flat list, one host's key could sign a
+    /// section claiming to be another host's (and merged after that host's
+    /// real pack, pass for its continuation).
+    pub host_keys: Vec<(String, PublicKey)>,
     /// Checkpoints seen before (say, in an earlier pack): the pack's must not
     /// roll back or fork away from them.
     pub known_checkpoints: Vec<Checkpoint>,

@@ -79,9 +79,11 @@ fn verify<R: Record>(
         .iter()
         .map(|k| (k.key_id().as_str(), k))
         .collect();
-    if let Some(trusted) = &options.trusted_keys {
+    let bound = &options.host_keys;
+    if options.trusted_keys.is_some() || !bound.is_empty() {
+        let plain = options.trusted_keys.as_deref().unwrap_or_default();
         for key in public_keys {
-            if !trusted.contains(key) {
+            if !plain.contains(key) && !bound.iter().any(|(_, k)| k == key) {
                 report.failures.push(failure(
                     Check::Key,
                     None,
@@ -89,6 +91,36 @@ fn verify<R: Record>(
                     format!(
                         "key {} ({key}) is not one of the trusted keys",
                         key.key_id()
+                    ),
+                ));
+            }
+        }
+        // A key trusted for some hosts only signs for no other.
+        for section in sections {
+            for id in section.keys {
+                let Some(&key) = keys.get(id.as_str()) else {
+                    continue;
+                };
+                let hosts: Vec<&str> = bound
+                    .iter()
+                    .filter(|(_, k)| k == key)
+                    .map(|(h, _)| h.as_str())
+                    .collect();
+                if plain.contains(key) || hosts.is_empty() || hosts.contains(&section.host_id) {
+                    continue;
+                }
+                report.failures.push(failure(
+                    Check::Key,
+                    None,
+                    None,
+                    format!(
+                        "host {} declares key {id}, which is trusted for {} only",
+                        section.host_id,
+                        hosts
+                            .iter()
+                            .map(|h| format!("host {h}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 ));
             }

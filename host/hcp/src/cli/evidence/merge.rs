@@ -1,13 +1,13 @@
 //! `hcp evidence merge`: verify each input pack, merge them
 //! ([`hcp_receipts::pack::merge_labeled`]), write the result atomically.
 
-use super::{MergeArgs, report_json, trust_key, write_atomically};
+use super::{MergeArgs, report_json, trusted, write_atomically};
 use crate::cli::{Outcome, print_json};
 use anyhow::Context as _;
 use hcp_contracts::RiskLevel;
 use hcp_receipts::pack::{self, Pack, ReadLimits};
 use hcp_receipts::verify::Report;
-use hcp_receipts::{PublicKey, SigningPolicy, VerifyOptions};
+use hcp_receipts::{SigningPolicy, VerifyOptions};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::str::FromStr as _;
@@ -19,11 +19,7 @@ const REFUSED: u8 = 1;
 pub(super) fn run(args: &MergeArgs) -> Outcome {
     let sign_from_risk = RiskLevel::from_str(&args.sign_from_risk)
         .map_err(|e| anyhow::anyhow!("--sign-from-risk: {e}"))?;
-    let trusted: Vec<PublicKey> = args
-        .trust_keys
-        .iter()
-        .map(|k| trust_key(k))
-        .collect::<anyhow::Result<_>>()?;
+    let (trusted_keys, host_keys) = trusted(&args.trust_keys)?;
     for input in &args.packs {
         if same_file(input, &args.out) {
             anyhow::bail!(
@@ -39,7 +35,8 @@ pub(super) fn run(args: &MergeArgs) -> Outcome {
             sign_denies: true,
             checkpoint_every: None,
         }),
-        trusted_keys: (!trusted.is_empty()).then_some(trusted),
+        trusted_keys,
+        host_keys,
         known_checkpoints: Vec::new(),
     };
 
@@ -103,7 +100,7 @@ fn refuse_unverified(
     refused: &[(&PathBuf, Report)],
     options: &VerifyOptions,
 ) -> Outcome {
-    let origin_checked = options.trusted_keys.is_some();
+    let origin_checked = options.trusted_keys.is_some() || !options.host_keys.is_empty();
     if args.json {
         let refused: Vec<serde_json::Value> = refused
             .iter()
