@@ -847,3 +847,65 @@ async fn a_component_is_hashed_once_per_install_and_once_per_host_start_never_pe
     let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
     assert_eq!(hashes, 4, "no task hashes a component");
 }
+
+/// A caller has at most `MAX_WAITING_PER_CALLER` tasks waiting for an
+/// operator at once: the next is refused `resource_unavailable`, saying
+/// why, until one of them is decided. Unbounded, one caller buried the
+/// operators' queue (and their page) under as many approvals as it liked.
+#[test]
+fn a_caller_has_a_bounded_number_of_tasks_waiting_for_approval() {
+    let lab = lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        ..HostConfig::default()
+    });
+    let max = hcp::engine::MAX_WAITING_PER_CALLER;
+    let mut first = None;
+    for i in 0..max {
+        let s = lab.submit(
+            &with_id(cvd_submit(), &format!("msg-waiting-{i}")),
+            "harness-alpha-001",
+        );
+        assert_eq!(s.answer["status"], "queued", "{i}: {}", s.answer);
+        first.get_or_insert(s.task_id.clone().expect("id"));
+    }
+    let over = lab.submit(
+        &with_id(cvd_submit(), "msg-waiting-over"),
+        "harness-alpha-001",
+    );
+    assert_eq!(over.answer["type"], "task_rejected", "{}", over.answer);
+    assert_eq!(
+        over.answer["payload"]["reason_code"], "resource_unavailable",
+        "{}",
+        over.answer
+    );
+    let said = over.answer.to_string();
+    assert!(
+        said.contains(&format!(
+            "harness-alpha-001 has {max} tasks waiting for an operator's approval"
+        )),
+        "{said}"
+    );
+    // One decided, the next waits again.
+    let first = first.expect("a first task");
+    lab.host
+        .decide(
+            &first,
+            false,
+            Auth::Transport("operator-lab-01"),
+            "operator-lab-01",
+            "not today",
+        )
+        .expect("reject");
+    let next = lab.submit(
+        &with_id(cvd_submit(), "msg-waiting-next"),
+        "harness-alpha-001",
+    );
+    assert_eq!(next.answer["status"], "queued", "{}", next.answer);
+    assert!(
+        next.answer["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("waiting for an operator's approval")),
+        "{}",
+        next.answer
+    );
+}

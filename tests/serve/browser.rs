@@ -352,7 +352,8 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     // task at R4 (the newest: first in the queue).
     let mut hostile = with_id(example("cvd-material-synthesis"), "msg-cvd-hostile");
     hostile["payload"]["intent"] = json!(
-        "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>grow graphene"
+        "<img src=x onerror=\"window.__pwned=1\"><script>window.__pwned=2</script>grow graphene \
+         on run-\u{202e}gpj.exe"
     );
     let (status, _, hostile_task) = server.post("/v1/tasks", ALPHA, &hostile);
     assert_eq!(status, 202);
@@ -490,6 +491,14 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     assert!(
         browser.text(&hostile_card).contains("<img src=x onerror="),
         "{}",
+        browser.text(&hostile_card)
+    );
+    // A mark that reorders text is shown, not obeyed ("run-exe.jpg").
+    assert!(
+        browser
+            .text(&hostile_card)
+            .ends_with("on run-\\u{202e}gpj.exe"),
+        "{:?}",
         browser.text(&hostile_card)
     );
     assert_eq!(

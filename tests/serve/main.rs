@@ -744,6 +744,19 @@ fn artifacts_for_their_owner_only(server: &Server, data: &Path, result: &Value) 
             .call()
             .expect("artifact");
         assert_eq!(resp.status().as_u16(), 200, "{uri}");
+        // The capability's content, of the type it chose: a download, never
+        // a page of the server's origin.
+        for (name, value) in [
+            ("content-disposition", "attachment"),
+            ("x-content-type-options", "nosniff"),
+            ("content-security-policy", "sandbox; default-src 'none'"),
+        ] {
+            assert_eq!(
+                resp.headers().get(name).and_then(|v| v.to_str().ok()),
+                Some(value),
+                "{uri}: {name}"
+            );
+        }
         let checksum = resp.headers()["x-hcp-checksum"]
             .to_str()
             .expect("ascii")

@@ -22,6 +22,13 @@ use hcp_contracts::message::{CheckedSubmit, RejectReason, TaskRejected, TaskSubm
 use hcp_contracts::problem;
 use hcp_policy::{Admission, AdmissionRequest, EquipmentState};
 use serde_json::{Value, json};
+
+/// The most tasks one caller may have waiting for an operator's approval at
+/// once; the next is refused `resource_unavailable` until one is decided or
+/// expires. Unbounded, one caller could bury the operators' queue (and
+/// their page, which lists it every two seconds) under thousands of
+/// approvals for an hour each.
+pub const MAX_WAITING_PER_CALLER: u64 = 100;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -164,6 +171,20 @@ impl Host {
             && let Some(problem) = self.resume_problem(task, resume)?
         {
             return refuse(&facts, RejectReason::InvalidInput, problem);
+        }
+        if admission.approval_required {
+            let waiting = self.store.waiting_for_approval(facts.caller)?;
+            if waiting >= MAX_WAITING_PER_CALLER {
+                return refuse(
+                    &facts,
+                    RejectReason::ResourceUnavailable,
+                    format!(
+                        "{} has {waiting} tasks waiting for an operator's approval, the most one caller may have; \
+                         submit again once one of them is decided or expires",
+                        facts.caller
+                    ),
+                );
+            }
         }
         let receipt = self.admission_entry(task, &facts, Ok(admission.risk_level))?;
         let update = TaskUpdate {

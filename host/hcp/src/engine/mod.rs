@@ -29,6 +29,7 @@ mod slots;
 mod submission;
 mod ungated;
 
+pub use admit::MAX_WAITING_PER_CALLER;
 pub use answers::job_status;
 pub use approvals::DecisionRefused;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};

@@ -361,6 +361,21 @@ async fn artifact(
     if let Ok(v) = stored.mime_type.parse() {
         h.insert(header::CONTENT_TYPE, v);
     }
+    // The content is the capability's, its type too (`text/html`, an SVG
+    // with a script): a download, never a page of this origin, should a
+    // browser ever be sent to it.
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        header::HeaderValue::from_static("attachment"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
     if let Ok(v) = stored.checksum.parse() {
         h.insert("x-hcp-checksum", v);
     }

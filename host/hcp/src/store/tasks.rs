@@ -705,6 +705,20 @@ impl Store {
         .collect()
     }
 
+    /// How many of `caller`'s tasks wait for an operator's approval.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn waiting_for_approval(&self, caller: &str) -> Result<u64> {
+        let n: i64 = self.db().query_row(
+            "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = ?2",
+            rusqlite::params![caller, TaskState::PendingApproval.as_str()],
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// [`Store::tasks`] of one caller (`Some`), or of every caller.
     ///
     /// # Errors

@@ -8,19 +8,36 @@ use super::section::{Link, Record, Section};
 use crate::checkpoint::{self, Checkpoint, CheckpointError};
 use crate::hash::Digest;
 use crate::merkle::Tree;
+use crate::pack::ConsistencyProof;
+use std::collections::HashMap;
+
+/// A section's consistency proofs by the sizes they join (the first of
+/// several alike): found once each, where a search of every proof for
+/// every checkpoint took minutes on a pack of many of both.
+type Proofs<'p> = HashMap<(u64, u64), &'p ConsistencyProof>;
 
 impl<R: Record> Section<'_, '_, R> {
     /// Every check of every checkpoint of the section.
     pub(super) fn checkpoints(&mut self, nodes: &[Link<'_, R>]) {
         let s = self.s;
+        let mut proofs = Proofs::with_capacity(s.consistency.len());
+        for p in s.consistency {
+            proofs.entry((p.from, p.to)).or_insert(p);
+        }
         for (c, cp) in s.checkpoints.iter().enumerate() {
-            self.checkpoint(c, cp, nodes);
+            self.checkpoint(c, cp, nodes, &proofs);
         }
     }
 
     /// The checks of checkpoint `c`: its record, host, signature, link to
     /// the one before, head, and that the section holds what it covers.
-    fn checkpoint(&mut self, c: usize, cp: &Checkpoint, nodes: &[Link<'_, R>]) {
+    fn checkpoint(
+        &mut self,
+        c: usize,
+        cp: &Checkpoint,
+        nodes: &[Link<'_, R>],
+        proofs: &Proofs<'_>,
+    ) {
         let s = self.s;
         let end = s.first_seq.saturating_add(s.receipts.len() as u64);
         if let Err(e) = cp.check() {
@@ -55,7 +72,7 @@ impl<R: Record> Section<'_, '_, R> {
                     );
                 }
             }
-            Some(prev) => self.successor(c, prev, cp),
+            Some(prev) => self.successor(c, prev, cp, proofs),
         }
         if let (Some(head), Some(seq)) = (cp.head, cp.tree_size.checked_sub(1))
             && let Some(i) = self.position(seq)
@@ -85,12 +102,8 @@ impl<R: Record> Section<'_, '_, R> {
     }
 
     /// The consistency of checkpoint `c` with the one before it.
-    fn successor(&mut self, c: usize, prev: &Checkpoint, cp: &Checkpoint) {
-        let proof = self
-            .s
-            .consistency
-            .iter()
-            .find(|p| p.from == prev.tree_size && p.to == cp.tree_size);
+    fn successor(&mut self, c: usize, prev: &Checkpoint, cp: &Checkpoint, proofs: &Proofs<'_>) {
+        let proof = proofs.get(&(prev.tree_size, cp.tree_size));
         let result = match proof {
             None if cp.tree_size > prev.tree_size => {
                 match checkpoint::verify_successor(prev, cp, &[]) {
