@@ -154,6 +154,9 @@ impl Authz {
                     format!("the embedded Cedar schema does not load: {e}"),
                 )]
             })?;
+        if let Some(problem) = too_deep(text) {
+            return Err(vec![problem]);
+        }
         let parsed = cedar::PolicySet::from_str(text).map_err(|errs| {
             errs.iter()
                 .map(|e| located(text, e, e.to_string()))
@@ -424,6 +427,79 @@ fn offset(diagnostic: &dyn miette::Diagnostic) -> Option<usize> {
 }
 
 /// A problem located at the first label of a Cedar diagnostic.
+/// How deep Cedar text may nest: brackets, a run of unary operators, `if`s
+/// within one policy. Cedar's parser recurses once per level with no bound
+/// of its own: 100,000 parentheses overflowed the thread's stack, which
+/// aborts the process (`hcp replay` reads the policy a pack recorded).
+const MAX_CEDAR_NESTING: usize = 200;
+
+/// The first place `text` nests past [`MAX_CEDAR_NESTING`], as a problem;
+/// string literals and comments are skipped.
+fn too_deep(text: &str) -> Option<Problem> {
+    let bytes = text.as_bytes();
+    let at = |i: usize, what: &str| {
+        let before = &text[..i];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Some(Problem::new(
+            format!("line {line}, column {column}"),
+            format!("{what} nested more than {MAX_CEDAR_NESTING} deep"),
+        ))
+    };
+    let (mut brackets, mut unary, mut ifs) = (0usize, 0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'"' => {
+                // To the closing quote, escapes skipped.
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                brackets += 1;
+                if brackets > MAX_CEDAR_NESTING {
+                    return at(i, "brackets");
+                }
+            }
+            b')' | b']' | b'}' => brackets = brackets.saturating_sub(1),
+            b'!' | b'-' if bytes.get(i + 1) != Some(&b'=') => {
+                unary += 1;
+                if unary > MAX_CEDAR_NESTING {
+                    return at(i, "unary operators");
+                }
+            }
+            b';' => ifs = 0,
+            b'i' if bytes.get(i + 1) == Some(&b'f')
+                && !bytes
+                    .get(i + 2)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                && (i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_')) =>
+            {
+                ifs += 1;
+                if ifs > MAX_CEDAR_NESTING {
+                    return at(i, "`if` expressions");
+                }
+            }
+            _ => {}
+        }
+        // A run of unary operators ends at anything but another one, a
+        // bracket or white space.
+        if !matches!(b, b'!' | b'-' | b'(' | b'[' | b' ' | b'\t' | b'\n' | b'\r') {
+            unary = 0;
+        }
+        i += 1;
+    }
+    None
+}
+
 fn located(text: &str, diagnostic: &dyn miette::Diagnostic, message: String) -> Problem {
     let offset = offset(diagnostic);
     let message = match diagnostic.help() {

@@ -161,3 +161,37 @@ fn a_broken_policy_file_loads_no_policy_set() {
             .is_err()
     );
 }
+
+/// Cedar text nested deeper than the parser can go is refused with a
+/// problem, not a crash: Cedar's parser recurses once per level with no
+/// bound of its own, and 100,000 parentheses (a few hundred KB, within the
+/// 1 MiB a policy file may be, and what a pack's recorded policy can hold
+/// for `hcp replay`) overflowed the thread's stack, which aborts the
+/// process.
+#[test]
+fn cedar_nested_past_a_bound_is_a_problem_not_a_crash() {
+    for (open, close, times) in [
+        ("(", ")", 100_000),
+        ("[", "]", 100_000),
+        ("!", "", 100_000),
+        ("-", "", 100_000),
+        ("if true then ", " else 1", 40_000),
+    ] {
+        let deep = format!(
+            "{}\n@id(\"deep\")\nforbid (principal, action, resource) when {{ {}1{} == 1 }};\n",
+            shipped_authz(),
+            open.repeat(times),
+            close.repeat(times)
+        );
+        let sources = {
+            let mut s = shipped_sources();
+            s.insert("authz.cedar".to_owned(), deep);
+            s
+        };
+        let e = PolicySet::from_sources("test", sources).expect_err("loaded");
+        assert!(
+            e.to_string().contains("nested more than"),
+            "{open}{close}: {e}"
+        );
+    }
+}
