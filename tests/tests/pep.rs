@@ -315,3 +315,39 @@ async fn enforcement_off_decides_nothing_but_the_grants_still_hold() {
     assert_eq!(r[3]["ok"], false, "{}", r[3]);
     assert!(sink.decided().is_empty());
 }
+
+/// An instrument command's arguments larger than 64 KiB are refused
+/// (`INVALID_ARGS`, with a receipt) without being parsed: they were parsed
+/// into JSON before the PEP saw them, a value for every two bytes of what
+/// the guest's memory held.
+#[tokio::test(flavor = "multi_thread")]
+async fn instrument_arguments_past_their_bound_are_refused_unparsed() {
+    let w = world();
+    let sink = Arc::new(MemorySink::new());
+    let zeros = vec![0; 100_000];
+    let actions = json!([
+        {"action": "instrument", "instrument": "cvd-rig", "command": "set_temperature",
+         "arguments": {"target": 700, "padding": zeros}},
+        {"action": "instrument", "instrument": "cvd-rig", "command": "set_temperature", "arguments": {"target": 700}}
+    ]);
+    let run = run(&w, sink.clone(), actions).await;
+    let r = reports(&run);
+    assert_eq!(r.len(), 2, "{:?}", run.result);
+    let error = r[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("ArgsInvalid")
+            && error.contains("arguments are ")
+            && error.contains(" bytes; a command's may be at most 65536"),
+        "{}",
+        r[0]
+    );
+    assert_eq!(r[1]["ok"], true, "{}", r[1]);
+    let decided = verdicts(&sink.decided(), Op::InstrumentCommand);
+    assert_eq!(
+        decided.iter().map(|d| (d.0, d.1)).collect::<Vec<_>>(),
+        [
+            (Verdict::Deny, reason::DENY_ARGS_INVALID),
+            (Verdict::Allow, reason::ALLOW)
+        ]
+    );
+}

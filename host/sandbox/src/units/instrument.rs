@@ -17,6 +17,12 @@ use hcp_instruments::Plan;
 use hcp_instruments::session::Refusal;
 use std::borrow::Cow;
 
+/// The longest arguments of one instrument command, in bytes. Longer ones
+/// are refused (`INVALID_ARGS`, with a receipt) without being parsed: they
+/// were parsed before the PEP saw them, a JSON value for every two bytes of
+/// a guest's whole memory.
+const MAX_ARGUMENTS: usize = 64 * 1024;
+
 fn plan_args(plan: &Plan) -> PlanArgs {
     PlanArgs {
         actions: plan.actions.clone(),
@@ -78,10 +84,19 @@ impl instrument::Host for HcpCtx {
         arguments: String,
     ) -> wasmtime::Result<Result<String, HostError>> {
         self.host_calls += 1;
-        let parsed = match serde_json::from_str::<serde_json::Value>(&arguments) {
-            Ok(v @ serde_json::Value::Object(_)) => Ok(v),
-            Ok(_) => Err("arguments must be a JSON object".to_owned()),
-            Err(e) => Err(format!("arguments are not JSON: {e}")),
+        let parsed = if arguments.len() > MAX_ARGUMENTS {
+            // Not parsed: a JSON value costs many times its text, and this
+            // is what the guest's memory held.
+            Err(format!(
+                "arguments are {} bytes; a command's may be at most {MAX_ARGUMENTS}",
+                arguments.len()
+            ))
+        } else {
+            match serde_json::from_str::<serde_json::Value>(&arguments) {
+                Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+                Ok(_) => Err("arguments must be a JSON object".to_owned()),
+                Err(e) => Err(format!("arguments are not JSON: {e}")),
+            }
         };
         let plan = match &parsed {
             Ok(args) => self
