@@ -1354,3 +1354,117 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
         assert_eq!(taken, 1, "delivered and refused again and again:\n{log}");
     });
 }
+
+/// A `message_id` longer than an AMQP correlation id holds (255 bytes; the
+/// schema allows 256 characters) is refused, answered, and the host goes
+/// on. Publishing its answer panicked: the delivery was never settled (the
+/// prefetch window's worth of them stopped the host's intake) and, for a
+/// task recorded with one, every later answer failed, after restarts too.
+#[test]
+fn a_message_id_longer_than_a_correlation_id_is_refused_and_the_host_goes_on() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, _server) = amqp_host(&broker, &["harness-local-01"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let long = "a".repeat(256);
+        let body =
+            serde_json::to_vec(&with_id(example("document-analysis"), &long)).expect("encode");
+        caller.send(&body, Some("harness-local-01")).await;
+        let (_, answer) = caller.answer().await;
+        assert_eq!(answer["type"], "task_rejected", "{answer}");
+        assert!(
+            answer["payload"]["reason_message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("message_id is 256 bytes; over AMQP")),
+            "{answer}"
+        );
+        // More of them than the host takes at once, from no caller at all.
+        for _ in 0..10 {
+            let body = serde_json::to_vec(&serde_json::json!({"message_id": "x".repeat(300)}))
+                .expect("encode");
+            caller.send(&body, None).await;
+            let (_, answer) = caller.answer().await;
+            assert_eq!(answer["type"], "task_rejected", "{answer}");
+        }
+        let body = serde_json::to_vec(&with_id(
+            example("document-analysis"),
+            "amqp-after-long-ids",
+        ))
+        .expect("encode");
+        caller.send(&body, Some("harness-local-01")).await;
+        let (id, first) = caller.answer().await;
+        assert_eq!(
+            (id.as_str(), &first["type"]),
+            ("amqp-after-long-ids", &"task_accepted".into()),
+            "{first}"
+        );
+        let (_, last) = caller.answer().await;
+        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+    });
+}
+
+/// A task whose final answer its reply queue refuses gives its place back:
+/// with as many of them as the host takes at once, the host held every
+/// place for good and read nobody's deliveries again. (`--amqp-prefetch 4`:
+/// each of the three queues' consumers holds a place while it waits for a
+/// delivery, so two refused tasks take the document-analysis queue's last.)
+#[test]
+fn refused_answers_give_their_places_back() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let (data, _policies, _server) = amqp_host_at(
+        &broker,
+        &["harness-local-01"],
+        &url,
+        &["--amqp-prefetch", "4"],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut refusing = FieldTable::default();
+        refusing.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
+        refusing.insert(
+            "x-overflow".into(),
+            AMQPValue::LongString("reject-publish".into()),
+        );
+        let full = Caller::connect_with(&broker, "harness-local-01", data.path(), refusing).await;
+        for i in 0..2 {
+            let task = with_id(example("document-analysis"), &format!("amqp-refused-{i}"));
+            full.send(
+                &serde_json::to_vec(&task).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        }
+        // Both final answers were refused.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let log = std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default();
+            let refused: std::collections::BTreeSet<&str> = log
+                .lines()
+                .filter(|l| l.contains("the broker refused the answer to"))
+                .filter_map(|l| l.split("task=").nth(1))
+                .filter_map(|t| t.split_whitespace().next())
+                .collect();
+            if refused.len() >= 2 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "two refused answers not logged within a minute:\n{log}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut other = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let body = serde_json::to_vec(&with_id(example("document-analysis"), "amqp-after-refused"))
+            .expect("encode");
+        other.send(&body, Some("harness-local-01")).await;
+        let (id, first) = other.answer().await;
+        assert_eq!(id, "amqp-after-refused");
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (_, last) = other.answer().await;
+        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+    });
+}

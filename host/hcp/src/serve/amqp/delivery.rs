@@ -42,7 +42,9 @@ pub(super) async fn consume(
         let state = state.clone();
         let publish = publish.clone();
         let capacity = capacity.clone();
-        state.tracker().clone().spawn(async move {
+        let (acker, tag) = (delivery.acker.clone(), delivery.delivery_tag);
+        let tracker = state.tracker().clone();
+        let handled = tokio::spawn(async move {
             if let Err(e) = handle(&state, &publish, &delivery, (&capacity, place)).await {
                 // Not acknowledged: the broker redelivers it (here or to
                 // another host) once this channel closes; say so now.
@@ -50,6 +52,22 @@ pub(super) async fn consume(
                 let _ = delivery
                     .nack(BasicNackOptions {
                         requeue: true,
+                        ..BasicNackOptions::default()
+                    })
+                    .await;
+            }
+        });
+        // A handler that panicked left its delivery unsettled for good
+        // (the broker gives this consumer no more than the prefetch window
+        // of them): it is dead-lettered, not delivered again to panic again.
+        tracker.spawn(async move {
+            if let Err(e) = handled.await
+                && e.is_panic()
+            {
+                tracing::error!(target: "hcp::amqp", "delivery {tag}: its handling panicked; dead-lettered");
+                let _ = acker
+                    .nack(BasicNackOptions {
+                        requeue: false,
                         ..BasicNackOptions::default()
                     })
                     .await;
@@ -113,6 +131,9 @@ fn lamport_value(value: &AMQPValue) -> std::result::Result<u64, String> {
     }
 }
 
+/// The most bytes an AMQP short string (a correlation id) holds.
+const MAX_CORRELATION_BYTES: usize = 255;
+
 /// Reads the message once: size, JSON, envelope, `task_submit`, and the
 /// Lamport clock header.
 fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
@@ -143,6 +164,23 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
         .get("message_id")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    // The `message_id` comes back as the answer's correlation id, which
+    // holds at most 255 bytes (the schema allows 256 characters): a longer
+    // one made publishing the answer panic, which left the delivery
+    // unsettled (eight of them stopped the host's intake) or, recorded,
+    // broke every later answer, also after a restart.
+    if let Some(id) = &message_id
+        && id.len() > MAX_CORRELATION_BYTES
+    {
+        return refuse(
+            None,
+            format!(
+                "message_id is {} bytes; over AMQP it comes back as the answer's correlation_id, \
+                 which holds at most {MAX_CORRELATION_BYTES}",
+                id.len()
+            ),
+        );
+    }
     let lamport = match lamport_header(delivery) {
         Ok(l) => l,
         Err(why) => return refuse(message_id, why),

@@ -188,8 +188,14 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
     let capacity = capacity::Capacity::new(config.prefetch);
     // Tasks acknowledged on an earlier connection and not answered yet
     // are this host's work still.
+    // A final task whose answer is still to be published holds none.
     for route in state.host.store.open_routes()? {
-        if route.acked {
+        let over = state
+            .host
+            .store
+            .task_stamp(&route.task_id)?
+            .is_some_and(|(s, _)| s.is_final());
+        if route.acked && !over {
             capacity.adopt(&route.task_id);
         }
     }

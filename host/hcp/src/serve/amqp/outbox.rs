@@ -9,7 +9,7 @@ use crate::engine::Host;
 use crate::serve::state::AppState;
 use anyhow::{Context as _, Result};
 use lapin::options::BasicPublishOptions;
-use lapin::types::{AMQPValue, FieldTable};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -65,18 +65,33 @@ pub(super) async fn publish_answer(
     let mut props = BasicProperties::default();
     // The answer's own message_id: the same on every copy of it, so a
     // caller keeps the first and drops a repeat.
-    if let Some(id) = answer["message_id"].as_str() {
-        props = props.with_message_id(id.into());
+    if let Some(id) = answer["message_id"]
+        .as_str()
+        .and_then(|id| ShortString::try_new(id).ok())
+    {
+        props = props.with_message_id(id);
     }
+    // A correlation id holds at most 255 bytes (the gate refuses a longer
+    // `message_id` over AMQP; a route recorded before it did is answered
+    // without one rather than never).
+    match ShortString::try_new(correlation_id) {
+        Ok(c) => props = props.with_correlation_id(c),
+        Err(_) => tracing::warn!(
+            target: "hcp::amqp",
+            "the answer to {reply_to} goes without its correlation id: {} bytes, over AMQP's 255",
+            correlation_id.len()
+        ),
+    }
+    let reply_queue = ShortString::try_new(reply_to)
+        .map_err(|_| anyhow::anyhow!("a reply queue name of {} bytes", reply_to.len()))?;
     let props = props
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
-        .with_correlation_id(correlation_id.into())
         .with_headers(headers);
     let confirm = channel
         .basic_publish(
             "".into(),
-            reply_to.into(),
+            reply_queue,
             BasicPublishOptions::default(),
             &body,
             props,
@@ -190,6 +205,11 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
                 if e.downcast_ref::<Refused>().is_none() {
                     return Err(e);
                 }
+                // The task is over: its place goes back (only its answer
+                // waits). Held, a reply queue that refuses every answer
+                // kept all of the host's places, and it took no delivery
+                // from anybody again.
+                capacity.release(&route.task_id);
                 let wait = held.refused(&route.task_id, Instant::now());
                 tracing::warn!(
                     target: "hcp::amqp",
