@@ -177,3 +177,78 @@ fn connections_beyond_the_cap_are_answered_503_until_some_close() {
     }
     drop(held);
 }
+
+/// `GET /v1/tasks/{task}/events` with `token`, on a connection of its own,
+/// held open: the connection and the response's status line.
+fn open_stream(addr: &str, task: &str, token: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /v1/tasks/{task}/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .expect("request");
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    (s, String::from_utf8_lossy(&line).trim_end().to_owned())
+}
+
+/// Event streams are bounded: a caller has at most 8 open at once (the
+/// next is 429 `too_many_streams`), and all callers together at most half
+/// of the connections (503), so the rest of the server keeps answering. A
+/// stream lives as long as its task (an hour, waiting for an approval) and
+/// its keep-alives count as activity: one caller with one waiting task
+/// took every connection, the operators' too.
+#[test]
+fn event_streams_are_bounded_per_caller_and_in_all() {
+    let data = super::lab();
+    let server = start(data.path(), &[("HCP_MAX_CONNECTIONS", "24")]);
+    let (status, body, task) = server.post(
+        "/v1/tasks",
+        super::ALPHA,
+        &super::example("cvd-material-synthesis"),
+    );
+    assert_eq!(status, 202, "{body}");
+    let task = task.expect("task id");
+    let addr = addr(&server);
+    let mut held = Vec::new();
+    for i in 0..8 {
+        let (s, line) = open_stream(&addr, &task, super::ALPHA);
+        assert_eq!(line, "HTTP/1.1 200 OK", "stream {i}");
+        held.push(s);
+    }
+    let (_, line) = open_stream(&addr, &task, super::ALPHA);
+    assert_eq!(line, "HTTP/1.1 429 Too Many Requests");
+    // The operator's streams count toward the server's 12 (half of 24).
+    for i in 0..4 {
+        let (s, line) = open_stream(&addr, &task, super::OPERATOR);
+        assert_eq!(line, "HTTP/1.1 200 OK", "operator stream {i}");
+        held.push(s);
+    }
+    let (_, line) = open_stream(&addr, &task, super::OPERATOR);
+    assert_eq!(line, "HTTP/1.1 503 Service Unavailable");
+    // The rest of the server answers.
+    let (status, approvals) = server.get("/v1/approvals", Some(super::OPERATOR));
+    assert_eq!(status, 200, "{approvals}");
+    assert_eq!(raw_healthz(&addr).as_deref(), Some("HTTP/1.1 200 OK"));
+    // A stream closed gives its place back.
+    drop(held.pop());
+    drop(held.remove(0));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (s, line) = open_stream(&addr, &task, super::ALPHA);
+        if line == "HTTP/1.1 200 OK" {
+            held.push(s);
+            break;
+        }
+        assert!(Instant::now() < deadline, "no place again: {line}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -243,7 +243,20 @@ async fn events(
     changes.borrow_and_update();
     // The task as the caller may see it is its first status: not read again.
     let mut first = Some(visible_task(&state, &who, &id)?);
+    let held = state
+        .open_stream(who.id.as_str())
+        .map_err(|limit| match limit {
+            crate::serve::state::StreamLimit::Caller(n) => ApiError::too_many(format!(
+                "{} has {n} event streams open, the most one caller may; close one first",
+                who.id.as_str()
+            )),
+            crate::serve::state::StreamLimit::Server(n) => ApiError::unavailable(format!(
+                "the server has {n} event streams open, its most; try again later"
+            )),
+        })?;
     let stream = async_stream::stream! {
+        // The stream's place, given back when it ends or is dropped.
+        let _held = held;
         let mut last: Option<(TaskState, String)> = None;
         loop {
             let read = match first.take() {

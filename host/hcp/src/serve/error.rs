@@ -68,6 +68,12 @@ impl ApiError {
     }
 
     /// 413.
+    /// 429 `too_many_streams`: the caller holds as many event streams as
+    /// it may.
+    pub(crate) fn too_many(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    }
+
     pub(crate) fn too_large(message: impl Into<String>) -> Self {
         Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
     }

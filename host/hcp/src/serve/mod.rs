@@ -86,7 +86,10 @@ pub async fn serve(
              failed here, answered by whoever takes the redelivery"
         );
     }
-    let state = AppState::new(host.clone());
+    // Event streams take at most half of the connections: the other half
+    // stays for everything else (submissions, the operators' decisions).
+    let state = AppState::new(host.clone())
+        .with_streams_at_most((config.connections.max_connections / 2).max(1));
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;

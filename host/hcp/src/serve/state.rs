@@ -12,7 +12,18 @@ pub(crate) struct AppState {
     pub(crate) host: Arc<Host>,
     tracker: TaskTracker,
     running: Arc<Mutex<HashSet<String>>>,
+    /// Open event streams, by caller.
+    streams: Arc<Mutex<std::collections::HashMap<String, usize>>>,
+    /// The most event streams open at once, all callers together.
+    streams_at_most: usize,
 }
+
+/// The most event streams one caller may have open at once. A stream
+/// lives as long as its task (an hour, waiting for an approval) and keeps
+/// its connection busy (its keep-alives are activity): unbounded, one
+/// caller with one waiting task took every connection of the server, the
+/// operators' too.
+pub(crate) const MAX_STREAMS_PER_CALLER: usize = 8;
 
 impl AppState {
     /// The state of a server of `host`, with no task running yet.
@@ -21,7 +32,34 @@ impl AppState {
             host,
             tracker: TaskTracker::new(),
             running: Arc::new(Mutex::new(HashSet::new())),
+            streams: Arc::default(),
+            streams_at_most: usize::MAX,
         }
+    }
+
+    /// At most `n` event streams open at once, all callers together.
+    pub(crate) fn with_streams_at_most(mut self, n: usize) -> Self {
+        self.streams_at_most = n;
+        self
+    }
+
+    /// A place for one more event stream of `caller`, held while the
+    /// guard lives; `Err` with the limit it would pass.
+    pub(crate) fn open_stream(&self, caller: &str) -> Result<StreamHeld, StreamLimit> {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let open: usize = streams.values().sum();
+        let mine = streams.get(caller).copied().unwrap_or(0);
+        if mine >= MAX_STREAMS_PER_CALLER {
+            return Err(StreamLimit::Caller(mine));
+        }
+        if open >= self.streams_at_most {
+            return Err(StreamLimit::Server(open));
+        }
+        *streams.entry(caller.to_owned()).or_default() += 1;
+        Ok(StreamHeld {
+            streams: self.streams.clone(),
+            caller: caller.to_owned(),
+        })
     }
 
     /// The background tasks, to close and wait for on shutdown.
@@ -43,6 +81,32 @@ impl AppState {
 
     fn running_set(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.running.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Why [`AppState::open_stream`] refused: the caller's streams, or the
+/// server's, are at their most (how many are open).
+#[derive(Debug)]
+pub(crate) enum StreamLimit {
+    Caller(usize),
+    Server(usize),
+}
+
+/// See [`AppState::open_stream`].
+pub(crate) struct StreamHeld {
+    streams: Arc<Mutex<std::collections::HashMap<String, usize>>>,
+    caller: String,
+}
+
+impl Drop for StreamHeld {
+    fn drop(&mut self) {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = streams.get_mut(&self.caller) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                streams.remove(&self.caller);
+            }
+        }
     }
 }
 
