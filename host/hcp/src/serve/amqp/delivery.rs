@@ -12,16 +12,25 @@ use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
 use lapin::{Channel, Consumer};
 use serde_json::Value;
 
 /// Takes the deliveries of one queue until the consumer ends (the channel
 /// or connection is gone: the caller reconnects).
+/// The channels a delivery is handled with: answers are published on
+/// `publish`; deliveries come on `consume`, whose prefetch is `prefetch`.
+#[derive(Clone)]
+pub(super) struct Wires {
+    pub(super) publish: Channel,
+    pub(super) consume: Channel,
+    pub(super) prefetch: u16,
+}
+
 pub(super) async fn consume(
     state: AppState,
-    publish: Channel,
+    wires: Wires,
     mut consumer: Consumer,
     capacity: Capacity,
 ) -> Result<()> {
@@ -40,12 +49,12 @@ pub(super) async fn consume(
             Some(Ok(d)) => d,
         };
         let state = state.clone();
-        let publish = publish.clone();
+        let wires = wires.clone();
         let capacity = capacity.clone();
         let (acker, tag) = (delivery.acker.clone(), delivery.delivery_tag);
         let tracker = state.tracker().clone();
         let handled = tokio::spawn(async move {
-            if let Err(e) = handle(&state, &publish, &delivery, (&capacity, place)).await {
+            if let Err(e) = handle(&state, &wires, &delivery, (&capacity, place)).await {
                 // Not acknowledged: the broker redelivers it (here or to
                 // another host) once this channel closes; say so now.
                 tracing::error!(target: "hcp::amqp", "delivery {}: {e:#}", delivery.delivery_tag);
@@ -196,7 +205,7 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
 
 async fn handle(
     state: &AppState,
-    publish: &Channel,
+    wires: &Wires,
     delivery: &Delivery,
     (capacity, place): (&Capacity, Place),
 ) -> Result<()> {
@@ -225,7 +234,7 @@ async fn handle(
                     })
                     .unwrap_or_default();
                 let published = publish_answer(
-                    publish,
+                    &wires.publish,
                     &state.host,
                     reply_to,
                     &correlation,
@@ -283,7 +292,7 @@ async fn handle(
             return Ok(());
         };
         publish_answer(
-            publish,
+            &wires.publish,
             &state.host,
             reply_to,
             &message_id,
@@ -362,6 +371,23 @@ async fn handle(
             );
         }
         return Err(e);
+    }
+    // The broker takes one channel's methods in order: its answer to this
+    // one says it has taken the acknowledgement. Only then the first
+    // answer. Published at once, it could reach the caller while the
+    // broker had not yet taken the acknowledgement (the channels are
+    // separate): a host stopped then (on seeing it) had its message given
+    // to another host, whose copy ran beside this host's own once it was
+    // back (seen in the two-host test).
+    if let Err(e) = wires
+        .consume
+        .basic_qos(wires.prefetch, BasicQosOptions::default())
+        .await
+    {
+        tracing::warn!(
+            target: "hcp::amqp",
+            "task {id}: that the broker took its acknowledgement is not confirmed: {e}"
+        );
     }
     // The task is this host's whatever becomes of its first answer: a
     // caller who misses it still gets the final answer from the route.

@@ -203,6 +203,7 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         state: state.clone(),
         consume: consume.clone(),
         publish: publish.clone(),
+        prefetch: config.prefetch,
         capacity: capacity.clone(),
     };
     let mut consumers = tokio::task::JoinSet::new();
@@ -287,6 +288,7 @@ struct Links {
     state: AppState,
     consume: lapin::Channel,
     publish: lapin::Channel,
+    prefetch: u16,
     capacity: capacity::Capacity,
 }
 
@@ -302,7 +304,11 @@ impl Links {
             let consumer = consume_queue(&self.state, &self.consume, capability).await?;
             consumers.spawn(delivery::consume(
                 self.state.clone(),
-                self.publish.clone(),
+                delivery::Wires {
+                    publish: self.publish.clone(),
+                    consume: self.consume.clone(),
+                    prefetch: self.prefetch,
+                },
                 consumer,
                 self.capacity.clone(),
             ));
