@@ -1406,10 +1406,8 @@ fn a_message_id_longer_than_a_correlation_id_is_refused_and_the_host_goes_on() {
 }
 
 /// A task whose final answer its reply queue refuses gives its place back:
-/// with as many of them as the host takes at once, the host held every
-/// place for good and read nobody's deliveries again. (`--amqp-prefetch 4`:
-/// each of the three queues' consumers holds a place while it waits for a
-/// delivery, so two refused tasks take the document-analysis queue's last.)
+/// with as many of them as the host takes at once (`--amqp-prefetch 2`),
+/// the host held every place for good and read nobody's deliveries again.
 #[test]
 fn refused_answers_give_their_places_back() {
     let broker = Broker::start().expect("start a RabbitMQ node");
@@ -1418,7 +1416,7 @@ fn refused_answers_give_their_places_back() {
         &broker,
         &["harness-local-01"],
         &url,
-        &["--amqp-prefetch", "4"],
+        &["--amqp-prefetch", "2"],
     );
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
@@ -1466,5 +1464,38 @@ fn refused_answers_give_their_places_back() {
         assert_eq!(first["type"], "task_accepted", "{first}");
         let (_, last) = other.answer().await;
         assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+    });
+}
+
+/// A host takes a queue's delivery whatever its other queues hold: with one
+/// place (`--amqp-prefetch 1`) and three capabilities' queues, each
+/// queue's consumer took a place before it waited for a delivery, so the
+/// first to start held the only place while its queue stayed empty, and a
+/// task on another queue was never read.
+#[test]
+fn a_place_waits_for_a_delivery_not_for_a_queue() {
+    let broker = Broker::start().expect("start a RabbitMQ node");
+    let url = broker.url("hcp-host", "hcp-host-secret");
+    let (data, _policies, _server) = amqp_host_at(
+        &broker,
+        &["harness-local-01"],
+        &url,
+        &["--amqp-prefetch", "1"],
+    );
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        for i in 0..2 {
+            let id = format!("amqp-one-place-{i}");
+            let body =
+                serde_json::to_vec(&with_id(example("document-analysis"), &id)).expect("encode");
+            caller.send(&body, Some("harness-local-01")).await;
+            let (got, first) = caller.answer().await;
+            assert_eq!(got, id);
+            assert_eq!(first["type"], "task_accepted", "{first}");
+            let (_, last) = caller.answer().await;
+            assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+        }
     });
 }

@@ -35,10 +35,6 @@ pub(super) async fn consume(
     capacity: Capacity,
 ) -> Result<()> {
     loop {
-        // A full host reads no further delivery: the broker keeps the rest
-        // (at most the prefetch window here) and gives the queue's others
-        // to other hosts.
-        let place = capacity.take().await;
         let next = std::future::poll_fn(|cx| {
             futures_core::Stream::poll_next(std::pin::Pin::new(&mut consumer), cx)
         })
@@ -48,6 +44,14 @@ pub(super) async fn consume(
             Some(Err(e)) => return Err(e).context("consuming"),
             Some(Ok(d)) => d,
         };
+        // A full host handles no further delivery until a task ends: the
+        // broker keeps the rest (past the prefetch window it has pushed
+        // already, unacknowledged) and gives them to other hosts. The
+        // place is taken once a delivery is here: taken before, each
+        // queue's consumer held one while it waited, and with as many
+        // queues as places a queue with work waited for good behind idle
+        // ones.
+        let place = capacity.take().await;
         let state = state.clone();
         let wires = wires.clone();
         let capacity = capacity.clone();
