@@ -1303,13 +1303,7 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         queue_ready(&broker).await;
-        let mut refusing = FieldTable::default();
-        refusing.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
-        refusing.insert(
-            "x-overflow".into(),
-            AMQPValue::LongString("reject-publish".into()),
-        );
-        let full = Caller::connect_with(&broker, "harness-local-01", data.path(), refusing).await;
+        let full = refusing_caller(&broker, data.path()).await;
         let task = with_id(example("document-analysis"), "amqp-refusing-queue");
         full.send(
             &serde_json::to_vec(&task).expect("encode"),
@@ -1320,18 +1314,7 @@ fn a_reply_queue_that_refuses_answers_holds_back_only_its_own() {
         logged(data.path(), "the broker refused the answer to").await;
 
         let mut other = Caller::connect(&broker, "harness-local-01", data.path()).await;
-        let body = serde_json::to_vec(&with_id(
-            example("document-analysis"),
-            "amqp-after-refusing",
-        ))
-        .expect("encode");
-        other.send(&body, Some("harness-local-01")).await;
-        let (id, first) = other.answer().await;
-        assert_eq!(id, "amqp-after-refusing");
-        assert_eq!(first["type"], "task_accepted", "{first}");
-        let (id, last) = other.answer().await;
-        assert_eq!(id, "amqp-after-refusing");
-        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+        runs_to_completion(&mut other, "amqp-after-refusing").await;
 
         // A submission refused at the gate whose reply queue refuses the
         // refusal: its delivery is settled once, not left with the broker
@@ -1388,20 +1371,7 @@ fn a_message_id_longer_than_a_correlation_id_is_refused_and_the_host_goes_on() {
             let (_, answer) = caller.answer().await;
             assert_eq!(answer["type"], "task_rejected", "{answer}");
         }
-        let body = serde_json::to_vec(&with_id(
-            example("document-analysis"),
-            "amqp-after-long-ids",
-        ))
-        .expect("encode");
-        caller.send(&body, Some("harness-local-01")).await;
-        let (id, first) = caller.answer().await;
-        assert_eq!(
-            (id.as_str(), &first["type"]),
-            ("amqp-after-long-ids", &"task_accepted".into()),
-            "{first}"
-        );
-        let (_, last) = caller.answer().await;
-        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+        runs_to_completion(&mut caller, "amqp-after-long-ids").await;
     });
 }
 
@@ -1421,13 +1391,7 @@ fn refused_answers_give_their_places_back() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         queue_ready(&broker).await;
-        let mut refusing = FieldTable::default();
-        refusing.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
-        refusing.insert(
-            "x-overflow".into(),
-            AMQPValue::LongString("reject-publish".into()),
-        );
-        let full = Caller::connect_with(&broker, "harness-local-01", data.path(), refusing).await;
+        let full = refusing_caller(&broker, data.path()).await;
         for i in 0..2 {
             let task = with_id(example("document-analysis"), &format!("amqp-refused-{i}"));
             full.send(
@@ -1456,14 +1420,7 @@ fn refused_answers_give_their_places_back() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let mut other = Caller::connect(&broker, "harness-local-01", data.path()).await;
-        let body = serde_json::to_vec(&with_id(example("document-analysis"), "amqp-after-refused"))
-            .expect("encode");
-        other.send(&body, Some("harness-local-01")).await;
-        let (id, first) = other.answer().await;
-        assert_eq!(id, "amqp-after-refused");
-        assert_eq!(first["type"], "task_accepted", "{first}");
-        let (_, last) = other.answer().await;
-        assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+        runs_to_completion(&mut other, "amqp-after-refused").await;
     });
 }
 
@@ -1487,15 +1444,32 @@ fn a_place_waits_for_a_delivery_not_for_a_queue() {
         queue_ready(&broker).await;
         let mut caller = Caller::connect(&broker, "harness-local-01", data.path()).await;
         for i in 0..2 {
-            let id = format!("amqp-one-place-{i}");
-            let body =
-                serde_json::to_vec(&with_id(example("document-analysis"), &id)).expect("encode");
-            caller.send(&body, Some("harness-local-01")).await;
-            let (got, first) = caller.answer().await;
-            assert_eq!(got, id);
-            assert_eq!(first["type"], "task_accepted", "{first}");
-            let (_, last) = caller.answer().await;
-            assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
+            runs_to_completion(&mut caller, &format!("amqp-one-place-{i}")).await;
         }
     });
+}
+
+/// A caller whose reply queue refuses every answer (`x-max-length` 0,
+/// `reject-publish`).
+async fn refusing_caller(broker: &Broker, data: &Path) -> Caller {
+    let mut refusing = FieldTable::default();
+    refusing.insert("x-max-length".into(), AMQPValue::LongLongInt(0));
+    refusing.insert(
+        "x-overflow".into(),
+        AMQPValue::LongString("reject-publish".into()),
+    );
+    Caller::connect_with(broker, "harness-local-01", data, refusing).await
+}
+
+/// `caller` submits the document-analysis example as `id`, which is
+/// accepted, then completed.
+async fn runs_to_completion(caller: &mut Caller, id: &str) {
+    let body = serde_json::to_vec(&with_id(example("document-analysis"), id)).expect("encode");
+    caller.send(&body, Some("harness-local-01")).await;
+    let (got, first) = caller.answer().await;
+    assert_eq!(got, id);
+    assert_eq!(first["type"], "task_accepted", "{first}");
+    let (got, last) = caller.answer().await;
+    assert_eq!(got, id);
+    assert_eq!(last["type"], "task_completed", "{}", last["payload"]);
 }
