@@ -1,22 +1,36 @@
-//! `wasi:sockets/ip-name-lookup` restricted to granted names.
+//! `wasi:sockets/ip-name-lookup` restricted to granted names, and answered
+//! from the task's pinned addresses.
+//!
+//! A lookup of a granted name hands the guest the addresses
+//! [`NetPolicy`] pinned for that name: resolved once per task (with a
+//! timeout), the same addresses a connect or an HTTP request to the name is
+//! held to. The stock lookup resolved again on each call, on a blocking
+//! thread with no timeout: a guest looking a slow name up in a loop took one
+//! of the host's blocking threads per lookup for as long as the resolver
+//! took, and a lookup could answer addresses a connect would then refuse.
 
 use super::decide::{NetUse, decide};
 use super::policy::NetPolicy;
 use crate::pep::Pep;
 use crate::tasklog::TaskLog;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use wasmtime::component::{HasData, Resource};
-use wasmtime_wasi::p2::SocketError;
 use wasmtime_wasi::p2::bindings::sockets::ip_name_lookup::{
     Host, HostResolveAddressStream, ResolveAddressStream,
 };
 use wasmtime_wasi::p2::bindings::sockets::network::{self, ErrorCode, IpAddress, Network};
+use wasmtime_wasi::p2::{DynPollable, Pollable, SocketError};
 use wasmtime_wasi::sockets::WasiSocketsCtxView;
 
-/// A view that checks the name, then delegates to the stock lookup and
-/// hands the guest only the addresses its grant allows.
+/// A view that checks the name and answers from the task's pinned
+/// addresses.
 pub(crate) struct GovernedLookup<'a> {
     pub(crate) inner: WasiSocketsCtxView<'a>,
-    pub(crate) policy: &'a NetPolicy,
+    pub(crate) policy: &'a Arc<NetPolicy>,
     pub(crate) log: &'a TaskLog,
     pub(crate) pep: &'a Pep,
 }
@@ -27,12 +41,83 @@ impl HasData for GovernedLookupData {
     type Data<'a> = GovernedLookup<'a>;
 }
 
+/// One lookup of a granted name, stored in the task's table under the
+/// handle the guest holds as a `resolve-address-stream`.
+pub(crate) struct PinnedLookup {
+    name: String,
+    addresses: Addresses,
+    /// Addresses handed out so far.
+    given: usize,
+    /// The lookup ended (its last answer was given).
+    ended: bool,
+}
+
+enum Addresses {
+    /// The name's first resolution in this task is under way.
+    Resolving(Pin<Box<dyn Future<Output = Vec<IpAddr>> + Send>>),
+    Known(std::vec::IntoIter<IpAddr>),
+}
+
+impl PinnedLookup {
+    fn new(policy: Arc<NetPolicy>, name: String) -> Self {
+        let resolving = {
+            let name = name.clone();
+            Box::pin(async move { policy.pinned_of(&name).await })
+        };
+        let mut lookup = Self {
+            name,
+            addresses: Addresses::Resolving(resolving),
+            given: 0,
+            ended: false,
+        };
+        // A name already pinned answers at once.
+        let _ = lookup.poll_addresses(&mut Context::from_waker(Waker::noop()));
+        lookup
+    }
+
+    fn poll_addresses(&mut self, cx: &mut Context<'_>) -> Poll<&mut std::vec::IntoIter<IpAddr>> {
+        if let Addresses::Resolving(resolving) = &mut self.addresses {
+            match resolving.as_mut().poll(cx) {
+                Poll::Ready(found) => self.addresses = Addresses::Known(found.into_iter()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        match &mut self.addresses {
+            Addresses::Known(addresses) => Poll::Ready(addresses),
+            Addresses::Resolving(_) => Poll::Pending,
+        }
+    }
+}
+
+impl Pollable for PinnedLookup {
+    fn ready<'a, 'b>(&'a mut self) -> Pin<Box<dyn Future<Output = ()> + Send + 'b>>
+    where
+        'a: 'b,
+        Self: 'b,
+    {
+        Box::pin(std::future::poll_fn(move |cx| {
+            self.poll_addresses(cx).map(|_| ())
+        }))
+    }
+}
+
+/// The table's handle of the guest's `stream`, as what it holds.
+fn pinned(stream: &Resource<ResolveAddressStream>) -> Resource<PinnedLookup> {
+    if stream.owned() {
+        Resource::new_own(stream.rep())
+    } else {
+        Resource::new_borrow(stream.rep())
+    }
+}
+
 impl Host for GovernedLookup<'_> {
     fn resolve_addresses(
         &mut self,
         network: Resource<Network>,
         name: String,
     ) -> Result<Resource<ResolveAddressStream>, SocketError> {
+        // The network resource is the capability to look up.
+        self.inner.table.get(&network)?;
         let granted = self.policy.may_lookup(&name);
         let lookup = NetUse::Lookup {
             name: &name,
@@ -41,9 +126,11 @@ impl Host for GovernedLookup<'_> {
         if !decide(self.pep, self.log, &lookup) {
             return Err(ErrorCode::AccessDenied.into());
         }
-        let stream = self.inner.resolve_addresses(network, name.clone())?;
-        self.policy.lookup_started(stream.rep(), name);
-        Ok(stream)
+        let stream = self
+            .inner
+            .table
+            .push(PinnedLookup::new(self.policy.clone(), name))?;
+        Ok(Resource::new_own(stream.rep()))
     }
 }
 
@@ -67,48 +154,124 @@ impl network::HostNetwork for GovernedLookup<'_> {
 }
 
 impl HostResolveAddressStream for GovernedLookup<'_> {
-    /// The next address the guest may reach: the others are skipped (and
-    /// noted). A lookup that ends without one is decided again with its
-    /// (empty) result, which the PEP denies, and fails `name-unresolvable`.
+    /// The next of the name's pinned addresses. A lookup that ends without
+    /// one is decided again with its (empty) result, which the PEP denies,
+    /// and fails `name-unresolvable`.
     fn resolve_next_address(
         &mut self,
         stream: Resource<ResolveAddressStream>,
     ) -> Result<Option<IpAddress>, SocketError> {
-        let rep = stream.rep();
-        loop {
-            let next = self.inner.resolve_next_address(Resource::new_borrow(rep))?;
-            let Some(ip) = next else {
-                let Some(name) = self.policy.lookup_ended(rep) else {
-                    return Ok(None);
-                };
-                // Always denied: by the PEP (noted with its reason) or the grants.
-                decide(self.pep, self.log, &NetUse::Unresolved { name: &name });
-                return Err(ErrorCode::NameUnresolvable.into());
-            };
-            if self.policy.lookup_admits(rep, std_ip(ip)) {
-                return Ok(Some(ip));
-            }
+        let lookup = self.inner.table.get_mut(&pinned(&stream))?;
+        let Poll::Ready(addresses) = lookup.poll_addresses(&mut Context::from_waker(Waker::noop()))
+        else {
+            return Err(ErrorCode::WouldBlock.into());
+        };
+        if let Some(ip) = addresses.next() {
+            lookup.given += 1;
+            return Ok(Some(ip.into()));
         }
+        if lookup.ended || lookup.given > 0 {
+            lookup.ended = true;
+            return Ok(None);
+        }
+        lookup.ended = true;
+        let name = lookup.name.clone();
+        // Always denied: by the PEP (noted with its reason) or the grants.
+        decide(self.pep, self.log, &NetUse::Unresolved { name: &name });
+        Err(ErrorCode::NameUnresolvable.into())
     }
 
     fn subscribe(
         &mut self,
         stream: Resource<ResolveAddressStream>,
-    ) -> wasmtime::Result<Resource<wasmtime_wasi::p2::DynPollable>> {
-        self.inner.subscribe(stream)
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        wasmtime_wasi::p2::subscribe(self.inner.table, pinned(&stream))
     }
 
     fn drop(&mut self, stream: Resource<ResolveAddressStream>) -> wasmtime::Result<()> {
-        self.policy.lookup_dropped(stream.rep());
-        HostResolveAddressStream::drop(&mut self.inner, stream)
+        self.inner.table.delete(pinned(&stream))?;
+        Ok(())
     }
 }
 
-fn std_ip(ip: IpAddress) -> std::net::IpAddr {
-    match ip {
-        IpAddress::Ipv4((a, b, c, d)) => std::net::Ipv4Addr::new(a, b, c, d).into(),
-        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
-            std::net::Ipv6Addr::new(a, b, c, d, e, f, g, h).into()
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcp_contracts::manifest::{NetGrant, NetHost};
+    use wasmtime::component::ResourceTable;
+    use wasmtime_wasi::p2::bindings::sockets::instance_network::Host as _;
+
+    /// A guest's lookup hands out the name's pinned addresses and never
+    /// asks the resolver again: `pinned.invalid` (a name no resolver
+    /// answers, RFC 6761) is pinned to a documentation address, and each
+    /// of three lookups answers it. Before, every lookup went to the
+    /// system resolver (on a blocking thread, without a timeout) and this
+    /// one failed.
+    #[tokio::test]
+    async fn a_lookup_is_answered_from_the_pinned_addresses_not_the_resolver() {
+        let log = TaskLog::new(10_000);
+        let policy = Arc::new(NetPolicy::new(
+            &[NetGrant {
+                host: NetHost::Name("pinned.invalid".into()),
+                port: 443,
+                allow_private: false,
+            }],
+            &log,
+        ));
+        let pinned_ip: IpAddr = "192.0.2.7".parse().expect("ip");
+        policy.pin("pinned.invalid", vec![pinned_ip]);
+        let mut wasi = wasmtime_wasi::WasiCtx::builder()
+            .allow_ip_name_lookup(true)
+            .build();
+        let mut table = ResourceTable::new();
+        let pep = Pep::new(None);
+        for _ in 0..3 {
+            let mut view = GovernedLookup {
+                inner: WasiSocketsCtxView {
+                    ctx: wasi.sockets(),
+                    table: &mut table,
+                },
+                policy: &policy,
+                log: &log,
+                pep: &pep,
+            };
+            let network = view.inner.instance_network().expect("network");
+            let stream = view
+                .resolve_addresses(network, "PINNED.invalid.".into())
+                .expect("a granted name");
+            let borrow = || Resource::<ResolveAddressStream>::new_borrow(stream.rep());
+            let first = view.resolve_next_address(borrow()).expect("an address");
+            assert_eq!(first.map(std_ip), Some(pinned_ip));
+            assert!(
+                view.resolve_next_address(borrow())
+                    .expect("the end")
+                    .is_none()
+            );
+            HostResolveAddressStream::drop(&mut view, stream).expect("drop");
+        }
+        // What is not granted is refused before anything is resolved.
+        let mut view = GovernedLookup {
+            inner: WasiSocketsCtxView {
+                ctx: wasi.sockets(),
+                table: &mut table,
+            },
+            policy: &policy,
+            log: &log,
+            pep: &pep,
+        };
+        let network = view.inner.instance_network().expect("network");
+        assert!(
+            view.resolve_addresses(network, "other.invalid".into())
+                .is_err()
+        );
+    }
+
+    fn std_ip(ip: IpAddress) -> IpAddr {
+        match ip {
+            IpAddress::Ipv4((a, b, c, d)) => std::net::Ipv4Addr::new(a, b, c, d).into(),
+            IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
+                std::net::Ipv6Addr::new(a, b, c, d, e, f, g, h).into()
+            }
         }
     }
 }

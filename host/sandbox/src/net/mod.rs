@@ -8,7 +8,8 @@
 //!
 //! - `socket_addr_check` (TCP connect; only the ephemeral bind of a client
 //!   connect; never listen, accept or UDP),
-//! - `wasi:sockets/ip-name-lookup` (only granted names resolve),
+//! - `wasi:sockets/ip-name-lookup` (only granted names resolve, each to its
+//!   pinned addresses: the guest never drives a resolution of its own),
 //! - `wasi:http` outgoing requests (only granted host:port, connected to the
 //!   pinned addresses, TLS verified against the granted name).
 //!

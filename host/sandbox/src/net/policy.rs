@@ -9,9 +9,8 @@
 use super::addresses::{canonical, is_public, normalize_name};
 use crate::tasklog::TaskLog;
 use hcp_contracts::manifest::{NetGrant, NetHost};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// The destinations a task may reach. Granted names are resolved on first
@@ -23,8 +22,6 @@ pub(crate) struct NetPolicy {
     /// Granted names (lower-case) → their grants.
     names: BTreeMap<String, NameGrant>,
     log: Option<TaskLog>,
-    /// Name lookups under way: stream → (name, addresses handed out).
-    lookups: Mutex<HashMap<u32, (String, usize)>>,
 }
 
 #[derive(Debug)]
@@ -132,57 +129,15 @@ impl NetPolicy {
         None
     }
 
-    /// A lookup of `name` started as `stream`.
-    pub(crate) fn lookup_started(&self, stream: u32, name: String) {
-        self.lookups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(stream, (name, 0));
-    }
-
-    /// Whether the lookup `stream` may hand `ip` to the guest: public, or
-    /// the grant of its name allows private addresses (the rule a connect
-    /// to a granted name follows). Counts what it hands out; notes what it
-    /// drops.
-    pub(crate) fn lookup_admits(&self, stream: u32, ip: IpAddr) -> bool {
-        let mut lookups = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((name, given)) = lookups.get_mut(&stream) else {
-            return false;
-        };
-        let allow_private = self
-            .names
-            .get(&normalize_name(name))
-            .is_some_and(|g| g.allow_private);
-        if allow_private || is_public(ip) {
-            *given += 1;
-            true
-        } else {
-            let note = format!(
-                "name lookup of {:?}: non-public {ip} dropped (the grant does not allow_private)",
-                crate::tasklog::escape_controls(name)
-            );
-            drop(lookups);
-            self.note(&note);
-            false
+    /// The addresses a guest's lookup of `name` is answered with: the
+    /// pinned addresses of a granted name (resolved on first use), none for
+    /// a name not granted.
+    pub(crate) async fn pinned_of(&self, name: &str) -> Vec<IpAddr> {
+        let name = normalize_name(name);
+        match self.names.get(&name) {
+            Some(grant) => self.pinned(&name, grant).await,
+            None => Vec::new(),
         }
-    }
-
-    /// The lookup `stream` has no more addresses (it is forgotten): its
-    /// name when it handed out none (the lookup failed), `None` otherwise.
-    pub(crate) fn lookup_ended(&self, stream: u32) -> Option<String> {
-        let mut lookups = self.lookups.lock().unwrap_or_else(|e| e.into_inner());
-        match lookups.remove(&stream) {
-            Some((name, 0)) => Some(name),
-            _ => None,
-        }
-    }
-
-    /// The guest dropped the lookup `stream`.
-    pub(crate) fn lookup_dropped(&self, stream: u32) {
-        self.lookups
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&stream);
     }
 
     /// Whether `name` is a granted name (any port).
@@ -216,6 +171,16 @@ mod tests {
     use super::*;
 
     impl NetPolicy {
+        /// Pins `name`'s addresses as its first resolution would.
+        pub(crate) fn pin(&self, name: &str, addresses: Vec<IpAddr>) {
+            self.names
+                .get(name)
+                .expect("a granted name")
+                .pinned
+                .set(addresses)
+                .expect("not pinned yet");
+        }
+
         /// Whether a TCP connect to `addr` is granted.
         async fn may_connect(&self, addr: SocketAddr) -> bool {
             self.grant_of(addr).await.is_some()
