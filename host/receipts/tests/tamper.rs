@@ -512,6 +512,32 @@ fn an_untrusted_key() {
     assert_eq!(report.failures.len(), 1, "{report}");
 }
 
+/// A pack with no host section is not evidence of anything: it fails,
+/// where it verified "ok: 0 hosts" (an empty pack handed to an auditor
+/// passed, with or without trusted keys).
+#[test]
+fn a_pack_without_a_host_verifies_nothing_and_fails() {
+    let empty = Pack {
+        hosts: vec![],
+        public_keys: vec![],
+        ..standard_pack()
+    };
+    for options in [
+        options(),
+        VerifyOptions {
+            trusted_keys: Some(vec![key_a().public().clone()]),
+            ..options()
+        },
+    ] {
+        let report = verify_both(&empty, &options);
+        assert!(!report.ok(), "{report}");
+        has(
+            &report,
+            "[pack] the pack holds no host's receipts: there is nothing to verify",
+        );
+    }
+}
+
 /// A key trusted for one host signs for no other: host-b's key signing a
 /// section that claims to be host-a's verified under a flat list of both
 /// keys (merged after host-a's real pack, it would pass for its

@@ -75,6 +75,15 @@ fn verify<R: Record>(
         hosts: sections.len(),
         ..Report::default()
     };
+    if sections.is_empty() {
+        // Nothing in it was checked: "ok" would vouch for nothing.
+        report.failures.push(failure(
+            Check::Pack,
+            None,
+            None,
+            "the pack holds no host's receipts: there is nothing to verify".to_owned(),
+        ));
+    }
     let keys: Keys<'_> = public_keys
         .iter()
         .map(|k| (k.key_id().as_str(), k))
