@@ -382,6 +382,19 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
             "unauthorized",
         ),
         (
+            // Refused before its body is parsed: a 400 told a stranger
+            // the host had read it.
+            "unknown credential, malformed body",
+            server.post_raw(
+                "/v1/tasks",
+                Some("demo-token-nobody-at-all-00000000"),
+                json_ct,
+                b"{\"type\": ".to_vec(),
+            ),
+            401,
+            "unauthorized",
+        ),
+        (
             "another caller's credential",
             server.post("/v1/tasks", ALPHA, &good),
             401,

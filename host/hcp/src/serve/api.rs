@@ -87,6 +87,10 @@ async fn submit(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let token = bearer(&headers)?.to_owned();
+    // A credential that is no caller's is refused before its body is
+    // parsed or checked: that work is for callers. (The gate checks the
+    // credential against the caller the message names.)
+    caller(&state, &headers)?;
     let message = json_body(&headers, body)?;
     // The type first: any other HCP message is a wrong type, whatever its
     // payload.
