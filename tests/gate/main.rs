@@ -848,6 +848,62 @@ async fn a_component_is_hashed_once_per_install_and_once_per_host_start_never_pe
     assert_eq!(hashes, 4, "no task hashes a component");
 }
 
+/// One caller's admitted tasks waiting to run are bounded: past the bound
+/// the next is rejected `resource_unavailable` (before, every task was
+/// accepted and queued, so one caller's backlog grew the store and the
+/// start list without end), another caller is not affected, and once one
+/// has run the caller may submit again.
+#[tokio::test]
+async fn a_caller_has_a_bounded_number_of_tasks_waiting_to_run() {
+    let lab = lab_with(HostConfig {
+        gate_clock: Some(weekday_morning()),
+        max_queued_per_caller: 3,
+        ..HostConfig::default()
+    });
+    let mut queued = Vec::new();
+    for i in 0..3 {
+        let s = lab.submit(
+            &with_id(doc_submit(), &format!("msg-backlog-{i}")),
+            "harness-local-01",
+        );
+        assert_eq!(s.answer["type"], "task_accepted", "{i}: {}", s.answer);
+        queued.push(s);
+    }
+    let over = lab.submit(
+        &with_id(doc_submit(), "msg-backlog-over"),
+        "harness-local-01",
+    );
+    let refused = rejection(&over);
+    assert_eq!(refused["reason_code"], "resource_unavailable", "{refused}");
+    let said = refused.to_string();
+    assert!(
+        said.contains("harness-local-01 has 3 admitted tasks waiting to run"),
+        "{said}"
+    );
+    assert_eq!(
+        lab.host
+            .store
+            .task(over.task_id.as_deref().expect("id"))
+            .expect("task")
+            .expect("recorded")
+            .state,
+        TaskState::Rejected
+    );
+    // Another caller's tasks are admitted as before.
+    let mut m = with_id(doc_submit(), "msg-other");
+    m["payload"]["caller_id"] = json!("harness-alpha-001");
+    let other = lab.submit(&m, "harness-alpha-001");
+    assert_eq!(other.answer["type"], "task_accepted", "{}", other.answer);
+    // One of the backlog runs; the caller's next task is admitted.
+    let done = lab.run(&queued[0]).await;
+    assert_eq!(done["type"], "task_completed", "{done}");
+    let next = lab.submit(
+        &with_id(doc_submit(), "msg-backlog-next"),
+        "harness-local-01",
+    );
+    assert_eq!(next.answer["type"], "task_accepted", "{}", next.answer);
+}
+
 /// A caller has at most `MAX_WAITING_PER_CALLER` tasks waiting for an
 /// operator at once: the next is refused `resource_unavailable`, saying
 /// why, until one of them is decided. Unbounded, one caller buried the

@@ -33,6 +33,13 @@ pub struct ServeArgs {
     /// (ISO 8601 duration).
     #[arg(long, default_value = "PT1H")]
     approval_ttl: String,
+    /// The most admitted tasks one caller may have waiting to run (for a
+    /// session slot or equipment); the next is rejected
+    /// `resource_unavailable` until one of them starts.
+    #[arg(long, env = "HCP_MAX_QUEUED_PER_CALLER",
+          default_value_t = crate::engine::MAX_QUEUED_PER_CALLER,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_queued_per_caller: u64,
     /// How long running tasks may take to finish on shutdown (ISO 8601).
     #[arg(long, default_value = "PT30S")]
     shutdown_grace: String,
@@ -203,6 +210,7 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         HostConfig {
             approval_ttl,
             hid_device,
+            max_queued_per_caller: args.max_queued_per_caller,
             ..HostConfig::default()
         },
     )?);

@@ -185,6 +185,20 @@ impl Host {
                     ),
                 );
             }
+        } else {
+            let queued = self.store.queued_of(facts.caller)?;
+            let most = self.config.max_queued_per_caller;
+            if queued >= most {
+                return refuse(
+                    &facts,
+                    RejectReason::ResourceUnavailable,
+                    format!(
+                        "{} has {queued} admitted tasks waiting to run, the most one caller may have \
+                         (hcp serve --max-queued-per-caller {most}); submit again once some have started",
+                        facts.caller
+                    ),
+                );
+            }
         }
         let receipt = self.admission_entry(task, &facts, Ok(admission.risk_level))?;
         let update = TaskUpdate {

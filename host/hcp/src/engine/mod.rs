@@ -72,7 +72,16 @@ pub struct HostConfig {
     pub gate_clock: Option<time::OffsetDateTime>,
     /// The HID executor's serial port (only `hcp serve` opens one).
     pub hid_device: Option<hcp_hid::device::DeviceConfig>,
+    /// The most admitted tasks one caller may have waiting to run
+    /// (`queued`: for a session slot or equipment); the next is refused
+    /// `resource_unavailable` until one of them starts.
+    pub max_queued_per_caller: u64,
 }
+
+/// [`HostConfig::max_queued_per_caller`] unless set: a caller's tasks
+/// queue behind its session slots up to this many, and no caller's backlog
+/// grows the store without bound.
+pub const MAX_QUEUED_PER_CALLER: u64 = 1_000;
 
 impl Default for HostConfig {
     fn default() -> Self {
@@ -80,6 +89,7 @@ impl Default for HostConfig {
             approval_ttl: Duration::from_secs(3600),
             gate_clock: None,
             hid_device: None,
+            max_queued_per_caller: MAX_QUEUED_PER_CALLER,
         }
     }
 }

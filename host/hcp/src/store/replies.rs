@@ -226,9 +226,13 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Queued tasks this host may start (up to 1,000, oldest first): not
-    /// one whose AMQP delivery is unacknowledged, since the broker may give
-    /// that message to another host.
+    /// Queued tasks this host may start (up to 1,000), callers taking
+    /// turns: each caller's oldest, then each one's second oldest, and so
+    /// on (oldest first within a turn). A caller's backlog never pushes
+    /// another caller's task out of the list (the first 1,000 by age alone
+    /// could all be one caller's, and the others' waited behind all of
+    /// them). Not one whose AMQP delivery is unacknowledged, since the
+    /// broker may give that message to another host.
     ///
     /// # Errors
     ///
@@ -236,10 +240,13 @@ impl Store {
     pub fn startable_tasks(&self) -> Result<Vec<String>> {
         let db = self.db();
         let mut stmt = db.prepare_cached(
-            "SELECT task_id FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
-             (SELECT 1 FROM amqp_replies r \
-              WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL) \
-             ORDER BY created_at, task_id LIMIT 1000",
+            "SELECT task_id FROM ( \
+               SELECT task_id, created_at, ROW_NUMBER() OVER \
+                 (PARTITION BY caller_id ORDER BY created_at, task_id) AS turn \
+               FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
+                 (SELECT 1 FROM amqp_replies r \
+                  WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL)) \
+             ORDER BY turn, created_at, task_id LIMIT 1000",
         )?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
@@ -361,5 +368,44 @@ mod tests {
         let startable = store.startable_tasks().expect("startable");
         assert_eq!(startable.len(), 1_000);
         assert_eq!(startable[..], ids[..1_000]);
+    }
+
+    /// Callers take turns: one caller's backlog of queued tasks does not
+    /// keep another's, submitted after it, out of the start list (before,
+    /// the list was the oldest thousand, all the first caller's, and the
+    /// second caller's tasks waited behind every one of them).
+    #[test]
+    fn callers_take_turns_in_the_start_list() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let submit = |caller: &str, i: usize| {
+            let Submitted::New(task) = store
+                .submit(caller, &format!("m-{i}"), "cap", &json!({}))
+                .expect("submit")
+            else {
+                panic!("not new");
+            };
+            task.task_id
+        };
+        let flood: Vec<_> = (0..1_005).map(|i| submit("flood", i)).collect();
+        let late: Vec<_> = (0..2).map(|i| submit("late", i)).collect();
+        store
+            .db()
+            .execute("UPDATE tasks SET state = 'queued'", [])
+            .expect("queue them all");
+        let startable = store.startable_tasks().expect("startable");
+        assert_eq!(startable.len(), 1_000);
+        // Each caller's oldest, then each one's second oldest, then the
+        // rest of the flood, oldest first.
+        assert_eq!(
+            startable[..4],
+            [
+                flood[0].clone(),
+                late[0].clone(),
+                flood[1].clone(),
+                late[1].clone()
+            ]
+        );
+        assert_eq!(startable[4..], flood[2..998]);
     }
 }

@@ -176,4 +176,10 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r"
     ALTER TABLE amqp_replies ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 ",
+    // A caller's tasks in one state, counted at each admission (the
+    // bounds on its queued tasks and on those waiting for an approval)
+    // without walking the caller's whole history.
+    r"
+    CREATE INDEX tasks_caller_state ON tasks (caller_id, state);
+",
 ];

@@ -711,11 +711,24 @@ impl Store {
     ///
     /// The database fails.
     pub fn waiting_for_approval(&self, caller: &str) -> Result<u64> {
-        let n: i64 = self.db().query_row(
-            "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = ?2",
-            rusqlite::params![caller, TaskState::PendingApproval.as_str()],
-            |r| r.get(0),
-        )?;
+        self.count_of(caller, TaskState::PendingApproval)
+    }
+
+    /// How many of `caller`'s tasks are admitted and wait to run
+    /// (`queued`: for a session slot, for equipment, or just accepted).
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn queued_of(&self, caller: &str) -> Result<u64> {
+        self.count_of(caller, TaskState::Queued)
+    }
+
+    fn count_of(&self, caller: &str, state: TaskState) -> Result<u64> {
+        let n: i64 = self
+            .db()
+            .prepare_cached("SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = ?2")?
+            .query_row(rusqlite::params![caller, state.as_str()], |r| r.get(0))?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
