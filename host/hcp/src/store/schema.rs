@@ -176,10 +176,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r"
     ALTER TABLE amqp_replies ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
 ",
-    // A caller's tasks in one state, counted at each admission (the
-    // bounds on its queued tasks and on those waiting for an approval)
-    // without walking the caller's whole history.
+    // A caller's waiting tasks, counted at each admission (the bounds on
+    // its queued tasks and on those waiting for an approval) without
+    // walking the caller's whole history. Partial: a task is in each only
+    // while it waits, so a task's other changes of state write neither.
     r"
-    CREATE INDEX tasks_caller_state ON tasks (caller_id, state);
+    CREATE INDEX tasks_queued_by_caller ON tasks (caller_id) WHERE state = 'queued';
+    CREATE INDEX tasks_pending_by_caller ON tasks (caller_id) WHERE state = 'pending_approval';
 ",
 ];

@@ -711,7 +711,7 @@ impl Store {
     ///
     /// The database fails.
     pub fn waiting_for_approval(&self, caller: &str) -> Result<u64> {
-        self.count_of(caller, TaskState::PendingApproval)
+        self.count_of(caller, PENDING_OF)
     }
 
     /// How many of `caller`'s tasks are admitted and wait to run
@@ -721,14 +721,14 @@ impl Store {
     ///
     /// The database fails.
     pub fn queued_of(&self, caller: &str) -> Result<u64> {
-        self.count_of(caller, TaskState::Queued)
+        self.count_of(caller, QUEUED_OF)
     }
 
-    fn count_of(&self, caller: &str, state: TaskState) -> Result<u64> {
+    fn count_of(&self, caller: &str, sql: &str) -> Result<u64> {
         let n: i64 = self
             .db()
-            .prepare_cached("SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = ?2")?
-            .query_row(rusqlite::params![caller, state.as_str()], |r| r.get(0))?;
+            .prepare_cached(sql)?
+            .query_row(rusqlite::params![caller], |r| r.get(0))?;
         Ok(u64::try_from(n).unwrap_or(0))
     }
 
@@ -795,10 +795,66 @@ pub(crate) fn stored_messages(
         .optional()?)
 }
 
+/// A caller's tasks waiting to run. The state is a literal, as in the
+/// partial index's condition, for the planner to use that index.
+const QUEUED_OF: &str = "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = 'queued'";
+
+/// A caller's tasks waiting for an approval (the same, for its index).
+const PENDING_OF: &str =
+    "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = 'pending_approval'";
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The counts taken at every admission read the partial indexes of
+    /// waiting tasks, not the caller's whole history, and count only the
+    /// caller's tasks in that state.
+    #[test]
+    fn a_callers_waiting_tasks_are_counted_from_their_own_index() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        for (caller, i, state) in [
+            ("c1", 0, "queued"),
+            ("c1", 1, "queued"),
+            ("c1", 2, "running"),
+            ("c1", 3, "pending_approval"),
+            ("c2", 4, "queued"),
+        ] {
+            let Submitted::New(task) = store
+                .submit(caller, &format!("m-{i}"), "cap", &json!({}))
+                .expect("submit")
+            else {
+                panic!("not new");
+            };
+            store
+                .db()
+                .execute(
+                    "UPDATE tasks SET state = ?1 WHERE task_id = ?2",
+                    rusqlite::params![state, task.task_id],
+                )
+                .expect("state");
+        }
+        assert_eq!(store.queued_of("c1").expect("count"), 2);
+        assert_eq!(store.queued_of("c2").expect("count"), 1);
+        assert_eq!(store.waiting_for_approval("c1").expect("count"), 1);
+        assert_eq!(store.waiting_for_approval("c2").expect("count"), 0);
+        for (sql, index) in [
+            (QUEUED_OF, "tasks_queued_by_caller"),
+            (PENDING_OF, "tasks_pending_by_caller"),
+        ] {
+            let plan: Vec<String> = store
+                .db()
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("plan")
+                .query_map(["c1"], |r| r.get::<_, String>(3))
+                .expect("plan")
+                .collect::<rusqlite::Result<_>>()
+                .expect("plan");
+            assert!(plan.iter().any(|p| p.contains(index)), "{sql}: {plan:?}");
+        }
+    }
 
     #[test]
     fn a_message_is_recorded_once_per_caller() {
