@@ -266,6 +266,88 @@ mod tests {
         );
     }
 
+    /// Resolutions [`slow_resolver`] started.
+    static SLOW_RESOLUTIONS: std::sync::atomic::AtomicUsize =
+        std::sync::atomic::AtomicUsize::new(0);
+
+    /// A resolver that takes 300 ms to answer 192.0.2.9 (a documentation
+    /// address: not public, so its grant must allow private ones), and
+    /// counts.
+    fn slow_resolver(
+        _name: String,
+    ) -> Pin<Box<dyn Future<Output = std::io::Result<Vec<IpAddr>>> + Send>> {
+        SLOW_RESOLUTIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            Ok(vec!["192.0.2.9".parse().expect("ip")])
+        })
+    }
+
+    /// A name's resolution is started once per task and runs on its own:
+    /// a guest that starts a lookup of a slow name and drops it, twenty
+    /// times over, starts one resolution, not twenty (with the resolution
+    /// run inside the guest's lookup, each drop cancelled it and the next
+    /// lookup started another, each on a blocking thread of its own); and
+    /// a lookup the guest never polls does not hold up a connect's or an
+    /// HTTP request's use of the name (they waited on it).
+    #[tokio::test]
+    async fn a_names_resolution_is_started_once_and_waits_for_no_guest() {
+        let log = TaskLog::new(10_000);
+        let policy = Arc::new(
+            NetPolicy::new(
+                &[NetGrant {
+                    host: NetHost::Name("slow.invalid".into()),
+                    port: 443,
+                    allow_private: true,
+                }],
+                &log,
+            )
+            .resolving_with(slow_resolver),
+        );
+        let mut wasi = wasmtime_wasi::WasiCtx::builder()
+            .allow_ip_name_lookup(true)
+            .build();
+        let mut table = ResourceTable::new();
+        let pep = Pep::new(None);
+        let mut view = GovernedLookup {
+            inner: WasiSocketsCtxView {
+                ctx: wasi.sockets(),
+                table: &mut table,
+            },
+            policy: &policy,
+            log: &log,
+            pep: &pep,
+        };
+        for _ in 0..20 {
+            let network = view.inner.instance_network().expect("network");
+            let stream = view
+                .resolve_addresses(network, "slow.invalid".into())
+                .expect("a granted name");
+            assert!(
+                view.resolve_next_address(Resource::new_borrow(stream.rep()))
+                    .is_err(),
+                "not resolved yet"
+            );
+            HostResolveAddressStream::drop(&mut view, stream).expect("drop");
+        }
+        // One more, started and never polled.
+        let network = view.inner.instance_network().expect("network");
+        let _held = view
+            .resolve_addresses(network, "slow.invalid".into())
+            .expect("a granted name");
+        let targets = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            policy.http_targets("slow.invalid", 443),
+        )
+        .await
+        .expect("the name resolved without the guest's lookup");
+        assert_eq!(targets, Some(vec!["192.0.2.9:443".parse().expect("addr")]));
+        assert_eq!(
+            SLOW_RESOLUTIONS.load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
+    }
+
     fn std_ip(ip: IpAddress) -> IpAddr {
         match ip {
             IpAddress::Ipv4((a, b, c, d)) => std::net::Ipv4Addr::new(a, b, c, d).into(),

@@ -10,8 +10,13 @@ use super::addresses::{canonical, is_public, normalize_name};
 use crate::tasklog::TaskLog;
 use hcp_contracts::manifest::{NetGrant, NetHost};
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::OnceLock;
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// The destinations a task may reach. Granted names are resolved on first
 /// use and pinned for the rest of the task.
@@ -22,14 +27,36 @@ pub(crate) struct NetPolicy {
     /// Granted names (lower-case) → their grants.
     names: BTreeMap<String, NameGrant>,
     log: Option<TaskLog>,
+    /// How names are resolved: the system's resolver unless a test says.
+    resolver: Option<Resolver>,
 }
+
+/// A name's resolution.
+type Resolver = fn(String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
+
+/// The system's resolver (`getaddrinfo`, on a blocking thread).
+fn system_resolver(name: String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> {
+    Box::pin(async move {
+        Ok(tokio::net::lookup_host((name.as_str(), 0))
+            .await?
+            .map(|a| a.ip())
+            .collect())
+    })
+}
+
+/// The longest a name's resolution may take; past it the name has no
+/// address for the rest of the task.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug)]
 struct NameGrant {
     ports: BTreeSet<u16>,
     allow_private: bool,
-    /// Addresses admitted for this name, resolved once.
-    pinned: tokio::sync::OnceCell<Vec<IpAddr>>,
+    /// The name's one resolution in this task, and then its admitted
+    /// addresses. Started by the first use and run on a task of its own,
+    /// so that whoever started it (a guest's lookup it then drops, say)
+    /// neither cancels it nor keeps the other uses waiting on it.
+    resolution: OnceLock<watch::Receiver<Option<Vec<IpAddr>>>>,
 }
 
 impl NetPolicy {
@@ -51,7 +78,7 @@ impl NetPolicy {
                         .or_insert_with(|| NameGrant {
                             ports: BTreeSet::new(),
                             allow_private: false,
-                            pinned: tokio::sync::OnceCell::new(),
+                            resolution: OnceLock::new(),
                         });
                     entry.ports.insert(grant.port);
                     // Two grants of one name: private addresses only if both allow.
@@ -74,41 +101,65 @@ impl NetPolicy {
 
     /// The admitted addresses of a granted name, resolving it on first use.
     async fn pinned(&self, name: &str, grant: &NameGrant) -> Vec<IpAddr> {
-        grant
-            .pinned
-            .get_or_init(|| async {
-                let resolved = tokio::time::timeout(
-                    Duration::from_secs(5),
-                    tokio::net::lookup_host((name, 0)),
-                )
-                .await;
-                let found: Vec<IpAddr> = match resolved {
-                    Ok(Ok(addrs)) => addrs.map(|a| a.ip()).collect(),
-                    Ok(Err(e)) => {
-                        self.note(&format!("granted host {name} did not resolve: {e}"));
-                        Vec::new()
-                    }
-                    Err(_) => {
-                        self.note(&format!("granted host {name} did not resolve in 5 s"));
-                        Vec::new()
-                    }
-                };
-                let mut pinned = Vec::new();
-                for ip in found {
-                    if grant.allow_private || is_public(ip) {
-                        if !pinned.contains(&ip) {
-                            pinned.push(ip);
+        let mut resolution = grant
+            .resolution
+            .get_or_init(|| self.start_resolution(name, grant.allow_private))
+            .clone();
+        match resolution.wait_for(Option::is_some).await {
+            Ok(found) => found.clone().unwrap_or_default(),
+            // The resolving task ended without an answer (the runtime is
+            // shutting down).
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Starts resolving `name` on a task of its own (bounded by
+    /// [`RESOLVE_TIMEOUT`]); its admitted addresses are sent once.
+    fn start_resolution(
+        &self,
+        name: &str,
+        allow_private: bool,
+    ) -> watch::Receiver<Option<Vec<IpAddr>>> {
+        let (found, resolution) = watch::channel(None);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.note(&format!("granted host {name} not resolved: no runtime"));
+            let _ = found.send(Some(Vec::new()));
+            return resolution;
+        };
+        let resolve = self.resolver.unwrap_or(system_resolver);
+        let (name, log) = (name.to_owned(), self.log.clone());
+        runtime.spawn(async move {
+            let note = |message: String| {
+                if let Some(log) = &log {
+                    log.host_note(&message);
+                }
+            };
+            let resolved = tokio::time::timeout(RESOLVE_TIMEOUT, resolve(name.clone())).await;
+            let mut pinned = Vec::new();
+            match resolved {
+                Ok(Ok(addrs)) => {
+                    for ip in addrs {
+                        let ip = ip.to_canonical();
+                        if allow_private || is_public(ip) {
+                            if !pinned.contains(&ip) {
+                                pinned.push(ip);
+                            }
+                        } else {
+                            note(format!(
+                                "granted host {name} resolved to non-public {ip}; dropped (the grant does not allow_private)"
+                            ));
                         }
-                    } else {
-                        self.note(&format!(
-                            "granted host {name} resolved to non-public {ip}; dropped (the grant does not allow_private)"
-                        ));
                     }
                 }
-                pinned
-            })
-            .await
-            .clone()
+                Ok(Err(e)) => note(format!("granted host {name} did not resolve: {e}")),
+                Err(_) => note(format!(
+                    "granted host {name} did not resolve in {} s",
+                    RESOLVE_TIMEOUT.as_secs()
+                )),
+            }
+            let _ = found.send(Some(pinned));
+        });
+        resolution
     }
 
     /// The grant that admits a TCP connect to `addr`: `Some(None)` for an
@@ -171,13 +222,20 @@ mod tests {
     use super::*;
 
     impl NetPolicy {
+        /// The policy, resolving names with `resolver`.
+        pub(crate) fn resolving_with(mut self, resolver: Resolver) -> Self {
+            self.resolver = Some(resolver);
+            self
+        }
+
         /// Pins `name`'s addresses as its first resolution would.
         pub(crate) fn pin(&self, name: &str, addresses: Vec<IpAddr>) {
+            let (_, resolution) = watch::channel(Some(addresses));
             self.names
                 .get(name)
                 .expect("a granted name")
-                .pinned
-                .set(addresses)
+                .resolution
+                .set(resolution)
                 .expect("not pinned yet");
         }
 
