@@ -512,29 +512,39 @@ fn an_untrusted_key() {
     assert_eq!(report.failures.len(), 1, "{report}");
 }
 
-/// A pack with no host section is not evidence of anything: it fails,
-/// where it verified "ok: 0 hosts" (an empty pack handed to an auditor
-/// passed, with or without trusted keys).
+/// A pack with no receipts is not evidence of anything: it fails, where
+/// it verified "ok: 0 hosts" (an empty pack handed to an auditor passed,
+/// with or without trusted keys), whether it has no host section or one
+/// whose receipts and checkpoints were all left out.
 #[test]
-fn a_pack_without_a_host_verifies_nothing_and_fails() {
-    let empty = Pack {
+fn a_pack_without_receipts_verifies_nothing_and_fails() {
+    let no_section = Pack {
         hosts: vec![],
         public_keys: vec![],
         ..standard_pack()
     };
-    for options in [
-        options(),
-        VerifyOptions {
-            trusted_keys: Some(vec![key_a().public().clone()]),
-            ..options()
-        },
-    ] {
-        let report = verify_both(&empty, &options);
-        assert!(!report.ok(), "{report}");
-        has(
-            &report,
-            "[pack] the pack holds no host's receipts: there is nothing to verify",
-        );
+    let mut emptied = standard_pack();
+    emptied.hosts.truncate(1);
+    let section = &mut emptied.hosts[0];
+    section.receipts.clear();
+    section.checkpoints.clear();
+    section.inclusion.clear();
+    section.consistency.clear();
+    for pack in [no_section, emptied] {
+        for options in [
+            options(),
+            VerifyOptions {
+                trusted_keys: Some(vec![key_a().public().clone(), key_b().public().clone()]),
+                ..options()
+            },
+        ] {
+            let report = verify_both(&pack, &options);
+            assert!(!report.ok(), "{report}");
+            has(
+                &report,
+                "[pack] the pack holds no receipts: there is nothing to verify",
+            );
+        }
     }
 }
 
