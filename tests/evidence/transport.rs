@@ -35,7 +35,12 @@ async fn a_task_submitted_over_amqp_comes_with_its_route() {
         ),
         (held.as_str(), "reply-q", "amqp-routed", false)
     );
-    assert!(host.store.startable_tasks().expect("startable").is_empty());
+    assert!(
+        host.store
+            .startable_tasks(1_000)
+            .expect("startable")
+            .is_empty()
+    );
     // Refused at the gate (no such capability): its route closes once the
     // refusal is out; one the host stopped before closing is closed at
     // the next start.
@@ -248,7 +253,7 @@ async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() 
         .route_replies(&task, "reply-q", "http-then-amqp")
         .expect("route");
     assert_eq!(
-        host.store.startable_tasks().expect("startable"),
+        host.store.startable_tasks(1_000).expect("startable"),
         std::slice::from_ref(&task)
     );
     drop(host);
@@ -262,7 +267,7 @@ async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() 
     let state = host.store.task(&task).expect("read").expect("task").state;
     assert_eq!(state, TaskState::Queued);
     assert_eq!(
-        host.store.startable_tasks().expect("startable"),
+        host.store.startable_tasks(1_000).expect("startable"),
         std::slice::from_ref(&task)
     );
     // Its answers go to the duplicate's reply queue.
@@ -509,7 +514,12 @@ async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_dec
         host.store.held_tasks().expect("held"),
         std::slice::from_ref(&queued)
     );
-    assert!(host.store.startable_tasks().expect("startable").is_empty());
+    assert!(
+        host.store
+            .startable_tasks(1_000)
+            .expect("startable")
+            .is_empty()
+    );
     let refused = host
         .decide(
             &waiting,
@@ -527,7 +537,10 @@ async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_dec
     host.store.route_acked(&queued).expect("acked");
     host.store.route_acked(&waiting).expect("acked");
     assert!(host.store.held_tasks().expect("held").is_empty());
-    assert_eq!(host.store.startable_tasks().expect("startable"), [queued]);
+    assert_eq!(
+        host.store.startable_tasks(1_000).expect("startable"),
+        [queued]
+    );
     let decided = host
         .decide(
             &waiting,

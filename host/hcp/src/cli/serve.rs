@@ -34,8 +34,8 @@ pub struct ServeArgs {
     #[arg(long, default_value = "PT1H")]
     approval_ttl: String,
     /// The most admitted tasks one caller may have waiting to run (for a
-    /// session slot or equipment); the next is rejected
-    /// `resource_unavailable` until one of them starts.
+    /// session slot or equipment), counted at the gate; the next is
+    /// rejected `resource_unavailable` until one of them starts.
     #[arg(long, env = "HCP_MAX_QUEUED_PER_CALLER",
           default_value_t = crate::engine::MAX_QUEUED_PER_CALLER,
           value_parser = clap::value_parser!(u64).range(1..))]

@@ -176,7 +176,7 @@ async fn maintain(state: AppState) {
             // Final states a full disk held back, once it takes them.
             host.store.settle_pending();
             host.expire_approvals()?;
-            host.store.startable_tasks()
+            host.store.startable_tasks(1_000)
         })
         .await;
         match queued {

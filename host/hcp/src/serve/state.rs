@@ -170,7 +170,7 @@ const AFTER_A_TASK: usize = 4;
 /// equipment may have come free); each that still finds none stays queued.
 async fn start_queued(state: &AppState) {
     let host = state.host.clone();
-    match tokio::task::spawn_blocking(move || host.store.startable_tasks()).await {
+    match tokio::task::spawn_blocking(move || host.store.startable_tasks(AFTER_A_TASK)).await {
         Ok(Ok(ids)) => {
             for id in ids.into_iter().take(AFTER_A_TASK) {
                 spawn_run(state, id);

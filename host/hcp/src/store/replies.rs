@@ -226,7 +226,7 @@ impl Store {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    /// Queued tasks this host may start (up to 1,000), callers taking
+    /// Queued tasks this host may start (up to `limit`, at most 1,000), callers taking
     /// turns: each caller's oldest, then each one's second oldest, and so
     /// on (oldest first within a turn). A caller's backlog never pushes
     /// another caller's task out of the list (the first 1,000 by age alone
@@ -237,7 +237,7 @@ impl Store {
     /// # Errors
     ///
     /// The database fails.
-    pub fn startable_tasks(&self) -> Result<Vec<String>> {
+    pub fn startable_tasks(&self, limit: usize) -> Result<Vec<String>> {
         let db = self.db();
         let mut stmt = db.prepare_cached(
             "SELECT task_id FROM ( \
@@ -246,9 +246,10 @@ impl Store {
                FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
                  (SELECT 1 FROM amqp_replies r \
                   WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL)) \
-             ORDER BY turn, created_at, task_id LIMIT 1000",
+             ORDER BY turn, created_at, task_id LIMIT ?1",
         )?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+        let limit = i64::try_from(limit.min(1_000)).unwrap_or(1_000);
+        let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -323,12 +324,12 @@ mod tests {
             }),
         );
         assert_eq!(
-            store.startable_tasks().expect("startable"),
+            store.startable_tasks(1_000).expect("startable"),
             std::slice::from_ref(&http)
         );
         store.route_acked(&amqp).expect("acked");
         assert_eq!(
-            store.startable_tasks().expect("startable"),
+            store.startable_tasks(1_000).expect("startable"),
             [http.clone(), amqp]
         );
         // A duplicate delivery of the task submitted without a route gives
@@ -341,7 +342,12 @@ mod tests {
             routes.iter().any(|r| r.task_id == http && r.acked),
             "{routes:?}"
         );
-        assert!(store.startable_tasks().expect("startable").contains(&http));
+        assert!(
+            store
+                .startable_tasks(1_000)
+                .expect("startable")
+                .contains(&http)
+        );
     }
 
     /// The oldest queued tasks start first, however many wait: the start
@@ -365,7 +371,7 @@ mod tests {
             .db()
             .execute("UPDATE tasks SET state = 'queued'", [])
             .expect("queue them all");
-        let startable = store.startable_tasks().expect("startable");
+        let startable = store.startable_tasks(1_000).expect("startable");
         assert_eq!(startable.len(), 1_000);
         assert_eq!(startable[..], ids[..1_000]);
     }
@@ -393,7 +399,7 @@ mod tests {
             .db()
             .execute("UPDATE tasks SET state = 'queued'", [])
             .expect("queue them all");
-        let startable = store.startable_tasks().expect("startable");
+        let startable = store.startable_tasks(1_000).expect("startable");
         assert_eq!(startable.len(), 1_000);
         // Each caller's oldest, then each one's second oldest, then the
         // rest of the flood, oldest first.

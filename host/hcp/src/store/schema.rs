@@ -178,10 +178,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
 ",
     // A caller's waiting tasks, counted at each admission (the bounds on
     // its queued tasks and on those waiting for an approval) without
-    // walking the caller's whole history. Partial: a task is in each only
+    // walking the caller's whole history, and the queued ones in each
+    // caller's order for the start list. Partial: a task is in each only
     // while it waits, so a task's other changes of state write neither.
     r"
-    CREATE INDEX tasks_queued_by_caller ON tasks (caller_id) WHERE state = 'queued';
+    CREATE INDEX tasks_queued_by_caller ON tasks (caller_id, created_at, task_id)
+        WHERE state = 'queued';
     CREATE INDEX tasks_pending_by_caller ON tasks (caller_id) WHERE state = 'pending_approval';
 ",
 ];
