@@ -630,3 +630,59 @@ fn hid_decisions_and_arming_need_the_approval_of_a_task() {
         assert_eq!(replayed.matched, replayed.replayed);
     }
 }
+
+/// While the mediator holds its state for a write that waits (here for
+/// the database, held by another process), operators' status and
+/// proposal polls wait off the server's threads: before, each poll waited
+/// for that state on one of the server's few async threads, and with as
+/// many polls as threads nothing else was answered, `/healthz` included,
+/// until the database came free.
+#[test]
+fn hid_polls_wait_off_the_servers_threads() {
+    let data = lab();
+    let server = &Server::start(data.path());
+    let (status, s) = server.get("/v1/hid", Some(OPERATOR));
+    assert_eq!(status, 200, "{s}");
+    // Another process holds the database's write lock.
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("db");
+    db.execute_batch("BEGIN IMMEDIATE").expect("the write lock");
+    std::thread::scope(|scope| {
+        // The mode change waits for the database with the mediator's
+        // state held.
+        let change =
+            scope.spawn(move || server.post("/v1/hid/mode", OPERATOR, &json!({"mode": "SUGGEST"})));
+        std::thread::sleep(Duration::from_millis(500));
+        let threads = std::thread::available_parallelism().map_or(2, usize::from);
+        let polls: Vec<_> = (0..threads + 1)
+            .map(|i| {
+                scope.spawn(move || {
+                    let path = if i % 2 == 0 {
+                        "/v1/hid"
+                    } else {
+                        "/v1/hid/proposals"
+                    };
+                    server.get(path, Some(OPERATOR)).0
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let quick: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(3)))
+            .build()
+            .into();
+        let started = Instant::now();
+        let health = quick.get(server.url("/healthz")).call();
+        let waited = started.elapsed();
+        db.execute_batch("ROLLBACK").expect("release");
+        let health = health.unwrap_or_else(|e| {
+            panic!("/healthz went unanswered for {waited:?} while HID polls waited: {e}")
+        });
+        assert_eq!(health.status().as_u16(), 200);
+        for poll in polls {
+            assert_eq!(poll.join().expect("poll"), 200);
+        }
+        let (status, s, _) = change.join().expect("mode change");
+        assert_eq!((status, s["mode"].as_str()), (200, Some("SUGGEST")), "{s}");
+    });
+}

@@ -51,12 +51,27 @@ async fn blocking<T: Send + 'static>(
         .map_err(mediator_error)
 }
 
+/// What the mediator says of itself, read off the async threads: reading
+/// waits for its state, which a decision or a mode change holds while its
+/// writes wait (for the database, for the device).
+async fn read<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&crate::hid::HidService) -> T + Send + 'static,
+) -> Result<T, ApiError> {
+    let hid = state.host.hid.clone();
+    Ok(tokio::task::spawn_blocking(move || f(&hid))
+        .await
+        .map_err(|e| anyhow::anyhow!("HID task: {e}"))?)
+}
+
 pub(crate) async fn status(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     operator(&state, &headers)?;
-    Ok(Json(state.host.hid.status_json()))
+    Ok(Json(
+        read(&state, crate::hid::HidService::status_json).await?,
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -81,7 +96,9 @@ pub(crate) async fn set_mode(
         crate::hid::mode(&body.mode).map_err(|m| ApiError::bad_request("invalid_mode", m))?;
     let hid = state.host.hid.clone();
     blocking(move || hid.mediator().set_mode(&op, mode)).await?;
-    Ok(Json(state.host.hid.status_json()))
+    Ok(Json(
+        read(&state, crate::hid::HidService::status_json).await?,
+    ))
 }
 
 pub(crate) async fn rearm(
@@ -91,7 +108,9 @@ pub(crate) async fn rearm(
     let op = hcp_operator(&state, &headers)?;
     let hid = state.host.hid.clone();
     blocking(move || hid.mediator().rearm(&op)).await?;
-    Ok(Json(state.host.hid.status_json()))
+    Ok(Json(
+        read(&state, crate::hid::HidService::status_json).await?,
+    ))
 }
 
 pub(crate) async fn proposals(
@@ -99,7 +118,8 @@ pub(crate) async fn proposals(
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
     operator(&state, &headers)?;
-    Ok(Json(json!({"proposals": state.host.hid.proposals_json()})))
+    let proposals = read(&state, crate::hid::HidService::proposals_json).await?;
+    Ok(Json(json!({"proposals": proposals})))
 }
 
 #[derive(Debug, Deserialize)]

@@ -155,21 +155,33 @@ async fn log_request(
 async fn maintain(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut ticks: u64 = 0;
+    // The device check under way, if any: it waits for the mediator's
+    // state (held while an action runs or a write waits), so it runs on
+    // its own, never holding up the rest of this loop or an async thread.
+    let checking = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         tick.tick().await;
         ticks += 1;
-        if ticks.is_multiple_of(5)
-            && matches!(
-                state.host.hid.mediator().status().execution,
-                hcp_hid::mediator::Execution::Armed { .. }
-            )
-        {
-            let hid = state.host.hid.clone();
-            if let Ok(Err(e)) =
-                tokio::task::spawn_blocking(move || hid.mediator().check_device()).await
-            {
-                tracing::error!("HID device check: {e}");
-            }
+        if ticks.is_multiple_of(5) && !checking.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let (hid, checking) = (state.host.hid.clone(), checking.clone());
+            tokio::task::spawn_blocking(move || {
+                /// Clears the flag however the check ends.
+                struct Done(Arc<std::sync::atomic::AtomicBool>);
+                impl Drop for Done {
+                    fn drop(&mut self) {
+                        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+                    }
+                }
+                let _done = Done(checking);
+                let mediator = hid.mediator();
+                if matches!(
+                    mediator.status().execution,
+                    hcp_hid::mediator::Execution::Armed { .. }
+                ) && let Err(e) = mediator.check_device()
+                {
+                    tracing::error!("HID device check: {e}");
+                }
+            });
         }
         let host = state.host.clone();
         let queued = tokio::task::spawn_blocking(move || -> Result<Vec<String>> {
