@@ -137,3 +137,28 @@ fn a_proposal_made_in_suggest_mode_is_not_executed_after_arming() {
     assert!(matches!(outcome, Outcome::Executed { .. }), "{outcome:?}");
     assert_eq!(r.performed_ids(), [again.to_string()]);
 }
+
+/// Arming whose MODE_CHANGE cannot be logged leaves the host not armed,
+/// and the device is told OBSERVE again: before, the error returned with
+/// the device still in EXECUTE while the host was not armed.
+#[test]
+fn arming_that_cannot_be_logged_leaves_the_device_in_observe() {
+    let r = rig(Flavour::Reporting);
+    rusqlite::Connection::open(&r.db)
+        .expect("db")
+        .execute_batch(
+            "CREATE TRIGGER no_mode_change BEFORE INSERT ON hid_session_log \
+             WHEN NEW.entry LIKE '%MODE_CHANGE%' \
+             BEGIN SELECT RAISE(ABORT, 'the disk refuses'); END;",
+        )
+        .expect("trigger");
+    let refused = r.m.set_mode(&alice(), Mode::Execute);
+    assert!(refused.is_err(), "{refused:?}");
+    let status = r.m.status();
+    assert_eq!(status.mode, Mode::Observe, "{status:?}");
+    assert!(
+        !matches!(status.execution, Execution::Armed { .. }),
+        "{status:?}"
+    );
+    assert_eq!(r.sim.mode(), Mode::Observe, "the device was left armed");
+}

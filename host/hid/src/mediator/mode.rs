@@ -112,12 +112,18 @@ impl Mediator {
         let old = inner.mode;
         match attempt {
             Ok((kind, status)) => {
-                self.append(mode_change(
+                if let Err(e) = self.append(mode_change(
                     operator,
                     old,
                     Mode::Execute,
                     old == Mode::Execute,
-                ))?;
+                )) {
+                    // Not armed here without its entry: the device, which
+                    // took EXECUTE, is told OBSERVE again.
+                    drop(inner);
+                    tell_observe(exec);
+                    return Err(e.into());
+                }
                 inner.mode = Mode::Execute;
                 inner.execution = Execution::Armed { device: kind };
                 if status.is_some() {
