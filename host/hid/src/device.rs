@@ -140,6 +140,8 @@ pub struct Device {
     config: DeviceConfig,
     kind: Option<DeviceKind>,
     last_status: Option<DeviceStatus>,
+    /// Whether a byte of the last request's line reached the port.
+    line_started: bool,
 }
 
 impl std::fmt::Debug for Device {
@@ -179,6 +181,7 @@ impl Device {
             config,
             kind: None,
             last_status: None,
+            line_started: false,
         })
     }
 
@@ -292,6 +295,7 @@ impl Device {
     /// exchange.
     pub fn execute(&mut self, cmd: &ActionExecute) -> Result<Answer, DeviceError> {
         const REQUEST: &str = "action_execute";
+        self.line_started = false;
         let line = wire::execute_line(cmd)?;
         let answer = self.answer(&line, REQUEST)?;
         // An answer that names another action is not this one's (a device
@@ -310,7 +314,16 @@ impl Device {
         Ok(answer)
     }
 
+    /// Whether any byte of the last request's line reached the port: when
+    /// it failed, `false` says the device received nothing of it (what the
+    /// device reported unasked refused it first, the line could not be
+    /// encoded, or nothing could be written).
+    pub fn line_started(&self) -> bool {
+        self.line_started
+    }
+
     fn answer(&mut self, line: &[u8], request: &'static str) -> Result<Answer, DeviceError> {
+        self.line_started = false;
         self.take_unasked(request)?;
         // One deadline for the whole request: status lines the device
         // sends meanwhile do not extend it.
@@ -346,7 +359,10 @@ impl Device {
                         std::io::Error::from(ErrorKind::WriteZero),
                     ));
                 }
-                Ok(n) => written += n,
+                Ok(n) => {
+                    written += n;
+                    self.line_started = true;
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(self.write_error(written, request, e)),
             }

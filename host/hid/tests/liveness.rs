@@ -162,3 +162,29 @@ fn arming_that_cannot_be_logged_leaves_the_device_in_observe() {
     );
     assert_eq!(r.sim.mode(), Mode::Observe, "the device was left armed");
 }
+
+/// A kill switch reported DISABLED between the status the host asked for
+/// and the action's line is found before the line is written: the action
+/// is recorded as not sent and the task told it was not executed. Before,
+/// every error but a failed encoding or an unwritten line counted as
+/// "sent", so this one was recorded as an action that may have happened.
+#[test]
+fn a_disabled_switch_reported_before_the_write_is_recorded_as_not_sent() {
+    let r = rig(Flavour::Reporting);
+    r.arm();
+    // Answers the execution's status request, then reports the switch off.
+    r.sim.inject(Fault::ThenStatus(KillSwitch::Disabled));
+    let (id, outcome) = r.run(click());
+    let expected = "HID executor sim-hid-0001 reports its kill switch DISABLED";
+    assert_eq!(
+        outcome,
+        Outcome::NotExecuted {
+            mode: Mode::Execute,
+            reason: format!("the action was not sent: {expected}")
+        }
+    );
+    let last = executions(&r).pop().expect("an EXECUTION entry");
+    assert_eq!(last["sent"], false, "{last:?}");
+    assert!(r.action_lines().is_empty(), "the action was never sent");
+    assert!(!r.sim.received().iter().any(|l| l.contains(id.as_str())));
+}

@@ -241,10 +241,7 @@ impl Mediator {
         if status.is_some() {
             lock(&self.inner).device_status = status;
         }
-        device.execute(cmd).map_err(|e| {
-            let sent = !matches!(e, DeviceError::Wire(_) | DeviceError::NotWritten { .. });
-            (e, sent)
-        })
+        device.execute(cmd).map_err(|e| (e, device.line_started()))
     }
 
     /// While armed, checks that the device is there: a reporting device is

@@ -84,6 +84,10 @@ pub enum Fault {
     Disconnect,
     /// Act as asked, and send the answer twice.
     AnswerTwice,
+    /// Answer as usual, then flip the kill switch to this state and report
+    /// it at once, in the same write (a switch flipped just after the
+    /// answer: the report is waiting before the host's next request).
+    ThenStatus(KillSwitch),
     /// Answer nothing, but send `lines` status lines (as the device's
     /// own reports), one every `every`.
     StatusOnly {
@@ -351,8 +355,10 @@ impl Reply {
 fn handle(s: &mut Shared, line: &[u8], now: Duration) -> Reply {
     s.received.push(String::from_utf8_lossy(line).into_owned());
     let mut twice = false;
+    let mut then_status = None;
     match s.faults.pop_front() {
         Some(Fault::AnswerTwice) => twice = true,
+        Some(Fault::ThenStatus(state)) => then_status = Some(state),
         Some(Fault::StatusOnly { lines, every }) => {
             let status = s.firmware.status().to_string().into_bytes();
             return Reply {
@@ -387,6 +393,14 @@ fn handle(s: &mut Shared, line: &[u8], now: Duration) -> Reply {
             lines: vec![a.clone(), a],
             every: Duration::ZERO,
         },
+        Some(mut a) if then_status.is_some() => {
+            if let Some(state) = then_status {
+                s.firmware.set_kill_switch(state);
+            }
+            a.push(b'\n');
+            a.extend(s.firmware.status().to_string().into_bytes());
+            Reply::one(Some(a))
+        }
         a => Reply::one(a),
     }
 }
