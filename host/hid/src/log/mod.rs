@@ -365,8 +365,11 @@ impl SessionLog {
     }
 
     fn rows(&self) -> Result<Vec<String>, LogError> {
-        let mut stmt = self
-            .db
+        self.rows_in(&self.db)
+    }
+
+    fn rows_in(&self, db: &Connection) -> Result<Vec<String>, LogError> {
+        let mut stmt = db
             .prepare("SELECT entry FROM hid_session_log ORDER BY position")
             .map_err(|e| self.db_err(e))?;
         let rows = stmt
@@ -383,9 +386,15 @@ impl SessionLog {
     /// [`LogError::Integrity`] naming the first entry found altered, missing,
     /// inserted or out of order; or the database failed.
     pub fn verify(&self) -> Result<Verified, LogError> {
-        let rows = self.rows()?;
-        let head: Option<(i64, String)> = self
+        // The entries and the head as of one moment: one read transaction
+        // (an append by another connection between two reads would read as
+        // a deleted tail).
+        let tx = self
             .db
+            .unchecked_transaction()
+            .map_err(|e| self.db_err(e))?;
+        let rows = self.rows_in(&tx)?;
+        let head: Option<(i64, String)> = tx
             .query_row(
                 "SELECT count, checksum FROM hid_log_head WHERE id = 1",
                 [],
@@ -393,6 +402,7 @@ impl SessionLog {
             )
             .optional()
             .map_err(|e| self.db_err(e))?;
+        drop(tx);
         let head = head.map(|(n, c)| (u64::try_from(n).unwrap_or(0), c));
         verify(&rows, head.as_ref().map(|(n, c)| (*n, c.as_str()))).map_err(|source| {
             LogError::Integrity {
