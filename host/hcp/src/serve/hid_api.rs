@@ -29,6 +29,7 @@ fn mediator_error(e: MediatorError) -> ApiError {
         | MediatorError::ArmRefused(_)
         | MediatorError::TooManyPending { .. }
         | MediatorError::DuplicateProposal(_)
+        | MediatorError::SessionEnded(_)
         | MediatorError::Proposal(_) => ApiError::conflict(format!("{e:#}")),
     }
 }

@@ -55,13 +55,17 @@ impl Mediator {
 
     /// Ends `session`: its undecided proposals are withdrawn (logged as a
     /// DECISION REJECTED by `host`) and its records forgotten, so nothing
-    /// it proposed can be approved after it is gone.
+    /// it proposed can be approved after it is gone; a proposal of it that
+    /// arrives later is refused ([`MediatorError::SessionEnded`]).
     ///
     /// # Errors
     ///
-    /// [`MediatorError::Log`]; proposals not yet logged as withdrawn stay.
+    /// [`MediatorError::Log`]: a withdrawal could not be logged. The
+    /// session's proposals are withdrawn all the same.
     pub fn close_session(&self, session: &str) -> Result<(), MediatorError> {
         let mut inner = lock(&self.inner);
+        inner.closed.insert(session);
+        let mut failed = None;
         let mode = inner.mode;
         let ids: Vec<ProposalId> = inner
             .order
@@ -99,7 +103,11 @@ impl Mediator {
                     details.insert("session_id".into(), json!(session));
                     let mut event = host_event(EventType::Decision, mode, details);
                     event.proposal_id = Some(id.to_string());
-                    self.append(event)?;
+                    // Withdrawn whether or not it is logged: the first
+                    // failure is returned once all are withdrawn.
+                    if let Err(e) = self.append(event) {
+                        failed.get_or_insert(e);
+                    }
                     record.state = State::Done(Outcome::Rejected {
                         operator_id: HOST_OPERATOR.into(),
                         reason: WITHDRAWN.into(),
@@ -112,6 +120,9 @@ impl Mediator {
         let Inner { order, records, .. } = &mut *inner;
         order.retain(|id| records.contains_key(id));
         self.changed.notify_all();
-        Ok(())
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
     }
 }

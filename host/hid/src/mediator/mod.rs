@@ -175,6 +175,9 @@ pub enum MediatorError {
     /// A proposal with this id exists already.
     #[error("proposal {0} exists already")]
     DuplicateProposal(String),
+    /// The session ended: nothing it proposes can be decided.
+    #[error("session {0} has ended: nothing it proposes can be decided")]
+    SessionEnded(String),
     /// The witness did not record the decision or mode change: it did not
     /// take effect.
     #[error("the decision did not take effect: {0}")]
@@ -230,6 +233,41 @@ struct Inner {
     records: HashMap<ProposalId, Record>,
     order: Vec<ProposalId>,
     device_status: Option<DeviceStatus>,
+    /// Sessions closed lately: a proposal of one is refused.
+    closed: ClosedSessions,
+}
+
+/// The sessions closed in the last [`ClosedSessions::KEPT_FOR`] (at most
+/// [`ClosedSessions::MOST`] of them): a guest's proposal can reach the
+/// mediator after its session was closed (its call outlived the task's
+/// deadline on a blocking thread), and must not be recorded then.
+#[derive(Debug, Default)]
+struct ClosedSessions {
+    names: std::collections::HashSet<String>,
+    order: std::collections::VecDeque<(Instant, String)>,
+}
+
+impl ClosedSessions {
+    const KEPT_FOR: Duration = Duration::from_secs(600);
+    const MOST: usize = 100_000;
+
+    fn insert(&mut self, session: &str) {
+        let now = Instant::now();
+        while let Some((at, _)) = self.order.front()
+            && (now.duration_since(*at) > Self::KEPT_FOR || self.order.len() >= Self::MOST)
+        {
+            if let Some((_, name)) = self.order.pop_front() {
+                self.names.remove(&name);
+            }
+        }
+        if self.names.insert(session.to_owned()) {
+            self.order.push_back((now, session.to_owned()));
+        }
+    }
+
+    fn contains(&self, session: &str) -> bool {
+        self.names.contains(session)
+    }
 }
 
 #[derive(Debug)]
@@ -283,6 +321,7 @@ impl Mediator {
                 records: HashMap::new(),
                 order: Vec::new(),
                 device_status: None,
+                closed: ClosedSessions::default(),
             }),
             changed: Condvar::new(),
             log: Mutex::new(log),
@@ -387,6 +426,9 @@ impl Mediator {
         request: ProposalRequest,
     ) -> Result<ProposalId, MediatorError> {
         let mut inner = lock(&self.inner);
+        if inner.closed.contains(session) {
+            return Err(MediatorError::SessionEnded(session.to_owned()));
+        }
         if inner.records.contains_key(&id) {
             return Err(MediatorError::DuplicateProposal(id.to_string()));
         }

@@ -487,3 +487,48 @@ fn a_withheld_credential_has_only_a_keyed_digest() {
         m.verify_log().expect("the chain verifies without the key");
     }
 }
+
+/// A proposal that reaches the mediator after its session ended (the
+/// guest's call outlived its task's deadline on a blocking thread, and the
+/// session was closed meanwhile) is refused: before, it was recorded
+/// pending for a session that no longer existed, and an operator could
+/// approve it.
+#[test]
+fn a_proposal_after_its_session_ended_is_refused() {
+    let (_dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    m.close_session("s-ended").expect("closed");
+    let late = m.propose("s-ended", request("late"));
+    assert!(
+        matches!(late, Err(MediatorError::SessionEnded(ref s)) if s == "s-ended"),
+        "{late:?}"
+    );
+    assert!(m.proposals().is_empty());
+    // Another session is not affected.
+    m.propose("s-open", request("ls")).expect("proposed");
+}
+
+/// Closing a session whose withdrawals cannot be logged still withdraws
+/// them: the error is returned, and nothing it proposed stays pending for
+/// an operator to approve. Before, the first failed entry returned early
+/// and left the session's proposals pending.
+#[test]
+fn a_session_closed_while_the_log_fails_leaves_nothing_to_approve() {
+    let (dir, m) = mediator();
+    m.set_mode(&alice(), Mode::Suggest).expect("suggest");
+    let a = m.propose("s1", request("ls")).expect("a");
+    let b = m.propose("s1", request("pwd")).expect("b");
+    rusqlite::Connection::open(dir.path().join("hcp.db"))
+        .expect("db")
+        .execute_batch(
+            "CREATE TRIGGER no_decisions BEFORE INSERT ON hid_session_log \
+             WHEN NEW.entry LIKE '%DECISION%' \
+             BEGIN SELECT RAISE(ABORT, 'the disk refuses'); END;",
+        )
+        .expect("trigger");
+    assert!(m.close_session("s1").is_err());
+    assert!(m.proposals().is_empty(), "{:?}", m.proposals());
+    for id in [a, b] {
+        assert!(m.approve(&alice(), &id, false).is_err());
+    }
+}
