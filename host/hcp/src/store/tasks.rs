@@ -795,9 +795,11 @@ pub(crate) fn stored_messages(
         .optional()?)
 }
 
-/// A caller's tasks waiting to run. The state is a literal, as in the
-/// partial index's condition, for the planner to use that index.
-const QUEUED_OF: &str = "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = 'queued'";
+/// A caller's tasks waiting to run: through the index of states, which
+/// holds only the (few) queued tasks of every caller, never through the
+/// caller's index, which holds its whole history.
+const QUEUED_OF: &str =
+    "SELECT COUNT(*) FROM tasks INDEXED BY tasks_state WHERE state = 'queued' AND caller_id = ?1";
 
 /// A caller's tasks waiting for an approval (the same, for its index).
 const PENDING_OF: &str =
@@ -808,9 +810,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The counts taken at every admission read the partial indexes of
-    /// waiting tasks, not the caller's whole history, and count only the
-    /// caller's tasks in that state.
+    /// The counts taken at admission read the index of states and the
+    /// partial index of tasks waiting for an approval, not the caller's
+    /// whole history, and count only the caller's tasks in that state.
     #[test]
     fn a_callers_waiting_tasks_are_counted_from_their_own_index() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -841,7 +843,7 @@ mod tests {
         assert_eq!(store.waiting_for_approval("c1").expect("count"), 1);
         assert_eq!(store.waiting_for_approval("c2").expect("count"), 0);
         for (sql, index) in [
-            (QUEUED_OF, "tasks_queued_by_caller"),
+            (QUEUED_OF, "tasks_state"),
             (PENDING_OF, "tasks_pending_by_caller"),
         ] {
             let plan: Vec<String> = store
