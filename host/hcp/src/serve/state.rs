@@ -172,7 +172,7 @@ async fn start_queued(state: &AppState) {
     let host = state.host.clone();
     match tokio::task::spawn_blocking(move || host.store.startable_tasks(AFTER_A_TASK)).await {
         Ok(Ok(ids)) => {
-            for id in ids.into_iter().take(AFTER_A_TASK) {
+            for id in ids {
                 spawn_run(state, id);
             }
         }

@@ -795,13 +795,15 @@ pub(crate) fn stored_messages(
         .optional()?)
 }
 
-/// A caller's tasks waiting to run: through the index of states, which
-/// holds only the (few) queued tasks of every caller, never through the
-/// caller's index, which holds its whole history.
+/// A caller's tasks waiting to run: through the index of states, whose
+/// `queued` range holds only the (few) queued tasks of all callers, never
+/// through the caller's index, which holds its whole history.
 const QUEUED_OF: &str =
     "SELECT COUNT(*) FROM tasks INDEXED BY tasks_state WHERE state = 'queued' AND caller_id = ?1";
 
-/// A caller's tasks waiting for an approval (the same, for its index).
+/// A caller's tasks waiting for an approval, through the partial index of
+/// them (`tasks_pending_by_caller`; the state a literal, as in the index's
+/// condition, for the planner to use it).
 const PENDING_OF: &str =
     "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = 'pending_approval'";
 
