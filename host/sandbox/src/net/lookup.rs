@@ -196,10 +196,78 @@ impl HostResolveAddressStream for GovernedLookup<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::policy::Resolver;
     use super::*;
     use hcp_contracts::manifest::{NetGrant, NetHost};
     use wasmtime::component::ResourceTable;
     use wasmtime_wasi::p2::bindings::sockets::instance_network::Host as _;
+
+    /// A task's lookups of `name` (granted on port 443), as its guest
+    /// makes them.
+    struct Lookups {
+        log: TaskLog,
+        policy: Arc<NetPolicy>,
+        wasi: wasmtime_wasi::WasiCtx,
+        table: ResourceTable,
+        pep: Pep,
+    }
+
+    impl Lookups {
+        fn of(name: &str, allow_private: bool, resolver: Option<Resolver>) -> Self {
+            let log = TaskLog::new(10_000);
+            let mut policy = NetPolicy::new(
+                &[NetGrant {
+                    host: NetHost::Name(name.into()),
+                    port: 443,
+                    allow_private,
+                }],
+                &log,
+            );
+            if let Some(resolver) = resolver {
+                policy = policy.resolving_with(resolver);
+            }
+            Self {
+                log,
+                policy: Arc::new(policy),
+                wasi: wasmtime_wasi::WasiCtx::builder()
+                    .allow_ip_name_lookup(true)
+                    .build(),
+                table: ResourceTable::new(),
+                pep: Pep::new(None),
+            }
+        }
+
+        fn view(&mut self) -> GovernedLookup<'_> {
+            GovernedLookup {
+                inner: WasiSocketsCtxView {
+                    ctx: self.wasi.sockets(),
+                    table: &mut self.table,
+                },
+                policy: &self.policy,
+                log: &self.log,
+                pep: &self.pep,
+            }
+        }
+
+        /// The guest's `resolve-addresses(name)`.
+        fn start(&mut self, name: &str) -> Result<Resource<ResolveAddressStream>, SocketError> {
+            let mut view = self.view();
+            let network = view.inner.instance_network().expect("network");
+            view.resolve_addresses(network, name.into())
+        }
+
+        fn next(
+            &mut self,
+            stream: &Resource<ResolveAddressStream>,
+        ) -> Result<Option<IpAddress>, SocketError> {
+            self.view()
+                .resolve_next_address(Resource::new_borrow(stream.rep()))
+        }
+
+        fn drop_lookup(&mut self, stream: Resource<ResolveAddressStream>) {
+            HostResolveAddressStream::drop(&mut self.view(), stream).expect("drop");
+        }
+    }
 
     /// A guest's lookup hands out the name's pinned addresses and never
     /// asks the resolver again: `pinned.invalid` (a name no resolver
@@ -209,61 +277,18 @@ mod tests {
     /// one failed.
     #[tokio::test]
     async fn a_lookup_is_answered_from_the_pinned_addresses_not_the_resolver() {
-        let log = TaskLog::new(10_000);
-        let policy = Arc::new(NetPolicy::new(
-            &[NetGrant {
-                host: NetHost::Name("pinned.invalid".into()),
-                port: 443,
-                allow_private: false,
-            }],
-            &log,
-        ));
+        let mut guest = Lookups::of("pinned.invalid", false, None);
         let pinned_ip: IpAddr = "192.0.2.7".parse().expect("ip");
-        policy.pin("pinned.invalid", vec![pinned_ip]);
-        let mut wasi = wasmtime_wasi::WasiCtx::builder()
-            .allow_ip_name_lookup(true)
-            .build();
-        let mut table = ResourceTable::new();
-        let pep = Pep::new(None);
+        guest.policy.pin("pinned.invalid", vec![pinned_ip]);
         for _ in 0..3 {
-            let mut view = GovernedLookup {
-                inner: WasiSocketsCtxView {
-                    ctx: wasi.sockets(),
-                    table: &mut table,
-                },
-                policy: &policy,
-                log: &log,
-                pep: &pep,
-            };
-            let network = view.inner.instance_network().expect("network");
-            let stream = view
-                .resolve_addresses(network, "PINNED.invalid.".into())
-                .expect("a granted name");
-            let borrow = || Resource::<ResolveAddressStream>::new_borrow(stream.rep());
-            let first = view.resolve_next_address(borrow()).expect("an address");
+            let stream = guest.start("PINNED.invalid.").expect("a granted name");
+            let first = guest.next(&stream).expect("an address");
             assert_eq!(first.map(std_ip), Some(pinned_ip));
-            assert!(
-                view.resolve_next_address(borrow())
-                    .expect("the end")
-                    .is_none()
-            );
-            HostResolveAddressStream::drop(&mut view, stream).expect("drop");
+            assert!(guest.next(&stream).expect("the end").is_none());
+            guest.drop_lookup(stream);
         }
         // What is not granted is refused before anything is resolved.
-        let mut view = GovernedLookup {
-            inner: WasiSocketsCtxView {
-                ctx: wasi.sockets(),
-                table: &mut table,
-            },
-            policy: &policy,
-            log: &log,
-            pep: &pep,
-        };
-        let network = view.inner.instance_network().expect("network");
-        assert!(
-            view.resolve_addresses(network, "other.invalid".into())
-                .is_err()
-        );
+        assert!(guest.start("other.invalid").is_err());
     }
 
     /// Resolutions [`slow_resolver`] started.
@@ -292,52 +317,17 @@ mod tests {
     /// HTTP request's use of the name (they waited on it).
     #[tokio::test]
     async fn a_names_resolution_is_started_once_and_waits_for_no_guest() {
-        let log = TaskLog::new(10_000);
-        let policy = Arc::new(
-            NetPolicy::new(
-                &[NetGrant {
-                    host: NetHost::Name("slow.invalid".into()),
-                    port: 443,
-                    allow_private: true,
-                }],
-                &log,
-            )
-            .resolving_with(slow_resolver),
-        );
-        let mut wasi = wasmtime_wasi::WasiCtx::builder()
-            .allow_ip_name_lookup(true)
-            .build();
-        let mut table = ResourceTable::new();
-        let pep = Pep::new(None);
-        let mut view = GovernedLookup {
-            inner: WasiSocketsCtxView {
-                ctx: wasi.sockets(),
-                table: &mut table,
-            },
-            policy: &policy,
-            log: &log,
-            pep: &pep,
-        };
+        let mut guest = Lookups::of("slow.invalid", true, Some(slow_resolver));
         for _ in 0..20 {
-            let network = view.inner.instance_network().expect("network");
-            let stream = view
-                .resolve_addresses(network, "slow.invalid".into())
-                .expect("a granted name");
-            assert!(
-                view.resolve_next_address(Resource::new_borrow(stream.rep()))
-                    .is_err(),
-                "not resolved yet"
-            );
-            HostResolveAddressStream::drop(&mut view, stream).expect("drop");
+            let stream = guest.start("slow.invalid").expect("a granted name");
+            assert!(guest.next(&stream).is_err(), "not resolved yet");
+            guest.drop_lookup(stream);
         }
         // One more, started and never polled.
-        let network = view.inner.instance_network().expect("network");
-        let _held = view
-            .resolve_addresses(network, "slow.invalid".into())
-            .expect("a granted name");
+        let _held = guest.start("slow.invalid").expect("a granted name");
         let targets = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            policy.http_targets("slow.invalid", 443),
+            guest.policy.http_targets("slow.invalid", 443),
         )
         .await
         .expect("the name resolved without the guest's lookup");

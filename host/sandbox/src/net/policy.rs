@@ -32,7 +32,8 @@ pub(crate) struct NetPolicy {
 }
 
 /// A name's resolution.
-type Resolver = fn(String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
+pub(super) type Resolver =
+    fn(String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>>;
 
 /// The system's resolver (`getaddrinfo`, on a blocking thread).
 fn system_resolver(name: String) -> Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send>> {
