@@ -49,8 +49,8 @@ fn a_run_whose_receipts_were_lost_is_not_answered() {
     rusqlite::Connection::open(hcp.data.path().join("hcp.db"))
         .expect("db")
         .execute_batch(
-            "CREATE TRIGGER full_disk BEFORE INSERT ON receipts
-             WHEN instr(CAST(NEW.input AS TEXT), 'line 300 of a flood') > 0
+            "CREATE TRIGGER full_disk BEFORE INSERT ON receipt_blocks
+             WHEN instr(NEW.data, CAST('line 300 of a flood' AS BLOB)) > 0
              BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END",
         )
         .expect("trigger");

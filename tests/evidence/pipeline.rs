@@ -173,11 +173,11 @@ fn a_large_batch_that_cannot_be_written_stores_nothing_and_fails_closed() {
     let governor = lab.governor("lost");
     let before = evidence::verify_store(&lab.store).expect("check");
     assert!(before.ok(), "{:?}", before.problems);
-    // Every receipt row refused while the trigger exists, from the middle
-    // of the batch on.
+    // Every block of receipts refused while the trigger exists, from the
+    // middle of the batch on (a block holding a receipt past seq 1000).
     let lock = lab.lock();
     lock.execute_batch(
-        "CREATE TRIGGER refuse BEFORE INSERT ON receipts WHEN NEW.seq > 1000
+        "CREATE TRIGGER refuse BEFORE INSERT ON receipt_blocks WHEN NEW.first_seq + NEW.count > 1001
          BEGIN SELECT RAISE(ABORT, 'refused by the test'); END",
     )
     .expect("trigger");

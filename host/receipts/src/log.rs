@@ -157,11 +157,9 @@ pub enum LogError {
 pub struct Appended {
     /// The receipt to store.
     pub receipt: Receipt,
-    /// Its hash (store it: it is the next receipt's `prev_hash`, and a parent).
+    /// Its hash, over its canonical form ([`Receipt::canonical_bytes`]):
+    /// store it, it is the next receipt's `prev_hash`, and a parent.
     pub hash: Digest,
-    /// Its canonical form ([`Receipt::canonical_bytes`]), the bytes `hash`
-    /// covers: what to store.
-    pub bytes: Vec<u8>,
     /// A checkpoint to store, when one was due.
     pub checkpoint: Option<Checkpoint>,
 }
@@ -172,6 +170,11 @@ pub struct HostLog {
     state: LogState,
     key: HostKey,
     policy: SigningPolicy,
+    /// Where each receipt's canonical form is written to be hashed.
+    scratch: Vec<u8>,
+    /// The last draft timestamp found to be RFC 3339: drafts come many
+    /// to a millisecond, and each is checked once.
+    checked_stamp: String,
 }
 
 impl HostLog {
@@ -198,7 +201,13 @@ impl HostLog {
     /// An inconsistent state (host id, tree, head).
     pub fn resume(state: LogState, key: HostKey, policy: SigningPolicy) -> Result<Self, LogError> {
         check_state(&state)?;
-        Ok(Self { state, key, policy })
+        Ok(Self {
+            state,
+            key,
+            policy,
+            scratch: Vec::with_capacity(1024),
+            checked_stamp: String::new(),
+        })
     }
 
     /// Goes on from `state` instead of its own, with the same key: for
@@ -349,10 +358,13 @@ impl HostLog {
     /// due checkpoint cannot be made.
     pub fn append(&mut self, draft: Draft) -> Result<Appended, LogError> {
         let host_id = self.state.host_id.clone();
-        ids::check_timestamp(&draft.timestamp).map_err(|e| LogError::Field {
-            host_id: host_id.clone(),
-            reason: e.to_string(),
-        })?;
+        if draft.timestamp != self.checked_stamp {
+            ids::check_timestamp(&draft.timestamp).map_err(|e| LogError::Field {
+                host_id: host_id.clone(),
+                reason: e.to_string(),
+            })?;
+            self.checked_stamp.clone_from(&draft.timestamp);
+        }
         let clock = draft
             .parents
             .iter()
@@ -392,8 +404,11 @@ impl HostLog {
         if self.policy.must_sign(receipt.verdict, receipt.risk) {
             receipt.sign(&self.key).map_err(draft_error)?;
         }
-        let bytes = receipt.canonical_bytes().map_err(draft_error)?;
-        let hash = Digest::of(&bytes);
+        self.scratch.clear();
+        receipt
+            .write_canonical(&mut self.scratch)
+            .map_err(draft_error)?;
+        let hash = Digest::of(&self.scratch);
 
         let since = seq + 1 - self.state.last_checkpoint.map_or(0, |c| c.tree_size);
         let due = self
@@ -419,7 +434,6 @@ impl HostLog {
         Ok(Appended {
             receipt,
             hash,
-            bytes,
             checkpoint,
         })
     }

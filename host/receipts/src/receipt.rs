@@ -148,6 +148,16 @@ impl Receipt {
         Ok(out)
     }
 
+    /// Appends the canonical form to `out` ([`Receipt::canonical_bytes`]
+    /// without a buffer of its own).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::canonical_bytes`].
+    pub fn write_canonical(&self, out: &mut Vec<u8>) -> Result<(), ReceiptError> {
+        self.write_form(out, self.signature.as_ref())
+    }
+
     /// Writes the canonical form with `signature` in place of the
     /// receipt's own, field by field in RFC 8785 key order: what serde's
     /// output of the struct is (a property test checks both against

@@ -177,37 +177,22 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     };
 
     // Every leaf from 0 to the last checkpoint, for the proofs.
-    let mut hashes: Vec<Digest> = Vec::with_capacity(usize::try_from(end)?);
+    let hashes = crate::store::receipt_hashes::below(&db, end)?;
     let mut receipts = Vec::new();
     let mut inputs = Vec::new();
-    {
-        let mut stmt =
-            db.prepare("SELECT seq, hash, body, input FROM receipts WHERE seq < ?1 ORDER BY seq")?;
-        let mut rows = stmt.query(params![end as i64])?;
-        while let Some(row) = rows.next()? {
-            let seq = u64::try_from(row.get::<_, i64>(0)?)?;
-            let hash: Vec<u8> = row.get(1)?;
-            let hash: [u8; 32] = hash
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("receipt {seq}: stored hash is not 32 bytes"))?;
-            if seq != hashes.len() as u64 {
-                anyhow::bail!("the stored log has a gap before seq {seq}");
-            }
-            hashes.push(Digest(hash));
-            if seq >= first {
-                let body: Vec<u8> = row.get(2)?;
-                let input: Vec<u8> = row.get(3)?;
-                let receipt: Receipt = serde_json::from_slice(&body)
-                    .with_context(|| format!("stored receipt {seq}"))?;
-                receipts.push(receipt);
-                inputs.push(DecisionInput {
-                    input: serde_json::from_slice(&input)
-                        .with_context(|| format!("stored decision input {seq}"))?,
-                    seq,
-                });
-            }
+    super::stored::each(&db, first, end - 1, super::stored::Order::Oldest, |s| {
+        let seq = s.receipt.seq;
+        if usize::try_from(seq).ok().and_then(|i| hashes.get(i)) != Some(&s.hash) {
+            anyhow::bail!("receipt {seq}: its hash is not the one stored for it");
         }
-    }
+        inputs.push(DecisionInput {
+            input: serde_json::from_slice(&s.input.into_bytes())
+                .with_context(|| format!("stored decision input {seq}"))?,
+            seq,
+        });
+        receipts.push(s.receipt);
+        Ok(true)
+    })?;
     if hashes.len() as u64 != end {
         anyhow::bail!("the stored log ends before its checkpoint of size {end}");
     }

@@ -37,10 +37,13 @@
 //! # Storage
 //!
 //! Tables (their schema is in the data directory's schema history,
-//! `crate::store::schema`; only this module reads or writes their rows):
-//! `receipts` (by `seq`: hash, canonical
-//! receipt, canonical decision input: nothing else, so that a host call's
-//! receipt costs one row of one table), `receipt_marks` (the receipts that
+//! `crate::store::schema`; only this module reads or writes their rows,
+//! but for the hashes `crate::store::receipt_hashes` reads):
+//! `receipt_blocks` (a batch's receipts, up to 1024 a row: their hashes,
+//! then the receipts and their decision inputs in the compact form of
+//! `block`, about a fifth of their JSON; read back through `stored`),
+//! `receipts` (one row per receipt, as hosts before the blocks wrote them:
+//! a prefix of the log, read, never written), `receipt_marks` (the receipts that
 //! are not host calls, by task and session: the gate's and the sessions'
 //! openings), `receipt_checkpoints`,
 //! `receipt_log` (the log's state, the host's public key),
@@ -50,10 +53,12 @@
 //! (`hcp serve`, the command line) may append to the same log: each batch
 //! is written under SQLite's write lock from the stored log state.
 
+mod block;
 mod channel;
 mod export;
 mod marker;
 mod recorder;
+mod stored;
 pub mod view;
 mod writer;
 

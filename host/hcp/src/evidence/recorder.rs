@@ -10,7 +10,7 @@ use hcp_policy::PolicySet;
 use hcp_policy::pep::{self, Decision, SessionFacts};
 use hcp_receipts::{Digest, HostLog, LogState, Parent, SigningPolicy, Verdict};
 use hcp_sandbox::pep::{DecidedCall, VerdictSink};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -202,10 +202,7 @@ impl Recorder {
         let (stored_host, saved): (String, String) = opening
             .prepare_cached("SELECT host_id, state FROM receipt_log WHERE id = 1")?
             .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let head: Option<Vec<u8>> = opening
-            .prepare_cached("SELECT hash FROM receipts ORDER BY seq DESC LIMIT 1")?
-            .query_row([], |r| r.get(0))
-            .optional()?;
+        let head = crate::store::receipt_hashes::last(&opening)?.map(|(_, hash)| hash);
         opening.commit()?;
         if stored_host != host_id {
             anyhow::bail!(
@@ -214,7 +211,7 @@ impl Recorder {
             );
         }
         let state: LogState = serde_json::from_str(&saved).context("stored receipt log state")?;
-        if head.as_deref() != state.head.as_ref().map(|d| &d.0[..]) {
+        if head != state.head {
             anyhow::bail!(
                 "{}: the receipt log's state does not end at its last stored receipt",
                 dir.display()
@@ -351,35 +348,27 @@ impl Recorder {
     /// The database fails, or a stored receipt does not read back.
     pub fn task_causes(&self, task_id: &str) -> Result<Vec<Parent>> {
         let db = self.store.db();
-        let mut stmt = db.prepare_cached(
-            "SELECT m.seq, r.hash, r.body FROM receipt_marks m JOIN receipts r ON r.seq = m.seq
-             WHERE m.task_id = ?1 AND m.call IN (?2, ?3) ORDER BY m.seq",
-        )?;
-        let mut rows = stmt.query(params![
-            task_id,
-            pep::gate::CALL_ADMISSION,
-            pep::gate::CALL_APPROVAL
-        ])?;
+        let seqs: Vec<i64> = db
+            .prepare_cached(
+                "SELECT seq FROM receipt_marks WHERE task_id = ?1 AND call IN (?2, ?3) ORDER BY seq",
+            )?
+            .query_map(
+                params![
+                    task_id,
+                    pep::gate::CALL_ADMISSION,
+                    pep::gate::CALL_APPROVAL
+                ],
+                |r| r.get(0),
+            )?
+            .collect::<rusqlite::Result<_>>()?;
         let mut causes = Vec::new();
-        while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
-            let hash: Vec<u8> = row.get(1)?;
-            let body: Vec<u8> = row.get(2)?;
-            // Only what a parent needs of the stored receipt.
-            #[derive(serde::Deserialize)]
-            struct Cause {
-                verdict: Verdict,
-                lamport: u64,
-            }
-            let receipt: Cause =
-                serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
-            let hash: [u8; 32] = hash
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("receipt {seq}: stored hash is not 32 bytes"))?;
-            if receipt.verdict == Verdict::Allow {
+        for seq in seqs {
+            let stored = super::stored::get(&db, u64::try_from(seq)?)?
+                .with_context(|| format!("receipt {seq} is marked but not stored"))?;
+            if stored.receipt.verdict == Verdict::Allow {
                 causes.push(Parent {
-                    hash: Digest(hash),
-                    lamport: receipt.lamport,
+                    hash: stored.hash,
+                    lamport: stored.receipt.lamport,
                 });
             }
         }

@@ -15,7 +15,9 @@
 //!
 //! Both only read the database; neither needs the host's private key.
 
+use super::block::Stored;
 use super::export::{Selection, export};
+use super::stored::{self, Order};
 use crate::store::Store;
 use anyhow::{Context as _, Result};
 use hcp_contracts::RiskLevel;
@@ -81,38 +83,33 @@ pub fn recent_receipts(
     let db = store.db();
     let covered = covered(&db)?;
     let (selection, lo, hi) = match filter {
-        ReceiptFilter::All => (Selection::All, 0, i64::MAX),
+        ReceiptFilter::All => (Selection::All, 0, u64::MAX),
         ReceiptFilter::Task(id) | ReceiptFilter::Session(id) => {
             let selection = match filter {
                 ReceiptFilter::Task(_) => Selection::Task(id.to_owned()),
                 _ => Selection::Session(id.to_owned()),
             };
             match super::export::range_of(&db, &selection)? {
-                Some((a, b)) => (selection, i64::try_from(a)?, i64::try_from(b)?),
+                Some((a, b)) => (selection, a, b),
                 None => return Ok(Vec::new()),
             }
         }
     };
     // Newest first through the range, keeping the selection's own receipts
     // (other tasks' calls may interleave).
-    let mut stmt =
-        db.prepare("SELECT seq, body FROM receipts WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq DESC")?;
-    let mut rows = stmt.query(params![lo, hi])?;
     let mut out = Vec::new();
-    while out.len() < limit
-        && let Some(row) = rows.next()?
-    {
-        let seq: i64 = row.get(0)?;
-        let body: Vec<u8> = row.get(1)?;
-        let r: Receipt =
-            serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
+    if limit == 0 {
+        return Ok(out);
+    }
+    stored::each(&db, lo, hi, Order::Newest, |s| {
+        let r = s.receipt;
         let selected = match &selection {
             Selection::All => true,
             Selection::Task(id) => r.task_id.as_deref() == Some(id.as_str()),
             Selection::Session(id) => r.session_id.as_deref() == Some(id.as_str()),
         };
         if !selected {
-            continue;
+            return Ok(true);
         }
         out.push(ReceiptSummary {
             covered: r.seq < covered,
@@ -129,7 +126,8 @@ pub fn recent_receipts(
             task_id: r.task_id,
             session_id: r.session_id,
         });
-    }
+        Ok(out.len() < limit)
+    })?;
     Ok(out)
 }
 
@@ -254,69 +252,33 @@ fn check_chain(
     check: &mut StoreCheck,
 ) -> Result<()> {
     let db = store.db();
-    let mut stmt = db.prepare("SELECT seq, hash, body FROM receipts ORDER BY seq")?;
-    let mut rows = stmt.query([])?;
     let mut head: Option<Digest> = None;
     let mut lamport = 0;
     let mut next = 0u64;
-    while let Some(row) = rows.next()? {
-        let seq = u64::try_from(row.get::<_, i64>(0)?).unwrap_or(u64::MAX);
-        let stored: Vec<u8> = row.get(1)?;
-        let body: Vec<u8> = row.get(2)?;
-        let at = format!("receipt {host_id}:{seq}");
-        check.receipts += 1;
-        if seq != next {
-            check
-                .problems
-                .push(format!("{at}: seq {seq} where {next} was expected"));
-        }
-        next = seq.saturating_add(1);
-        let r: Receipt = match serde_json::from_slice(&body) {
+    stored::each_unit(&db, |first, count, receipts| {
+        let receipts = match receipts {
             Ok(r) => r,
             Err(e) => {
-                check
-                    .problems
-                    .push(format!("{at}: does not read back: {e}"));
+                check.receipts += count;
+                check.problems.push(format!(
+                    "receipts {host_id}:{first} to {host_id}:{}: {e:#}",
+                    first.saturating_add(count.saturating_sub(1))
+                ));
+                if first != next {
+                    check.problems.push(format!(
+                        "receipt {host_id}:{first}: seq {first} where {next} was expected"
+                    ));
+                }
+                next = first.saturating_add(count);
                 head = None;
-                continue;
+                return Ok(());
             }
         };
-        if r.is_signed() {
-            check.signed += 1;
+        for s in receipts {
+            check_one(host_id, s, check, &mut head, &mut lamport, &mut next);
         }
-        if let Err(e) = r.check() {
-            check.problems.push(format!("{at}: {e}"));
-        }
-        let hash = match r.hash() {
-            Ok(h) => h,
-            Err(e) => {
-                check.problems.push(format!("{at}: {e}"));
-                continue;
-            }
-        };
-        if stored.as_slice() != hash.0.as_slice() {
-            check
-                .problems
-                .push(format!("{at}: the stored hash is not the receipt's"));
-        }
-        if r.seq != seq || r.host_id != host_id {
-            check
-                .problems
-                .push(format!("{at}: the receipt says it is {}", r.receipt_id));
-        }
-        if r.prev_hash != head {
-            check.problems.push(format!(
-                "{at}: prev_hash does not name the receipt before it"
-            ));
-        }
-        if head.is_some() && r.lamport <= lamport {
-            check
-                .problems
-                .push(format!("{at}: the Lamport clock does not increase"));
-        }
-        lamport = r.lamport;
-        head = Some(hash);
-    }
+        Ok(())
+    })?;
     if state.tree.size != check.receipts || state.head != head {
         check.problems.push(format!(
             "the stored log state ends at {} receipts, the log holds {}",
@@ -324,6 +286,62 @@ fn check_chain(
         ));
     }
     Ok(())
+}
+
+/// One receipt of [`check_chain`], after `head` (the hash before it).
+fn check_one(
+    host_id: &str,
+    s: Stored,
+    check: &mut StoreCheck,
+    head: &mut Option<Digest>,
+    lamport: &mut u64,
+    next: &mut u64,
+) {
+    let (stored, r) = (s.hash, s.receipt);
+    let seq = r.seq;
+    let at = format!("receipt {host_id}:{seq}");
+    check.receipts += 1;
+    if seq != *next {
+        check
+            .problems
+            .push(format!("{at}: seq {seq} where {next} was expected"));
+    }
+    *next = seq.saturating_add(1);
+    if r.is_signed() {
+        check.signed += 1;
+    }
+    if let Err(e) = r.check() {
+        check.problems.push(format!("{at}: {e}"));
+    }
+    let hash = match r.hash() {
+        Ok(h) => h,
+        Err(e) => {
+            check.problems.push(format!("{at}: {e}"));
+            return;
+        }
+    };
+    if stored != hash {
+        check
+            .problems
+            .push(format!("{at}: the stored hash is not the receipt's"));
+    }
+    if r.host_id != host_id {
+        check
+            .problems
+            .push(format!("{at}: the receipt says it is {}", r.receipt_id));
+    }
+    if r.prev_hash != *head {
+        check.problems.push(format!(
+            "{at}: prev_hash does not name the receipt before it"
+        ));
+    }
+    if head.is_some() && r.lamport <= *lamport {
+        check
+            .problems
+            .push(format!("{at}: the Lamport clock does not increase"));
+    }
+    *lamport = r.lamport;
+    *head = Some(hash);
 }
 
 /// A session as its opening receipt recorded it (`receipt_sessions`).
@@ -380,22 +398,20 @@ pub fn session_receipts(
     let Some((first, last)) = range else {
         return Ok(Vec::new());
     };
-    let mut stmt = db.prepare(
-        "SELECT seq, body, input FROM receipts WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq",
-    )?;
-    let mut rows = stmt.query(params![first, last])?;
     let mut receipts = Vec::new();
-    while let Some(row) = rows.next()? {
-        let seq: i64 = row.get(0)?;
-        let body: Vec<u8> = row.get(1)?;
-        let input: Vec<u8> = row.get(2)?;
-        let receipt: Receipt =
-            serde_json::from_slice(&body).with_context(|| format!("stored receipt {seq}"))?;
-        if receipt.session_id.as_deref() != Some(session_id) {
-            continue;
-        }
-        let input = serde_json::from_slice(&input).unwrap_or(serde_json::Value::Null);
-        receipts.push((receipt, input));
-    }
+    stored::each(
+        &db,
+        u64::try_from(first)?,
+        u64::try_from(last)?,
+        Order::Oldest,
+        |s| {
+            if s.receipt.session_id.as_deref() == Some(session_id) {
+                let input = serde_json::from_slice(&s.input.into_bytes())
+                    .unwrap_or(serde_json::Value::Null);
+                receipts.push((s.receipt, input));
+            }
+            Ok(true)
+        },
+    )?;
     Ok(receipts)
 }

@@ -16,12 +16,13 @@
 //! next receipts; the commit waits for both, and either failing rolls the
 //! whole batch back. Smaller batches insert their rows as they go.
 
+use super::block::{BlockWriter, Input};
 use super::channel::{Entry, Failure, Msg, Open, Refuser};
 use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
-use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent};
+use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent, Receipt};
 use hcp_sandbox::pep::{DecidedCall, now_ms};
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
@@ -215,8 +216,10 @@ impl Writer {
             core.sync(&tx)?;
             drop(begun);
             let messages = phase!("writer.messages");
-            let flush = core.messages(&mut Out::Inline(&tx), batch, replies)?;
-            let state = core.store_state(&mut Out::Inline(&tx))?;
+            let mut out = Out::Inline(Box::new(Rows::new(&tx)));
+            let flush = core.messages(&mut out, batch, replies)?;
+            let state = core.store_state(&mut out)?;
+            out.finish()?;
             drop(messages);
             let commit = phase!("writer.commit");
             tx.commit()?;
@@ -260,12 +263,13 @@ impl Writer {
             let inserter = std::thread::Builder::new()
                 .name("hcp-receipts-rows".into())
                 .spawn_scoped(scope, move || -> Result<()> {
+                    let mut out = Rows::new(db);
                     for rows in rx {
                         for row in rows {
-                            row.insert(db)?;
+                            out.write(row)?;
                         }
                     }
-                    Ok(())
+                    out.finish()
                 })?;
             let mut out = Out::Piped {
                 rows: Vec::with_capacity(PIPE_CHUNK),
@@ -382,8 +386,10 @@ impl Writer {
         let core = &mut self.core;
         core.sync(&tx)?;
         if core.uncovered() {
-            core.seal(&mut Out::Inline(&tx))?;
-            let state = core.store_state(&mut Out::Inline(&tx))?;
+            let mut out = Out::Inline(Box::new(Rows::new(&tx)));
+            core.seal(&mut out)?;
+            let state = core.store_state(&mut out)?;
+            out.finish()?;
             tx.commit()?;
             core.saved = state;
         } else {
@@ -445,11 +451,13 @@ impl Core {
     /// `mark`: index the receipt by task and session (the gate's and the
     /// sessions' receipts; a host call's is found through its session's
     /// range).
+    /// `at_ms`: the milliseconds the draft's timestamp was made from.
     fn try_store(
         &mut self,
         out: &mut Out<'_>,
         draft: Draft,
-        input: Vec<u8>,
+        input: Input,
+        at_ms: u64,
         mark: bool,
     ) -> Result<Result<(Parent, u64), LogError>> {
         let appended = match self.log.append(draft) {
@@ -458,20 +466,20 @@ impl Core {
         };
         let r = appended.receipt;
         let (seq, lamport) = (r.seq, r.lamport);
-        out.push(Row::Receipt {
-            seq,
-            hash: appended.hash,
-            body: appended.bytes,
-            input,
-        })?;
         if mark {
             out.push(Row::Mark {
                 seq,
-                task_id: r.task_id,
-                session_id: r.session_id,
-                call: r.call,
+                task_id: r.task_id.clone(),
+                session_id: r.session_id.clone(),
+                call: r.call.clone(),
             })?;
         }
+        out.push(Row::Receipt(Box::new(ReceiptRow {
+            hash: appended.hash,
+            receipt: r,
+            input,
+            at_ms,
+        })))?;
         if let Some(cp) = &appended.checkpoint {
             out.push(checkpoint_row(cp)?)?;
         }
@@ -489,20 +497,46 @@ impl Core {
         &mut self,
         out: &mut Out<'_>,
         draft: Draft,
-        input: Vec<u8>,
+        input: Input,
+        at_ms: u64,
         mark: bool,
     ) -> Result<(Parent, u64)> {
-        Ok(self.try_store(out, draft, input, mark)??)
+        Ok(self.try_store(out, draft, input, at_ms, mark)??)
     }
 
     fn call(&mut self, out: &mut Out<'_>, d: &DecidedCall) -> Result<()> {
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
         // A large call comes bounded: its input keeps a prefix, its
-        // `args_hash` is the whole call's.
-        let (args_hash, input) =
-            pep::input::receipt_input(d.at_ms, &d.call, d.full.as_ref(), &d.counters, &scope_hash)
+        // `args_hash` is the whole call's. A whole call's input is stored
+        // as its parts.
+        let (args_hash, input) = match &d.full {
+            None => {
+                let call = d
+                    .call
+                    .canonical_bytes()
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
+                let args_hash = Digest::of(&call);
+                let input = Input::HostCall {
+                    at_ms: d.at_ms,
+                    call,
+                    counters: d.counters,
+                    scope: scope_hash,
+                };
+                (args_hash, input)
+            }
+            Some(full) => {
+                let (args_hash, input) = pep::input::receipt_input(
+                    d.at_ms,
+                    &d.call,
+                    Some(full),
+                    &d.counters,
+                    &scope_hash,
+                )
                 .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
+                (args_hash, Input::Raw(input))
+            }
+        };
         let timestamp = self.timestamp(d.at_ms);
         let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
             Some(chain) => {
@@ -518,7 +552,7 @@ impl Core {
             capability: facts.capability.clone(),
             call: d.call.op.name().to_owned(),
             args_hash,
-            input_hash: Digest::of(&input),
+            input_hash: input.digest(),
             verdict: d.verdict,
             reason_code: d.reason.to_owned(),
             risk: d.risk,
@@ -526,7 +560,7 @@ impl Core {
             parents,
             timestamp,
         };
-        let (parent, seq) = self.store(out, draft, input, false)?;
+        let (parent, seq) = self.store(out, draft, input, d.at_ms, false)?;
         if !known {
             // A governor whose session was not opened here: keep its facts
             // so packs can replay it.
@@ -586,7 +620,8 @@ impl Core {
                 }
             }
         }
-        let timestamp = self.timestamp(now_ms());
+        let at_ms = now_ms();
+        let timestamp = self.timestamp(at_ms);
         let draft = Draft {
             session_id: e.session_id.clone(),
             task_id: e.task_id.clone(),
@@ -601,7 +636,7 @@ impl Core {
             parents,
             timestamp,
         };
-        let stored = self.try_store(out, draft, input, true)?;
+        let stored = self.try_store(out, draft, Input::Raw(input), at_ms, true)?;
         if let (Ok((parent, _)), Some(follows)) = (&stored, &e.follows) {
             if follows.last {
                 self.threads.remove(&follows.proposal);
@@ -642,7 +677,7 @@ impl Core {
             parents: o.causes.clone(),
             timestamp: self.timestamp(o.at_ms),
         };
-        let (parent, seq) = self.store(out, draft, o.input.clone(), true)?;
+        let (parent, seq) = self.store(out, draft, Input::Raw(o.input.clone()), o.at_ms, true)?;
         out.push(session_row(
             &o.facts,
             &facts_hash,
@@ -684,7 +719,7 @@ impl Core {
 /// writer's transaction, or handed in chunks to the thread that writes a
 /// large batch's rows in it.
 enum Out<'a> {
-    Inline(&'a Connection),
+    Inline(Box<Rows<'a>>),
     Piped {
         rows: Vec<Row>,
         tx: SyncSender<Vec<Row>>,
@@ -702,7 +737,7 @@ const PIPELINE_FROM: usize = 256;
 impl Out<'_> {
     fn push(&mut self, row: Row) -> Result<()> {
         match self {
-            Out::Inline(db) => row.insert(db),
+            Out::Inline(rows) => rows.write(row),
             Out::Piped { rows, .. } => {
                 rows.push(row);
                 if rows.len() >= PIPE_CHUNK {
@@ -724,20 +759,80 @@ impl Out<'_> {
         Ok(())
     }
 
-    /// Hands over the rows still held.
+    /// Writes (or hands over) the rows still held.
     fn finish(&mut self) -> Result<()> {
-        self.send()
+        match self {
+            Out::Inline(rows) => rows.finish(),
+            Out::Piped { .. } => self.send(),
+        }
     }
+}
+
+/// Writes rows on a connection, gathering receipts into blocks
+/// ([`super::block`]): a block is inserted when it is full and at
+/// [`Rows::finish`], in the batch's transaction.
+struct Rows<'a> {
+    db: &'a Connection,
+    block: BlockWriter,
+}
+
+impl<'a> Rows<'a> {
+    fn new(db: &'a Connection) -> Self {
+        Self {
+            db,
+            block: BlockWriter::new(),
+        }
+    }
+
+    fn write(&mut self, row: Row) -> Result<()> {
+        match row {
+            Row::Receipt(r) => {
+                self.block
+                    .push(r.hash, &r.receipt, &r.input, Some(r.at_ms))?;
+                if self.block.is_full() {
+                    self.insert_block()?;
+                }
+                Ok(())
+            }
+            row => row.insert(self.db),
+        }
+    }
+
+    fn insert_block(&mut self) -> Result<()> {
+        if let Some(b) = self.block.take() {
+            self.db
+                .prepare_cached(
+                    "INSERT INTO receipt_blocks (first_seq, count, hashes, data) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![
+                    i64::try_from(b.first_seq)?,
+                    i64::try_from(b.count)?,
+                    b.hashes,
+                    b.data
+                ])?;
+        }
+        Ok(())
+    }
+
+    /// Inserts the receipts still gathered.
+    fn finish(&mut self) -> Result<()> {
+        self.insert_block()
+    }
+}
+
+/// A receipt to store, with what its block needs.
+struct ReceiptRow {
+    hash: Digest,
+    receipt: Receipt,
+    input: Input,
+    /// The milliseconds its timestamp was made from.
+    at_ms: u64,
 }
 
 /// One row of the receipt tables.
 enum Row {
-    Receipt {
-        seq: u64,
-        hash: Digest,
-        body: Vec<u8>,
-        input: Vec<u8>,
-    },
+    /// Gathered into a block by [`Rows`].
+    Receipt(Box<ReceiptRow>),
     Mark {
         seq: u64,
         task_id: Option<String>,
@@ -779,19 +874,11 @@ impl Row {
     fn insert(self, tx: &Connection) -> Result<()> {
         let row = match self {
             Row::Store(write) => return write(tx),
+            Row::Receipt(_) => anyhow::bail!("a receipt is written in its block"),
             row => row,
         };
         match &row {
-            Row::Receipt {
-                seq,
-                hash,
-                body,
-                input,
-            } => tx
-                .prepare_cached(
-                    "INSERT INTO receipts (seq, hash, body, input) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![*seq as i64, &hash.0[..], body, input])?,
+            Row::Receipt(_) => unreachable!("refused above"),
             Row::Mark {
                 seq,
                 task_id,

@@ -16,7 +16,7 @@
 //! [`Store::open`]: super::Store::open
 
 use anyhow::{Context as _, Result};
-use rusqlite::{Connection, OpenFlags, OptionalExtension as _, params};
+use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -192,20 +192,10 @@ impl Mark {
 
     /// The mark of the store as it is.
     fn of(db: &Connection) -> Result<Self> {
-        let last: Option<(i64, Vec<u8>)> = if has_receipts(db)? {
-            db.query_row(
-                "SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()?
-        } else {
-            None
-        };
-        Ok(match last {
+        Ok(match super::receipt_hashes::last(db)? {
             Some((seq, hash)) => Self {
-                receipts: u64::try_from(seq)? + 1,
-                head: Some(hex::encode(hash)),
+                receipts: seq + 1,
+                head: Some(hex::encode(hash.0)),
             },
             None => Self {
                 receipts: 0,
@@ -271,17 +261,6 @@ impl MarkFile {
     }
 }
 
-fn has_receipts(db: &Connection) -> Result<bool> {
-    Ok(db
-        .query_row(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'receipts'",
-            [],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-}
-
 /// The store is damaged or lost acknowledged data: the host must not
 /// serve from it.
 #[derive(Debug, thiserror::Error)]
@@ -343,15 +322,9 @@ pub(super) fn check_mark(dir: &Path, db: &Connection) -> Result<()> {
         ));
     }
     if let Some(head) = &mark.head {
-        let seq = i64::try_from(mark.receipts.saturating_sub(1))?;
-        let stored: Option<Vec<u8>> = db
-            .query_row(
-                "SELECT hash FROM receipts WHERE seq = ?1",
-                params![seq],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if stored.map(hex::encode).as_deref() != Some(head.as_str()) {
+        let seq = mark.receipts.saturating_sub(1);
+        let stored = super::receipt_hashes::at(db, seq)?;
+        if stored.map(|h| hex::encode(h.0)).as_deref() != Some(head.as_str()) {
             return Err(damaged(
                 dir,
                 format!(

@@ -21,6 +21,7 @@ mod artifacts;
 pub(crate) mod busy;
 mod checkpoints;
 pub mod durable;
+pub(crate) mod receipt_hashes;
 mod registry;
 mod replies;
 mod schema;

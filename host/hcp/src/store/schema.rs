@@ -6,7 +6,7 @@
 //! Each table's rows have one owner: `tasks`, `approvals`, `resources`,
 //! `checkpoints`, `artifacts`, `artifact_access`, `capabilities`,
 //! `trusted_publishers` and `amqp_replies` the store's own modules; the
-//! receipt tables (`receipt_log`, `receipts`, `receipt_marks`,
+//! receipt tables (`receipt_log`, `receipts`, `receipt_blocks`, `receipt_marks`,
 //! `receipt_checkpoints`, `receipt_sessions`, `policy_snapshots`,
 //! `capability_manifests`, `task_messages`) `crate::evidence`.
 
@@ -184,5 +184,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // commits, about 0.17 ms.)
     r"
     CREATE INDEX tasks_pending_by_caller ON tasks (caller_id) WHERE state = 'pending_approval';
+",
+    // Receipts in blocks (`crate::evidence::block`): one row holds up to
+    // 1024 consecutive receipts of a batch, their hashes apart from the
+    // rest so that the chain and the proofs read only those. Nothing is
+    // written to `receipts` any more; the rows older hosts wrote there stay
+    // where they are, a prefix of the log, and are read as before.
+    r"
+    CREATE TABLE receipt_blocks (
+        first_seq INTEGER PRIMARY KEY,
+        count INTEGER NOT NULL CHECK (count BETWEEN 1 AND 1024),
+        hashes BLOB NOT NULL CHECK (length(hashes) = 32 * count),
+        data BLOB NOT NULL
+    ) STRICT;
 ",
 ];
