@@ -1,5 +1,5 @@
-//! The receipt writer's large batches: their rows are written by a second
-//! thread in the batch's transaction. A large batch that stores verifies
+//! The receipt writer's large batches: thousands of receipts in one
+//! transaction, in several blocks of receipts. A large batch that stores verifies
 //! like any other (signed denies among its allows); one whose writes fail
 //! stores nothing of it, fails closed, and the log goes on after it with no
 //! gap and no fork.
@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Calls queued behind the writer's first batch: well above the size from
-/// which a batch's rows get their own thread.
+/// Calls queued behind the writer's first batch: more than a block of
+/// receipts holds (1024), so that the batch is stored in several.
 const CALLS: usize = 3000;
 
 /// The host's identity: the same key each time it is asked for.

@@ -557,8 +557,7 @@ mod tests {
     use hcp_contracts::RiskLevel;
     use std::time::Duration;
 
-    /// Receipts queued behind the writer's first batch: their batch is
-    /// large enough for its rows to get their own thread.
+    /// Receipts queued behind the writer's first batch: one batch of them.
     const QUEUED: usize = 400;
 
     struct Lab {
@@ -600,7 +599,7 @@ mod tests {
 
         /// Stores `entry` with `write`, in a batch with `QUEUED` other
         /// receipts queued while another connection held the write lock
-        /// (a batch whose rows are written by the rows' thread).
+        /// (one batch of many receipts).
         fn behind(&self, entry: Entry, write: super::super::StoreWrite) -> Result<Parent> {
             let lock = rusqlite::Connection::open(self.data.join("hcp.db")).expect("db");
             lock.busy_timeout(Duration::from_secs(10)).expect("timeout");

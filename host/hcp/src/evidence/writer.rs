@@ -9,12 +9,12 @@
 //! ([`HostLog::resync`]). A session's receipts are written by the one
 //! process that runs it, so its chain stays in memory.
 //!
-//! A batch of [`PIPELINE_FROM`] messages or more (the writer is behind,
-//! e.g. a plugin's thousands of calls) has its rows inserted by a second,
-//! scoped thread holding the connection inside the batch's transaction,
-//! fed in chunks in order, while this thread renders, hashes and signs the
-//! next receipts; the commit waits for both, and either failing rolls the
-//! whole batch back. Smaller batches insert their rows as they go.
+//! A batch's receipts are stored in blocks (`super::block`): a row per
+//! 1024 receipts, their hashes apart, the rest in a compact form, about a
+//! fifth of their JSON. (Until the blocks, a large batch had its rows
+//! inserted by a second thread; with a block per 1024 receipts the hand-over
+//! cost more than it saved on two cores: docs/benchmarks.md, "Receipt
+//! blocks".)
 
 use super::block::{BlockWriter, Input};
 use super::channel::{Entry, Failure, Msg, Open, Refuser};
@@ -28,7 +28,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::Receiver;
 
 /// The last receipt of a session, and its stored range.
 #[derive(Clone)]
@@ -209,87 +209,22 @@ impl Writer {
     /// Stores one batch in one transaction; `replies` are answered after.
     /// Returns whether a checkpoint sealed it.
     fn batch(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<bool> {
-        if batch.len() < PIPELINE_FROM {
-            let begun = phase!("writer.begin");
-            let tx = begin(&self.db)?;
-            let core = &mut self.core;
-            core.sync(&tx)?;
-            drop(begun);
-            let messages = phase!("writer.messages");
-            let mut out = Out::Inline(Box::new(Rows::new(&tx)));
-            let flush = core.messages(&mut out, batch, replies)?;
-            let state = core.store_state(&mut out)?;
-            out.finish()?;
-            drop(messages);
-            let commit = phase!("writer.commit");
-            tx.commit()?;
-            drop(commit);
-            self.core.saved = state;
-            return Ok(flush);
-        }
-        // A large batch: its rows are inserted by a second thread while
-        // this one turns the next messages into receipts (JSON, hashes,
-        // signatures), in the same transaction, in the same order.
-        self.db.execute_batch("BEGIN IMMEDIATE")?;
-        let result = self.piped(batch, replies);
-        let committed = result.and_then(|(flush, state)| {
-            let _commit = phase!("writer.commit");
-            self.db.execute_batch("COMMIT")?;
-            Ok((flush, state))
-        });
-        match committed {
-            Ok((flush, state)) => {
-                self.core.saved = state;
-                Ok(flush)
-            }
-            Err(e) => {
-                if !self.db.is_autocommit() {
-                    let _ = self.db.execute_batch("ROLLBACK");
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// The messages of a large batch, with the rows inserted by a scoped
-    /// thread on the connection (in the open transaction); gives whether
-    /// to flush and the log state stored.
-    fn piped(&mut self, batch: Vec<Msg>, replies: &mut Vec<Reply>) -> Result<(bool, String)> {
+        let begun = phase!("writer.begin");
+        let tx = begin(&self.db)?;
         let core = &mut self.core;
-        core.sync(&self.db)?;
-        let db = &mut self.db;
-        std::thread::scope(|scope| {
-            let (tx, rx) = sync_channel::<Vec<Row>>(PIPE_CHUNKS);
-            let inserter = std::thread::Builder::new()
-                .name("hcp-receipts-rows".into())
-                .spawn_scoped(scope, move || -> Result<()> {
-                    let mut out = Rows::new(db);
-                    for rows in rx {
-                        for row in rows {
-                            out.write(row)?;
-                        }
-                    }
-                    out.finish()
-                })?;
-            let mut out = Out::Piped {
-                rows: Vec::with_capacity(PIPE_CHUNK),
-                tx,
-            };
-            let written = (|| {
-                let flush = core.messages(&mut out, batch, replies)?;
-                let state = core.store_state(&mut out)?;
-                out.finish()?;
-                Ok((flush, state))
-            })();
-            // The rows' thread ends with the channel.
-            drop(out);
-            let inserted = inserter
-                .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("the receipt rows' thread panicked")));
-            // The inserter's error is the cause when both failed (its
-            // channel closed under the sender).
-            inserted.and(written)
-        })
+        core.sync(&tx)?;
+        drop(begun);
+        let messages = phase!("writer.messages");
+        let mut out = Rows::new(&tx);
+        let flush = core.messages(&mut out, batch, replies)?;
+        let state = core.store_state(&mut out)?;
+        out.finish()?;
+        drop(messages);
+        let commit = phase!("writer.commit");
+        tx.commit()?;
+        drop(commit);
+        self.core.saved = state;
+        Ok(flush)
     }
 }
 
@@ -298,7 +233,7 @@ impl Core {
     /// checkpoint is to seal the batch (it is made here).
     fn messages(
         &mut self,
-        out: &mut Out<'_>,
+        out: &mut Rows<'_>,
         batch: Vec<Msg>,
         replies: &mut Vec<Reply>,
     ) -> Result<bool> {
@@ -320,7 +255,7 @@ impl Core {
                     // What the store makes of a receipt the log refused is
                     // not written either.
                     if let (Some(write), Ok(_)) = (write, &parent) {
-                        tx.push(Row::Store(write))?;
+                        tx.write(Row::Store(write))?;
                     }
                     flush = true;
                     replies.push(Box::new(move |r: Result<(), String>| {
@@ -343,7 +278,7 @@ impl Core {
                 }
                 Msg::Flush(reply, write) => {
                     if let Some(write) = write {
-                        tx.push(Row::Store(write))?;
+                        tx.write(Row::Store(write))?;
                     }
                     flush = true;
                     replies.push(Box::new(move |r| {
@@ -386,7 +321,7 @@ impl Writer {
         let core = &mut self.core;
         core.sync(&tx)?;
         if core.uncovered() {
-            let mut out = Out::Inline(Box::new(Rows::new(&tx)));
+            let mut out = Rows::new(&tx);
             core.seal(&mut out)?;
             let state = core.store_state(&mut out)?;
             out.finish()?;
@@ -414,9 +349,9 @@ impl Core {
         Ok(())
     }
 
-    fn store_state(&self, out: &mut Out<'_>) -> Result<String> {
+    fn store_state(&self, out: &mut Rows<'_>) -> Result<String> {
         let state = serde_json::to_string(self.log.state())?;
-        out.push(Row::State(state.clone()))?;
+        out.write(Row::State(state.clone()))?;
         Ok(state)
     }
 
@@ -432,11 +367,11 @@ impl Core {
         self.stamp.1.clone()
     }
 
-    fn save_session(&mut self, out: &mut Out<'_>, session: &str) -> Result<()> {
+    fn save_session(&mut self, out: &mut Rows<'_>, session: &str) -> Result<()> {
         if let Some(chain) = self.sessions.get_mut(session)
             && chain.dirty
         {
-            out.push(Row::SessionEnd {
+            out.write(Row::SessionEnd {
                 session_id: session.to_owned(),
                 last_seq: chain.last_seq,
             })?;
@@ -454,7 +389,7 @@ impl Core {
     /// `at_ms`: the milliseconds the draft's timestamp was made from.
     fn try_store(
         &mut self,
-        out: &mut Out<'_>,
+        out: &mut Rows<'_>,
         draft: Draft,
         input: Input,
         at_ms: u64,
@@ -467,21 +402,21 @@ impl Core {
         let r = appended.receipt;
         let (seq, lamport) = (r.seq, r.lamport);
         if mark {
-            out.push(Row::Mark {
+            out.write(Row::Mark {
                 seq,
                 task_id: r.task_id.clone(),
                 session_id: r.session_id.clone(),
                 call: r.call.clone(),
             })?;
         }
-        out.push(Row::Receipt(Box::new(ReceiptRow {
+        out.write(Row::Receipt(Box::new(ReceiptRow {
             hash: appended.hash,
             receipt: r,
             input,
             at_ms,
         })))?;
         if let Some(cp) = &appended.checkpoint {
-            out.push(checkpoint_row(cp)?)?;
+            out.write(checkpoint_row(cp)?)?;
         }
         Ok(Ok((
             Parent {
@@ -495,7 +430,7 @@ impl Core {
     /// [`Core::try_store`] where a refused draft is a host fault.
     fn store(
         &mut self,
-        out: &mut Out<'_>,
+        out: &mut Rows<'_>,
         draft: Draft,
         input: Input,
         at_ms: u64,
@@ -504,7 +439,7 @@ impl Core {
         Ok(self.try_store(out, draft, input, at_ms, mark)??)
     }
 
-    fn call(&mut self, out: &mut Out<'_>, d: &DecidedCall) -> Result<()> {
+    fn call(&mut self, out: &mut Rows<'_>, d: &DecidedCall) -> Result<()> {
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
         // A large call comes bounded: its input keeps a prefix, its
@@ -566,7 +501,7 @@ impl Core {
             // so packs can replay it.
             let facts_bytes = hcp_contracts::jcs::canonical_bytes(facts)
                 .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
-            out.push(session_row(facts, &scope_hash, facts_bytes, seq))?;
+            out.write(session_row(facts, &scope_hash, facts_bytes, seq))?;
         }
         if let pep::Args::Hid(args) = &d.call.args
             && d.verdict == hcp_receipts::Verdict::Allow
@@ -595,7 +530,7 @@ impl Core {
         Ok(())
     }
 
-    fn append(&mut self, out: &mut Out<'_>, e: &Entry) -> Result<Result<Parent, LogError>> {
+    fn append(&mut self, out: &mut Rows<'_>, e: &Entry) -> Result<Result<Parent, LogError>> {
         let field = |m: String| LogError::Field {
             host_id: self.log.state().host_id.clone(),
             reason: m,
@@ -646,13 +581,13 @@ impl Core {
         }
         if stored.is_ok() {
             if let Some(manifest) = &e.manifest {
-                out.push(Row::Manifest {
+                out.write(Row::Manifest {
                     capability: e.capability.clone(),
                     manifest: manifest.clone(),
                 })?;
             }
             if let Some(sources) = &e.policy_sources {
-                out.push(Row::Policy {
+                out.write(Row::Policy {
                     hash: e.policy_hash.to_string(),
                     sources: sources.clone(),
                 })?;
@@ -661,7 +596,7 @@ impl Core {
         Ok(stored.map(|(p, _)| p))
     }
 
-    fn open(&mut self, out: &mut Out<'_>, o: &Open) -> Result<Parent> {
+    fn open(&mut self, out: &mut Rows<'_>, o: &Open) -> Result<Parent> {
         let facts_hash = Digest::of(&o.facts_bytes);
         let draft = Draft {
             session_id: Some(o.facts.session_id.clone()),
@@ -678,17 +613,17 @@ impl Core {
             timestamp: self.timestamp(o.at_ms),
         };
         let (parent, seq) = self.store(out, draft, Input::Raw(o.input.clone()), o.at_ms, true)?;
-        out.push(session_row(
+        out.write(session_row(
             &o.facts,
             &facts_hash,
             o.facts_bytes.clone(),
             seq,
         ))?;
-        out.push(Row::Policy {
+        out.write(Row::Policy {
             hash: o.policy_hash.to_string(),
             sources: o.policy_sources.clone(),
         })?;
-        out.push(Row::Manifest {
+        out.write(Row::Manifest {
             capability: o.facts.capability.clone(),
             manifest: o.manifest.clone(),
         })?;
@@ -705,66 +640,13 @@ impl Core {
     }
 
     /// A checkpoint over every receipt not yet covered by one.
-    fn seal(&mut self, out: &mut Out<'_>) -> Result<()> {
+    fn seal(&mut self, out: &mut Rows<'_>) -> Result<()> {
         if self.uncovered() {
             let at = rfc3339_unix_ms(now_ms());
             let cp = self.log.checkpoint(&at)?;
-            out.push(checkpoint_row(&cp)?)?;
+            out.write(checkpoint_row(&cp)?)?;
         }
         Ok(())
-    }
-}
-
-/// Rows of a batch, in the order written: each written at once on the
-/// writer's transaction, or handed in chunks to the thread that writes a
-/// large batch's rows in it.
-enum Out<'a> {
-    Inline(Box<Rows<'a>>),
-    Piped {
-        rows: Vec<Row>,
-        tx: SyncSender<Vec<Row>>,
-    },
-}
-
-/// Rows per chunk handed to the rows' thread.
-const PIPE_CHUNK: usize = 256;
-/// Chunks queued for the rows' thread.
-const PIPE_CHUNKS: usize = 16;
-/// Batches of this many messages or more have their rows written by a
-/// second thread (a smaller batch is not worth starting it).
-const PIPELINE_FROM: usize = 256;
-
-impl Out<'_> {
-    fn push(&mut self, row: Row) -> Result<()> {
-        match self {
-            Out::Inline(rows) => rows.write(row),
-            Out::Piped { rows, .. } => {
-                rows.push(row);
-                if rows.len() >= PIPE_CHUNK {
-                    self.send()?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn send(&mut self) -> Result<()> {
-        if let Out::Piped { rows, tx } = self
-            && !rows.is_empty()
-        {
-            let chunk = std::mem::replace(rows, Vec::with_capacity(PIPE_CHUNK));
-            tx.send(chunk)
-                .map_err(|_| anyhow::anyhow!("the receipt rows' thread stopped"))?;
-        }
-        Ok(())
-    }
-
-    /// Writes (or hands over) the rows still held.
-    fn finish(&mut self) -> Result<()> {
-        match self {
-            Out::Inline(rows) => rows.finish(),
-            Out::Piped { .. } => self.send(),
-        }
     }
 }
 
