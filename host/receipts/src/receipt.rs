@@ -186,25 +186,60 @@ impl Receipt {
                 None => out.extend_from_slice(b"null"),
             }
         }
-        // A string, an integer, a key id, a signature, a risk level:
-        // serde_json's form.
-        fn json<T: Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) -> Result<(), serde_json::Error> {
-            serde_json::to_writer(out, v)
+        // A string as serde_json writes it (and RFC 8785): quoted, with
+        // `"`, `\\` and control characters below U+0020 escaped, everything
+        // else as it is. Most strings here have none of those and are
+        // copied whole; the rest go through serde_json.
+        fn string(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
+            if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+                out.reserve(s.len() + 2);
+                out.push(b'"');
+                out.extend_from_slice(s.as_bytes());
+                out.push(b'"');
+                Ok(())
+            } else {
+                serde_json::to_writer(out, s)
+            }
         }
+        fn opt_string(out: &mut Vec<u8>, s: Option<&str>) -> Result<(), serde_json::Error> {
+            match s {
+                Some(s) => string(out, s),
+                None => {
+                    out.extend_from_slice(b"null");
+                    Ok(())
+                }
+            }
+        }
+        // An integer in decimal, as serde_json (itoa) writes it.
+        fn uint(out: &mut Vec<u8>, mut v: u64) {
+            let mut buf = [0u8; 20];
+            let mut at = buf.len();
+            loop {
+                at -= 1;
+                buf[at] = b'0' + (v % 10) as u8;
+                v /= 10;
+                if v == 0 {
+                    break;
+                }
+            }
+            out.extend_from_slice(&buf[at..]);
+        }
+        out.reserve(1024);
         out.extend_from_slice(b"{\"args_hash\":");
         digest(out, &self.args_hash);
         out.extend_from_slice(b",\"call\":");
-        json(out, &self.call).map_err(encode)?;
+        string(out, &self.call).map_err(encode)?;
         out.extend_from_slice(b",\"capability\":");
-        json(out, &self.capability).map_err(encode)?;
+        string(out, &self.capability).map_err(encode)?;
         out.extend_from_slice(b",\"host_id\":");
-        json(out, &self.host_id).map_err(encode)?;
+        string(out, &self.host_id).map_err(encode)?;
         out.extend_from_slice(b",\"input_hash\":");
         digest(out, &self.input_hash);
         out.extend_from_slice(b",\"key_id\":");
-        json(out, &self.key_id).map_err(encode)?;
+        // 16 lowercase hex digits (`KeyId`'s text form).
+        opt_string(out, self.key_id.as_ref().map(KeyId::as_str)).map_err(encode)?;
         out.extend_from_slice(b",\"lamport\":");
-        json(out, &self.lamport).map_err(encode)?;
+        uint(out, self.lamport);
         out.extend_from_slice(b",\"parents\":[");
         for (i, p) in self.parents.iter().enumerate() {
             if i > 0 {
@@ -217,25 +252,35 @@ impl Receipt {
         out.extend_from_slice(b",\"prev_hash\":");
         opt_digest(out, self.prev_hash.as_ref());
         out.extend_from_slice(b",\"reason_code\":");
-        json(out, &self.reason_code).map_err(encode)?;
+        string(out, &self.reason_code).map_err(encode)?;
         out.extend_from_slice(b",\"receipt_id\":");
-        json(out, &self.receipt_id).map_err(encode)?;
-        out.extend_from_slice(b",\"risk\":");
-        json(out, &self.risk).map_err(encode)?;
-        out.extend_from_slice(b",\"seq\":");
-        json(out, &self.seq).map_err(encode)?;
+        string(out, &self.receipt_id).map_err(encode)?;
+        out.extend_from_slice(b",\"risk\":\"");
+        out.extend_from_slice(self.risk.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"seq\":");
+        uint(out, self.seq);
         out.extend_from_slice(b",\"session_id\":");
-        json(out, &self.session_id).map_err(encode)?;
+        opt_string(out, self.session_id.as_deref()).map_err(encode)?;
         out.extend_from_slice(b",\"signature\":");
-        json(out, &signature).map_err(encode)?;
+        match signature {
+            // 128 lowercase hex digits (`Signature`'s text form).
+            Some(sig) => {
+                let mut buf = [0u8; 130];
+                buf[0] = b'"';
+                hex_into(&sig.0, &mut buf[1..129]);
+                buf[129] = b'"';
+                out.extend_from_slice(&buf);
+            }
+            None => out.extend_from_slice(b"null"),
+        }
         out.extend_from_slice(b",\"task_id\":");
-        json(out, &self.task_id).map_err(encode)?;
+        opt_string(out, self.task_id.as_deref()).map_err(encode)?;
         out.extend_from_slice(b",\"timestamp\":");
-        json(out, &self.timestamp).map_err(encode)?;
+        string(out, &self.timestamp).map_err(encode)?;
         out.extend_from_slice(b",\"verdict\":\"");
         out.extend_from_slice(self.verdict.as_str().as_bytes());
         out.extend_from_slice(b"\",\"version\":");
-        json(out, &self.version).map_err(encode)?;
+        uint(out, u64::from(self.version));
         out.push(b'}');
         Ok(())
     }

@@ -92,6 +92,8 @@ proptest! {
         call in "\\PC{1,20}",
         session in proptest::option::of(".{1,12}"),
         control in proptest::collection::vec(0u8..0x20, 0..4),
+        suffix in prop_oneof![Just(""), Just("\u{7f}\u{2028}\"\\/é€😀"), Just("\\"), Just("\"")],
+        task in proptest::option::of("[ -~]{1,12}"),
         seq in 1u64..(1 << 53),
         lamport in 0u64..(1 << 53),
         signed in any::<bool>(),
@@ -99,7 +101,7 @@ proptest! {
         let control: String = control.into_iter().map(char::from).collect();
         let mut r = Receipt {
             args_hash: Digest::of(call.as_bytes()),
-            call: format!("{call}{control}\u{7f}\u{2028}\"\\/é€😀"),
+            call: format!("{call}{control}{suffix}"),
             capability: "x@1".into(),
             host_id: "h".into(),
             input_hash: Digest::of(b"i"),
@@ -114,7 +116,7 @@ proptest! {
             seq,
             session_id: session,
             signature: None,
-            task_id: None,
+            task_id: task,
             timestamp: "2026-01-01T00:00:00Z".into(),
             verdict: Verdict::Allow,
             version: RECEIPT_VERSION,

@@ -110,19 +110,62 @@ impl Input {
         }
     }
 
-    /// Its `input_hash`: the SHA-256 of its canonical bytes.
-    pub(crate) fn digest(&self) -> Digest {
-        match self {
-            Input::Raw(bytes) => Digest::of(bytes),
-            other => Digest::of(&other.bytes()),
-        }
-    }
-
     /// The canonical bytes, without a copy of a raw input.
     pub(crate) fn into_bytes(self) -> Vec<u8> {
         match self {
             Input::Raw(bytes) => bytes,
             other => other.bytes(),
+        }
+    }
+}
+
+/// What a host call's receipt needs of the call: its `args_hash`, its
+/// decision input (as stored) and the input's hash.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) args_hash: Digest,
+    pub(crate) input: Input,
+    pub(crate) input_hash: Digest,
+}
+
+/// [`Prepared`] for a decided call: whole, its input is stored as its
+/// parts; bounded (a large call), its input as written, and its
+/// `args_hash` the whole call's.
+///
+/// # Errors
+///
+/// The call has no canonical form.
+pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall) -> Result<Prepared, String> {
+    let scope = d.scope.facts_hash();
+    match &d.full {
+        None => {
+            let call = d.call.canonical_bytes()?;
+            let args_hash = Digest::of(&call);
+            let rendered = hcp_policy::pep::input::call_input(d.at_ms, &call, &d.counters, &scope);
+            Ok(Prepared {
+                args_hash,
+                input_hash: Digest::of(&rendered),
+                input: Input::HostCall {
+                    at_ms: d.at_ms,
+                    call,
+                    counters: d.counters,
+                    scope,
+                },
+            })
+        }
+        Some(full) => {
+            let (args_hash, input) = hcp_policy::pep::input::receipt_input(
+                d.at_ms,
+                &d.call,
+                Some(full),
+                &d.counters,
+                &scope,
+            )?;
+            Ok(Prepared {
+                args_hash,
+                input_hash: Digest::of(&input),
+                input: Input::Raw(input),
+            })
         }
     }
 }

@@ -82,9 +82,16 @@ pub(super) struct Open {
 /// only as SQLite fails (the whole batch then fails with it).
 pub(crate) type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Result<()> + Send>;
 
+/// A host call's verdict, with what its receipt needs of the call made
+/// on the thread that decided it (see [`super::block::prepare`]).
+pub(super) struct Decided {
+    pub(super) call: DecidedCall,
+    pub(super) prepared: Result<super::block::Prepared, String>,
+}
+
 /// What the writer thread is asked to do.
 pub(super) enum Msg {
-    Call(Box<DecidedCall>),
+    Call(Box<Decided>),
     Append(Box<Entry>, Sender<Result<Parent, String>>),
     Open(Box<Open>, Sender<Result<Parent, String>>),
     Close(String),
@@ -186,7 +193,7 @@ impl Msg {
     /// The session whose receipt this is, if any.
     pub(super) fn session(&self) -> Option<&str> {
         match self {
-            Msg::Call(d) => Some(&d.scope.facts().session_id),
+            Msg::Call(d) => Some(&d.call.scope.facts().session_id),
             Msg::Open(o, _) => Some(&o.facts.session_id),
             Msg::Append(e, _) | Msg::Sealed(e, _, _) => e.session_id.as_deref(),
             Msg::Close(_) | Msg::Flush(..) | Msg::Observe(_) | Msg::Stop => None,

@@ -29,6 +29,14 @@ struct Sink {
 
 impl VerdictSink for Sink {
     fn record(&self, decided: DecidedCall) {
+        // The call's canonical form and the hashes of its arguments and
+        // decision input are made here, on the deciding thread, beside the
+        // writer's chain of receipts.
+        let prepared = super::block::prepare(&decided);
+        let decided = super::channel::Decided {
+            call: decided,
+            prepared,
+        };
         if self.tx.send(Msg::Call(Box::new(decided))).is_err() {
             self.failure
                 .set("the receipt writer stopped".into(), false, Vec::new());

@@ -16,14 +16,14 @@
 //! cost more than it saved on two cores: docs/benchmarks.md, "Receipt
 //! blocks".)
 
-use super::block::{BlockWriter, Input};
-use super::channel::{Entry, Failure, Msg, Open, Refuser};
+use super::block::{BlockWriter, Input, Prepared};
+use super::channel::{Decided, Entry, Failure, Msg, Open, Refuser};
 use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
 use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent, Receipt};
-use hcp_sandbox::pep::{DecidedCall, now_ms};
+use hcp_sandbox::pep::now_ms;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -242,7 +242,7 @@ impl Core {
         let mut flush = false;
         for m in batch {
             match m {
-                Msg::Call(d) => core.call(tx, &d)?,
+                Msg::Call(d) => core.call(tx, *d)?,
                 Msg::Append(entry, reply) => {
                     // A draft the log refuses refuses only its own receipt.
                     let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
@@ -439,39 +439,15 @@ impl Core {
         Ok(self.try_store(out, draft, input, at_ms, mark)??)
     }
 
-    fn call(&mut self, out: &mut Rows<'_>, d: &DecidedCall) -> Result<()> {
+    fn call(&mut self, out: &mut Rows<'_>, decided: Decided) -> Result<()> {
+        let Decided { call: d, prepared } = decided;
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
-        // A large call comes bounded: its input keeps a prefix, its
-        // `args_hash` is the whole call's. A whole call's input is stored
-        // as its parts.
-        let (args_hash, input) = match &d.full {
-            None => {
-                let call = d
-                    .call
-                    .canonical_bytes()
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
-                let args_hash = Digest::of(&call);
-                let input = Input::HostCall {
-                    at_ms: d.at_ms,
-                    call,
-                    counters: d.counters,
-                    scope: scope_hash,
-                };
-                (args_hash, input)
-            }
-            Some(full) => {
-                let (args_hash, input) = pep::input::receipt_input(
-                    d.at_ms,
-                    &d.call,
-                    Some(full),
-                    &d.counters,
-                    &scope_hash,
-                )
-                .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
-                (args_hash, Input::Raw(input))
-            }
-        };
+        let Prepared {
+            args_hash,
+            input,
+            input_hash,
+        } = prepared.map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
         let timestamp = self.timestamp(d.at_ms);
         let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
             Some(chain) => {
@@ -487,7 +463,7 @@ impl Core {
             capability: facts.capability.clone(),
             call: d.call.op.name().to_owned(),
             args_hash,
-            input_hash: input.digest(),
+            input_hash,
             verdict: d.verdict,
             reason_code: d.reason.to_owned(),
             risk: d.risk,
