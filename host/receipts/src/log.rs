@@ -357,21 +357,23 @@ impl HostLog {
     /// The draft breaks a rule of receipts, the clock is exhausted, or the
     /// due checkpoint cannot be made.
     pub fn append(&mut self, draft: Draft) -> Result<Appended, LogError> {
-        let host_id = self.state.host_id.clone();
         if draft.timestamp != self.checked_stamp {
             ids::check_timestamp(&draft.timestamp).map_err(|e| LogError::Field {
-                host_id: host_id.clone(),
+                host_id: self.state.host_id.clone(),
                 reason: e.to_string(),
             })?;
             self.checked_stamp.clone_from(&draft.timestamp);
         }
+        let host_id = &self.state.host_id;
         let clock = draft
             .parents
             .iter()
             .map(|p| p.lamport)
             .fold(self.state.lamport, u64::max);
         if clock >= MAX_SAFE_INTEGER {
-            return Err(LogError::ClockExhausted { host_id });
+            return Err(LogError::ClockExhausted {
+                host_id: host_id.clone(),
+            });
         }
         let seq = self.state.tree.size;
         let mut receipt = Receipt {
