@@ -61,6 +61,13 @@ use std::collections::HashMap;
 /// this many.
 pub(crate) const MAX_RECORDS: usize = 1024;
 
+/// A block is closed once its receipts take this many bytes: a gate's
+/// receipt records the task's whole submission (up to 1 MiB), so that a
+/// batch of many of them makes several blocks of about 1 MiB each, none
+/// near SQLite's limit on a value (about 1 GB), and a reader of one
+/// receipt decodes at most about 2 MiB.
+pub(crate) const MAX_BLOCK_BYTES: usize = 1 << 20;
+
 /// The first byte of `data`: this layout.
 const FORMAT: u8 = 1;
 
@@ -240,9 +247,12 @@ impl BlockWriter {
         usize::try_from(self.count).unwrap_or(usize::MAX)
     }
 
-    /// Whether it holds [`MAX_RECORDS`] receipts.
+    /// Whether it holds [`MAX_RECORDS`] receipts, or [`MAX_BLOCK_BYTES`]
+    /// of them.
     pub(crate) fn is_full(&self) -> bool {
         self.len() >= MAX_RECORDS
+            || self.records.len() + self.string_bytes.len() + self.digest_bytes.len()
+                >= MAX_BLOCK_BYTES
     }
 
     /// Adds the next receipt of the log. `at_ms`: the milliseconds its
@@ -924,6 +934,34 @@ mod tests {
             stored * 5 < json,
             "{stored} bytes stored for {json} bytes of JSON"
         );
+    }
+
+    #[test]
+    fn large_receipts_fill_a_block_by_their_bytes() {
+        // A gate's receipt records a whole submission, up to 1 MiB.
+        let big = Input::Raw(vec![b'x'; 300 * 1024]);
+        let mut w = BlockWriter::new();
+        let mut pushed = 0;
+        while !w.is_full() {
+            w.push(digest(0), &receipt(pushed, None), &big, None)
+                .expect("push");
+            pushed += 1;
+        }
+        assert_eq!(pushed, 4, "a block closes past 1 MiB of receipts");
+        let b = w.take().expect("block");
+        assert!(b.data.len() < 2 * MAX_BLOCK_BYTES, "{}", b.data.len());
+        assert_eq!(
+            decode(b.first_seq, b.count, &b.hashes, &b.data)
+                .expect("decode")
+                .len(),
+            4
+        );
+        // One receipt larger than a block is a block of its own.
+        let huge = Input::Raw(vec![b'x'; 3 * MAX_BLOCK_BYTES / 2]);
+        w.push(digest(0), &receipt(9, None), &huge, None)
+            .expect("push");
+        assert!(w.is_full());
+        assert_eq!(w.take().expect("block").count, 1);
     }
 
     #[test]
