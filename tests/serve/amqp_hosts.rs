@@ -2,8 +2,11 @@
 //! dies"): each with its own data directory and host key, sharing the
 //! policies and the installed capabilities, consuming the same
 //! `hcp.tasks.document-analysis`. One is SIGKILLed mid-stream and started
-//! again: every submission still gets exactly one final answer, and the two
-//! hosts' evidence packs merge into one that verifies and replays. Answers
+//! again: every submission still gets one final answer, a second one only
+//! from the one window AMQP 0-9-1 leaves open (the killed host had recorded
+//! the task as its own and its acknowledgement had not left; it never gave
+//! that task a first answer), and the two hosts' evidence packs merge into
+//! one that verifies and replays. Answers
 //! carry each host's Lamport clock, and a clock sent back orders the next
 //! task's receipts after it.
 
@@ -21,6 +24,8 @@ use std::time::{Duration, Instant};
 /// Submissions in the stream.
 const TASKS: usize = 40;
 const CALLER: &str = "harness-local-01";
+/// Deliveries each host holds unacknowledged at once.
+const PREFETCH: usize = 4;
 
 /// A final answer as the caller saw it.
 #[derive(Debug)]
@@ -40,6 +45,58 @@ impl Final {
             body: answer.body.clone(),
         }
     }
+}
+
+/// Whether a submission's two final answers are the acknowledgement's
+/// window's (see the end of the test): one from each host, neither said to
+/// be a repeat, and no first answer from the killed host.
+fn in_the_window(answers: &[Final], first_from: Option<&BTreeSet<usize>>, killed: usize) -> bool {
+    let fresh: Vec<usize> = answers
+        .iter()
+        .filter(|a| !a.redelivered)
+        .map(|a| a.host)
+        .collect();
+    let hosts: BTreeSet<usize> = fresh.iter().copied().collect();
+    fresh.len() == 2
+        && hosts.len() == 2
+        && hosts.contains(&killed)
+        && !first_from.is_some_and(|h| h.contains(&killed))
+}
+
+#[test]
+fn only_a_task_the_killed_host_never_answered_first_may_run_twice() {
+    let answer = |host, redelivered| Final {
+        host,
+        message_id: format!("msg-{host}"),
+        redelivered,
+        body: serde_json::json!({"type": "task_completed"}),
+    };
+    let both = [answer(0, false), answer(1, false)];
+    let other_first = BTreeSet::from([1]);
+    assert!(in_the_window(&both, Some(&other_first), 0));
+    assert!(in_the_window(&both, None, 0));
+    // The killed host had answered it first: its acknowledgement was
+    // confirmed, and the broker still gave the message away.
+    let killed_first = BTreeSet::from([0]);
+    assert!(!in_the_window(&both, Some(&killed_first), 0));
+    assert!(!in_the_window(&both, Some(&BTreeSet::from([0, 1])), 0));
+    // Two answers from one host, or three, are not the window's.
+    assert!(!in_the_window(
+        &[answer(1, false), answer(1, false)],
+        None,
+        0
+    ));
+    assert!(!in_the_window(
+        &[answer(0, false), answer(1, false), answer(1, false)],
+        None,
+        0
+    ));
+    // A repeat marked as one is checked as a repeat.
+    assert!(!in_the_window(
+        &[answer(0, false), answer(0, true)],
+        None,
+        0
+    ));
 }
 
 fn is_final(answer: &Reply) -> bool {
@@ -82,7 +139,7 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
         "--amqp",
         &url,
         "--amqp-prefetch",
-        "4",
+        &PREFETCH.to_string(),
         "--policies",
         policies.path().to_str().expect("utf-8"),
     ];
@@ -99,7 +156,7 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
     };
 
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    let (finals, firsts, last_clock) = runtime.block_on(async {
+    let (finals, firsts, first_from, killed, last_clock) = runtime.block_on(async {
         // Both hosts take work from the start.
         consumed_by(&broker, 2).await;
         let mut caller = Caller::connect(&broker, CALLER, a.path()).await;
@@ -113,6 +170,8 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
         // said it may be a repeat, and its body.
         let mut finals: BTreeMap<String, Vec<Final>> = BTreeMap::new();
         let mut firsts: BTreeMap<usize, usize> = BTreeMap::new();
+        // Per submission: the hosts that gave it a first answer.
+        let mut first_from: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         let mut clocks: BTreeMap<usize, u64> = BTreeMap::new();
         let mut killed: Option<usize> = None;
         let deadline = Instant::now() + Duration::from_secs(300);
@@ -151,6 +210,10 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
             } else {
                 assert_eq!(answer.body["type"], "task_accepted", "{}", answer.body);
                 *firsts.entry(host).or_default() += 1;
+                first_from
+                    .entry(answer.correlation.clone())
+                    .or_default()
+                    .insert(host);
             }
             // Mid-stream: SIGKILL the first host to have accepted three
             // tasks, then start it again on the same data directory.
@@ -203,19 +266,36 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
             .await
             .expect("the final answer");
         assert!(is_final(&last), "{}", last.body);
-        (finals, firsts, ahead)
+        (finals, firsts, first_from, killed.expect("killed"), ahead)
     });
 
-    // Every submission has exactly one final answer: one decision, by one
-    // host. A host killed between the broker's confirm of a final answer
-    // and recording it publishes it again when it is back: the same
-    // answer (same message_id, same body), marked x-hcp-redelivered, which
-    // a caller drops.
+    // Every submission has one final answer: one decision, by one host. A
+    // host killed between the broker's confirm of a final answer and
+    // recording it publishes it again when it is back: the same answer
+    // (same message_id, same body), marked x-hcp-redelivered, which a
+    // caller drops.
+    //
+    // The one exception is the window docs/amqp.md ("Redelivery and a host
+    // that dies") describes: the killed host had written the task down as
+    // its own (its database's write is in the file once made, a SIGKILL
+    // does not undo it) and was killed before its acknowledgement left,
+    // while the write was still being synced. The broker gives the message
+    // to the other host, and the restarted host runs its copy too. Its
+    // first answer follows the broker's word that it has the
+    // acknowledgement, so the killed host never answered such a task
+    // first; a copy it did answer first is a broken promise, and fails
+    // here. Only deliveries the host held at once can be in the window:
+    // at most the prefetch.
     let expected: BTreeSet<String> = (0..TASKS).map(|i| format!("two-hosts-{i}")).collect();
     let answered: BTreeSet<String> = finals.keys().cloned().collect();
     assert_eq!(answered, expected);
+    let mut ran_twice = Vec::new();
     for (id, answers) in &finals {
         let first = &answers[0];
+        if in_the_window(answers, first_from.get(id), killed) {
+            ran_twice.push(id.clone());
+            continue;
+        }
         for copy in &answers[1..] {
             if !copy.redelivered {
                 // What each host logged about the submission's tasks.
@@ -237,7 +317,9 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
                         .join("\n")
                 };
                 panic!(
-                    "{id}: a second final answer: {answers:?}\nhost 0:\n{}\nhost 1:\n{}",
+                    "{id}: a second final answer (first answers from hosts {:?}, host {killed} \
+                     killed): {answers:?}\nhost 0:\n{}\nhost 1:\n{}",
+                    first_from.get(id),
                     about(a.path()),
                     about(b.path())
                 );
@@ -249,6 +331,10 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
             );
         }
     }
+    assert!(
+        ran_twice.len() <= PREFETCH,
+        "{ran_twice:?}: more tasks than the prefetch ({PREFETCH}) ran on both hosts"
+    );
     // Both hosts took work.
     assert_eq!(firsts.len(), 2, "{firsts:?}");
 
@@ -309,7 +395,10 @@ fn two_hosts_share_a_queue_and_a_sigkilled_one_answers_each_task_once() {
         .count();
     let copies: usize = finals.values().map(|a| a.len() - 1).sum();
     eprintln!(
-        "two hosts: first answers per host {firsts:?}; {failed} task(s) failed by the kill; \
-         {abandoned} copy(ies) abandoned (gate.abandoned); {copies} repeated final answer(s)"
+        "two hosts: host {killed} killed; first answers per host {firsts:?}; {failed} task(s) \
+         failed by the kill; {abandoned} copy(ies) abandoned (gate.abandoned); {copies} repeated \
+         final answer(s), of which {} ran on both hosts in the acknowledgement's window {:?}",
+        ran_twice.len(),
+        ran_twice
     );
 }
