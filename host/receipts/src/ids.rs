@@ -53,6 +53,27 @@ pub fn check_host_id(id: &str) -> Result<(), IdError> {
     }
 }
 
+/// Whether `id` is the receipt id a log gives its `seq`th receipt,
+/// `<host_id>:<seq>` (the number in decimal, no leading zeros), compared
+/// without allocating.
+#[must_use]
+pub fn is_receipt_id(id: &str, host_id: &str, seq: u64) -> bool {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = seq;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    id.strip_prefix(host_id)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .is_some_and(|rest| rest.as_bytes() == &digits[at..])
+}
+
 /// Checks a free-form identifier (session, task, capability, call): 1 to 256
 /// printable characters, no control characters.
 ///
@@ -88,4 +109,19 @@ pub fn check_timestamp(value: &str) -> Result<(), IdError> {
             value: value.to_owned(),
             reason: e.to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receipt_ids_are_compared_without_allocating() {
+        assert!(is_receipt_id("h:0", "h", 0));
+        assert!(is_receipt_id("h-1:18446744073709551615", "h-1", u64::MAX));
+        assert!(!is_receipt_id("h:07", "h", 7));
+        assert!(!is_receipt_id("h:7 ", "h", 7));
+        assert!(!is_receipt_id("h7", "h", 7));
+        assert!(!is_receipt_id("hh:7", "h", 7));
+    }
 }

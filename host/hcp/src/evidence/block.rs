@@ -309,7 +309,7 @@ impl BlockWriter {
                 flags |= PREV_WRITTEN;
             }
         }
-        if !is_receipt_id(&r.receipt_id, &r.host_id, r.seq) {
+        if !hcp_receipts::ids::is_receipt_id(&r.receipt_id, &r.host_id, r.seq) {
             flags |= ID_WRITTEN;
         }
         let ms = at_ms.filter(|ms| self.renders(*ms, &r.timestamp));
@@ -719,24 +719,6 @@ fn decode_inner(first_seq: u64, count: u64, hashes: &[u8], data: &[u8]) -> Resul
         bail!("{} bytes after its last receipt", data.len() - r.at);
     }
     Ok(out)
-}
-
-/// `id` is `<host_id>:<seq>`, compared without allocating.
-fn is_receipt_id(id: &str, host_id: &str, seq: u64) -> bool {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = seq;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    id.strip_prefix(host_id)
-        .and_then(|r| r.strip_prefix(':'))
-        .is_some_and(|rest| rest.as_bytes() == &digits[at..])
 }
 
 fn risk_byte(risk: RiskLevel) -> u8 {
