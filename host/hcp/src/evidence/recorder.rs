@@ -1,7 +1,7 @@
 //! The receipt pipeline's handle: the channel to the writer thread
 //! ([`super::writer`]), and what the gate and the task engine call.
 
-use super::channel::{Entry, Failure, Msg, Open};
+use super::channel::{Entry, Failure, Msg, Open, Spent};
 use super::writer::Writer;
 use crate::hostkey::HostIdentity;
 use crate::store::Store;
@@ -25,6 +25,7 @@ const CHANNEL: usize = 1 << 16;
 struct Sink {
     tx: SyncSender<Msg>,
     failure: Arc<Failure>,
+    spent: Arc<Spent>,
 }
 
 impl VerdictSink for Sink {
@@ -41,6 +42,7 @@ impl VerdictSink for Sink {
             self.failure
                 .set("the receipt writer stopped".into(), false, Vec::new());
         }
+        self.spent.free_some();
     }
 
     fn healthy(&self) -> bool {
@@ -128,6 +130,8 @@ pub struct Recorder {
     host_id: String,
     /// The log's Lamport clock as last stored.
     clock: Arc<AtomicU64>,
+    /// Host calls' messages the writer is done with, for sinks to free.
+    spent: Arc<Spent>,
 }
 
 /// The largest Lamport clock the host takes from outside (2^48): a caller
@@ -228,7 +232,8 @@ impl Recorder {
         let log = HostLog::resume(state, key, signing)?;
         let failure = Arc::new(Failure::default());
         let clock = Arc::new(AtomicU64::new(0));
-        let mut writer = Writer::new(db, log, saved, &dir, clock.clone());
+        let spent = Arc::new(Spent::default());
+        let mut writer = Writer::new(db, log, saved, &dir, clock.clone(), spent.clone());
         writer.seal_on_open()?;
         let (tx, rx) = sync_channel(CHANNEL);
         let thread = std::thread::Builder::new()
@@ -244,6 +249,7 @@ impl Recorder {
             store,
             host_id,
             clock,
+            spent,
         })
     }
 
@@ -283,6 +289,7 @@ impl Recorder {
         Arc::new(Sink {
             tx: self.tx.clone(),
             failure: self.failure.clone(),
+            spent: self.spent.clone(),
         })
     }
 

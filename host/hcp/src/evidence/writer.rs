@@ -17,7 +17,7 @@
 //! blocks".)
 
 use super::block::{BlockWriter, Input, Prepared};
-use super::channel::{Decided, Entry, Failure, Msg, Open, Refuser};
+use super::channel::{Decided, Entry, Failure, Msg, Open, Refuser, Spent};
 use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
@@ -63,6 +63,9 @@ pub(super) struct Writer {
     marker: super::marker::Marker,
     /// The log's Lamport clock as last stored, for answers to carry.
     clock: Arc<AtomicU64>,
+    /// Where host calls' messages go once stored, to be freed by the
+    /// threads that made them ([`Spent`]).
+    spent: Arc<Spent>,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -77,6 +80,10 @@ pub(super) struct Core {
     threads: HashMap<String, Thread>,
     /// The last timestamp formatted: calls come many to a millisecond.
     stamp: (u64, String),
+    /// This batch's host calls' messages, once used ([`Spent`]): boxes as
+    /// they came, to be freed where they were allocated.
+    #[allow(clippy::vec_box)]
+    spent: Vec<Box<Decided>>,
 }
 
 fn begin(db: &Connection) -> Result<Transaction<'_>> {
@@ -93,6 +100,7 @@ impl Writer {
         saved: String,
         dir: &std::path::Path,
         clock: Arc<AtomicU64>,
+        spent: Arc<Spent>,
     ) -> Self {
         clock.store(log.state().lamport, Ordering::Release);
         Self {
@@ -101,12 +109,14 @@ impl Writer {
             marked: None,
             marker: super::marker::Marker::start(dir.to_path_buf()),
             clock,
+            spent,
             core: Core {
                 log,
                 saved,
                 sessions: HashMap::new(),
                 threads: HashMap::new(),
                 stamp: (u64::MAX, String::new()),
+                spent: Vec::new(),
             },
         }
     }
@@ -139,6 +149,7 @@ impl Writer {
             let batched = phase!("writer.batch");
             let stored = self.batch(batch, &mut replies);
             drop(batched);
+            self.spent.hand_back(&mut self.core.spent);
             match stored {
                 Err(e) => {
                     // Nothing of the batch is stored: the log and the
@@ -242,7 +253,10 @@ impl Core {
         let mut flush = false;
         for m in batch {
             match m {
-                Msg::Call(d) => core.call(tx, *d)?,
+                Msg::Call(d) => {
+                    core.call(tx, &d)?;
+                    core.spent.push(d);
+                }
                 Msg::Append(entry, reply) => {
                     // A draft the log refuses refuses only its own receipt.
                     let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
@@ -391,7 +405,7 @@ impl Core {
         &mut self,
         out: &mut Rows<'_>,
         draft: Draft,
-        input: Input,
+        input: &Input,
         at_ms: u64,
         mark: bool,
     ) -> Result<Result<(Parent, u64), LogError>> {
@@ -409,12 +423,7 @@ impl Core {
                 call: r.call.clone(),
             })?;
         }
-        out.write(Row::Receipt(Box::new(ReceiptRow {
-            hash: appended.hash,
-            receipt: r,
-            input,
-            at_ms,
-        })))?;
+        out.receipt(appended.hash, &r, input, at_ms)?;
         if let Some(cp) = &appended.checkpoint {
             out.write(checkpoint_row(cp)?)?;
         }
@@ -432,14 +441,14 @@ impl Core {
         &mut self,
         out: &mut Rows<'_>,
         draft: Draft,
-        input: Input,
+        input: &Input,
         at_ms: u64,
         mark: bool,
     ) -> Result<(Parent, u64)> {
         Ok(self.try_store(out, draft, input, at_ms, mark)??)
     }
 
-    fn call(&mut self, out: &mut Rows<'_>, decided: Decided) -> Result<()> {
+    fn call(&mut self, out: &mut Rows<'_>, decided: &Decided) -> Result<()> {
         let Decided { call: d, prepared } = decided;
         let facts = d.scope.facts();
         let scope_hash = d.scope.facts_hash();
@@ -447,7 +456,9 @@ impl Core {
             args_hash,
             input,
             input_hash,
-        } = prepared.map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
+        } = prepared
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
         let timestamp = self.timestamp(d.at_ms);
         let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
             Some(chain) => {
@@ -462,8 +473,8 @@ impl Core {
             task_id: Some(facts.task_id.clone()),
             capability: facts.capability.clone(),
             call: d.call.op.name().to_owned(),
-            args_hash,
-            input_hash,
+            args_hash: *args_hash,
+            input_hash: *input_hash,
             verdict: d.verdict,
             reason_code: d.reason.to_owned(),
             risk: d.risk,
@@ -547,7 +558,7 @@ impl Core {
             parents,
             timestamp,
         };
-        let stored = self.try_store(out, draft, Input::Raw(input), at_ms, true)?;
+        let stored = self.try_store(out, draft, &Input::Raw(input), at_ms, true)?;
         if let (Ok((parent, _)), Some(follows)) = (&stored, &e.follows) {
             if follows.last {
                 self.threads.remove(&follows.proposal);
@@ -588,7 +599,7 @@ impl Core {
             parents: o.causes.clone(),
             timestamp: self.timestamp(o.at_ms),
         };
-        let (parent, seq) = self.store(out, draft, Input::Raw(o.input.clone()), o.at_ms, true)?;
+        let (parent, seq) = self.store(out, draft, &Input::Raw(o.input.clone()), o.at_ms, true)?;
         out.write(session_row(
             &o.facts,
             &facts_hash,
@@ -643,17 +654,17 @@ impl<'a> Rows<'a> {
     }
 
     fn write(&mut self, row: Row) -> Result<()> {
-        match row {
-            Row::Receipt(r) => {
-                self.block
-                    .push(r.hash, &r.receipt, &r.input, Some(r.at_ms))?;
-                if self.block.is_full() {
-                    self.insert_block()?;
-                }
-                Ok(())
-            }
-            row => row.insert(self.db),
+        row.insert(self.db)
+    }
+
+    /// Gathers a receipt into the block. `at_ms`: the milliseconds its
+    /// timestamp was made from.
+    fn receipt(&mut self, hash: Digest, r: &Receipt, input: &Input, at_ms: u64) -> Result<()> {
+        self.block.push(hash, r, input, Some(at_ms))?;
+        if self.block.is_full() {
+            self.insert_block()?;
         }
+        Ok(())
     }
 
     fn insert_block(&mut self) -> Result<()> {
@@ -678,19 +689,8 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// A receipt to store, with what its block needs.
-struct ReceiptRow {
-    hash: Digest,
-    receipt: Receipt,
-    input: Input,
-    /// The milliseconds its timestamp was made from.
-    at_ms: u64,
-}
-
 /// One row of the receipt tables.
 enum Row {
-    /// Gathered into a block by [`Rows`].
-    Receipt(Box<ReceiptRow>),
     Mark {
         seq: u64,
         task_id: Option<String>,
@@ -732,11 +732,9 @@ impl Row {
     fn insert(self, tx: &Connection) -> Result<()> {
         let row = match self {
             Row::Store(write) => return write(tx),
-            Row::Receipt(_) => anyhow::bail!("a receipt is written in its block"),
             row => row,
         };
         match &row {
-            Row::Receipt(_) => unreachable!("refused above"),
             Row::Mark {
                 seq,
                 task_id,
