@@ -42,7 +42,7 @@ mod view;
 pub use checkpoint::Checkpoint;
 pub use hash::Digest;
 pub use keys::{HostKey, KeyId, PublicKey, Signature};
-pub use log::{Appended, Draft, HostLog, LogState, SigningPolicy};
+pub use log::{Appended, Draft, DraftRef, HostLog, LogState, Placed, SigningPolicy};
 pub use pack::{Pack, ReadLimits};
 pub use receipt::{Parent, Receipt, Verdict};
 pub use replay::{Decider, Decision, replay};

@@ -83,6 +83,66 @@ pub struct Draft {
     pub timestamp: String,
 }
 
+/// A [`Draft`] with borrowed fields, for [`HostLog::append_into`]: what a
+/// caller that keeps the strings of its verdicts hands the log without
+/// copying them first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DraftRef<'a> {
+    /// The session, if any.
+    pub session_id: Option<&'a str>,
+    /// The task, if any.
+    pub task_id: Option<&'a str>,
+    /// `name@version`.
+    pub capability: &'a str,
+    /// The call decided.
+    pub call: &'a str,
+    /// `sha256:` of the canonical arguments.
+    pub args_hash: Digest,
+    /// `sha256:` of the canonical decision input.
+    pub input_hash: Digest,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Its reason code.
+    pub reason_code: &'a str,
+    /// The call's risk level.
+    pub risk: RiskLevel,
+    /// Hash of the policy in force.
+    pub policy_hash: Digest,
+    /// As [`Draft::parents`].
+    pub parents: &'a [Parent],
+    /// RFC 3339 time of the verdict.
+    pub timestamp: &'a str,
+}
+
+impl Draft {
+    /// The draft, borrowed.
+    pub fn as_ref(&self) -> DraftRef<'_> {
+        DraftRef {
+            session_id: self.session_id.as_deref(),
+            task_id: self.task_id.as_deref(),
+            capability: &self.capability,
+            call: &self.call,
+            args_hash: self.args_hash,
+            input_hash: self.input_hash,
+            verdict: self.verdict,
+            reason_code: &self.reason_code,
+            risk: self.risk,
+            policy_hash: self.policy_hash,
+            parents: &self.parents,
+            timestamp: &self.timestamp,
+        }
+    }
+}
+
+/// What [`HostLog::append_into`] made beside the receipt it wrote.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    /// The receipt's hash (as [`Appended::hash`]).
+    pub hash: Digest,
+    /// A checkpoint to store, when one was due.
+    pub checkpoint: Option<Checkpoint>,
+}
+
 /// The last checkpoint as the log remembers it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -357,12 +417,35 @@ impl HostLog {
     /// The draft breaks a rule of receipts, the clock is exhausted, or the
     /// due checkpoint cannot be made.
     pub fn append(&mut self, draft: Draft) -> Result<Appended, LogError> {
+        let mut receipt = Receipt::blank();
+        let Placed { hash, checkpoint } = self.append_into(draft.as_ref(), &mut receipt)?;
+        Ok(Appended {
+            receipt,
+            hash,
+            checkpoint,
+        })
+    }
+
+    /// [`HostLog::append`] into `receipt`, whose fields are all written
+    /// again (their strings' buffers reused): a caller that stores each
+    /// receipt and moves on keeps one and allocates nothing per receipt.
+    /// The state changes only when this returns `Ok`; on an error
+    /// `receipt` holds no receipt of the log.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostLog::append`].
+    pub fn append_into(
+        &mut self,
+        draft: DraftRef<'_>,
+        receipt: &mut Receipt,
+    ) -> Result<Placed, LogError> {
         if draft.timestamp != self.checked_stamp {
-            ids::check_timestamp(&draft.timestamp).map_err(|e| LogError::Field {
+            ids::check_timestamp(draft.timestamp).map_err(|e| LogError::Field {
                 host_id: self.state.host_id.clone(),
                 reason: e.to_string(),
             })?;
-            self.checked_stamp.clone_from(&draft.timestamp);
+            draft.timestamp.clone_into(&mut self.checked_stamp);
         }
         let host_id = &self.state.host_id;
         let clock = draft
@@ -376,28 +459,7 @@ impl HostLog {
             });
         }
         let seq = self.state.tree.size;
-        let mut receipt = Receipt {
-            args_hash: draft.args_hash,
-            call: draft.call,
-            capability: draft.capability,
-            host_id: host_id.clone(),
-            input_hash: draft.input_hash,
-            key_id: None,
-            lamport: clock + 1,
-            parents: draft.parents.iter().map(|p| p.hash).collect(),
-            policy_hash: draft.policy_hash,
-            prev_hash: self.state.head,
-            reason_code: draft.reason_code,
-            receipt_id: format!("{host_id}:{seq}"),
-            risk: draft.risk,
-            seq,
-            session_id: draft.session_id,
-            signature: None,
-            task_id: draft.task_id,
-            timestamp: draft.timestamp,
-            verdict: draft.verdict,
-            version: RECEIPT_VERSION,
-        };
+        fill(receipt, &draft, host_id, seq, clock + 1, self.state.head);
         let draft_error = |source| LogError::Draft {
             host_id: host_id.clone(),
             source,
@@ -433,11 +495,7 @@ impl HostLog {
             self.state.tree.push(leaf_hash(&hash.0));
             None
         };
-        Ok(Appended {
-            receipt,
-            hash,
-            checkpoint,
-        })
+        Ok(Placed { hash, checkpoint })
     }
 
     /// Emits a signed checkpoint of the whole log now (e.g. before an export).
@@ -506,4 +564,46 @@ fn check_state(state: &LogState) -> Result<(), LogError> {
         return Err(bad("the last checkpoint is beyond the log".into()));
     }
     Ok(())
+}
+
+/// Writes every field of the receipt `draft` makes at `seq` into
+/// `receipt`, reusing its strings' buffers; unsigned.
+fn fill(
+    receipt: &mut Receipt,
+    draft: &DraftRef<'_>,
+    host_id: &str,
+    seq: u64,
+    lamport: u64,
+    prev_hash: Option<Digest>,
+) {
+    fn set(to: &mut Option<String>, from: Option<&str>) {
+        match (to.as_mut(), from) {
+            (Some(to), Some(from)) => from.clone_into(to),
+            (_, from) => *to = from.map(str::to_owned),
+        }
+    }
+    use std::fmt::Write as _;
+    receipt.args_hash = draft.args_hash;
+    draft.call.clone_into(&mut receipt.call);
+    draft.capability.clone_into(&mut receipt.capability);
+    host_id.clone_into(&mut receipt.host_id);
+    receipt.input_hash = draft.input_hash;
+    receipt.key_id = None;
+    receipt.lamport = lamport;
+    receipt.parents.clear();
+    receipt.parents.extend(draft.parents.iter().map(|p| p.hash));
+    receipt.policy_hash = draft.policy_hash;
+    receipt.prev_hash = prev_hash;
+    draft.reason_code.clone_into(&mut receipt.reason_code);
+    receipt.receipt_id.clear();
+    // Writing into a `String` cannot fail.
+    let _ = write!(receipt.receipt_id, "{host_id}:{seq}");
+    receipt.risk = draft.risk;
+    receipt.seq = seq;
+    set(&mut receipt.session_id, draft.session_id);
+    receipt.signature = None;
+    set(&mut receipt.task_id, draft.task_id);
+    draft.timestamp.clone_into(&mut receipt.timestamp);
+    receipt.verdict = draft.verdict;
+    receipt.version = RECEIPT_VERSION;
 }

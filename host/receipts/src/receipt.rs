@@ -136,6 +136,34 @@ pub struct Parent {
 }
 
 impl Receipt {
+    /// A receipt to fill with [`crate::HostLog::append_into`]: every field
+    /// empty or zero. It is not a receipt of any log, and breaks the
+    /// format's rules as it is ([`Receipt::check`] refuses it).
+    pub fn blank() -> Self {
+        Self {
+            args_hash: Digest([0; 32]),
+            call: String::new(),
+            capability: String::new(),
+            host_id: String::new(),
+            input_hash: Digest([0; 32]),
+            key_id: None,
+            lamport: 0,
+            parents: Vec::new(),
+            policy_hash: Digest([0; 32]),
+            prev_hash: None,
+            reason_code: String::new(),
+            receipt_id: String::new(),
+            risk: RiskLevel::R1,
+            seq: 0,
+            session_id: None,
+            signature: None,
+            task_id: None,
+            timestamp: String::new(),
+            verdict: Verdict::Allow,
+            version: RECEIPT_VERSION,
+        }
+    }
+
     /// The canonical form (RFC 8785) with every field as it is.
     ///
     /// # Errors

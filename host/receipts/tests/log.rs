@@ -224,3 +224,64 @@ fn a_cycle_and_a_clock_going_backwards_are_reported() {
         ]
     );
 }
+
+/// `append_into` a receipt kept from one append to the next makes the same
+/// receipts, hashes and checkpoints as `append`: nothing of the receipt
+/// before stays behind (a signature after a signed one, a session or task
+/// after one with them, longer strings, more parents), also after a draft
+/// the log refused.
+#[test]
+fn a_receipt_filled_again_is_the_receipt_append_makes() {
+    let mut owned = HostLog::new(HOST_A, key_a(), policy()).expect("log");
+    let mut reused = HostLog::new(HOST_A, key_a(), policy()).expect("log");
+    let mut slot = hcp_receipts::Receipt::blank();
+    let mut drafts = Vec::new();
+    let mut d = draft("2026-03-01T12:00:00Z");
+    d.task_id = Some("t-a-much-longer-task-id-than-the-next".into());
+    d.parents = vec![
+        hcp_receipts::Parent {
+            hash: Digest::of(b"p1"),
+            lamport: 7,
+        },
+        hcp_receipts::Parent {
+            hash: Digest::of(b"p2"),
+            lamport: 3,
+        },
+    ];
+    drafts.push(d);
+    let mut deny = draft("2026-03-01T12:00:00.5Z");
+    deny.verdict = Verdict::Deny;
+    deny.reason_code = reason::DENY_ARGS_INVALID.into();
+    deny.call = "net.connect".into();
+    drafts.push(deny);
+    let mut plain = draft("2026-03-01T12:00:01Z");
+    plain.session_id = None;
+    plain.capability = "x@1".into();
+    drafts.push(plain);
+    let mut refused = draft("2026-03-01T12:00:01Z");
+    refused.reason_code = reason::DENY_ARGS_INVALID.into();
+    drafts.push(refused);
+    let mut high = draft("2026-03-01T12:00:02Z");
+    high.risk = RiskLevel::R4;
+    high.task_id = Some("t".into());
+    drafts.push(high);
+    drafts.extend((0..6).map(|i| draft(&format!("2026-03-01T12:00:0{}Z", 3 + i % 2))));
+
+    let mut stored = 0;
+    for d in drafts {
+        match (owned.append(d.clone()), reused.append_into(d.as_ref(), &mut slot)) {
+            (Ok(a), Ok(placed)) => {
+                assert_eq!(slot, a.receipt, "{}", a.receipt.receipt_id);
+                assert_eq!(placed.hash, a.hash);
+                assert_eq!(placed.hash, slot.hash().expect("hash"));
+                assert_eq!(placed.checkpoint, a.checkpoint);
+                stored += 1;
+            }
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("append {a:?}, append_into {b:?}"),
+        }
+        assert_eq!(reused.state(), owned.state());
+    }
+    assert_eq!(stored, 10);
+    assert!(owned.state().last_checkpoint.is_some(), "a checkpoint was made on the way");
+}

@@ -22,7 +22,7 @@ use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
-use hcp_receipts::{Digest, Draft, HostLog, LogState, Parent, Receipt};
+use hcp_receipts::{Digest, DraftRef, HostLog, LogState, Parent, Receipt};
 use hcp_sandbox::pep::now_ms;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
@@ -80,6 +80,12 @@ pub(super) struct Core {
     threads: HashMap<String, Thread>,
     /// The last timestamp formatted: calls come many to a millisecond.
     stamp: (u64, String),
+    /// The receipt each append fills, stores and leaves
+    /// ([`HostLog::append_into`]): its strings' buffers are reused, where
+    /// a receipt of owned strings was allocated, moved and freed per call.
+    slot: Receipt,
+    /// A host call's parents, gathered for its draft.
+    parents: Vec<Parent>,
     /// This batch's host calls' messages, once used ([`Spent`]): boxes as
     /// they came, to be freed where they were allocated.
     #[allow(clippy::vec_box)]
@@ -116,6 +122,8 @@ impl Writer {
                 sessions: HashMap::new(),
                 threads: HashMap::new(),
                 stamp: (u64::MAX, String::new()),
+                slot: Receipt::blank(),
+                parents: Vec::new(),
                 spent: Vec::new(),
             },
         }
@@ -374,12 +382,6 @@ impl Core {
         self.log.size() > covered
     }
 
-    fn timestamp(&mut self, at_ms: u64) -> String {
-        if self.stamp.0 != at_ms {
-            self.stamp = (at_ms, rfc3339_unix_ms(at_ms));
-        }
-        self.stamp.1.clone()
-    }
 
     fn save_session(&mut self, out: &mut Rows<'_>, session: &str) -> Result<()> {
         if let Some(chain) = self.sessions.get_mut(session)
@@ -394,60 +396,6 @@ impl Core {
         Ok(())
     }
 
-    /// Appends a draft and stores the receipt (and checkpoint). The inner
-    /// error is the log refusing the draft (nothing changed); the outer one
-    /// a failure to store after the log moved on.
-    /// `mark`: index the receipt by task and session (the gate's and the
-    /// sessions' receipts; a host call's is found through its session's
-    /// range).
-    /// `at_ms`: the milliseconds the draft's timestamp was made from.
-    fn try_store(
-        &mut self,
-        out: &mut Rows<'_>,
-        draft: Draft,
-        input: &Input,
-        at_ms: u64,
-        mark: bool,
-    ) -> Result<Result<(Parent, u64), LogError>> {
-        let appended = match self.log.append(draft) {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(e)),
-        };
-        let r = appended.receipt;
-        let (seq, lamport) = (r.seq, r.lamport);
-        if mark {
-            out.write(Row::Mark {
-                seq,
-                task_id: r.task_id.clone(),
-                session_id: r.session_id.clone(),
-                call: r.call.clone(),
-            })?;
-        }
-        out.receipt(appended.hash, &r, input, at_ms)?;
-        if let Some(cp) = &appended.checkpoint {
-            out.write(checkpoint_row(cp)?)?;
-        }
-        Ok(Ok((
-            Parent {
-                hash: appended.hash,
-                lamport,
-            },
-            seq,
-        )))
-    }
-
-    /// [`Core::try_store`] where a refused draft is a host fault.
-    fn store(
-        &mut self,
-        out: &mut Rows<'_>,
-        draft: Draft,
-        input: &Input,
-        at_ms: u64,
-        mark: bool,
-    ) -> Result<(Parent, u64)> {
-        Ok(self.try_store(out, draft, input, at_ms, mark)??)
-    }
-
     fn call(&mut self, out: &mut Rows<'_>, decided: &Decided) -> Result<()> {
         let Decided { call: d, prepared } = decided;
         let facts = d.scope.facts();
@@ -459,30 +407,31 @@ impl Core {
         } = prepared
             .as_ref()
             .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
-        let timestamp = self.timestamp(d.at_ms);
-        let (parents, known) = match self.sessions.get_mut(&facts.session_id) {
+        self.parents.clear();
+        let known = match self.sessions.get_mut(&facts.session_id) {
             Some(chain) => {
-                let mut parents = vec![chain.last];
-                parents.append(&mut chain.causes);
-                (parents, true)
+                self.parents.push(chain.last);
+                self.parents.append(&mut chain.causes);
+                true
             }
-            None => (Vec::new(), false),
+            None => false,
         };
-        let draft = Draft {
-            session_id: Some(facts.session_id.clone()),
-            task_id: Some(facts.task_id.clone()),
-            capability: facts.capability.clone(),
-            call: d.call.op.name().to_owned(),
+        let draft = DraftRef {
+            session_id: Some(&facts.session_id),
+            task_id: Some(&facts.task_id),
+            capability: &facts.capability,
+            call: d.call.op.name(),
             args_hash: *args_hash,
             input_hash: *input_hash,
             verdict: d.verdict,
-            reason_code: d.reason.to_owned(),
+            reason_code: d.reason,
             risk: d.risk,
             policy_hash: d.scope.policy_hash(),
-            parents,
-            timestamp,
+            parents: &self.parents,
+            timestamp: stamp(&mut self.stamp, d.at_ms),
         };
-        let (parent, seq) = self.store(out, draft, input, d.at_ms, false)?;
+        let (parent, seq) =
+            try_store(&mut self.log, &mut self.slot, out, draft, input, d.at_ms, false)??;
         if !known {
             // A governor whose session was not opened here: keep its facts
             // so packs can replay it.
@@ -543,22 +492,30 @@ impl Core {
             }
         }
         let at_ms = now_ms();
-        let timestamp = self.timestamp(at_ms);
-        let draft = Draft {
-            session_id: e.session_id.clone(),
-            task_id: e.task_id.clone(),
-            capability: e.capability.clone(),
-            call: e.call.clone(),
+        let input_hash = Digest::of(&input);
+        let draft = DraftRef {
+            session_id: e.session_id.as_deref(),
+            task_id: e.task_id.as_deref(),
+            capability: &e.capability,
+            call: &e.call,
             args_hash,
-            input_hash: Digest::of(&input),
+            input_hash,
             verdict: e.verdict,
-            reason_code: e.reason_code.clone(),
+            reason_code: &e.reason_code,
             risk: e.risk,
             policy_hash: e.policy_hash,
-            parents,
-            timestamp,
+            parents: &parents,
+            timestamp: stamp(&mut self.stamp, at_ms),
         };
-        let stored = self.try_store(out, draft, &Input::Raw(input), at_ms, true)?;
+        let stored = try_store(
+            &mut self.log,
+            &mut self.slot,
+            out,
+            draft,
+            &Input::Raw(input),
+            at_ms,
+            true,
+        )?;
         if let (Ok((parent, _)), Some(follows)) = (&stored, &e.follows) {
             if follows.last {
                 self.threads.remove(&follows.proposal);
@@ -585,21 +542,30 @@ impl Core {
 
     fn open(&mut self, out: &mut Rows<'_>, o: &Open) -> Result<Parent> {
         let facts_hash = Digest::of(&o.facts_bytes);
-        let draft = Draft {
-            session_id: Some(o.facts.session_id.clone()),
-            task_id: Some(o.facts.task_id.clone()),
-            capability: o.facts.capability.clone(),
-            call: pep::input::CALL_SESSION_OPEN.to_owned(),
+        let draft = DraftRef {
+            session_id: Some(&o.facts.session_id),
+            task_id: Some(&o.facts.task_id),
+            capability: &o.facts.capability,
+            call: pep::input::CALL_SESSION_OPEN,
             args_hash: facts_hash,
             input_hash: Digest::of(&o.input),
             verdict: o.decision.verdict,
-            reason_code: o.decision.reason.to_owned(),
+            reason_code: o.decision.reason,
             risk: o.facts.risk_level,
             policy_hash: o.policy_hash,
-            parents: o.causes.clone(),
-            timestamp: self.timestamp(o.at_ms),
+            parents: &o.causes,
+            timestamp: stamp(&mut self.stamp, o.at_ms),
         };
-        let (parent, seq) = self.store(out, draft, &Input::Raw(o.input.clone()), o.at_ms, true)?;
+        // A refused opening is a host fault.
+        let (parent, seq) = try_store(
+            &mut self.log,
+            &mut self.slot,
+            out,
+            draft,
+            &Input::Raw(o.input.clone()),
+            o.at_ms,
+            true,
+        )??;
         out.write(session_row(
             &o.facts,
             &facts_hash,
@@ -635,6 +601,56 @@ impl Core {
         }
         Ok(())
     }
+}
+
+/// The text of `at_ms`, rendered once per distinct millisecond into
+/// `stamp`.
+fn stamp(stamp: &mut (u64, String), at_ms: u64) -> &str {
+    if stamp.0 != at_ms {
+        *stamp = (at_ms, rfc3339_unix_ms(at_ms));
+    }
+    &stamp.1
+}
+
+/// Appends a draft to the log into `slot` and stores the receipt (and
+/// checkpoint). The inner error is the log refusing the draft (nothing
+/// changed); the outer one a failure to store after the log moved on.
+/// `mark`: index the receipt by task and session (the gate's and the
+/// sessions' receipts; a host call's is found through its session's
+/// range). `at_ms`: the milliseconds the draft's timestamp was made from.
+fn try_store(
+    log: &mut HostLog,
+    slot: &mut Receipt,
+    out: &mut Rows<'_>,
+    draft: DraftRef<'_>,
+    input: &Input,
+    at_ms: u64,
+    mark: bool,
+) -> Result<Result<(Parent, u64), LogError>> {
+    let placed = match log.append_into(draft, slot) {
+        Ok(p) => p,
+        Err(e) => return Ok(Err(e)),
+    };
+    let r = &*slot;
+    if mark {
+        out.write(Row::Mark {
+            seq: r.seq,
+            task_id: r.task_id.clone(),
+            session_id: r.session_id.clone(),
+            call: r.call.clone(),
+        })?;
+    }
+    out.receipt(placed.hash, r, input, at_ms)?;
+    if let Some(cp) = &placed.checkpoint {
+        out.write(checkpoint_row(cp)?)?;
+    }
+    Ok(Ok((
+        Parent {
+            hash: placed.hash,
+            lamport: r.lamport,
+        },
+        r.seq,
+    )))
 }
 
 /// Writes rows on a connection, gathering receipts into blocks
