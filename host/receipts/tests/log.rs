@@ -269,7 +269,10 @@ fn a_receipt_filled_again_is_the_receipt_append_makes() {
 
     let mut stored = 0;
     for d in drafts {
-        match (owned.append(d.clone()), reused.append_into(d.as_ref(), &mut slot)) {
+        match (
+            owned.append(d.clone()),
+            reused.append_into(d.as_ref(), &mut slot),
+        ) {
             (Ok(a), Ok(placed)) => {
                 assert_eq!(slot, a.receipt, "{}", a.receipt.receipt_id);
                 assert_eq!(placed.hash, a.hash);
@@ -283,5 +286,8 @@ fn a_receipt_filled_again_is_the_receipt_append_makes() {
         assert_eq!(reused.state(), owned.state());
     }
     assert_eq!(stored, 10);
-    assert!(owned.state().last_checkpoint.is_some(), "a checkpoint was made on the way");
+    assert!(
+        owned.state().last_checkpoint.is_some(),
+        "a checkpoint was made on the way"
+    );
 }

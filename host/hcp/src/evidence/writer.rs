@@ -382,7 +382,6 @@ impl Core {
         self.log.size() > covered
     }
 
-
     fn save_session(&mut self, out: &mut Rows<'_>, session: &str) -> Result<()> {
         if let Some(chain) = self.sessions.get_mut(session)
             && chain.dirty
@@ -430,8 +429,15 @@ impl Core {
             parents: &self.parents,
             timestamp: stamp(&mut self.stamp, d.at_ms),
         };
-        let (parent, seq) =
-            try_store(&mut self.log, &mut self.slot, out, draft, input, d.at_ms, false)??;
+        let (parent, seq) = try_store(
+            &mut self.log,
+            &mut self.slot,
+            out,
+            draft,
+            input,
+            d.at_ms,
+            false,
+        )??;
         if !known {
             // A governor whose session was not opened here: keep its facts
             // so packs can replay it.
