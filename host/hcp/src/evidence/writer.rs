@@ -157,7 +157,6 @@ impl Writer {
             let batched = phase!("writer.batch");
             let stored = self.batch(batch, &mut replies);
             drop(batched);
-            self.spent.hand_back(&mut self.core.spent);
             match stored {
                 Err(e) => {
                     // Nothing of the batch is stored: the log and the
@@ -202,6 +201,8 @@ impl Writer {
                     }
                 }
             }
+            // After the answers: a pile freed here does not delay them.
+            self.spent.hand_back(&mut self.core.spent);
             if stop {
                 return;
             }
