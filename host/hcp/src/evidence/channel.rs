@@ -12,7 +12,9 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::sync::mpsc::{Receiver, SendError, Sender, SyncSender, TryRecvError};
+use std::sync::{Arc, OnceLock};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// A receipt the gate appends (admission, rejection, approval, ...).
@@ -219,29 +221,76 @@ const BATCH: usize = 8192;
 /// and its flush then take one commit instead of several.
 const GATHER: Duration = Duration::from_millis(2);
 
+/// The sending side of the writer's channel. A message somebody waits for
+/// ([`Msg::awaited`]) also wakes the writer when it is gathering a batch
+/// (see [`gather`]); one nobody waits for (a host call's verdict) does not:
+/// the writer takes it when its window ends, instead of waking once per
+/// host call while a task runs.
+#[derive(Clone)]
+pub(super) struct ToWriter {
+    tx: SyncSender<Msg>,
+    /// The writer's thread, set once it is started.
+    writer: Arc<OnceLock<Thread>>,
+}
+
+impl ToWriter {
+    pub(super) fn new(tx: SyncSender<Msg>) -> Self {
+        Self {
+            tx,
+            writer: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// Names the writer's thread, for the wake-ups of [`ToWriter::send`].
+    pub(super) fn started(&self, writer: Thread) {
+        let _ = self.writer.set(writer);
+    }
+
+    /// Hands `msg` to the writer (blocks while the channel is full).
+    ///
+    /// # Errors
+    ///
+    /// The writer stopped.
+    pub(super) fn send(&self, msg: Msg) -> Result<(), SendError<Msg>> {
+        let wake = msg.awaited();
+        self.tx.send(msg)?;
+        if wake && let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
+        Ok(())
+    }
+}
+
 /// The next batch: `first`, what is queued behind it, and, while no
 /// message of the batch is waited for, what arrives within [`GATHER`].
 pub(super) fn gather(rx: &Receiver<Msg>, first: Msg) -> Vec<Msg> {
+    gather_for(rx, first, GATHER)
+}
+
+/// [`gather`] with a window of `window`. Meanwhile the writer is parked,
+/// not waiting on the channel: only a message somebody waits for wakes it
+/// ([`ToWriter::send`]); the others are taken when the window ends.
+fn gather_for(rx: &Receiver<Msg>, first: Msg, window: Duration) -> Vec<Msg> {
     let mut awaited = first.awaited();
     let mut batch = vec![first];
-    let until = Instant::now() + GATHER;
+    let until = Instant::now() + window;
     while batch.len() < BATCH {
-        let next = match rx.try_recv() {
-            Ok(m) => m,
+        match rx.try_recv() {
+            Ok(next) => {
+                awaited |= next.awaited();
+                batch.push(next);
+            }
             Err(TryRecvError::Disconnected) => break,
             Err(TryRecvError::Empty) => {
                 let left = until.saturating_duration_since(Instant::now());
                 if awaited || left.is_zero() {
                     break;
                 }
-                match rx.recv_timeout(left) {
-                    Ok(m) => m,
-                    Err(_) => break,
-                }
+                // May return early (an unpark meant for an earlier
+                // message, or none): the loop looks again.
+                std::thread::park_timeout(left);
             }
-        };
-        awaited |= next.awaited();
-        batch.push(next);
+        }
     }
     batch
 }
@@ -358,7 +407,6 @@ impl Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
 
     /// Counts its drops.
@@ -368,6 +416,52 @@ mod tests {
         fn drop(&mut self) {
             self.0.fetch_add(1, Ordering::SeqCst);
         }
+    }
+
+    /// While a batch nobody waits for is gathered, a message nobody waits
+    /// for does not end the window, and one somebody waits for ends it at
+    /// once (its send wakes the writer).
+    #[test]
+    fn only_an_awaited_message_wakes_a_gathering_writer() {
+        let (tx, rx) = std::sync::mpsc::sync_channel(16);
+        let to = ToWriter::new(tx);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            let first = rx.recv().expect("first");
+            let long = Instant::now();
+            let batch = gather_for(&rx, first, Duration::from_secs(10));
+            let awaited = (batch.len(), long.elapsed());
+            let _ = done_tx.send(());
+            let first = rx.recv().expect("first");
+            let short = Instant::now();
+            let batch = gather_for(&rx, first, Duration::from_millis(200));
+            (awaited, (batch.len(), short.elapsed()))
+        });
+        to.started(writer.thread().clone());
+        // A window of 10 s, ended by the flush.
+        to.send(Msg::Observe(1)).expect("send");
+        std::thread::sleep(Duration::from_millis(20));
+        to.send(Msg::Observe(2)).expect("send");
+        std::thread::sleep(Duration::from_millis(20));
+        let (reply, _answer) = std::sync::mpsc::channel();
+        to.send(Msg::Flush(reply, None)).expect("send");
+        done_rx.recv().expect("the first batch");
+        // A window of 200 ms with nothing awaited: it runs to its end,
+        // taking what came meanwhile.
+        to.send(Msg::Observe(3)).expect("send");
+        std::thread::sleep(Duration::from_millis(20));
+        to.send(Msg::Observe(4)).expect("send");
+        let ((n, woken), (m, waited)) = writer.join().expect("writer");
+        assert_eq!(n, 3, "both verdicts and the flush in one batch");
+        assert!(
+            woken < Duration::from_secs(5),
+            "the flush woke the writer: {woken:?}"
+        );
+        assert_eq!(m, 2);
+        assert!(
+            waited >= Duration::from_millis(200),
+            "ended early: {waited:?}"
+        );
     }
 
     /// The deciding side frees a few spent messages per call; what no call

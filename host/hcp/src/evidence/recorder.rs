@@ -1,7 +1,7 @@
 //! The receipt pipeline's handle: the channel to the writer thread
 //! ([`super::writer`]), and what the gate and the task engine call.
 
-use super::channel::{Entry, Failure, Msg, Open, Spent};
+use super::channel::{Entry, Failure, Msg, Open, Spent, ToWriter};
 use super::writer::Writer;
 use crate::hostkey::HostIdentity;
 use crate::store::Store;
@@ -14,7 +14,7 @@ use rusqlite::{Connection, params};
 use std::path::Path;
 use std::str::FromStr as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Sender, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Sender, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -23,7 +23,7 @@ const CHANNEL: usize = 1 << 16;
 
 /// The sink PEP governors record into.
 struct Sink {
-    tx: SyncSender<Msg>,
+    tx: ToWriter,
     failure: Arc<Failure>,
     spent: Arc<Spent>,
 }
@@ -55,7 +55,7 @@ impl VerdictSink for Sink {
 /// [`Recorder`].
 #[derive(Clone)]
 pub struct Appender {
-    tx: SyncSender<Msg>,
+    tx: ToWriter,
     failure: Arc<Failure>,
 }
 
@@ -108,7 +108,7 @@ impl Appender {
 /// Sends the writer the message `make` builds around a reply channel, and
 /// waits for the reply.
 fn ask<T>(
-    writer: &SyncSender<Msg>,
+    writer: &ToWriter,
     failure: &Failure,
     make: impl FnOnce(Sender<Result<T, String>>) -> Msg,
 ) -> Result<T> {
@@ -123,7 +123,7 @@ fn ask<T>(
 /// The receipt pipeline of one data directory (see the module doc of
 /// [`crate::evidence`]).
 pub struct Recorder {
-    tx: SyncSender<Msg>,
+    tx: ToWriter,
     failure: Arc<Failure>,
     thread: Option<JoinHandle<()>>,
     store: Arc<Store>,
@@ -242,6 +242,8 @@ impl Recorder {
                 let failure = failure.clone();
                 move || writer.run(&rx, &failure)
             })?;
+        let tx = ToWriter::new(tx);
+        tx.started(thread.thread().clone());
         Ok(Self {
             tx,
             failure,
