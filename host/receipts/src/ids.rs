@@ -53,25 +53,32 @@ pub fn check_host_id(id: &str) -> Result<(), IdError> {
     }
 }
 
-/// Whether `id` is the receipt id a log gives its `seq`th receipt,
-/// `<host_id>:<seq>` (the number in decimal, no leading zeros), compared
-/// without allocating.
-#[must_use]
-pub fn is_receipt_id(id: &str, host_id: &str, seq: u64) -> bool {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut n = seq;
+/// `n` in decimal (no leading zeros), written into `buf`: as serde_json
+/// (itoa) writes an integer, and as a receipt id names its `seq`.
+pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut at = buf.len();
+    let mut n = n;
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
+    &buf[at..]
+}
+
+/// Whether `id` is the receipt id a log gives its `seq`th receipt,
+/// `<host_id>:<seq>` (the number in decimal, no leading zeros), compared
+/// without allocating.
+#[must_use]
+pub fn is_receipt_id(id: &str, host_id: &str, seq: u64) -> bool {
+    let mut buf = [0u8; 20];
+    let digits = decimal(seq, &mut buf);
     id.strip_prefix(host_id)
         .and_then(|rest| rest.strip_prefix(':'))
-        .is_some_and(|rest| rest.as_bytes() == &digits[at..])
+        .is_some_and(|rest| rest.as_bytes() == digits)
 }
 
 /// Checks a free-form identifier (session, task, capability, call): 1 to 256

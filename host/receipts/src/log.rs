@@ -582,7 +582,6 @@ fn fill(
             (_, from) => *to = from.map(str::to_owned),
         }
     }
-    use std::fmt::Write as _;
     receipt.args_hash = draft.args_hash;
     draft.call.clone_into(&mut receipt.call);
     draft.capability.clone_into(&mut receipt.capability);
@@ -596,8 +595,12 @@ fn fill(
     receipt.prev_hash = prev_hash;
     draft.reason_code.clone_into(&mut receipt.reason_code);
     receipt.receipt_id.clear();
-    // Writing into a `String` cannot fail.
-    let _ = write!(receipt.receipt_id, "{host_id}:{seq}");
+    receipt.receipt_id.push_str(host_id);
+    receipt.receipt_id.push(':');
+    let mut digits = [0u8; 20];
+    for d in ids::decimal(seq, &mut digits) {
+        receipt.receipt_id.push(char::from(*d));
+    }
     receipt.risk = draft.risk;
     receipt.seq = seq;
     set(&mut receipt.session_id, draft.session_id);

@@ -239,18 +239,8 @@ impl Receipt {
             }
         }
         // An integer in decimal, as serde_json (itoa) writes it.
-        fn uint(out: &mut Vec<u8>, mut v: u64) {
-            let mut buf = [0u8; 20];
-            let mut at = buf.len();
-            loop {
-                at -= 1;
-                buf[at] = b'0' + (v % 10) as u8;
-                v /= 10;
-                if v == 0 {
-                    break;
-                }
-            }
-            out.extend_from_slice(&buf[at..]);
+        fn uint(out: &mut Vec<u8>, v: u64) {
+            out.extend_from_slice(crate::ids::decimal(v, &mut [0u8; 20]));
         }
         out.reserve(1024);
         out.extend_from_slice(b"{\"args_hash\":");
