@@ -87,6 +87,26 @@ pub(super) fn let_go(db: &rusqlite::Connection, task_id: &str) -> rusqlite::Resu
     Ok(())
 }
 
+/// The statement of [`Store::startable_tasks`], its limit (at most 1,000)
+/// written as a literal. Bound as a parameter, `LIMIT ?` made SQLite
+/// (3.54) compile the statement again at every run, since it plans with
+/// the bound value: its parser and planner ran after every task that
+/// `hcp serve` finished (about 2% of the CPU of `serve_load 300 1`, in
+/// `sqlite3Reprepare`). A host asks with two limits (one ended task's few,
+/// the maintenance loop's 1,000), so each stays compiled.
+fn startable_sql(limit: usize) -> String {
+    format!(
+        "SELECT task_id FROM ( \
+           SELECT task_id, created_at, ROW_NUMBER() OVER \
+             (PARTITION BY caller_id ORDER BY created_at, task_id) AS turn \
+           FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
+             (SELECT 1 FROM amqp_replies r \
+              WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL)) \
+         ORDER BY turn, created_at, task_id LIMIT {}",
+        limit.min(1_000)
+    )
+}
+
 impl Store {
     /// Records where the answers of an existing task go, before its first
     /// answer is published: a duplicate delivery of a task submitted
@@ -239,17 +259,8 @@ impl Store {
     /// The database fails.
     pub fn startable_tasks(&self, limit: usize) -> Result<Vec<String>> {
         let db = self.db();
-        let mut stmt = db.prepare_cached(
-            "SELECT task_id FROM ( \
-               SELECT task_id, created_at, ROW_NUMBER() OVER \
-                 (PARTITION BY caller_id ORDER BY created_at, task_id) AS turn \
-               FROM tasks t WHERE state = 'queued' AND NOT EXISTS \
-                 (SELECT 1 FROM amqp_replies r \
-                  WHERE r.task_id = t.task_id AND r.acked = 0 AND r.answered_at IS NULL)) \
-             ORDER BY turn, created_at, task_id LIMIT ?1",
-        )?;
-        let limit = i64::try_from(limit.min(1_000)).unwrap_or(1_000);
-        let rows = stmt.query_map([limit], |r| r.get::<_, String>(0))?;
+        let mut stmt = db.prepare_cached(&startable_sql(limit))?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
@@ -413,5 +424,42 @@ mod tests {
             ]
         );
         assert_eq!(startable[4..], flood[2..998]);
+    }
+
+    /// The start list, asked for after every task `hcp serve` finishes, is
+    /// compiled once per limit: with its limit bound as a parameter, SQLite
+    /// compiled it again at every run (it plans with a bound limit's
+    /// value), as the same statement with its limit bound shows beside it.
+    #[test]
+    fn the_start_list_is_not_compiled_again_at_every_task() {
+        use rusqlite::StatementStatus::{RePrepare, Run};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let task = queued(&store, "m-1", None);
+        for _ in 0..3 {
+            assert_eq!(
+                store.startable_tasks(4).expect("startable"),
+                std::slice::from_ref(&task)
+            );
+        }
+        let db = store.db();
+        let cached = db.prepare_cached(&startable_sql(4)).expect("cached");
+        assert_eq!(cached.get_status(Run), 3);
+        assert_eq!(cached.get_status(RePrepare), 0);
+        // The same statement with its limit bound, kept in the same cache
+        // (which clears a statement's bindings when it takes it back: that
+        // alone makes SQLite compile it again before its next run).
+        let bound_sql = startable_sql(4).replace("LIMIT 4", "LIMIT ?1");
+        for _ in 0..3 {
+            let n = db
+                .prepare_cached(&bound_sql)
+                .expect("prepare")
+                .query_map([4_i64], |r| r.get::<_, String>(0))
+                .expect("run")
+                .count();
+            assert_eq!(n, 1);
+        }
+        let bound = db.prepare_cached(&bound_sql).expect("cached");
+        assert_eq!(bound.get_status(RePrepare), 3, "SQLite compiles it again");
     }
 }
