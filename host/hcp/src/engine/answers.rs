@@ -4,13 +4,20 @@
 
 use super::Host;
 use super::submission::{AnswerKind, Submission};
-use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
+use crate::store::{TaskRecord, TaskState, TaskStatus, TaskUpdate, TaskWrite};
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::TaskRejected;
 use serde_json::{Value, json};
 
 /// A `job_status` (seed 004's global contract) for a task that waits.
 pub fn job_status(task: &TaskRecord, message: &str) -> Value {
+    job_status_of(&task.status(), message)
+}
+
+/// A `job_status` of a task read as its status alone
+/// ([`crate::store::Store::task_status`]); the final answer is its
+/// `result` once the task has one.
+pub fn job_status_of(task: &TaskStatus, message: &str) -> Value {
     let status = match task.state {
         TaskState::Received | TaskState::PendingApproval | TaskState::Queued => "queued",
         TaskState::Running => "running",
@@ -24,9 +31,7 @@ pub fn job_status(task: &TaskRecord, message: &str) -> Value {
         "updated_at": task.updated_at,
         "message": message,
     });
-    if let Some(result) = task.result.as_ref().or(task.answer.as_ref())
-        && task.state.is_final()
-    {
+    if let Some(result) = task.final_answer() {
         v["result"] = result.clone();
     }
     v

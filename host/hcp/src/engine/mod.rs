@@ -30,7 +30,7 @@ mod submission;
 mod ungated;
 
 pub use admit::MAX_WAITING_PER_CALLER;
-pub use answers::job_status;
+pub use answers::{job_status, job_status_of};
 pub use approvals::DecisionRefused;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 pub use session::open_session;

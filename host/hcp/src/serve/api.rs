@@ -8,8 +8,8 @@
 use super::error::ApiError;
 use super::request::{PathArgs, bearer, caller, json_body};
 use super::state::{AppState, spawn_run};
-use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status};
-use crate::store::{TaskRecord, TaskState};
+use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status_of};
+use crate::store::{TaskState, TaskStatus};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Query, State};
@@ -69,13 +69,15 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .with_state(state)
 }
 
-/// A task the requester may see: its own, or any for an operator. Others
-/// read as not found.
-fn visible_task(state: &AppState, who: &Caller, id: &str) -> Result<TaskRecord, ApiError> {
+/// A task's status, if the requester may see the task: its own, or any
+/// for an operator. Others read as not found. Only the task's status is
+/// read ([`crate::store::Store::task_status`]): the status, the result
+/// and the event stream show nothing else of it.
+fn visible_status(state: &AppState, who: &Caller, id: &str) -> Result<TaskStatus, ApiError> {
     let task = state
         .host
         .store
-        .task(id)?
+        .task_status(id)?
         .filter(|t| who.is_operator() || t.caller_id == who.id.as_str())
         .ok_or_else(|| ApiError::not_found(format!("no task {id}")))?;
     Ok(task)
@@ -191,8 +193,8 @@ async fn list_tasks(
     Ok(Json(json!({"tasks": tasks})))
 }
 
-fn status_message(t: &TaskRecord) -> &'static str {
-    match t.state {
+fn status_message(state: TaskState) -> &'static str {
+    match state {
         TaskState::Received => "received",
         TaskState::PendingApproval => "waiting for an operator's approval",
         TaskState::Queued => "admitted; waiting to run",
@@ -209,8 +211,8 @@ async fn status(
     PathArgs(id): PathArgs<String>,
 ) -> Result<Json<Value>, ApiError> {
     let who = caller(&state, &headers)?;
-    let t = visible_task(&state, &who, &id)?;
-    Ok(Json(job_status(&t, status_message(&t))))
+    let t = visible_status(&state, &who, &id)?;
+    Ok(Json(job_status_of(&t, status_message(t.state))))
 }
 
 async fn result(
@@ -219,17 +221,17 @@ async fn result(
     PathArgs(id): PathArgs<String>,
 ) -> Result<Response, ApiError> {
     let who = caller(&state, &headers)?;
-    let t = visible_task(&state, &who, &id)?;
-    if let Some(answer) = t.result.clone().or_else(|| {
+    let t = visible_status(&state, &who, &id)?;
+    if let Some(answer) = t.result.as_ref().or_else(|| {
         (t.state == TaskState::Rejected)
-            .then(|| t.answer.clone())
+            .then_some(t.answer.as_ref())
             .flatten()
     }) {
         return Ok((StatusCode::OK, Json(answer)).into_response());
     }
     Ok((
         StatusCode::ACCEPTED,
-        Json(job_status(&t, status_message(&t))),
+        Json(job_status_of(&t, status_message(t.state))),
     )
         .into_response())
 }
@@ -246,7 +248,7 @@ async fn events(
     let mut changes = store.task_changes();
     changes.borrow_and_update();
     // The task as the caller may see it is its first status: not read again.
-    let mut first = Some(visible_task(&state, &who, &id)?);
+    let mut first = Some(visible_status(&state, &who, &id)?);
     let held = state
         .open_stream(who.id.as_str())
         .map_err(|limit| match limit {
@@ -267,28 +269,24 @@ async fn events(
                 Some(task) => Some(task),
                 None => {
                     changes.borrow_and_update();
-                    // Any task's change wakes the stream: the task is read
-                    // whole only when its own state or time moved.
-                    let stamp = match store.task_stamp(&id) {
-                        Ok(Some(s)) => s,
-                        _ => break,
-                    };
-                    if last.as_ref() == Some(&stamp) {
-                        None
-                    } else {
-                        match store.task(&id) {
-                            Ok(Some(t)) => Some(t),
-                            _ => break,
+                    // Any task's change wakes the stream: an event only
+                    // when this task's own state or time moved. Its status
+                    // alone is read, its answers only once it is final.
+                    match store.task_status(&id) {
+                        Ok(Some(t)) => {
+                            let stamp = (t.state, t.updated_at.clone());
+                            (last.as_ref() != Some(&stamp)).then_some(t)
                         }
+                        _ => break,
                     }
                 }
             };
             if let Some(task) = read {
                 last = Some((task.state, task.updated_at.clone()));
-                let status = job_status(&task, status_message(&task));
+                let status = job_status_of(&task, status_message(task.state));
                 yield Ok(Event::default().event("status").data(status.to_string()));
                 if task.state.is_final() {
-                    if let Some(answer) = task.result.clone().or(task.answer.clone()) {
+                    if let Some(answer) = task.final_answer() {
                         yield Ok(Event::default().event("result").data(answer.to_string()));
                     }
                     break;

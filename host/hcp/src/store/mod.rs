@@ -41,7 +41,9 @@ pub use registry::Installed;
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
 pub(crate) use tasks::stored_messages;
-pub use tasks::{SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskUpdate};
+pub use tasks::{
+    SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskStatus, TaskUpdate,
+};
 pub use trust::{Added, TrustedPublisher};
 pub use wal::Checkpointer;
 

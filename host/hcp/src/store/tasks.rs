@@ -108,6 +108,55 @@ pub struct TaskRecord {
     pub session: Option<SessionIssued>,
 }
 
+/// A task as its status shows it (`job_status`, its event stream): read
+/// by [`Store::task_status`] without the rest of the task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskStatus {
+    /// Host-assigned id.
+    pub task_id: String,
+    /// The authenticated caller.
+    pub caller_id: String,
+    /// Where it is.
+    pub state: TaskState,
+    /// Last change.
+    pub updated_at: String,
+    /// The final answer (`task_completed` or `task_failed`), once the
+    /// task is in a final state.
+    pub result: Option<Value>,
+    /// The gate's answer, only when the task is in a final state without a
+    /// final answer (a `task_rejected`).
+    pub answer: Option<Value>,
+}
+
+impl TaskStatus {
+    /// The answer a task in a final state ends with: its final answer, or
+    /// else the gate's (a `task_rejected`); `None` while it is not final.
+    pub fn final_answer(&self) -> Option<&Value> {
+        if !self.state.is_final() {
+            return None;
+        }
+        self.result.as_ref().or(self.answer.as_ref())
+    }
+}
+
+impl TaskRecord {
+    /// The task as its status shows it ([`TaskStatus`]).
+    pub fn status(&self) -> TaskStatus {
+        let final_state = self.state.is_final();
+        TaskStatus {
+            task_id: self.task_id.clone(),
+            caller_id: self.caller_id.clone(),
+            state: self.state,
+            updated_at: self.updated_at.clone(),
+            result: self.result.clone().filter(|_| final_state),
+            answer: self
+                .answer
+                .clone()
+                .filter(|_| final_state && self.result.is_none()),
+        }
+    }
+}
+
 /// The session the gate issued with its `task_accepted`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionIssued {
@@ -630,6 +679,43 @@ impl Store {
             .transpose()
     }
 
+    /// What a task's `job_status` shows ([`TaskStatus`]), read without
+    /// the rest of the task: its submission, admission and session are
+    /// neither read nor parsed, and its answers only once it has its final
+    /// one. What an event stream reads each time its task changes.
+    ///
+    /// # Errors
+    ///
+    /// The database fails, the state is not one this host knows, or a
+    /// stored answer is not JSON.
+    pub fn task_status(&self, task_id: &str) -> Result<Option<TaskStatus>> {
+        type Row = (String, String, String, Option<String>, Option<String>);
+        let row: Option<Row> = self
+            .db()
+            .prepare_cached(
+                "SELECT caller_id, state, updated_at,
+                   CASE WHEN state IN ('completed', 'failed', 'rejected') THEN result END,
+                   CASE WHEN state IN ('completed', 'failed', 'rejected') AND result IS NULL
+                     THEN answer END
+                 FROM tasks WHERE task_id = ?1",
+            )?
+            .query_row(params![task_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .optional()?;
+        let Some((caller_id, state, updated_at, result, answer)) = row else {
+            return Ok(None);
+        };
+        Ok(Some(TaskStatus {
+            task_id: task_id.to_owned(),
+            caller_id,
+            state: TaskState::parse_name(&state)?,
+            updated_at,
+            result: json(result)?,
+            answer: json(answer)?,
+        }))
+    }
+
     /// The task of a session.
     ///
     /// # Errors
@@ -873,6 +959,82 @@ mod tests {
                 .expect("run");
         }
         assert_eq!(bound.get_status(RePrepare), 3, "SQLite compiles it again");
+    }
+
+    /// A task's status, read alone, is what the whole task shows in every
+    /// state: its answers only once it is final, the final answer before
+    /// the gate's, the gate's alone when there is no final answer (a
+    /// `task_rejected`; a task failed without one), and no task for an
+    /// unknown id.
+    #[test]
+    fn a_tasks_status_read_alone_is_the_status_of_the_whole_task() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let new = |m: &str| {
+            let Submitted::New(task) = store
+                .submit("c1", m, "cap", &json!({"payload": {"intent": m}}))
+                .expect("submit")
+            else {
+                panic!("not new");
+            };
+            task.task_id
+        };
+        let same = |id: &str| {
+            let whole = store.task(id).expect("read").expect("task").status();
+            let alone = store.task_status(id).expect("status").expect("task");
+            assert_eq!(alone, whole, "{id}");
+            alone
+        };
+        let accepted = json!({"type": "task_accepted", "payload": {"session_token": "t"}});
+        let done = json!({"type": "task_completed", "payload": {"outputs": {}}});
+        let task = new("m-1");
+        assert_eq!(same(&task).state, TaskState::Received);
+        let with_answer = TaskUpdate {
+            answer: Some(accepted.clone()),
+            ..TaskUpdate::default()
+        };
+        store
+            .set_task(&task, TaskState::Queued, with_answer.clone())
+            .expect("queue");
+        let queued = same(&task);
+        assert_eq!((queued.result, queued.answer), (None, None));
+        store
+            .transition(&task, TaskState::Queued, TaskState::Running)
+            .expect("run");
+        assert_eq!(same(&task).final_answer(), None);
+        store
+            .settle(
+                &task,
+                TaskState::Running,
+                TaskState::Completed,
+                done.clone(),
+            )
+            .expect("settle");
+        let completed = same(&task);
+        assert_eq!(completed.final_answer(), Some(&done));
+        assert_eq!(completed.answer, None, "the gate's answer is not read");
+
+        let rejected = new("m-2");
+        let refusal = json!({"type": "task_rejected", "payload": {"reason_code": "x"}});
+        store
+            .set_task(
+                &rejected,
+                TaskState::Rejected,
+                TaskUpdate {
+                    answer: Some(refusal.clone()),
+                    ..TaskUpdate::default()
+                },
+            )
+            .expect("reject");
+        assert_eq!(same(&rejected).final_answer(), Some(&refusal));
+
+        let failed = new("m-3");
+        store
+            .set_task(&failed, TaskState::Failed, with_answer)
+            .expect("fail");
+        assert_eq!(same(&failed).final_answer(), Some(&accepted));
+
+        assert_eq!(store.task_status("task-none").expect("status"), None);
     }
 
     /// The counts taken at admission read the index of states and the
