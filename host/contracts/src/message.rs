@@ -119,8 +119,8 @@ impl Envelope {
     ///
     /// A payload of another shape.
     pub fn payload_as<T: for<'de> Deserialize<'de>>(&self) -> Result<T, Vec<Problem>> {
-        serde_json::from_value(self.payload.clone())
-            .map_err(|e| vec![Problem::new("/payload", e.to_string())])
+        // Read from the payload itself, not a copy of it.
+        T::deserialize(&self.payload).map_err(|e| vec![Problem::new("/payload", e.to_string())])
     }
 }
 

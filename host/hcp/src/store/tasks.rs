@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result};
 use hcp_contracts::message::{Envelope, MessageType, TaskAccepted, TaskSubmit};
 use hcp_policy::Admission;
 use rusqlite::{OptionalExtension, params};
+use serde::Deserialize as _;
 use serde_json::Value;
 
 /// Where a task is in its life.
@@ -169,7 +170,8 @@ pub struct SessionIssued {
 impl SessionIssued {
     /// The session of a stored gate answer, if it is a `task_accepted`.
     fn of(answer: &Value) -> Option<Self> {
-        let envelope: Envelope = serde_json::from_value(answer.clone()).ok()?;
+        // Read from the stored value itself, not a copy of it.
+        let envelope = Envelope::deserialize(answer).ok()?;
         if envelope.kind != MessageType::TaskAccepted {
             return None;
         }
@@ -227,7 +229,7 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 15]> {
 fn payload_of(submit: &Value) -> Option<TaskSubmit> {
     submit
         .get("payload")
-        .and_then(|p| serde_json::from_value(p.clone()).ok())
+        .and_then(|p| TaskSubmit::deserialize(p).ok())
 }
 
 fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
