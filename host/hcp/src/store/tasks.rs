@@ -125,13 +125,14 @@ pub struct TaskStatus {
     /// task is in a final state.
     pub result: Option<Value>,
     /// The gate's answer, only when the task is in a final state without a
-    /// final answer (a `task_rejected`).
+    /// final answer: a `task_rejected`, or the `task_accepted` of a task
+    /// failed without one.
     pub answer: Option<Value>,
 }
 
 impl TaskStatus {
     /// The answer a task in a final state ends with: its final answer, or
-    /// else the gate's (a `task_rejected`); `None` while it is not final.
+    /// else the gate's; `None` while it is not final.
     pub fn final_answer(&self) -> Option<&Value> {
         if !self.state.is_final() {
             return None;
