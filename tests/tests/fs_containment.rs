@@ -462,9 +462,10 @@ fn free_the_fifo(path: &Path) {
 }
 
 /// A FIFO in a granted directory (made there by another process: a guest
-/// cannot make one) is refused when opened, for reading or for writing.
-/// Opening one waits for the other end: the task, and the host thread that
-/// opened it, would wait for good, past the task's deadline.
+/// cannot make one) is refused when opened, for reading or for writing,
+/// by its name or through a link to it. Opening one waits for the other
+/// end: the task, and the host thread that opened it, would wait for good,
+/// past the task's deadline.
 #[test]
 fn a_fifo_in_a_grant_is_refused_not_waited_on() {
     let (_tmp, out, prepared) = writer();
@@ -474,34 +475,37 @@ fn a_fifo_in_a_grant_is_refused_not_waited_on() {
         .status()
         .expect("mkfifo runs");
     assert!(made.success(), "mkfifo: {made}");
+    std::os::unix::fs::symlink("pipe", out.join("to-pipe")).expect("a link to the FIFO");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("runtime");
-    for inputs in [
-        json!({"action": "read_file", "path": "/out/pipe"}),
-        json!({"action": "write_file", "path": "/out/pipe", "content": "x"}),
-    ] {
-        let ran = rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(20), run(&prepared, inputs.clone())).await
-        });
-        // Whatever happened, nothing is left waiting on the FIFO.
-        free_the_fifo(&fifo);
-        let run = ran.unwrap_or_else(|_| panic!("{inputs}: the task still waits after 20 s"));
-        assert_eq!(
-            completed(&run),
-            &json!({"ok": false, "error": "Not supported (os error 58)"}),
-            "{inputs}"
-        );
-        assert!(
-            run.log
-                .entries
-                .iter()
-                .any(|e| e.message.contains("/out/pipe") && e.message.contains("FIFO")),
-            "{inputs}: {:?}",
-            run.log.entries
-        );
+    for path in ["/out/pipe", "/out/to-pipe"] {
+        for inputs in [
+            json!({"action": "read_file", "path": path}),
+            json!({"action": "write_file", "path": path, "content": "x"}),
+        ] {
+            let ran = rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(20), run(&prepared, inputs.clone())).await
+            });
+            // Whatever happened, nothing is left waiting on the FIFO.
+            free_the_fifo(&fifo);
+            let run = ran.unwrap_or_else(|_| panic!("{inputs}: the task still waits after 20 s"));
+            assert_eq!(
+                completed(&run),
+                &json!({"ok": false, "error": "Not supported (os error 58)"}),
+                "{inputs}"
+            );
+            assert!(
+                run.log
+                    .entries
+                    .iter()
+                    .any(|e| e.message.contains(path) && e.message.contains("FIFO")),
+                "{inputs}: {:?}",
+                run.log.entries
+            );
+        }
     }
     rt.shutdown_timeout(Duration::from_secs(5));
 }
