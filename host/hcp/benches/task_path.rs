@@ -51,6 +51,7 @@ const PHASES: &[(usize, &str)] = &[
     (2, "sandbox.setup"),
     (2, "sandbox.instantiate"),
     (2, "sandbox.call"),
+    (2, "sandbox.release"),
     (1, "run.flush"),
     (1, "run.answer"),
     (1, "run.settle"),

@@ -3,15 +3,29 @@
 //! same machine; the report gives each side's median time per task and the
 //! median (and range) of the per-round ratios.
 //!
+//! After the instantiation pair, the candidate's tasks are run once more
+//! with the sandbox's phase spans timed (`hcp::phase`: `sandbox.setup`,
+//! `sandbox.instantiate`, `sandbox.call`, `sandbox.release`), and the
+//! report gives what a ready instance (made ahead of its task, off the
+//! task's path) could take off each task at most: the ratio it could reach
+//! against the same baseline if its instantiation cost the task nothing,
+//! and if its setup and its release (the finished store dropped) did not
+//! either.
+//!
 //! Run: `cargo bench -p hcp-sandbox --bench ratios`.
 
 mod common;
 
-use common::{pairs, run_ok, spin_inputs, trivial_inputs};
-use hcp_sandbox::{PreparedCapability, TaskStore};
+use common::{pairs, request, run_ok, spin_inputs, trivial_inputs};
+use hcp_sandbox::{PreparedCapability, RunResult, TaskStore};
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tracing::span::{Attributes, Id};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{Layer, filter};
 
 async fn batch(
     cap: &PreparedCapability,
@@ -40,7 +54,7 @@ async fn pair(
     inputs: Value,
     rounds: u32,
     per_batch: u32,
-) {
+) -> (f64, f64) {
     // Warm both up.
     batch(candidate.1, store, &inputs, per_batch).await;
     batch(baseline.1, store, &inputs, per_batch).await;
@@ -66,7 +80,8 @@ async fn pair(
             format!("{:.2} ms", s * 1e3)
         }
     };
-    let (mc, mb, mr) = (fmt(median(c)), fmt(median(b)), median(ratios));
+    let (sc, sb) = (median(c), median(b));
+    let (mc, mb, mr) = (fmt(sc), fmt(sb), median(ratios));
     println!(
         "{name:<16} {:<26} {mc:>10}   {:<18} {mb:>10}   baseline/candidate {mr:.2}x (rounds {lo:.2}x..{hi:.2}x)",
         candidate.0, baseline.0,
@@ -74,6 +89,111 @@ async fn pair(
     println!(
         "row | {name}: {} against {} | {} {mc} | {} {mb} | baseline/candidate {mr:.2}x (rounds {lo:.2}x..{hi:.2}x) |",
         candidate.0, baseline.0, candidate.0, baseline.0,
+    );
+    (sc, sb)
+}
+
+/// Each closed phase span's duration, by name.
+#[derive(Default, Clone)]
+struct Phases(Arc<Mutex<HashMap<&'static str, Vec<f64>>>>);
+
+struct Started(Instant);
+
+impl<S> Layer<S> for Phases
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(Started(Instant::now()));
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(elapsed) = span.extensions().get::<Started>().map(|s| s.0.elapsed()) else {
+            return;
+        };
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(span.name())
+            .or_default()
+            .push(elapsed.as_secs_f64());
+    }
+}
+
+/// The candidate's tasks with their phases timed: what a ready instance
+/// could take off the task's path at most, and the ratio against
+/// `baseline` (seconds per task, measured beside `candidate` in the pair)
+/// that would leave.
+#[allow(clippy::print_stdout, reason = "a benchmark reports on stdout")]
+fn ready_instance_bound(
+    rt: &tokio::runtime::Runtime,
+    cap: &PreparedCapability,
+    store: &Arc<dyn TaskStore>,
+    (candidate, baseline): (f64, f64),
+) {
+    let phases = Phases::default();
+    let subscriber = tracing_subscriber::registry().with(
+        phases
+            .clone()
+            .with_filter(filter::Targets::new().with_target("hcp::phase", tracing::Level::TRACE)),
+    );
+    // This thread only: the pair above ran with no subscriber, and the
+    // tasks below run on it (`block_on` polls them here).
+    let mut requests = Vec::new();
+    tracing::subscriber::with_default(subscriber, || {
+        rt.block_on(async {
+            for _ in 0..5000 {
+                // The task's request, with its governor (a policy scope
+                // compiled for the task's session).
+                let t = Instant::now();
+                let request = request(cap, trivial_inputs());
+                requests.push(t.elapsed().as_secs_f64());
+                let run = cap.run(request, store.clone()).await;
+                assert!(
+                    matches!(run.result, RunResult::Completed { .. }),
+                    "{:?}",
+                    run.result
+                );
+            }
+        });
+    });
+    let request = median(requests);
+    let spans = std::mem::take(&mut *phases.0.lock().unwrap_or_else(|e| e.into_inner()));
+    let phase = |name: &str| spans.get(name).cloned().map(median).unwrap_or(0.0);
+    let (setup, instantiate, call, release) = (
+        phase("sandbox.setup"),
+        phase("sandbox.instantiate"),
+        phase("sandbox.call"),
+        phase("sandbox.release"),
+    );
+    let us = |s: f64| format!("{:.1} us", s * 1e6);
+    println!(
+        "ready_instance   the candidate's phases (medians of 5000 tasks): request {}, setup {}, instantiate {}, call {}, release {}; the rest (its outputs checked, the log) {}",
+        us(request),
+        us(setup),
+        us(instantiate),
+        us(call),
+        us(release),
+        us((candidate - request - setup - instantiate - call - release).max(0.0)),
+    );
+    // What stays on the task's path with a ready instance: everything but
+    // its instantiation; at best also without the store's setup (made
+    // ahead with the instance, the task's own parts bound to it later)
+    // and its release (the finished store dropped on another thread); and
+    // with the task's request and governor made before it is timed, as
+    // neither side of the pair does.
+    let bound = |off: f64| {
+        let left = (candidate - off).max(1e-9);
+        format!("{} per task, {:.2}x", us(left), baseline / left)
+    };
+    println!(
+        "row | ready instance: the most it could reach against plain instantiate | its instantiation off the task's path: {} | also its setup and release: {} | also the request made before: {} | target >= 10x |",
+        bound(instantiate),
+        bound(instantiate + setup + release),
+        bound(instantiate + setup + release + request),
     );
 }
 
@@ -85,17 +205,17 @@ fn main() {
     }
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let p = pairs();
+    let instantiation = rt.block_on(pair(
+        "instantiate_run",
+        ("pooled+InstancePre", &p.pooled),
+        ("plain instantiate", &p.plain),
+        &p.store,
+        trivial_inputs(),
+        30,
+        500,
+    ));
+    ready_instance_bound(&rt, &p.pooled, &p.store, instantiation);
     rt.block_on(async {
-        pair(
-            "instantiate_run",
-            ("pooled+InstancePre", &p.pooled),
-            ("plain instantiate", &p.plain),
-            &p.store,
-            trivial_inputs(),
-            30,
-            500,
-        )
-        .await;
         pair(
             "cpu_bound",
             ("no epoch", &p.no_epoch),

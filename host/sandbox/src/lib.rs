@@ -418,7 +418,7 @@ impl PreparedCapability {
         {
             risk_events.push("timeout".to_owned());
         }
-        TaskRun {
+        let run = TaskRun {
             result,
             log: log.finish(),
             artifacts: std::mem::take(&mut hcp.artifacts),
@@ -426,6 +426,11 @@ impl PreparedCapability {
             host_calls: hcp.host_calls,
             risk_events,
             duration: started.elapsed(),
-        }
+        };
+        // The instance's memory and tables back to the pool.
+        let release = tracing::trace_span!(target: "hcp::phase", "sandbox.release");
+        drop(store);
+        drop(release);
+        run
     }
 }
