@@ -66,7 +66,7 @@ fn outputs(run: &TaskRun) -> Value {
     }
 }
 
-fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str)> {
+fn verdicts(decided: &[DecidedCall<'_>], op: Op) -> Vec<(Verdict, &'static str)> {
     decided
         .iter()
         .filter(|d| d.call.op == op)

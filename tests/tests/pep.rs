@@ -69,7 +69,7 @@ fn reports(run: &TaskRun) -> Vec<Value> {
     outputs["value"].as_array().cloned().unwrap_or_default()
 }
 
-fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str, String)> {
+fn verdicts(decided: &[DecidedCall<'_>], op: Op) -> Vec<(Verdict, &'static str, String)> {
     decided
         .iter()
         .filter(|d| d.call.op == op)

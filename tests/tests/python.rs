@@ -196,7 +196,7 @@ fn guest_manifest(name: &str, component: &Path, grants: Value, base: &Path) -> M
 }
 
 /// Runs one task with a governor recording into a fresh sink.
-async fn run(prepared: &PreparedCapability, inputs: Value) -> (TaskRun, Vec<DecidedCall>) {
+async fn run(prepared: &PreparedCapability, inputs: Value) -> (TaskRun, Vec<DecidedCall<'static>>) {
     let deadline = Duration::from_secs(60);
     let sink = Arc::new(MemorySink::new());
     let request = TaskRequest {
@@ -232,7 +232,7 @@ fn outputs(run: &TaskRun) -> &Value {
     }
 }
 
-fn verdicts(decided: &[DecidedCall], op: Op) -> Vec<(Verdict, &'static str, String)> {
+fn verdicts(decided: &[DecidedCall<'_>], op: Op) -> Vec<(Verdict, &'static str, String)> {
     decided
         .iter()
         .filter(|d| d.call.op == op)
@@ -357,7 +357,7 @@ impl Probe {
     }
 
     /// Runs `inputs`; what the guest saw, and what the PEP decided.
-    async fn op(&self, inputs: Value) -> (Value, Vec<DecidedCall>) {
+    async fn op(&self, inputs: Value) -> (Value, Vec<DecidedCall<'static>>) {
         let (run, decided) = run(&self.prepared, inputs).await;
         (outputs(&run).clone(), decided)
     }

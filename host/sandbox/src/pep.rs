@@ -87,12 +87,13 @@ impl Governor for DenyAll {
 
 /// One decided call, for the receipt pipeline.
 #[derive(Debug, Clone)]
-pub struct DecidedCall {
+pub struct DecidedCall<'a> {
     /// The session's scope.
     pub scope: Arc<Scope>,
-    /// The call: whole, or bounded ([`Call::bounded`]) when its text is
-    /// larger than [`ARGS_PREFIX_BYTES`].
-    pub call: Call<'static>,
+    /// The call: whole, its text borrowed from the host call being
+    /// decided, or bounded ([`Call::bounded`]) when its text is larger
+    /// than [`ARGS_PREFIX_BYTES`].
+    pub call: Call<'a>,
     /// When `call` is bounded: the hash, size, bytes and threat signals of
     /// the whole call.
     pub full: Option<FullArgs>,
@@ -108,11 +109,31 @@ pub struct DecidedCall {
     pub risk: RiskLevel,
 }
 
+impl DecidedCall<'_> {
+    /// The same verdict, owning its call's text: for a sink that keeps it
+    /// past [`VerdictSink::record`].
+    pub fn into_owned(self) -> DecidedCall<'static> {
+        DecidedCall {
+            scope: self.scope,
+            call: self.call.into_owned(),
+            full: self.full,
+            counters: self.counters,
+            at_ms: self.at_ms,
+            verdict: self.verdict,
+            reason: self.reason,
+            risk: self.risk,
+        }
+    }
+}
+
 /// Where a [`PolicyGovernor`] sends its verdicts.
 pub trait VerdictSink: Send + Sync + 'static {
     /// Takes one verdict to record. Must not wait for it to be stored
-    /// (hosts make it durable before they answer the task).
-    fn record(&self, decided: DecidedCall);
+    /// (hosts make it durable before they answer the task). The call's
+    /// text is borrowed from the host call being decided: what the sink
+    /// keeps of it past this call, it copies (all of it:
+    /// [`DecidedCall::into_owned`]).
+    fn record(&self, decided: DecidedCall<'_>);
 
     /// Whether verdicts can still be recorded. Once false, the governor
     /// denies every call (`FAIL_CLOSED_ERROR`): nothing runs unrecorded.
@@ -126,13 +147,13 @@ pub trait VerdictSink: Send + Sync + 'static {
 pub struct NoReceipts;
 
 impl VerdictSink for NoReceipts {
-    fn record(&self, _decided: DecidedCall) {}
+    fn record(&self, _decided: DecidedCall<'_>) {}
 }
 
 /// Keeps verdicts in memory: for tests.
 #[derive(Debug, Default)]
 pub struct MemorySink {
-    decided: Mutex<Vec<DecidedCall>>,
+    decided: Mutex<Vec<DecidedCall<'static>>>,
 }
 
 impl MemorySink {
@@ -142,7 +163,7 @@ impl MemorySink {
     }
 
     /// The verdicts so far, in order.
-    pub fn decided(&self) -> Vec<DecidedCall> {
+    pub fn decided(&self) -> Vec<DecidedCall<'static>> {
         self.decided
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -151,11 +172,11 @@ impl MemorySink {
 }
 
 impl VerdictSink for MemorySink {
-    fn record(&self, decided: DecidedCall) {
+    fn record(&self, decided: DecidedCall<'_>) {
         self.decided
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(decided);
+            .push(decided.into_owned());
     }
 }
 
@@ -253,9 +274,9 @@ impl Governor for PolicyGovernor {
         let (recorded, full) = match call.bounded() {
             Some(bounded) => match FullArgs::of(call, decision.signals) {
                 Ok(full) => (bounded, Some(full)),
-                Err(_) => (call.clone().into_owned(), None),
+                Err(_) => (call.clone(), None),
             },
-            None => (call.clone().into_owned(), None),
+            None => (call.clone(), None),
         };
         self.sink.record(DecidedCall {
             scope: self.scope.clone(),

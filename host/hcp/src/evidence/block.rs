@@ -135,6 +135,11 @@ pub(crate) struct Prepared {
     pub(crate) input_hash: Digest,
 }
 
+thread_local! {
+    /// A deciding thread's buffer for the decision inputs it hashes.
+    static RENDERED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// [`Prepared`] for a decided call: whole, its input is stored as its
 /// parts; bounded (a large call), its input as written, and its
 /// `args_hash` the whole call's.
@@ -142,16 +147,28 @@ pub(crate) struct Prepared {
 /// # Errors
 ///
 /// The call has no canonical form.
-pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall) -> Result<Prepared, String> {
+pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall<'_>) -> Result<Prepared, String> {
     let scope = d.scope.facts_hash();
     match &d.full {
         None => {
             let call = d.call.canonical_bytes()?;
             let args_hash = Digest::of(&call);
-            let rendered = hcp_policy::pep::input::call_input(d.at_ms, &call, &d.counters, &scope);
+            // Rendered to be hashed, and not kept: the writer keeps the
+            // parts it is made of, and renders it again for an export.
+            let input_hash = RENDERED.with_borrow_mut(|rendered| {
+                rendered.clear();
+                hcp_policy::pep::input::call_input_into(
+                    rendered,
+                    d.at_ms,
+                    &call,
+                    &d.counters,
+                    &scope,
+                );
+                Digest::of(rendered)
+            });
             Ok(Prepared {
                 args_hash,
-                input_hash: Digest::of(&rendered),
+                input_hash,
                 input: Input::HostCall {
                     at_ms: d.at_ms,
                     call,

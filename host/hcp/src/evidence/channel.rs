@@ -5,9 +5,8 @@
 use crate::store::durable::StorageFull;
 use anyhow::Result;
 use hcp_contracts::RiskLevel;
-use hcp_policy::pep::{Decision, SessionFacts};
+use hcp_policy::pep::{Decision, Op, Scope, SessionFacts};
 use hcp_receipts::{Digest, Parent, Verdict};
-use hcp_sandbox::pep::DecidedCall;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -87,8 +86,25 @@ pub(crate) type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Re
 /// A host call's verdict, with what its receipt needs of the call made
 /// on the thread that decided it (see [`super::block::prepare`]).
 pub(super) struct Decided {
-    pub(super) call: DecidedCall,
+    pub(super) call: Recorded,
     pub(super) prepared: Result<super::block::Prepared, String>,
+}
+
+/// What the writer needs of a decided call besides its prepared form:
+/// nothing of the call's text is copied for it but an HID proposal's id.
+pub(super) struct Recorded {
+    /// The session's scope.
+    pub(super) scope: Arc<Scope>,
+    pub(super) op: Op,
+    /// The id of the proposal an `hid.propose` call makes (when it names
+    /// one): the operator's decision and the execution follow from this
+    /// call's receipt.
+    pub(super) proposal: Option<Box<str>>,
+    /// When it was decided (Unix milliseconds).
+    pub(super) at_ms: u64,
+    pub(super) verdict: Verdict,
+    pub(super) reason: &'static str,
+    pub(super) risk: RiskLevel,
 }
 
 /// Host calls' messages the writer is done with, handed back to the

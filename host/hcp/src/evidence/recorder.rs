@@ -29,13 +29,26 @@ struct Sink {
 }
 
 impl VerdictSink for Sink {
-    fn record(&self, decided: DecidedCall) {
+    fn record(&self, decided: DecidedCall<'_>) {
         // The call's canonical form and the hashes of its arguments and
         // decision input are made here, on the deciding thread, beside the
-        // writer's chain of receipts.
+        // writer's chain of receipts, from the call as the guest made it:
+        // its text is not copied for the writer.
         let prepared = super::block::prepare(&decided);
+        let proposal = match &decided.call.args {
+            pep::Args::Hid(args) if !args.proposal.is_empty() => Some(Box::from(&*args.proposal)),
+            _ => None,
+        };
         let decided = super::channel::Decided {
-            call: decided,
+            call: super::channel::Recorded {
+                scope: decided.scope,
+                op: decided.call.op,
+                proposal,
+                at_ms: decided.at_ms,
+                verdict: decided.verdict,
+                reason: decided.reason,
+                risk: decided.risk,
+            },
             prepared,
         };
         if self.tx.send(Msg::Call(Box::new(decided))).is_err() {

@@ -406,7 +406,7 @@ impl Core {
             input_hash,
         } = prepared
             .as_ref()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", d.call.op))?;
+            .map_err(|e| anyhow::anyhow!("{}: {e}", d.op))?;
         self.parents.clear();
         let known = match self.sessions.get_mut(&facts.session_id) {
             Some(chain) => {
@@ -420,7 +420,7 @@ impl Core {
             session_id: Some(&facts.session_id),
             task_id: Some(&facts.task_id),
             capability: &facts.capability,
-            call: d.call.op.name(),
+            call: d.op.name(),
             args_hash: *args_hash,
             input_hash: *input_hash,
             verdict: d.verdict,
@@ -446,12 +446,11 @@ impl Core {
                 .map_err(|e| anyhow::anyhow!("session facts: {e}"))?;
             out.write(session_row(facts, &scope_hash, facts_bytes, seq))?;
         }
-        if let pep::Args::Hid(args) = &d.call.args
+        if let Some(proposal) = &d.proposal
             && d.verdict == hcp_receipts::Verdict::Allow
-            && !args.proposal.is_empty()
         {
             self.threads.insert(
-                args.proposal.to_string(),
+                proposal.to_string(),
                 Thread {
                     session: facts.session_id.clone(),
                     parents: vec![parent],

@@ -91,16 +91,29 @@ pub fn open(
 /// canonical and the keys are in order.
 pub fn call_input(at_ms: u64, call_bytes: &[u8], counters: &Counters, scope: &Digest) -> Vec<u8> {
     let mut out = Vec::with_capacity(call_bytes.len() + 256);
+    call_input_into(&mut out, at_ms, call_bytes, counters, scope);
+    out
+}
+
+/// [`call_input`], written at the end of `out` (a buffer used again, so
+/// that a decision input hashed and dropped costs no allocation).
+pub fn call_input_into(
+    out: &mut Vec<u8>,
+    at_ms: u64,
+    call_bytes: &[u8],
+    counters: &Counters,
+    scope: &Digest,
+) {
+    out.reserve(call_bytes.len() + 256);
     let _ = write!(out, "{{\"at_ms\":{at_ms},\"call\":");
     out.extend_from_slice(call_bytes);
     out.extend_from_slice(b",\"counters\":");
     // Integers and a bool, fields in key order: canonical.
-    let _ = serde_json::to_writer(&mut out, counters);
+    let _ = serde_json::to_writer(&mut *out, counters);
     let _ = write!(
         out,
         ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
     );
-    out
 }
 
 /// The decision input of a bounded call ([`Call::bounded`], canonical bytes
