@@ -12,6 +12,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 
 pub mod broker;
+pub mod phases;
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 

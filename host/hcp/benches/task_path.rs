@@ -20,13 +20,9 @@ mod common;
 
 use common::{example, in_process_task, open_host, runtime};
 use hcp::engine::Host;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-use tracing::span::{Attributes, Id};
-use tracing_subscriber::layer::{Context, SubscriberExt as _};
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::{Layer, filter};
+use hcp_tests::phases::Phases;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The phases in the order they are reported, with their depth.
 const PHASES: &[(usize, &str)] = &[
@@ -63,51 +59,6 @@ const PHASES: &[(usize, &str)] = &[
     (1, "writer.mark"),
 ];
 
-/// Each closed phase span's duration, by name.
-#[derive(Default, Clone)]
-struct Phases(Arc<Mutex<HashMap<&'static str, Vec<Duration>>>>);
-
-struct Started(Instant);
-
-impl<S> Layer<S> for Phases
-where
-    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Started(Instant::now()));
-        }
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(elapsed) = span.extensions().get::<Started>().map(|s| s.0.elapsed()) else {
-            return;
-        };
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(span.name())
-            .or_default()
-            .push(elapsed);
-    }
-}
-
-impl Phases {
-    fn add(&self, name: &'static str, d: Duration) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(name)
-            .or_default()
-            .push(d);
-    }
-
-    fn take(&self) -> HashMap<&'static str, Vec<Duration>> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-}
-
 /// Runs `tasks` tasks one after another; their wall times. The two calls
 /// of each (`Host::submit` on the blocking pool, as `hcp serve` makes it,
 /// and `Host::run_task`) are recorded as the phases `submit` and `run`.
@@ -141,12 +92,7 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(300usize);
     let phases = Phases::default();
-    let subscriber = tracing_subscriber::registry().with(
-        phases
-            .clone()
-            .with_filter(filter::Targets::new().with_target("hcp::phase", tracing::Level::TRACE)),
-    );
-    tracing::subscriber::set_global_default(subscriber).expect("subscriber");
+    tracing::subscriber::set_global_default(phases.subscriber()).expect("subscriber");
     let runtime = runtime();
     let data = tempfile::tempdir().expect("tempdir");
     let host = open_host(data.path());

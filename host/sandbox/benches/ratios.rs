@@ -18,14 +18,10 @@ mod common;
 
 use common::{pairs, request, run_ok, spin_inputs, trivial_inputs};
 use hcp_sandbox::{PreparedCapability, RunResult, TaskStore};
+use hcp_tests::phases::Phases;
 use serde_json::Value;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::span::{Attributes, Id};
-use tracing_subscriber::layer::{Context, SubscriberExt as _};
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::{Layer, filter};
 
 async fn batch(
     cap: &PreparedCapability,
@@ -93,36 +89,6 @@ async fn pair(
     (sc, sb)
 }
 
-/// Each closed phase span's duration, by name.
-#[derive(Default, Clone)]
-struct Phases(Arc<Mutex<HashMap<&'static str, Vec<f64>>>>);
-
-struct Started(Instant);
-
-impl<S> Layer<S> for Phases
-where
-    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn on_new_span(&self, _: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Started(Instant::now()));
-        }
-    }
-
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(elapsed) = span.extensions().get::<Started>().map(|s| s.0.elapsed()) else {
-            return;
-        };
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(span.name())
-            .or_default()
-            .push(elapsed.as_secs_f64());
-    }
-}
-
 /// The candidate's tasks with their phases timed: what a ready instance
 /// could take off the task's path at most, and the ratio against
 /// `baseline` (seconds per task, measured beside `candidate` in the pair)
@@ -135,15 +101,10 @@ fn ready_instance_bound(
     (candidate, baseline): (f64, f64),
 ) {
     let phases = Phases::default();
-    let subscriber = tracing_subscriber::registry().with(
-        phases
-            .clone()
-            .with_filter(filter::Targets::new().with_target("hcp::phase", tracing::Level::TRACE)),
-    );
     // This thread only: the pair above ran with no subscriber, and the
     // tasks below run on it (`block_on` polls them here).
     let mut requests = Vec::new();
-    tracing::subscriber::with_default(subscriber, || {
+    tracing::subscriber::with_default(phases.subscriber(), || {
         rt.block_on(async {
             for _ in 0..5000 {
                 // The task's request, with its governor (a policy scope
@@ -161,8 +122,12 @@ fn ready_instance_bound(
         });
     });
     let request = median(requests);
-    let spans = std::mem::take(&mut *phases.0.lock().unwrap_or_else(|e| e.into_inner()));
-    let phase = |name: &str| spans.get(name).cloned().map(median).unwrap_or(0.0);
+    let spans = phases.take();
+    let phase = |name: &str| {
+        spans.get(name).map_or(0.0, |d| {
+            median(d.iter().map(Duration::as_secs_f64).collect())
+        })
+    };
     let (setup, instantiate, call, release) = (
         phase("sandbox.setup"),
         phase("sandbox.instantiate"),
