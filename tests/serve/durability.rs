@@ -661,7 +661,8 @@ fn the_receipt_writer_fails_closed_while_the_disk_is_full_and_goes_on_after() {
         capability: "probe@1.0.0".into(),
         call: "gate.admission".into(),
         args: serde_json::json!({ "i": i }),
-        input: serde_json::json!({ "i": i }),
+        input: hcp_contracts::jcs::Canonical::of(&serde_json::json!({ "i": i }))
+            .expect("canonical"),
         verdict: hcp_receipts::Verdict::Allow,
         reason_code: "ALLOW".into(),
         risk: hcp_contracts::RiskLevel::R1,

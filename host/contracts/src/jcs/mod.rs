@@ -16,6 +16,55 @@ pub fn canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, Stri
     Ok(out)
 }
 
+/// JSON in its canonical (RFC 8785) form: made only by rendering a value
+/// ([`Canonical::of`], [`Canonical::replacing`]), so its bytes are
+/// canonical by construction and can be written into another canonical
+/// document as they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Canonical(Box<[u8]>);
+
+impl Canonical {
+    /// The canonical form of `value`.
+    ///
+    /// # Errors
+    ///
+    /// As [`canonical_bytes`].
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Result<Self, String> {
+        canonical_bytes(value).map(|b| Self(b.into()))
+    }
+
+    /// The canonical form of `value`, an object whose member `name` has
+    /// the value `with`: the bytes of [`Canonical::of`] on `value` with
+    /// that member set to what `with` was made from, without rendering
+    /// `with` again (for a large part that stays the same, such as an
+    /// installed manifest).
+    ///
+    /// # Errors
+    ///
+    /// As [`canonical_bytes`]; or `value` has no member `name` (it is not
+    /// an object, or a field was renamed).
+    pub fn replacing<T: Serialize + ?Sized>(
+        value: &T,
+        name: &str,
+        with: &Canonical,
+    ) -> Result<Self, String> {
+        let mut out = Vec::with_capacity(with.0.len() + 256);
+        ser::write_replacing(&mut out, value, name, &with.0)
+            .map_err(|e| format!("canonical JSON: {e}"))?;
+        Ok(Self(out.into()))
+    }
+
+    /// The bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0.into_vec()
+    }
+}
+
 /// SHA-256 of the canonical bytes of `value`.
 ///
 /// # Errors
@@ -192,6 +241,49 @@ mod tests {
         assert!(reference(&twice).is_err());
     }
 
+    #[test]
+    fn a_member_replaced_is_the_member_rendered() {
+        #[derive(Serialize)]
+        struct Outer<M> {
+            zed: u8,
+            inner: Option<M>,
+            alpha: &'static str,
+        }
+        let inner = json!({"b": [1.0, "\u{1f600}"], "a": {"y": null, "x": 1e21}});
+        let with = Canonical::of(&inner).expect("canonical");
+        let whole = Outer {
+            zed: 1,
+            inner: Some(&inner),
+            alpha: "a",
+        };
+        let replaced = Outer::<()> {
+            zed: 1,
+            inner: None,
+            alpha: "a",
+        };
+        assert_eq!(
+            Canonical::replacing(&replaced, "inner", &with).expect("replaced"),
+            Canonical::of(&whole).expect("whole")
+        );
+        // Only the object's own member: a nested one of the same name is
+        // rendered.
+        let nested = json!({"inner": {"inner": null}, "z": 0});
+        let text = Canonical::replacing(&nested, "inner", &with).expect("replaced");
+        assert_eq!(
+            String::from_utf8_lossy(text.as_bytes()),
+            format!(
+                "{{\"inner\":{},\"z\":0}}",
+                String::from_utf8_lossy(with.as_bytes())
+            )
+        );
+        // No such member, or no object at all: refused, never a document
+        // without it.
+        for missing in [json!({"other": 1}), json!([1, 2]), json!("inner")] {
+            let err = Canonical::replacing(&missing, "inner", &with).expect_err("missing");
+            assert!(err.contains("no member \"inner\""), "{err}");
+        }
+    }
+
     fn any_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
         use proptest::prelude::*;
         let name = prop_oneof![
@@ -234,6 +326,28 @@ mod tests {
             let ours = canonical_bytes(&v).expect("canonical");
             let theirs = reference(&v).expect("reference");
             proptest::prop_assert_eq!(String::from_utf8_lossy(&ours), String::from_utf8_lossy(&theirs));
+        }
+
+        #[test]
+        fn any_member_replaced_as_if_rendered(
+            outer in proptest::collection::btree_map("[a-z]{0,3}", any_value(), 1..6),
+            with in any_value(),
+            pick in 0usize..6,
+        ) {
+            let name = outer.keys().nth(pick % outer.len()).expect("a member").clone();
+            let mut whole = outer.clone();
+            whole.insert(name.clone(), with.clone());
+            let replaced = Canonical::replacing(
+                &outer,
+                &name,
+                &Canonical::of(&with).expect("canonical"),
+            )
+            .expect("replaced");
+            let rendered = canonical_bytes(&whole).expect("canonical");
+            proptest::prop_assert_eq!(
+                String::from_utf8_lossy(replaced.as_bytes()),
+                String::from_utf8_lossy(&rendered)
+            );
         }
     }
 }

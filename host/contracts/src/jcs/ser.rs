@@ -39,11 +39,48 @@ const EXACT: u64 = 1 << 53;
 
 /// Writes `value` canonically at the end of `out`.
 pub(super) fn write<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
-    value.serialize(Canon { out })
+    value.serialize(Canon { out, replace: None })
+}
+
+/// Writes `value` (an object) canonically at the end of `out`, the value
+/// of its member `name` replaced by `with`, which is written as it is.
+/// The caller vouches that `with` is canonical JSON.
+pub(super) fn write_replacing<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+    name: &str,
+    with: &[u8],
+) -> Result<()> {
+    let done = std::cell::Cell::new(false);
+    let replace = Replace {
+        name,
+        with,
+        done: &done,
+    };
+    value.serialize(Canon {
+        out,
+        replace: Some(replace),
+    })?;
+    if done.get() {
+        Ok(())
+    } else {
+        Err(Error(format!("no member {name:?} to replace")))
+    }
 }
 
 struct Canon<'a> {
     out: &'a mut Vec<u8>,
+    /// A member of this value (an object) written as given.
+    replace: Option<Replace<'a>>,
+}
+
+/// A member whose value is written as given ([`write_replacing`]).
+#[derive(Clone, Copy)]
+struct Replace<'a> {
+    name: &'a str,
+    with: &'a [u8],
+    /// Set once the member was written.
+    done: &'a std::cell::Cell<bool>,
 }
 
 fn write_str(out: &mut Vec<u8>, s: &str) {
@@ -263,7 +300,10 @@ impl<'a> ser::Serializer for Canon<'a> {
         self.out.push(b'{');
         write_str(self.out, variant);
         self.out.push(b':');
-        value.serialize(Canon { out: self.out })?;
+        value.serialize(Canon {
+            out: self.out,
+            replace: None,
+        })?;
         self.out.push(b'}');
         Ok(())
     }
@@ -298,7 +338,7 @@ impl<'a> ser::Serializer for Canon<'a> {
         })
     }
     fn serialize_map(self, len: Option<usize>) -> Result<Object<'a>> {
-        Ok(Object::new(self.out, len.unwrap_or(0), false))
+        Ok(Object::new(self.out, len.unwrap_or(0), false).replacing(self.replace))
     }
     fn serialize_struct(self, name: &'static str, len: usize) -> Result<Object<'a>> {
         if name == "$serde_json::private::RawValue" {
@@ -306,7 +346,7 @@ impl<'a> ser::Serializer for Canon<'a> {
                 "raw JSON has no canonical form without parsing it".into(),
             ));
         }
-        Ok(Object::new(self.out, len, false))
+        Ok(Object::new(self.out, len, false).replacing(self.replace))
     }
     fn serialize_struct_variant(
         self,
@@ -336,7 +376,10 @@ impl Seq<'_> {
             self.out.push(b',');
         }
         self.first = false;
-        value.serialize(Canon { out: self.out })
+        value.serialize(Canon {
+            out: self.out,
+            replace: None,
+        })
     }
     fn close(self) {
         self.out.push(b']');
@@ -383,6 +426,8 @@ pub(super) struct Object<'a> {
     key: Option<Name>,
     /// Inside `{"variant":{…}}`.
     variant: bool,
+    /// A member written as given.
+    replace: Option<Replace<'a>>,
 }
 
 /// A member's name: a struct's field names are static.
@@ -410,7 +455,12 @@ impl<'a> Object<'a> {
             members: Vec::with_capacity(len),
             key: None,
             variant,
+            replace: None,
         }
+    }
+
+    fn replacing(self, replace: Option<Replace<'a>>) -> Self {
+        Self { replace, ..self }
     }
 
     fn member<T: Serialize + ?Sized>(&mut self, name: Name, value: &T) -> Result<()> {
@@ -420,7 +470,16 @@ impl<'a> Object<'a> {
         let from = self.out.len();
         write_str(self.out, name.as_str());
         self.out.push(b':');
-        value.serialize(Canon { out: self.out })?;
+        match self.replace {
+            Some(r) if r.name == name.as_str() => {
+                self.out.extend_from_slice(r.with);
+                r.done.set(true);
+            }
+            _ => value.serialize(Canon {
+                out: self.out,
+                replace: None,
+            })?,
+        }
         self.members.push((name, from..self.out.len()));
         Ok(())
     }

@@ -27,6 +27,9 @@ pub(crate) struct Capability {
     pub(crate) manifest: Arc<Manifest>,
     /// The manifest as installed (its file), for receipts and evidence.
     pub(crate) manifest_bytes: Arc<[u8]>,
+    /// The manifest's document in canonical form, as every admission's
+    /// decision input holds it (rendered once, here).
+    pub(crate) manifest_canonical: hcp_contracts::jcs::Canonical,
     /// The compiled component, once a task needed it.
     prepared: tokio::sync::OnceCell<PreparedCapability>,
 }
@@ -42,9 +45,11 @@ impl Capability {
             );
         }
         let manifest_bytes = super::receipts::manifest_bytes(&manifest)?;
+        let manifest_canonical = super::receipts::canonical(&manifest.doc)?;
         Ok(Self {
             manifest: Arc::new(manifest),
             manifest_bytes: manifest_bytes.into(),
+            manifest_canonical,
             prepared: tokio::sync::OnceCell::new(),
         })
     }

@@ -226,7 +226,7 @@ impl Host {
                 "new_hash": input.new_hash,
                 "old_hash": input.old_hash,
             }),
-            input: serde_json::to_value(&input)?,
+            input: super::receipts::canonical(&input)?,
             verdict: decision.verdict,
             reason_code: decision.reason.to_owned(),
             risk: RiskLevel::R4,

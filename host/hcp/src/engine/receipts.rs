@@ -10,6 +10,7 @@ use crate::evidence::Entry;
 use crate::store::TaskRecord;
 use anyhow::Result;
 use hcp_contracts::RiskLevel;
+use hcp_contracts::jcs::Canonical;
 use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{RejectReason, TaskRejected};
 use hcp_policy::Admission;
@@ -73,6 +74,11 @@ fn printable(s: &str) -> String {
     if out.is_empty() { "?".into() } else { out }
 }
 
+/// The canonical form of a decision input, as its receipt records it.
+pub(crate) fn canonical(input: &impl serde::Serialize) -> Result<Canonical> {
+    Canonical::of(input).map_err(|e| anyhow::anyhow!("decision input: {e}"))
+}
+
 /// The receipt of an engine decision on `task` under `policy`: `call` on
 /// `capability` with `args` and decision `input`, its verdict, reason code
 /// and risk. No session, parents or manifest (a caller adds those).
@@ -82,7 +88,7 @@ fn decision(
     capability: String,
     call: &str,
     args: serde_json::Value,
-    input: &impl serde::Serialize,
+    input: Canonical,
     (verdict, reason_code, risk): (Verdict, &str, RiskLevel),
 ) -> Result<Entry> {
     Ok(Entry {
@@ -91,7 +97,7 @@ fn decision(
         capability,
         call: call.to_owned(),
         args,
-        input: serde_json::to_value(input)?,
+        input,
         verdict,
         reason_code: reason_code.to_owned(),
         risk,
@@ -140,14 +146,21 @@ impl Host {
                 r.assessed_risk_level.unwrap_or(RiskLevel::R1),
             ),
         };
-        let input = AdmissionInput {
+        // The manifest is not copied: its canonical form, made when the
+        // capability was loaded, goes in its place.
+        let input = AdmissionInput::<()> {
             at: hcp_contracts::timestamp::rfc3339_exact(facts.at),
             caller: facts.caller.to_owned(),
             equipment_busy: facts.busy.clone(),
             host_check,
             kind: CALL_ADMISSION.to_owned(),
-            manifest: facts.capability.map(|c| c.manifest.doc.clone()),
+            manifest: None,
             submit: task.submit["payload"].clone(),
+        };
+        let input = match facts.capability {
+            Some(c) => Canonical::replacing(&input, "manifest", &c.manifest_canonical)
+                .map_err(|e| anyhow::anyhow!("decision input: {e}"))?,
+            None => canonical(&input)?,
         };
         let capability = match facts.capability {
             Some(c) => c.manifest.id(),
@@ -162,7 +175,7 @@ impl Host {
                 capability,
                 CALL_ADMISSION,
                 task.submit["payload"].clone(),
-                &input,
+                input,
                 (verdict, code, risk),
             )?
         })
@@ -202,7 +215,7 @@ impl Host {
                 manifest.id(),
                 CALL_APPROVAL,
                 serde_json::json!({"approved": approved, "operator": operator}),
-                &input,
+                canonical(&input)?,
                 (verdict, code, admission.risk_level),
             )?
         })
@@ -236,7 +249,7 @@ impl Host {
                     capability,
                     CALL_EXPIRY,
                     serde_json::json!({"expires_at": expires_at}),
-                    &input,
+                    canonical(&input)?,
                     (Verdict::Deny, reason::DENY_APPROVAL_EXPIRED, risk),
                 )?
             },
@@ -272,7 +285,7 @@ impl Host {
                     manifest.id(),
                     CALL_SESSION_TOKEN,
                     serde_json::json!({"session_id": session}),
-                    &input,
+                    canonical(&input)?,
                     (
                         Verdict::Deny,
                         reason::DELEGATION_INVALID,
@@ -309,7 +322,7 @@ impl Host {
                 task_capability(task),
                 CALL_ABANDONED,
                 serde_json::json!({"transport": transport}),
-                &input,
+                canonical(&input)?,
                 (Verdict::Deny, reason::FAIL_CLOSED_ERROR, risk),
             )?
         })

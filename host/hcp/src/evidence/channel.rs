@@ -29,8 +29,9 @@ pub struct Entry {
     pub call: String,
     /// The arguments (their RFC 8785 SHA-256 is recorded).
     pub args: Value,
-    /// The decision input, recorded for replay.
-    pub input: Value,
+    /// The decision input in canonical form, recorded for replay (its
+    /// SHA-256 is the receipt's `input_hash`).
+    pub input: hcp_contracts::jcs::Canonical,
     /// The verdict.
     pub verdict: Verdict,
     /// Its reason code.

@@ -671,7 +671,8 @@ mod tests {
             capability: "probe@1.0.0".into(),
             call: "test.entry".into(),
             args: serde_json::json!({ "i": i }),
-            input: serde_json::json!({ "i": i }),
+            input: hcp_contracts::jcs::Canonical::of(&serde_json::json!({ "i": i }))
+                .expect("canonical"),
             verdict: Verdict::Allow,
             reason_code: hcp_receipts::reason::ALLOW.into(),
             risk: RiskLevel::R1,

@@ -230,7 +230,8 @@ mod tests {
             capability: "probe@1.0.0".into(),
             call: "test.entry".into(),
             args: serde_json::json!({ "i": i }),
-            input: serde_json::json!({ "i": i }),
+            input: hcp_contracts::jcs::Canonical::of(&serde_json::json!({ "i": i }))
+                .expect("canonical"),
             // Every third refused: signed receipts among them.
             verdict: if i.is_multiple_of(3) {
                 Verdict::Deny

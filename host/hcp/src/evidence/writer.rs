@@ -268,13 +268,13 @@ impl Core {
                 }
                 Msg::Append(entry, reply) => {
                     // A draft the log refuses refuses only its own receipt.
-                    let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
+                    let parent = core.append(tx, *entry)?.map_err(|e| e.to_string());
                     replies.push(Box::new(move |r: Result<(), String>| {
                         let _ = reply.send(r.and(parent));
                     }));
                 }
                 Msg::Sealed(entry, reply, write) => {
-                    let parent = core.append(tx, &entry)?.map_err(|e| e.to_string());
+                    let parent = core.append(tx, *entry)?.map_err(|e| e.to_string());
                     // What the store makes of a receipt the log refused is
                     // not written either.
                     if let (Some(write), Ok(_)) = (write, &parent) {
@@ -472,7 +472,7 @@ impl Core {
         Ok(())
     }
 
-    fn append(&mut self, out: &mut Rows<'_>, e: &Entry) -> Result<Result<Parent, LogError>> {
+    fn append(&mut self, out: &mut Rows<'_>, e: Entry) -> Result<Result<Parent, LogError>> {
         let field = |m: String| LogError::Field {
             host_id: self.log.state().host_id.clone(),
             reason: m,
@@ -481,10 +481,8 @@ impl Core {
             Ok(h) => h,
             Err(m) => return Ok(Err(field(format!("args: {m}")))),
         };
-        let input = match hcp_contracts::jcs::canonical_bytes(&e.input) {
-            Ok(i) => i,
-            Err(m) => return Ok(Err(field(format!("input: {m}")))),
-        };
+        // Canonical already (made by whoever drafted the entry).
+        let input = e.input.into_bytes();
         let mut parents = e.parents.clone();
         if let Some(follows) = &e.follows {
             match self.threads.get(&follows.proposal) {
@@ -530,16 +528,16 @@ impl Core {
             }
         }
         if stored.is_ok() {
-            if let Some(manifest) = &e.manifest {
+            if let Some(manifest) = e.manifest {
                 out.write(Row::Manifest {
-                    capability: e.capability.clone(),
-                    manifest: manifest.clone(),
+                    capability: e.capability,
+                    manifest,
                 })?;
             }
-            if let Some(sources) = &e.policy_sources {
+            if let Some(sources) = e.policy_sources {
                 out.write(Row::Policy {
                     hash: e.policy_hash.to_string(),
-                    sources: sources.clone(),
+                    sources,
                 })?;
             }
         }

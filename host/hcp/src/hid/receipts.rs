@@ -4,6 +4,7 @@
 use crate::evidence::{Appender, Entry, Follows, RecordedSession};
 use crate::store::Store;
 use hcp_contracts::RiskLevel;
+use hcp_contracts::jcs::Canonical;
 use hcp_hid::mediator::witness::{
     self, Decided, Finished, ModeChange, Readiness, Witness, WitnessError,
 };
@@ -149,7 +150,7 @@ impl HidReceipts {
         session_id: &str,
         call: &str,
         args: Value,
-        input: Value,
+        input: Canonical,
         decision: &Decision,
         policy: &crate::engine::CurrentPolicy,
         follows: Follows,
@@ -222,8 +223,7 @@ impl Witness for HidReceipts {
             "operator": d.operator,
             "proposal": d.proposal,
         });
-        let input =
-            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
+        let input = Canonical::of(&input).map_err(WitnessError::Failed)?;
         self.record(
             d.session,
             CALL_HID_DECISION,
@@ -274,8 +274,7 @@ impl Witness for HidReceipts {
         let policy = self.policy.current();
         let decision = pep_hid::decide_mode(&policy, &input);
         let args = json!({"from": input.from, "operator": c.operator, "to": input.to});
-        let input =
-            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
+        let input = Canonical::of(&input).map_err(WitnessError::Failed)?;
         self.appender
             .append_sealed(Entry {
                 session_id: None,
@@ -349,8 +348,7 @@ impl Witness for HidReceipts {
             "proposal": f.proposal,
             "result": result,
         });
-        let input =
-            serde_json::to_value(&input).map_err(|e| WitnessError::Failed(e.to_string()))?;
+        let input = Canonical::of(&input).map_err(WitnessError::Failed)?;
         self.record(
             f.session,
             CALL_HID_EXECUTION,

@@ -61,10 +61,14 @@ pub struct HostCheck {
     pub reason_code: RejectReason,
 }
 
-/// The decision input of `gate.admission`.
+/// The decision input of `gate.admission`. The host renders it with the
+/// manifest left out (`M = ()`) and the installed manifest's canonical
+/// form put in its place ([`hcp_contracts::jcs::Canonical::replacing`]):
+/// the same bytes as with the manifest (`M = ManifestDoc`), without
+/// copying and rendering the whole manifest again for every task.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct AdmissionInput {
+pub struct AdmissionInput<M = ManifestDoc> {
     /// The gate's clock (RFC 3339).
     pub at: String,
     /// The authenticated caller.
@@ -76,7 +80,7 @@ pub struct AdmissionInput {
     /// [`CALL_ADMISSION`].
     pub kind: String,
     /// The manifest of the capability selected (none when none matched).
-    pub manifest: Option<ManifestDoc>,
+    pub manifest: Option<M>,
     /// The `task_submit` payload.
     pub submit: Value,
 }

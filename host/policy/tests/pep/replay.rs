@@ -122,3 +122,54 @@ fn replay_rederives_every_verdict_and_finds_a_changed_policy() {
         4
     );
 }
+
+/// The host renders an admission's decision input with the installed
+/// manifest's canonical form put in place of the manifest
+/// (`Canonical::replacing`), not the manifest copied and rendered again:
+/// the receipt's `input_hash`, the stored input and what replay decides
+/// from it must be those of the input rendered whole.
+#[test]
+fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole() {
+    use hcp_contracts::jcs::{Canonical, canonical_bytes};
+    use hcp_policy::pep::gate::{AdmissionInput, CALL_ADMISSION, decide_admission};
+    let policy = shipped();
+    for submit in [common::document_submit(), common::cvd_submit()] {
+        let manifest = common::manifest_for(&submit);
+        let payload = serde_json::to_value(&submit).expect("payload");
+        let whole = AdmissionInput {
+            at: "2025-01-15T09:00:00.123456789Z".into(),
+            caller: submit.caller_id.clone(),
+            equipment_busy: vec!["furnace-2".into()],
+            host_check: None,
+            kind: CALL_ADMISSION.into(),
+            manifest: Some(manifest.clone()),
+            submit: payload.clone(),
+        };
+        let without = AdmissionInput::<()> {
+            at: whole.at.clone(),
+            caller: whole.caller.clone(),
+            equipment_busy: whole.equipment_busy.clone(),
+            host_check: None,
+            kind: CALL_ADMISSION.into(),
+            manifest: None,
+            submit: payload,
+        };
+        let placed = Canonical::replacing(
+            &without,
+            "manifest",
+            &Canonical::of(&manifest).expect("manifest"),
+        )
+        .expect("placed");
+        assert_eq!(
+            String::from_utf8_lossy(placed.as_bytes()),
+            String::from_utf8_lossy(&canonical_bytes(&whole).expect("whole")),
+            "{}",
+            submit.capability
+        );
+        let back: AdmissionInput = serde_json::from_slice(placed.as_bytes()).expect("read back");
+        assert_eq!(
+            decide_admission(&policy, &back),
+            decide_admission(&policy, &whole)
+        );
+    }
+}
