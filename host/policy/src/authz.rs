@@ -40,10 +40,18 @@ pub struct Authz {
 /// of a decision's cost, and the same caller asks for the same capability
 /// in the same circumstances again and again; the same JSON under the same
 /// schema gives the same entities and context.
+///
+/// And the decisions themselves, by their entities' and request's JSON
+/// text: Cedar's answer is a function of the policies (this set's, fixed),
+/// the entities and the request, so the same text gets the same answer
+/// without the request's entity ids parsed, the request checked against
+/// the schema and the policies evaluated again (most of what a decision
+/// still cost with its entities and context built).
 #[derive(Debug, Default)]
 struct Built {
     entities: Cache<Arc<cedar::Entities>>,
     contexts: Cache<cedar::Context>,
+    decisions: Cache<AuthzDecision>,
 }
 
 impl Clone for Built {
@@ -281,11 +289,27 @@ impl Authz {
             errors: vec![error],
             reason: None,
         };
-        let request = match self.request(action, caller, declaration, context) {
-            Ok(r) => r,
-            Err(e) => return denied(e.to_string()),
-        };
-        let (request, entities) = request;
+        let asked = self.asked(action, caller, declaration, context);
+        let key = format!("{}\n{}", asked.entities_key, asked.context_key);
+        match self
+            .built
+            .decisions
+            .get_or_build(key, || self.evaluate(action, caller, declaration, asked))
+        {
+            Ok(decision) => decision,
+            Err(e) => denied(e.to_string()),
+        }
+    }
+
+    /// Cedar's answer to what was `asked`, built and evaluated.
+    fn evaluate(
+        &self,
+        action: AuthzAction,
+        caller: &Caller,
+        declaration: &Declaration,
+        asked: Asked,
+    ) -> Result<AuthzDecision, RequestError> {
+        let (request, entities) = self.request(action, caller, declaration, asked)?;
         let response = cedar::Authorizer::new().is_authorized(&request, &self.policies, &entities);
         let mut policies: Vec<String> = response
             .diagnostics()
@@ -312,21 +336,22 @@ impl Authz {
                 .min_by_key(|r| REASONS.iter().position(|(_, c)| c == r))
                 .unwrap_or(RejectReason::Forbidden)
         });
-        AuthzDecision {
+        Ok(AuthzDecision {
             allowed,
             policies,
             errors,
             reason,
-        }
+        })
     }
 
-    fn request(
+    /// The entities and context of a request as JSON, with their text.
+    fn asked(
         &self,
         action: AuthzAction,
         caller: &Caller,
         declaration: &Declaration,
         context: &AuthzContext<'_>,
-    ) -> Result<(cedar::Request, Arc<cedar::Entities>), RequestError> {
+    ) -> Asked {
         let kind = caller.kind.as_str();
         let safety = &declaration.safety;
         // A caller listed for every capability (`all_capabilities`) is
@@ -361,7 +386,35 @@ impl Authz {
                 "parents": [],
             },
         ]);
-        let entities = self.built.entities.get_or_build(entities.to_string(), || {
+        let context = json!({
+            "risk": context.risk.rank(),
+            "data": data_rank(context.data),
+            "unattended": context.unattended,
+            "busy_resources": context.busy_resources,
+            "submitter": context.submitter,
+        });
+        Asked {
+            entities_key: entities.to_string(),
+            entities,
+            context_key: format!("{}\n{context}", action.as_str()),
+            context,
+        }
+    }
+
+    fn request(
+        &self,
+        action: AuthzAction,
+        caller: &Caller,
+        declaration: &Declaration,
+        asked: Asked,
+    ) -> Result<(cedar::Request, Arc<cedar::Entities>), RequestError> {
+        let Asked {
+            entities,
+            entities_key,
+            context,
+            context_key,
+        } = asked;
+        let entities = self.built.entities.get_or_build(entities_key, || {
             cedar::Entities::from_json_value(entities, Some(&self.schema))
                 .map(Arc::new)
                 .map_err(|e| RequestError::Entities(e.to_string()))
@@ -376,15 +429,7 @@ impl Authz {
             })
         };
         let action_uid = uid("Hcp::Action", action.as_str())?;
-        let context = json!({
-            "risk": context.risk.rank(),
-            "data": data_rank(context.data),
-            "unattended": context.unattended,
-            "busy_resources": context.busy_resources,
-            "submitter": context.submitter,
-        });
-        let key = format!("{}\n{context}", action.as_str());
-        let context = self.built.contexts.get_or_build(key, || {
+        let context = self.built.contexts.get_or_build(context_key, || {
             cedar::Context::from_json_value(context, Some((&self.schema, &action_uid)))
                 .map_err(|e| RequestError::Context(e.to_string()))
         })?;
@@ -398,6 +443,15 @@ impl Authz {
         .map_err(|e| RequestError::Request(e.to_string()))?;
         Ok((request, entities))
     }
+}
+
+/// A request's entities and context as JSON, and their text (the caches'
+/// keys).
+struct Asked {
+    entities: serde_json::Value,
+    entities_key: String,
+    context: serde_json::Value,
+    context_key: String,
 }
 
 /// Why a Cedar request could not be built (the decision is then a denial

@@ -57,6 +57,36 @@ fn each_decision_sees_its_own_caller_and_capability() {
     }
 }
 
+#[test]
+fn each_decision_sees_its_own_context() {
+    // Decisions are remembered by their entities and context: the same
+    // caller asking for the same capability in another context (here T2
+    // data, which one forbid refuses) is decided again, each time.
+    let authz = format!(
+        "{}\n@id(\"no-t2-documents\")\nforbid (principal, action == Hcp::Action::\"invoke\", \
+         resource == Hcp::Capability::\"document-analysis\") when {{ context.data == 2 }};\n",
+        shipped_authz()
+    );
+    let set = with_file("authz.cedar", &authz);
+    let t1 = document_submit();
+    let mut t2 = document_submit();
+    t2.constraints
+        .as_mut()
+        .expect("constraints")
+        .data_classification = Some(hcp_contracts::DataClass::T2);
+    for _ in 0..3 {
+        let a = admit(&set, &t1).unwrap_or_else(|r| panic!("{r:?}"));
+        assert_eq!(a.authorized_by, ["invoke-within-limits"]);
+        let r = admit(&set, &t2).expect_err("T2 admitted");
+        assert_eq!(r.stage, Stage::Authorization);
+        assert!(
+            r.reason_message.contains("no-t2-documents"),
+            "{}",
+            r.reason_message
+        );
+    }
+}
+
 /// The shipped set, but harness-local-01 listed for CVD up to R4 in
 /// callers.json: only Cedar stands between the pipeline and the furnace.
 fn pipeline_listed_for_cvd(authz: &str) -> PolicySet {
