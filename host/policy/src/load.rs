@@ -227,6 +227,8 @@ impl PolicySet {
                     authz,
                     dispatch,
                     hash,
+                    // A map of strings to strings always has a JSON form.
+                    sources_json: serde_json::to_string(&sources).unwrap_or_default().into(),
                     sources,
                 })
             }

@@ -27,6 +27,8 @@ pub struct PolicySet {
     pub(crate) dispatch: DispatchFile,
     pub(crate) hash: String,
     pub(crate) sources: BTreeMap<String, String>,
+    /// `sources` as JSON (what [`PolicySet::sources_json`] gives).
+    pub(crate) sources_json: std::sync::Arc<str>,
 }
 
 impl PolicySet {
@@ -42,6 +44,13 @@ impl PolicySet {
     /// [`PolicySet::from_sources`] rebuilds the same set from them).
     pub fn sources(&self) -> &BTreeMap<String, String> {
         &self.sources
+    }
+
+    /// [`PolicySet::sources`] as a JSON object of file name to text, as
+    /// receipts store the set's snapshot: written once, when the set was
+    /// loaded, not for every receipt that names it.
+    pub fn sources_json(&self) -> &std::sync::Arc<str> {
+        &self.sources_json
     }
 
     /// Every caller, by id.

@@ -33,8 +33,9 @@ pub struct CurrentPolicy {
     pub set: PolicySet,
     /// Its hash, as receipts record it.
     pub digest: Digest,
-    /// Its files as JSON, stored with receipts as its snapshot.
-    pub sources: String,
+    /// Its files as JSON, stored with receipts as its snapshot
+    /// ([`PolicySet::sources_json`]).
+    pub sources: std::sync::Arc<str>,
 }
 
 impl CurrentPolicy {
@@ -42,7 +43,7 @@ impl CurrentPolicy {
         Ok(Self {
             digest: Digest::from_str(set.policy_hash())
                 .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
-            sources: serde_json::to_string(set.sources())?,
+            sources: set.sources_json().clone(),
             set,
         })
     }

@@ -47,7 +47,7 @@ pub struct Entry {
     pub manifest: Option<Vec<u8>>,
     /// The policy files (`PolicySet::sources` as JSON), stored as the
     /// snapshot of `policy_hash` for evidence packs.
-    pub policy_sources: Option<String>,
+    pub policy_sources: Option<Arc<str>>,
     /// The HID proposal this receipt follows from: the receipts recorded
     /// so far about it (the guest's `hid.propose` call, the operator's
     /// decision) become parents too.
@@ -71,7 +71,7 @@ pub(super) struct Open {
     pub(super) at_ms: u64,
     pub(super) decision: Decision,
     pub(super) policy_hash: Digest,
-    pub(super) policy_sources: String,
+    pub(super) policy_sources: Arc<str>,
     pub(super) manifest: Vec<u8>,
     pub(super) causes: Vec<Parent>,
     /// Whether its sender waits for it to be stored.

@@ -566,7 +566,7 @@ fn session_open(
         at_ms,
         policy_hash: Digest::from_str(policy.policy_hash())
             .map_err(|e| anyhow::anyhow!("policy hash: {e}"))?,
-        policy_sources: serde_json::to_string(policy.sources())?,
+        policy_sources: policy.sources_json().clone(),
         manifest: manifest.to_vec(),
         causes,
         decision: decision.clone(),

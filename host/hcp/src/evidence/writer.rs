@@ -736,7 +736,7 @@ enum Row {
     },
     Policy {
         hash: String,
-        sources: String,
+        sources: std::sync::Arc<str>,
     },
     Manifest {
         capability: String,
@@ -802,7 +802,7 @@ impl Row {
                 .prepare_cached(
                     "INSERT OR IGNORE INTO policy_snapshots (policy_hash, sources) VALUES (?1, ?2)",
                 )?
-                .execute(params![hash, sources])?,
+                .execute(params![hash, &**sources])?,
             Row::Manifest {
                 capability,
                 manifest,
