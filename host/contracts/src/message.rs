@@ -104,8 +104,9 @@ impl Envelope {
     /// Every problem, with pointers into the whole message.
     pub fn parse(value: &Value) -> Result<Self, Vec<Problem>> {
         SchemaId::Envelope.validate(value, "")?;
-        let envelope: Envelope = serde_json::from_value(value.clone())
-            .map_err(|e| vec![Problem::new("", e.to_string())])?;
+        // Read from the message itself, not a copy of it.
+        let envelope =
+            Envelope::deserialize(value).map_err(|e| vec![Problem::new("", e.to_string())])?;
         envelope
             .kind
             .payload_schema()
