@@ -34,6 +34,18 @@ impl Digest {
         &self.0
     }
 
+    /// Appends the text form (`sha256:<hex>`, unquoted) to `out`.
+    pub fn push_text(&self, out: &mut Vec<u8>) {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; 71];
+        buf[..7].copy_from_slice(PREFIX.as_bytes());
+        for (b, pair) in self.0.iter().zip(buf[7..].chunks_exact_mut(2)) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0x0f)];
+        }
+        out.extend_from_slice(&buf);
+    }
+
     /// Lowercase hex without the `sha256:` prefix.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
@@ -148,6 +160,9 @@ mod tests {
             serde_json::to_string(&d).expect("json"),
             format!("\"{text}\"")
         );
+        let mut pushed = b"x".to_vec();
+        d.push_text(&mut pushed);
+        assert_eq!(pushed, format!("x{text}").into_bytes());
         assert!(text.to_uppercase().parse::<Digest>().is_err());
         assert!(text[7..].parse::<Digest>().is_err());
         assert!(format!("{text}0").parse::<Digest>().is_err());

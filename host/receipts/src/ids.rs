@@ -53,6 +53,12 @@ pub fn check_host_id(id: &str) -> Result<(), IdError> {
     }
 }
 
+/// Appends `n` in decimal to `out`, as serde_json (itoa) writes an
+/// integer: for canonical forms written by hand.
+pub fn push_decimal(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(decimal(n, &mut [0u8; 20]));
+}
+
 /// `n` in decimal (no leading zeros), written into `buf`: as serde_json
 /// (itoa) writes an integer, and as a receipt id names its `seq`.
 pub(crate) fn decimal(n: u64, buf: &mut [u8; 20]) -> &[u8] {
@@ -130,5 +136,15 @@ mod tests {
         assert!(!is_receipt_id("h:7 ", "h", 7));
         assert!(!is_receipt_id("h7", "h", 7));
         assert!(!is_receipt_id("hh:7", "h", 7));
+    }
+
+    #[test]
+    fn decimals_are_written_as_serde_json_writes_integers() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, MAX_SAFE_INTEGER, u64::MAX] {
+            let mut out = b"=".to_vec();
+            push_decimal(&mut out, n);
+            let json = serde_json::to_string(&n).expect("json");
+            assert_eq!(out, format!("={json}").into_bytes(), "{n}");
+        }
     }
 }

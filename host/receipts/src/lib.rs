@@ -44,6 +44,6 @@ pub use hash::Digest;
 pub use keys::{HostKey, KeyId, PublicKey, Signature};
 pub use log::{Appended, Draft, DraftRef, HostLog, LogState, Placed, SigningPolicy};
 pub use pack::{Pack, ReadLimits};
-pub use receipt::{Parent, Receipt, Verdict};
+pub use receipt::{Head, Parent, Receipt, Verdict};
 pub use replay::{Decider, Decision, replay};
 pub use verify::{Report, VerifyOptions, verify, verify_bytes};

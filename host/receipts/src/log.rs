@@ -19,7 +19,7 @@ use crate::hash::Digest;
 use crate::ids::{self, MAX_SAFE_INTEGER};
 use crate::keys::{HostKey, PublicKey};
 use crate::merkle::{Frontier, leaf_hash};
-use crate::receipt::{Parent, RECEIPT_VERSION, Receipt, ReceiptError, Verdict};
+use crate::receipt::{Head, Parent, RECEIPT_VERSION, Receipt, ReceiptError, Verdict};
 use hcp_contracts::RiskLevel;
 use serde::{Deserialize, Serialize};
 
@@ -440,6 +440,22 @@ impl HostLog {
         draft: DraftRef<'_>,
         receipt: &mut Receipt,
     ) -> Result<Placed, LogError> {
+        self.append_into_after(draft, receipt, None)
+    }
+
+    /// [`HostLog::append_into`], the receipt's hash taken on from `head`
+    /// ([`Receipt::hash_after`]): the same hash, the same receipt, its
+    /// start rendered and hashed on another thread.
+    ///
+    /// # Errors
+    ///
+    /// As [`HostLog::append`].
+    pub fn append_into_after(
+        &mut self,
+        draft: DraftRef<'_>,
+        receipt: &mut Receipt,
+        head: Option<&Head>,
+    ) -> Result<Placed, LogError> {
         if draft.timestamp != self.checked_stamp {
             ids::check_timestamp(draft.timestamp).map_err(|e| LogError::Field {
                 host_id: self.state.host_id.clone(),
@@ -468,11 +484,22 @@ impl HostLog {
         if self.policy.must_sign(receipt.verdict, receipt.risk) {
             receipt.sign(&self.key).map_err(draft_error)?;
         }
-        self.scratch.clear();
-        receipt
-            .write_canonical(&mut self.scratch)
-            .map_err(draft_error)?;
-        let hash = Digest::of(&self.scratch);
+        let after = match head {
+            Some(head) => receipt
+                .hash_after(head, &mut self.scratch)
+                .map_err(draft_error)?,
+            None => None,
+        };
+        let hash = match after {
+            Some(hash) => hash,
+            None => {
+                self.scratch.clear();
+                receipt
+                    .write_canonical(&mut self.scratch)
+                    .map_err(draft_error)?;
+                Digest::of(&self.scratch)
+            }
+        };
 
         let since = seq + 1 - self.state.last_checkpoint.map_or(0, |c| c.tree_size);
         let due = self

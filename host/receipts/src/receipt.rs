@@ -200,64 +200,56 @@ impl Receipt {
             receipt_id: self.receipt_id.clone(),
             reason: e.to_string(),
         };
-        fn digest(out: &mut Vec<u8>, d: &Digest) {
-            let mut buf = [0u8; 73];
-            buf[0] = b'"';
-            buf[1..8].copy_from_slice(crate::hash::PREFIX.as_bytes());
-            hex_into(&d.0, &mut buf[8..72]);
-            buf[72] = b'"';
-            out.extend_from_slice(&buf);
-        }
-        fn opt_digest(out: &mut Vec<u8>, d: Option<&Digest>) {
-            match d {
-                Some(d) => digest(out, d),
-                None => out.extend_from_slice(b"null"),
-            }
-        }
-        // A string as serde_json writes it (and RFC 8785): quoted, with
-        // `"`, `\\` and control characters below U+0020 escaped, everything
-        // else as it is. Most strings here have none of those and are
-        // copied whole; the rest go through serde_json.
-        fn string(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
-            if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-                out.reserve(s.len() + 2);
-                out.push(b'"');
-                out.extend_from_slice(s.as_bytes());
-                out.push(b'"');
-                Ok(())
-            } else {
-                serde_json::to_writer(out, s)
-            }
-        }
-        fn opt_string(out: &mut Vec<u8>, s: Option<&str>) -> Result<(), serde_json::Error> {
-            match s {
-                Some(s) => string(out, s),
-                None => {
-                    out.extend_from_slice(b"null");
-                    Ok(())
-                }
-            }
-        }
-        // An integer in decimal, as serde_json (itoa) writes it.
-        fn uint(out: &mut Vec<u8>, v: u64) {
-            out.extend_from_slice(crate::ids::decimal(v, &mut [0u8; 20]));
-        }
         out.reserve(1024);
-        out.extend_from_slice(b"{\"args_hash\":");
-        digest(out, &self.args_hash);
-        out.extend_from_slice(b",\"call\":");
-        string(out, &self.call).map_err(encode)?;
-        out.extend_from_slice(b",\"capability\":");
-        string(out, &self.capability).map_err(encode)?;
-        out.extend_from_slice(b",\"host_id\":");
-        string(out, &self.host_id).map_err(encode)?;
-        out.extend_from_slice(b",\"input_hash\":");
-        digest(out, &self.input_hash);
+        write_head(
+            out,
+            &self.args_hash,
+            &self.call,
+            &self.capability,
+            &self.host_id,
+            &self.input_hash,
+        )
+        .map_err(encode)?;
+        self.write_from_key_id(out, signature)
+    }
+
+    /// The canonical form after a [`Head`] made for it: from `key_id` on
+    /// when it is signed, else from the `lamport` value on.
+    fn write_rest(&self, out: &mut Vec<u8>, signed: bool) -> Result<(), ReceiptError> {
+        if signed {
+            self.write_from_key_id(out, self.signature.as_ref())
+        } else {
+            uint(out, self.lamport);
+            self.write_from_parents(out, self.signature.as_ref())
+        }
+    }
+
+    fn write_from_key_id(
+        &self,
+        out: &mut Vec<u8>,
+        signature: Option<&Signature>,
+    ) -> Result<(), ReceiptError> {
+        let encode = |e: serde_json::Error| ReceiptError::Encode {
+            receipt_id: self.receipt_id.clone(),
+            reason: e.to_string(),
+        };
         out.extend_from_slice(b",\"key_id\":");
         // 16 lowercase hex digits (`KeyId`'s text form).
         opt_string(out, self.key_id.as_ref().map(KeyId::as_str)).map_err(encode)?;
         out.extend_from_slice(b",\"lamport\":");
         uint(out, self.lamport);
+        self.write_from_parents(out, signature)
+    }
+
+    fn write_from_parents(
+        &self,
+        out: &mut Vec<u8>,
+        signature: Option<&Signature>,
+    ) -> Result<(), ReceiptError> {
+        let encode = |e: serde_json::Error| ReceiptError::Encode {
+            receipt_id: self.receipt_id.clone(),
+            reason: e.to_string(),
+        };
         out.extend_from_slice(b",\"parents\":[");
         for (i, p) in self.parents.iter().enumerate() {
             if i > 0 {
@@ -370,6 +362,177 @@ impl Receipt {
 }
 
 /// Lowercase hex of `bytes` into `out` (twice as long).
+fn digest(out: &mut Vec<u8>, d: &Digest) {
+    let mut buf = [0u8; 73];
+    buf[0] = b'"';
+    buf[1..8].copy_from_slice(crate::hash::PREFIX.as_bytes());
+    hex_into(&d.0, &mut buf[8..72]);
+    buf[72] = b'"';
+    out.extend_from_slice(&buf);
+}
+fn opt_digest(out: &mut Vec<u8>, d: Option<&Digest>) {
+    match d {
+        Some(d) => digest(out, d),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+// A string as serde_json writes it (and RFC 8785): quoted, with
+// `"`, `\\` and control characters below U+0020 escaped, everything
+// else as it is. Most strings here have none of those and are
+// copied whole; the rest go through serde_json.
+fn string(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        Ok(())
+    } else {
+        serde_json::to_writer(out, s)
+    }
+}
+fn opt_string(out: &mut Vec<u8>, s: Option<&str>) -> Result<(), serde_json::Error> {
+    match s {
+        Some(s) => string(out, s),
+        None => {
+            out.extend_from_slice(b"null");
+            Ok(())
+        }
+    }
+}
+// An integer in decimal, as serde_json (itoa) writes it.
+fn uint(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(crate::ids::decimal(v, &mut [0u8; 20]));
+}
+
+/// The canonical form's first five fields, which no log's chain decides:
+/// `{"args_hash":…,"call":…,"capability":…,"host_id":…,"input_hash":…`.
+fn write_head(
+    out: &mut Vec<u8>,
+    args_hash: &Digest,
+    call: &str,
+    capability: &str,
+    host_id: &str,
+    input_hash: &Digest,
+) -> Result<(), serde_json::Error> {
+    out.extend_from_slice(b"{\"args_hash\":");
+    digest(out, args_hash);
+    out.extend_from_slice(b",\"call\":");
+    string(out, call)?;
+    out.extend_from_slice(b",\"capability\":");
+    string(out, capability)?;
+    out.extend_from_slice(b",\"host_id\":");
+    string(out, host_id)?;
+    out.extend_from_slice(b",\"input_hash\":");
+    digest(out, input_hash);
+    Ok(())
+}
+
+/// The start of a receipt's canonical form that does not depend on the
+/// log's chain: its first five fields, and `"key_id":null,"lamport":`
+/// when it will not be signed; hashed ahead, on the thread that decided
+/// the call, beside the log's writer, which then renders and hashes only
+/// the rest of the receipt ([`crate::HostLog::append_into_after`]).
+///
+/// A head is made from the values the receipt is then made from (the
+/// call's hashes, its name, the capability, the host) by the function
+/// that renders them in [`Receipt::canonical_bytes`]; in debug builds the
+/// log checks every receipt hashed from a head against its whole form.
+#[derive(Clone)]
+pub struct Head {
+    /// SHA-256 after the head's bytes (its whole blocks, and the rest in
+    /// its buffer).
+    state: sha2::Sha256,
+    /// Whether the head stops before `key_id` (the receipt is signed).
+    signed: bool,
+    /// Whether the head was rendered (a string serde_json cannot write
+    /// leaves none: the receipt is then hashed whole, and refused).
+    whole: bool,
+}
+
+impl std::fmt::Debug for Head {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Head")
+            .field("signed", &self.signed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Head {
+    /// The head of a receipt with these fields; `signed` is whether the
+    /// log will sign it (then its `key_id` is not known ahead). `scratch`
+    /// is a buffer to render into (emptied first).
+    pub fn new(
+        args_hash: &Digest,
+        call: &str,
+        capability: &str,
+        host_id: &str,
+        input_hash: &Digest,
+        signed: bool,
+        scratch: &mut Vec<u8>,
+    ) -> Self {
+        use sha2::Digest as _;
+        scratch.clear();
+        let whole = write_head(scratch, args_hash, call, capability, host_id, input_hash).is_ok();
+        if !signed {
+            scratch.extend_from_slice(HEAD_UNSIGNED);
+        }
+        let mut state = sha2::Sha256::new();
+        state.update(&scratch[..]);
+        Self {
+            state,
+            signed,
+            whole,
+        }
+    }
+
+    /// Whether the head was made for a receipt signed one by one.
+    pub fn signed(&self) -> bool {
+        self.signed
+    }
+
+    /// The SHA-256 of the head's bytes followed by `rest`.
+    fn finish(&self, rest: &[u8]) -> Digest {
+        use sha2::Digest as _;
+        let mut state = self.state.clone();
+        state.update(rest);
+        Digest(state.finalize().into())
+    }
+}
+
+/// What an unsigned receipt's head ends with.
+const HEAD_UNSIGNED: &[u8] = b",\"key_id\":null,\"lamport\":";
+
+impl Receipt {
+    /// The receipt's hash taken on from `head`: its canonical form after
+    /// the head's bytes rendered into `scratch` (emptied first) and
+    /// hashed on from the head's state. `None` when the head was made for
+    /// another signing (the receipt is then hashed whole).
+    ///
+    /// # Errors
+    ///
+    /// As [`Receipt::canonical_bytes`].
+    pub fn hash_after(
+        &self,
+        head: &Head,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Option<Digest>, ReceiptError> {
+        let unsigned = self.signature.is_none() && self.key_id.is_none();
+        if head.signed == unsigned || !head.whole {
+            return Ok(None);
+        }
+        scratch.clear();
+        self.write_rest(scratch, head.signed)?;
+        let hash = head.finish(scratch);
+        debug_assert_eq!(
+            Some(hash),
+            self.hash().ok(),
+            "a receipt's head is not the start of its form"
+        );
+        Ok(Some(hash))
+    }
+}
+
 fn hex_into(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for (b, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
@@ -421,6 +584,52 @@ pub(crate) mod tests {
             text.ends_with(r#","verdict":"ALLOW","version":1}"#),
             "{text}"
         );
+    }
+
+    fn head_of(r: &Receipt, capability: &str, signed: bool) -> Head {
+        Head::new(
+            &r.args_hash,
+            &r.call,
+            capability,
+            &r.host_id,
+            &r.input_hash,
+            signed,
+            &mut Vec::new(),
+        )
+    }
+
+    /// A receipt's hash taken on from a head made from its fields is its
+    /// hash, signed or not; a head made for the other signing is not
+    /// taken on.
+    #[test]
+    fn a_head_made_ahead_gives_the_receipts_hash() {
+        let mut r = sample();
+        let mut scratch = Vec::new();
+        let unsigned = head_of(&r, &r.capability, false);
+        let signed = head_of(&r, &r.capability, true);
+        assert_eq!(
+            r.hash_after(&unsigned, &mut scratch),
+            Ok(Some(r.hash().expect("hash")))
+        );
+        assert_eq!(r.hash_after(&signed, &mut scratch), Ok(None));
+        r.sign(&HostKey::from_seed(&[3; 32])).expect("sign");
+        assert_eq!(
+            r.hash_after(&signed, &mut scratch),
+            Ok(Some(r.hash().expect("hash")))
+        );
+        assert_eq!(r.hash_after(&unsigned, &mut scratch), Ok(None));
+    }
+
+    /// A head made from other values than the receipt's is caught (in
+    /// debug builds, as every test runs) rather than giving a hash of
+    /// something else.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "a receipt's head is not the start of its form")]
+    fn a_head_made_from_other_values_is_caught() {
+        let r = sample();
+        let other = head_of(&r, "document-analysis@1.0.1", false);
+        let _ = r.hash_after(&other, &mut Vec::new());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use hcp_contracts::RiskLevel;
 use hcp_receipts::merkle::{self, Frontier, InclusionVerifier, Tree, leaf_hash};
-use hcp_receipts::receipt::{RECEIPT_DOMAIN, RECEIPT_VERSION, Receipt, Verdict};
+use hcp_receipts::receipt::{Head, RECEIPT_DOMAIN, RECEIPT_VERSION, Receipt, Verdict};
 use hcp_receipts::{Digest, HostKey};
 use proptest::prelude::*;
 
@@ -135,5 +135,39 @@ proptest! {
         prop_assert_eq!(r.signing_bytes().expect("signing bytes"), signed_part);
         let back: Receipt = serde_json::from_slice(&r.canonical_bytes().expect("bytes")).expect("parse");
         prop_assert_eq!(back, r);
+    }
+
+    /// A receipt's hash taken on from a head made ahead from its fields is
+    /// its hash; a head made for the other signing is not taken on.
+    #[test]
+    fn a_head_hashes_as_the_whole_form(
+        call in "\\PC{1,20}",
+        capability in "[a-z-]{1,40}@[0-9.]{1,8}",
+        host in "[a-z0-9-]{1,64}",
+        control in proptest::collection::vec(0u8..0x20, 0..2),
+        signed in any::<bool>(),
+        guess_signed in any::<bool>(),
+        seq in 1u64..(1 << 53),
+    ) {
+        let control: String = control.into_iter().map(char::from).collect();
+        let mut r = Receipt::blank();
+        r.args_hash = Digest::of(call.as_bytes());
+        r.call = format!("{call}{control}");
+        r.capability = capability;
+        r.host_id = host.clone();
+        r.input_hash = Digest::of(b"i");
+        r.lamport = seq;
+        r.parents = vec![Digest::of(b"a")];
+        r.receipt_id = format!("{host}:{seq}");
+        r.seq = seq;
+        r.timestamp = "2026-01-01T00:00:00Z".into();
+        if signed {
+            r.sign(&HostKey::from_seed(&[9; 32])).expect("sign");
+        }
+        let whole = r.hash().expect("hash");
+        let mut scratch = Vec::new();
+        let head = Head::new(&r.args_hash, &r.call, &r.capability, &r.host_id, &r.input_hash, guess_signed, &mut scratch);
+        let after = r.hash_after(&head, &mut scratch).expect("hash");
+        prop_assert_eq!(after, (guess_signed == signed).then_some(whole));
     }
 }

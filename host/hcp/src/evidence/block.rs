@@ -54,7 +54,7 @@ use hcp_contracts::RiskLevel;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::Counters;
 use hcp_receipts::receipt::{MAX_PARENTS, RECEIPT_VERSION};
-use hcp_receipts::{Digest, KeyId, Receipt, Signature, Verdict};
+use hcp_receipts::{Digest, Head, KeyId, Receipt, Signature, Verdict};
 use std::collections::HashMap;
 
 /// Most receipts in one block: a reader of one receipt decodes at most
@@ -133,6 +133,8 @@ pub(crate) struct Prepared {
     pub(crate) args_hash: Digest,
     pub(crate) input: Input,
     pub(crate) input_hash: Digest,
+    /// The receipt's start, hashed ahead (the writer checks it).
+    pub(crate) head: Head,
 }
 
 thread_local! {
@@ -142,16 +144,52 @@ thread_local! {
 
 /// [`Prepared`] for a decided call: whole, its input is stored as its
 /// parts; bounded (a large call), its input as written, and its
-/// `args_hash` the whole call's.
+/// `args_hash` the whole call's. A whole call's canonical form is written
+/// into `buffer` (emptied first: a spent message's, used again). The
+/// receipt's start is hashed ahead for the writer of `host_id`'s log,
+/// which signs as `signing` says ([`Head`]).
 ///
 /// # Errors
 ///
 /// The call has no canonical form.
-pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall<'_>) -> Result<Prepared, String> {
+pub(crate) fn prepare(
+    d: &hcp_sandbox::pep::DecidedCall<'_>,
+    buffer: Vec<u8>,
+    host_id: &str,
+    signing: &hcp_receipts::SigningPolicy,
+) -> Result<Prepared, String> {
+    let (args_hash, input, input_hash) = hashed(d, buffer)?;
+    let head = RENDERED.with_borrow_mut(|rendered| {
+        Head::new(
+            &args_hash,
+            d.call.op.name(),
+            &d.scope.facts().capability,
+            host_id,
+            &input_hash,
+            signing.must_sign(d.verdict, d.risk),
+            rendered,
+        )
+    });
+    Ok(Prepared {
+        args_hash,
+        input,
+        input_hash,
+        head,
+    })
+}
+
+/// A decided call's `args_hash`, its decision input as stored, and the
+/// input's hash ([`prepare`]).
+fn hashed(
+    d: &hcp_sandbox::pep::DecidedCall<'_>,
+    buffer: Vec<u8>,
+) -> Result<(Digest, Input, Digest), String> {
     let scope = d.scope.facts_hash();
     match &d.full {
         None => {
-            let call = d.call.canonical_bytes()?;
+            let mut call = buffer;
+            call.clear();
+            d.call.write_canonical(&mut call)?;
             let args_hash = Digest::of(&call);
             // Rendered to be hashed, and not kept: the writer keeps the
             // parts it is made of, and renders it again for an export.
@@ -166,16 +204,13 @@ pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall<'_>) -> Result<Prepared,
                 );
                 Digest::of(rendered)
             });
-            Ok(Prepared {
-                args_hash,
-                input_hash,
-                input: Input::HostCall {
-                    at_ms: d.at_ms,
-                    call,
-                    counters: d.counters,
-                    scope,
-                },
-            })
+            let input = Input::HostCall {
+                at_ms: d.at_ms,
+                call,
+                counters: d.counters,
+                scope,
+            };
+            Ok((args_hash, input, input_hash))
         }
         Some(full) => {
             let (args_hash, input) = hcp_policy::pep::input::receipt_input(
@@ -185,11 +220,19 @@ pub(crate) fn prepare(d: &hcp_sandbox::pep::DecidedCall<'_>) -> Result<Prepared,
                 &d.counters,
                 &scope,
             )?;
-            Ok(Prepared {
-                args_hash,
-                input_hash: Digest::of(&input),
-                input: Input::Raw(input),
-            })
+            let input_hash = Digest::of(&input);
+            Ok((args_hash, Input::Raw(input), input_hash))
+        }
+    }
+}
+
+impl Prepared {
+    /// The buffer of a whole call's canonical form, taken to be used
+    /// again (empty for any other input).
+    pub(crate) fn take_buffer(&mut self) -> Vec<u8> {
+        match &mut self.input {
+            Input::HostCall { call, .. } => std::mem::take(call),
+            Input::Raw(_) => Vec::new(),
         }
     }
 }

@@ -139,10 +139,15 @@ impl<T> Default for Spent<T> {
     }
 }
 
-/// Most spent messages a deciding thread frees per call it records: more
-/// than one, so that the pile shrinks while calls come, and few, so that
-/// no call waits for a whole batch's worth.
-const FREE_PER_CALL: usize = 4;
+/// Spent messages kept for the deciding threads to use again: about a
+/// batch's worth while calls come one after the other (a batch gathers
+/// for 2 ms). Above it, each call also frees a few ([`FREE_PER_CALL`]), so
+/// that the pile a burst left shrinks while calls come.
+const KEEP: usize = 2048;
+
+/// Most spent messages a call frees when the pile holds more than
+/// [`KEEP`]: few, so that no call waits for a whole batch's worth.
+const FREE_PER_CALL: usize = 3;
 
 impl<T> Spent<T> {
     /// The writer hands back a batch's messages (`items` is left empty).
@@ -164,20 +169,28 @@ impl<T> Spent<T> {
         drop(stale);
     }
 
-    /// A deciding thread frees up to [`FREE_PER_CALL`] spent messages
-    /// (none while the writer holds the pile), after the lock.
-    pub(super) fn free_some(&self) {
-        let mut some: [Option<T>; FREE_PER_CALL] = std::array::from_fn(|_| None);
-        if let Ok(mut pile) = self.pile.try_lock() {
-            if pile.items.is_empty() {
-                return;
-            }
-            for slot in &mut some {
-                *slot = pile.items.pop();
-            }
+    /// A deciding thread takes one spent message to use again for its
+    /// next one (its box and buffers: nothing allocated, nothing freed);
+    /// when the pile holds more than [`KEEP`], it frees up to
+    /// [`FREE_PER_CALL`] others, after the lock. `None` when the pile is
+    /// empty or the writer holds it.
+    pub(super) fn reuse(&self) -> Option<T> {
+        let mut extra: [Option<T>; FREE_PER_CALL] = std::array::from_fn(|_| None);
+        let one = {
+            let Ok(mut pile) = self.pile.try_lock() else {
+                return None;
+            };
+            let one = pile.items.pop()?;
             pile.taken = true;
-        }
-        drop(some);
+            if pile.items.len() > KEEP {
+                for slot in &mut extra {
+                    *slot = pile.items.pop();
+                }
+            }
+            one
+        };
+        drop(extra);
+        Some(one)
     }
 
     #[cfg(test)]
@@ -481,46 +494,57 @@ mod tests {
         );
     }
 
-    /// The deciding side frees a few spent messages per call; what no call
-    /// came to free is freed by the writer at its next batch, so nothing
-    /// stays held while the host is idle.
+    /// The deciding side takes spent messages to use again, and frees a
+    /// few per call while the pile is larger than a batch's worth; what no
+    /// call came to take is freed by the writer at its next batch, so
+    /// nothing stays held while the host is idle.
     #[test]
-    fn spent_messages_are_freed_by_the_deciding_side_or_at_the_next_batch() {
+    fn spent_messages_are_used_again_or_freed_by_the_deciding_side_or_at_the_next_batch() {
         let freed = Arc::new(AtomicUsize::new(0));
         let spent = Spent::<Counted>::default();
         let batch = |n: usize| -> Vec<Counted> { (0..n).map(|_| Counted(freed.clone())).collect() };
+        let freed_now = || freed.load(Ordering::SeqCst);
 
-        let mut first = batch(10);
+        let mut first = batch(KEEP + 10);
         spent.hand_back(&mut first);
         assert!(first.is_empty());
-        assert_eq!(spent.len(), 10);
-        assert_eq!(
-            freed.load(Ordering::SeqCst),
-            0,
-            "the pile is new: nothing stale"
-        );
+        assert_eq!(spent.len(), KEEP + 10);
+        assert_eq!(freed_now(), 0, "the pile is new: nothing stale");
 
-        spent.free_some();
-        assert_eq!(freed.load(Ordering::SeqCst), FREE_PER_CALL);
-        assert_eq!(spent.len(), 10 - FREE_PER_CALL);
+        // Above KEEP, a call takes one and frees a few.
+        let kept = spent.reuse().expect("one to use again");
+        assert_eq!(freed_now(), FREE_PER_CALL);
+        assert_eq!(spent.len(), KEEP + 10 - 1 - FREE_PER_CALL);
+        drop(kept);
+        assert_eq!(freed_now(), FREE_PER_CALL + 1);
+        while spent.len() > KEEP {
+            drop(spent.reuse());
+        }
+        // At KEEP or below, a call only takes the one it uses.
+        let (before, at) = (freed_now(), spent.len());
+        let kept = spent.reuse().expect("one to use again");
+        assert_eq!(freed_now(), before);
+        assert_eq!(spent.len(), at - 1);
+        drop(kept);
 
         // A call came since the last batch: the pile is not stale, and the
         // next batch's messages join it.
+        let before = freed_now();
         spent.hand_back(&mut batch(3));
-        assert_eq!(freed.load(Ordering::SeqCst), FREE_PER_CALL);
-        assert_eq!(spent.len(), 10 - FREE_PER_CALL + 3);
+        assert_eq!(freed_now(), before);
+        assert_eq!(spent.len(), at - 1 + 3);
 
         // No call came: the next batch frees the pile on the writer's side.
         spent.hand_back(&mut batch(2));
-        assert_eq!(freed.load(Ordering::SeqCst), 10 + 3);
+        assert_eq!(freed_now(), before + at - 1 + 3);
         assert_eq!(spent.len(), 2);
 
-        // A call with an empty pile does nothing; the writer frees the rest.
+        // An empty batch: the pile is stale again and freed; a call then
+        // finds nothing to take.
         spent.hand_back(&mut Vec::new());
-        assert_eq!(freed.load(Ordering::SeqCst), 15);
-        spent.free_some();
-        assert_eq!(freed.load(Ordering::SeqCst), 15);
         assert_eq!(spent.len(), 0);
+        assert!(spent.reuse().is_none());
+        assert_eq!(freed_now(), KEEP + 10 + 3 + 2);
     }
 
     /// A full disk is reported as such for the messages its failed batch

@@ -26,6 +26,9 @@ struct Sink {
     tx: ToWriter,
     failure: Arc<Failure>,
     spent: Arc<Spent>,
+    /// The log's host and signing policy, for the receipts' heads.
+    host_id: Arc<str>,
+    signing: Arc<SigningPolicy>,
 }
 
 impl VerdictSink for Sink {
@@ -34,7 +37,17 @@ impl VerdictSink for Sink {
         // decision input are made here, on the deciding thread, beside the
         // writer's chain of receipts, from the call as the guest made it:
         // its text is not copied for the writer.
-        let prepared = super::block::prepare(&decided);
+        // A spent message, if one is back from the writer, is used again
+        // (its box and its call's buffer) rather than freed here while a
+        // new one is allocated.
+        let mut spare = self.spent.reuse();
+        let buffer = match spare.as_deref_mut() {
+            Some(super::channel::Decided {
+                prepared: Ok(p), ..
+            }) => p.take_buffer(),
+            _ => Vec::new(),
+        };
+        let prepared = super::block::prepare(&decided, buffer, &self.host_id, &self.signing);
         let proposal = match &decided.call.args {
             pep::Args::Hid(args) if !args.proposal.is_empty() => Some(Box::from(&*args.proposal)),
             _ => None,
@@ -51,11 +64,17 @@ impl VerdictSink for Sink {
             },
             prepared,
         };
-        if self.tx.send(Msg::Call(Box::new(decided))).is_err() {
+        let message = match spare {
+            Some(mut spare) => {
+                *spare = decided;
+                spare
+            }
+            None => Box::new(decided),
+        };
+        if self.tx.send(Msg::Call(message)).is_err() {
             self.failure
                 .set("the receipt writer stopped".into(), false, Vec::new());
         }
-        self.spent.free_some();
     }
 
     fn healthy(&self) -> bool {
@@ -145,6 +164,8 @@ pub struct Recorder {
     clock: Arc<AtomicU64>,
     /// Host calls' messages the writer is done with, for sinks to free.
     spent: Arc<Spent>,
+    /// The log's signing policy, for sinks to know which receipts it signs.
+    signing: Arc<SigningPolicy>,
 }
 
 /// The largest Lamport clock the host takes from outside (2^48): a caller
@@ -242,6 +263,7 @@ impl Recorder {
                 dir.display()
             );
         }
+        let sinks_signing = Arc::new(signing.clone());
         let log = HostLog::resume(state, key, signing)?;
         let failure = Arc::new(Failure::default());
         let clock = Arc::new(AtomicU64::new(0));
@@ -265,6 +287,7 @@ impl Recorder {
             host_id,
             clock,
             spent,
+            signing: sinks_signing,
         })
     }
 
@@ -305,6 +328,8 @@ impl Recorder {
             tx: self.tx.clone(),
             failure: self.failure.clone(),
             spent: self.spent.clone(),
+            host_id: Arc::from(self.host_id.as_str()),
+            signing: self.signing.clone(),
         })
     }
 

@@ -22,7 +22,7 @@ use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
-use hcp_receipts::{Digest, DraftRef, HostLog, LogState, Parent, Receipt};
+use hcp_receipts::{Digest, DraftRef, Head, HostLog, LogState, Parent, Receipt};
 use hcp_sandbox::pep::now_ms;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
@@ -404,6 +404,7 @@ impl Core {
             args_hash,
             input,
             input_hash,
+            head,
         } = prepared
             .as_ref()
             .map_err(|e| anyhow::anyhow!("{}: {e}", d.op))?;
@@ -435,6 +436,7 @@ impl Core {
             &mut self.slot,
             out,
             draft,
+            Some(head),
             input,
             d.at_ms,
             false,
@@ -516,6 +518,7 @@ impl Core {
             &mut self.slot,
             out,
             draft,
+            None,
             &Input::Raw(input),
             at_ms,
             true,
@@ -566,6 +569,7 @@ impl Core {
             &mut self.slot,
             out,
             draft,
+            None,
             &Input::Raw(o.input.clone()),
             o.at_ms,
             true,
@@ -622,16 +626,22 @@ fn stamp(stamp: &mut (u64, String), at_ms: u64) -> &str {
 /// `mark`: index the receipt by task and session (the gate's and the
 /// sessions' receipts; a host call's is found through its session's
 /// range). `at_ms`: the milliseconds the draft's timestamp was made from.
+/// `head`: the receipt's start hashed ahead ([`Head`]).
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one receipt: the log and slot it is made in, its rows, what it is made of"
+)]
 fn try_store(
     log: &mut HostLog,
     slot: &mut Receipt,
     out: &mut Rows<'_>,
     draft: DraftRef<'_>,
+    head: Option<&Head>,
     input: &Input,
     at_ms: u64,
     mark: bool,
 ) -> Result<Result<(Parent, u64), LogError>> {
-    let placed = match log.append_into(draft, slot) {
+    let placed = match log.append_into_after(draft, slot, head) {
         Ok(p) => p,
         Err(e) => return Ok(Err(e)),
     };

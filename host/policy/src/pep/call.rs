@@ -568,11 +568,25 @@ impl<'a> Call<'a> {
     ///
     /// A non-finite number in an instrument plan.
     pub fn canonical_bytes(&self) -> Result<Vec<u8>, String> {
+        let mut out = Vec::with_capacity(128);
+        self.write_canonical(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends [`Call::canonical_bytes`] to `out` (a buffer used again,
+    /// so that a call's form costs no allocation). On an error, `out` may
+    /// hold part of it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Call::canonical_bytes`].
+    pub fn write_canonical(&self, out: &mut Vec<u8>) -> Result<(), String> {
         if matches!(self.args, Args::Instrument(_)) {
-            return hcp_contracts::jcs::canonical_bytes(self);
+            out.extend_from_slice(&hcp_contracts::jcs::canonical_bytes(self)?);
+            return Ok(());
         }
         // Strings and integers only, fields in key order: serde_json's
         // compact form is the canonical one.
-        serde_json::to_vec(self).map_err(|e| e.to_string())
+        serde_json::to_writer(&mut *out, self).map_err(|e| e.to_string())
     }
 }

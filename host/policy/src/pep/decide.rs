@@ -49,6 +49,28 @@ impl Counters {
             _ => {}
         }
     }
+
+    /// Appends the counters' canonical form (RFC 8785: integers and a
+    /// bool, keys in order) to `out`: what serde_json writes of them,
+    /// without its serializer, on every host call's decision input.
+    pub fn write_canonical(&self, out: &mut Vec<u8>) {
+        use hcp_receipts::ids::push_decimal;
+        out.extend_from_slice(b"{\"artifact_bytes\":");
+        push_decimal(out, self.artifact_bytes);
+        out.extend_from_slice(b",\"artifacts\":");
+        push_decimal(out, self.artifacts);
+        out.extend_from_slice(b",\"bytes\":");
+        push_decimal(out, self.bytes);
+        out.extend_from_slice(b",\"checkpoints\":");
+        push_decimal(out, self.checkpoints);
+        out.extend_from_slice(b",\"host_calls\":");
+        push_decimal(out, self.host_calls);
+        out.extend_from_slice(if self.revoked {
+            b",\"revoked\":true}"
+        } else {
+            b",\"revoked\":false}"
+        });
+    }
 }
 
 /// A verdict, its reason code, and what the threat scan saw.

@@ -105,15 +105,17 @@ pub fn call_input_into(
     scope: &Digest,
 ) {
     out.reserve(call_bytes.len() + 256);
-    let _ = write!(out, "{{\"at_ms\":{at_ms},\"call\":");
+    out.extend_from_slice(b"{\"at_ms\":");
+    hcp_receipts::ids::push_decimal(out, at_ms);
+    out.extend_from_slice(b",\"call\":");
     out.extend_from_slice(call_bytes);
     out.extend_from_slice(b",\"counters\":");
-    // Integers and a bool, fields in key order: canonical.
-    let _ = serde_json::to_writer(&mut *out, counters);
-    let _ = write!(
-        out,
-        ",\"kind\":\"{KIND_HOST_CALL}\",\"scope\":\"{scope}\"}}"
-    );
+    counters.write_canonical(out);
+    out.extend_from_slice(b",\"kind\":\"");
+    out.extend_from_slice(KIND_HOST_CALL.as_bytes());
+    out.extend_from_slice(b"\",\"scope\":\"");
+    scope.push_text(out);
+    out.extend_from_slice(b"\"}");
 }
 
 /// The decision input of a bounded call ([`Call::bounded`], canonical bytes

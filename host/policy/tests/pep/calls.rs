@@ -394,10 +394,32 @@ proptest! {
             let value: serde_json::Value = serde_json::from_slice(&fast).expect("json");
             let back = Call::from_value(&value).expect("reads back");
             prop_assert_eq!(back, call.clone().into_owned());
-            let counters = Counters { host_calls: n, ..Counters::default() };
+            let counters = Counters { host_calls: n, revoked: n % 2 == 1, ..Counters::default() };
             let input = pep::input::call_input(n, &fast, &counters, &Digest::of(b"scope"));
             let value: serde_json::Value = serde_json::from_slice(&input).expect("json");
             prop_assert_eq!(hcp_contracts::jcs::canonical_bytes(&value).expect("jcs"), input);
+            let mut appended = fast[..fast.len() / 2].to_vec();
+            call.write_canonical(&mut appended).expect("bytes");
+            prop_assert_eq!(&appended[fast.len() / 2..], &fast[..]);
+        }
+    }
+
+    /// The counters' hand-written form is serde_json's, and RFC 8785.
+    #[test]
+    fn counters_are_written_as_serde_json_writes_them(
+        values in prop::array::uniform5(prop_oneof![0u64..(1 << 53), any::<u64>()]),
+        revoked in any::<bool>(),
+    ) {
+        let [artifact_bytes, artifacts, bytes, checkpoints, host_calls] = values;
+        let counters = Counters { artifact_bytes, artifacts, bytes, checkpoints, host_calls, revoked };
+        let mut out = b"[".to_vec();
+        counters.write_canonical(&mut out);
+        let serde = serde_json::to_vec(&counters).expect("json");
+        prop_assert_eq!(&out[1..], &serde[..]);
+        let read: Counters = serde_json::from_slice(&out[1..]).expect("reads back");
+        prop_assert_eq!(read, counters);
+        if values.iter().all(|v| *v < (1 << 53)) {
+            prop_assert_eq!(hcp_contracts::jcs::canonical_bytes(&counters).expect("jcs"), serde);
         }
     }
 }
