@@ -510,6 +510,144 @@ fn a_fifo_in_a_grant_is_refused_not_waited_on() {
     rt.shutdown_timeout(Duration::from_secs(5));
 }
 
+/// A sink whose first `fs.open` verdict holds the deciding thread until
+/// released: a host call that does not return, as an open of a FIFO
+/// swapped in after the look before it would not.
+struct HeldOpen {
+    held: std::sync::Mutex<bool>,
+    release: std::sync::Condvar,
+    reached: std::sync::atomic::AtomicBool,
+}
+
+impl HeldOpen {
+    fn new() -> Self {
+        Self {
+            held: std::sync::Mutex::new(true),
+            release: std::sync::Condvar::new(),
+            reached: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn release(&self) {
+        *self.held.lock().expect("lock") = false;
+        self.release.notify_all();
+    }
+}
+
+impl hcp_sandbox::pep::VerdictSink for HeldOpen {
+    fn record(&self, decided: hcp_sandbox::pep::DecidedCall<'_>) {
+        if decided.call.op.name() != "fs.open" {
+            return;
+        }
+        self.reached
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut held = self.held.lock().expect("lock");
+        while *held {
+            held = self.release.wait(held).expect("wait");
+        }
+    }
+
+    fn healthy(&self) -> bool {
+        true
+    }
+}
+
+/// A task whose thread never comes back from a host call (a filesystem
+/// call made on the task's own thread that waits for good) ends at its
+/// deadline, failed `timeout`, and holds none of the runtime's threads
+/// meanwhile: another task on a runtime of one worker runs to its end while
+/// the first is stuck.
+#[test]
+fn a_task_stuck_in_a_host_call_ends_at_its_deadline_and_holds_no_runtime_thread() {
+    let (_tmp, out, prepared) = writer();
+    std::fs::write(out.join("note.txt"), "a note").expect("write");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let held = Arc::new(HeldOpen::new());
+    // Whatever the outcome, the held call is let go in the end: at the
+    // test's end, or after 15 s (the stuck task then ends, late).
+    let (done, watch) = std::sync::mpsc::channel::<()>();
+    let watchdog = {
+        let held = held.clone();
+        std::thread::spawn(move || {
+            let _ = watch.recv_timeout(Duration::from_secs(15));
+            held.release();
+        })
+    };
+    let task = ProbeTask {
+        task_id: "task-stuck",
+        session_id: "session-stuck",
+        intent: "probe the containment",
+        deadline: Duration::from_secs(1),
+    };
+    let stuck = {
+        let governor = task.governor(
+            &prepared,
+            &Default::default(),
+            BudgetCaps {
+                artifacts: UNLIMITED,
+                bytes: UNLIMITED,
+                host_calls: UNLIMITED,
+            },
+            120_000,
+            held.clone(),
+        );
+        let request = task.request(
+            json!({"action": "read_file", "path": "/out/note.txt"}),
+            Default::default(),
+            governor,
+        );
+        let prepared = prepared.clone();
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+        rt.spawn(async move {
+            let started = std::time::Instant::now();
+            let run = prepared.run(request, store).await;
+            (run, started.elapsed())
+        })
+    };
+    while !held.reached.load(std::sync::atomic::Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // The other task runs on the runtime's one worker meanwhile.
+    let other = rt.block_on(async {
+        let prepared = prepared.clone();
+        let runs = tokio::spawn(async move {
+            run(
+                &prepared,
+                json!({"action": "read_file", "path": "/out/note.txt"}),
+            )
+            .await
+        });
+        tokio::time::timeout(Duration::from_secs(10), runs).await
+    });
+    let other = other
+        .expect("the other task ends while the first is stuck")
+        .expect("joins");
+    assert_eq!(completed(&other)["value"], "a note");
+    let (run, took) = rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), stuck).await })
+        .expect("the stuck task ends")
+        .expect("joins");
+    let f = failed(&run);
+    assert_eq!(f.code, ErrorCode::Timeout, "{f:?}");
+    assert!(f.message.contains("left behind"), "{}", f.message);
+    assert!(
+        run.risk_events.iter().any(|e| e == "timeout"),
+        "{:?}",
+        run.risk_events
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the stuck task ended after {took:?}, not at its deadline of 1 s"
+    );
+    drop(done);
+    watchdog.join().expect("watchdog");
+    rt.shutdown_timeout(Duration::from_secs(5));
+}
+
 /// This process's peak resident memory (`VmHWM`), in bytes.
 fn peak_resident() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("status");

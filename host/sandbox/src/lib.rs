@@ -205,6 +205,11 @@ impl std::fmt::Debug for PreparedCapability {
 /// blocked in a host call (the epoch interrupts running wasm at the deadline).
 const WALL_CLOCK_GRACE: Duration = Duration::from_millis(250);
 
+/// Grace after [`WALL_CLOCK_GRACE`] before a task whose thread is blocked
+/// in a call that never returns to the runtime (a filesystem call made on
+/// the task's thread) is failed without it.
+const BLOCKED_GRACE: Duration = Duration::from_millis(750);
+
 impl PreparedCapability {
     /// The manifest.
     pub fn manifest(&self) -> &Arc<Manifest> {
@@ -264,9 +269,49 @@ impl PreparedCapability {
     /// Runs one task in a fresh instance, waiting for a slot when
     /// `concurrent_limit` tasks are running. Never panics on guest behaviour:
     /// every end, including traps and timeouts, is a [`TaskRun`].
+    ///
+    /// The task runs on a thread of its own (from the runtime's blocking
+    /// pool), where the guest's filesystem calls are made as it makes them
+    /// rather than each handed to another thread and back (a cross-core
+    /// wake-up each way: about 0.3 ms of an R1 task, docs/benchmarks.md,
+    /// "Fifteenth round"), and where a guest that only computes holds no
+    /// thread of the runtime's. A call that waits for good on that thread
+    /// (an open of a FIFO swapped in after the look before it) ends the
+    /// task at its deadline all the same ([`BLOCKED_GRACE`] later), and
+    /// frees its slot then, as a task stopped at its deadline does: the
+    /// thread is left behind with what the task holds (its instance),
+    /// until the call returns.
     pub async fn run(&self, request: TaskRequest, store: Arc<dyn TaskStore>) -> TaskRun {
         let _permit = self.concurrency.acquire().await;
-        self.run_now(request, store).await
+        let started = Instant::now();
+        let deadline = request.deadline;
+        let this = self.clone();
+        let handle = tokio::runtime::Handle::current();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        drop(tokio::task::spawn_blocking(move || {
+            let run = handle.block_on(this.run_now(request, store));
+            let _ = tx.send(run);
+        }));
+        match tokio::time::timeout(deadline + WALL_CLOCK_GRACE + BLOCKED_GRACE, rx).await {
+            Ok(Ok(run)) => run,
+            Ok(Err(_)) => TaskRun::failed_before(RunFailure::new(
+                ErrorCode::InternalError,
+                "the task's thread ended without an answer".to_owned(),
+            )),
+            Err(_) => {
+                let mut run = TaskRun::failed_before(RunFailure::new(
+                    ErrorCode::Timeout,
+                    format!(
+                        "stopped at its deadline of {}: its thread is blocked in a host call \
+                         and was left behind",
+                        hcp_contracts::IsoDuration::from_duration(deadline)
+                    ),
+                ));
+                run.risk_events.push("timeout".to_owned());
+                run.duration = started.elapsed();
+                run
+            }
+        }
     }
 
     async fn run_now(&self, request: TaskRequest, store: Arc<dyn TaskStore>) -> TaskRun {
@@ -325,10 +370,9 @@ impl PreparedCapability {
         store.limiter(|s| &mut s.limiter);
         if self.engine.config.epoch_interruption {
             // Every tick: stop a guest the PEP says must stop, or one past
-            // its deadline; otherwise hand the thread back to the runtime
-            // before going on. A guest that only computes held its thread
-            // until its deadline, and a server has few: two such tasks
-            // stalled everything else it does.
+            // its deadline; otherwise yield before going on (the task runs
+            // on a thread of its own, `run`: the yield lets the future's
+            // other work, its timers and streams, be polled).
             let deadline_at = started + request.deadline;
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(move |ctx| {

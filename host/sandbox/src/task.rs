@@ -155,6 +155,22 @@ pub struct TaskRun {
     pub duration: Duration,
 }
 
+impl TaskRun {
+    /// A task that ended before its guest ran, or whose thread gave no
+    /// answer: nothing logged, made or called.
+    pub(crate) fn failed_before(failure: RunFailure) -> Self {
+        Self {
+            result: RunResult::Failed(failure),
+            log: TaskLog::new(0).finish(),
+            artifacts: Vec::new(),
+            checkpoints: Vec::new(),
+            host_calls: 0,
+            risk_events: Vec::new(),
+            duration: Duration::ZERO,
+        }
+    }
+}
+
 /// Builds the WASI context from the grants alone: no args, no inherited
 /// environment, closed stdin, stdout/stderr into the task log, only the
 /// granted directories, only the granted destinations.
@@ -171,6 +187,10 @@ pub(crate) fn wasi_ctx(
 ) -> Result<WasiCtx, Unavailable> {
     let grants = &manifest.grants;
     let mut b = WasiCtxBuilder::new();
+    // Filesystem calls are made on the task's own thread
+    // ([`crate::PreparedCapability::run`]), not handed to the blocking
+    // pool and back one by one.
+    b.allow_blocking_current_thread(true);
     b.stdout(log.stdout()).stderr(log.stderr());
     for name in &grants.env {
         if let Ok(value) = std::env::var(name) {
