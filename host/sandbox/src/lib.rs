@@ -281,8 +281,16 @@ impl PreparedCapability {
     /// frees its slot then, as a task stopped at its deadline does: the
     /// thread is left behind with what the task holds (its instance),
     /// until the call returns.
+    ///
+    /// A capability granted no directory has no filesystem calls to make:
+    /// its tasks run on the calling thread, without the hand-off to a
+    /// thread of their own and back (two wake-ups, more than a small
+    /// task's whole run).
     pub async fn run(&self, request: TaskRequest, store: Arc<dyn TaskStore>) -> TaskRun {
         let _permit = self.concurrency.acquire().await;
+        if self.manifest.grants.filesystem.is_empty() {
+            return self.run_now(request, store).await;
+        }
         let started = Instant::now();
         let deadline = request.deadline;
         let this = self.clone();
@@ -370,9 +378,10 @@ impl PreparedCapability {
         store.limiter(|s| &mut s.limiter);
         if self.engine.config.epoch_interruption {
             // Every tick: stop a guest the PEP says must stop, or one past
-            // its deadline; otherwise yield before going on (the task runs
-            // on a thread of its own, `run`: the yield lets the future's
-            // other work, its timers and streams, be polled).
+            // its deadline; otherwise hand the thread back before going on.
+            // A guest that only computes on the runtime's thread (one
+            // granted no directory, `run`) held it until its deadline, and
+            // a server has few: two such tasks stalled everything else.
             let deadline_at = started + request.deadline;
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(move |ctx| {

@@ -187,9 +187,10 @@ pub(crate) fn wasi_ctx(
 ) -> Result<WasiCtx, Unavailable> {
     let grants = &manifest.grants;
     let mut b = WasiCtxBuilder::new();
-    // Filesystem calls are made on the task's own thread
-    // ([`crate::PreparedCapability::run`]), not handed to the blocking
-    // pool and back one by one.
+    // Filesystem calls are made on the task's own thread, not handed to
+    // the blocking pool and back one by one: a task granted a directory
+    // runs on a thread of its own ([`crate::PreparedCapability::run`]),
+    // and one granted none has no file or directory to call.
     b.allow_blocking_current_thread(true);
     b.stdout(log.stdout()).stderr(log.stderr());
     for name in &grants.env {
