@@ -648,6 +648,41 @@ fn a_task_stuck_in_a_host_call_ends_at_its_deadline_and_holds_no_runtime_thread(
     rt.shutdown_timeout(Duration::from_secs(5));
 }
 
+/// A deadline longer than the clock can count is taken as it is (no
+/// deadline to speak of), not a panic of the host's arithmetic: the task
+/// runs to its end.
+#[tokio::test]
+async fn a_deadline_past_the_clocks_end_runs_the_task() {
+    let (_tmp, out, prepared) = writer();
+    std::fs::write(out.join("note.txt"), "a note").expect("write");
+    let task = ProbeTask {
+        task_id: "task-long",
+        session_id: "session-long",
+        intent: "probe the containment",
+        deadline: Duration::MAX,
+    };
+    let budgets = BudgetCaps {
+        artifacts: UNLIMITED,
+        bytes: UNLIMITED,
+        host_calls: UNLIMITED,
+    };
+    let governor = task.governor(
+        &prepared,
+        &Default::default(),
+        budgets,
+        120_000,
+        Arc::new(MemorySink::new()),
+    );
+    let request = task.request(
+        json!({"action": "read_file", "path": "/out/note.txt"}),
+        Default::default(),
+        governor,
+    );
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let run = prepared.run(request, store).await;
+    assert_eq!(completed(&run)["value"], "a note");
+}
+
 /// This process's peak resident memory (`VmHWM`), in bytes.
 fn peak_resident() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").expect("status");

@@ -300,7 +300,10 @@ impl PreparedCapability {
             let run = handle.block_on(this.run_now(request, store));
             let _ = tx.send(run);
         }));
-        match tokio::time::timeout(deadline + WALL_CLOCK_GRACE + BLOCKED_GRACE, rx).await {
+        let answered_by = deadline
+            .saturating_add(WALL_CLOCK_GRACE)
+            .saturating_add(BLOCKED_GRACE);
+        match tokio::time::timeout(answered_by, rx).await {
             Ok(Ok(run)) => run,
             Ok(Err(_)) => TaskRun::failed_before(RunFailure::new(
                 ErrorCode::InternalError,
@@ -382,20 +385,22 @@ impl PreparedCapability {
             // A guest that only computes on the runtime's thread (one
             // granted no directory, `run`) held it until its deadline, and
             // a server has few: two such tasks stalled everything else.
-            let deadline_at = started + request.deadline;
+            // A deadline past what the clock can name is none.
+            let deadline_at = started.checked_add(request.deadline);
             store.set_epoch_deadline(1);
             store.epoch_deadline_callback(move |ctx| {
                 if let Some(why) = ctx.data().hcp.pep.stop_reason() {
                     return Err(task::Stopped(why).into());
                 }
-                if Instant::now() >= deadline_at {
+                if deadline_at.is_some_and(|at| Instant::now() >= at) {
                     return Err(wasmtime::Trap::Interrupt.into());
                 }
                 Ok(wasmtime::UpdateDeadline::Yield(1))
             });
         }
         drop(setup);
-        let outcome = tokio::time::timeout(request.deadline + WALL_CLOCK_GRACE, async {
+        let wall_clock = request.deadline.saturating_add(WALL_CLOCK_GRACE);
+        let outcome = tokio::time::timeout(wall_clock, async {
             let instantiate = tracing::trace_span!(target: "hcp::phase", "sandbox.instantiate");
             let instance = match self.pre.instantiate(&mut store).await {
                 Ok(i) => i,
