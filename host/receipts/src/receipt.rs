@@ -196,10 +196,7 @@ impl Receipt {
         out: &mut Vec<u8>,
         signature: Option<&Signature>,
     ) -> Result<(), ReceiptError> {
-        let encode = |e: serde_json::Error| ReceiptError::Encode {
-            receipt_id: self.receipt_id.clone(),
-            reason: e.to_string(),
-        };
+        let encode = |e| self.encode_error(e);
         out.reserve(1024);
         write_head(
             out,
@@ -211,6 +208,14 @@ impl Receipt {
         )
         .map_err(encode)?;
         self.write_from_key_id(out, signature)
+    }
+
+    /// A failure to write the canonical form, naming the receipt.
+    fn encode_error(&self, e: serde_json::Error) -> ReceiptError {
+        ReceiptError::Encode {
+            receipt_id: self.receipt_id.clone(),
+            reason: e.to_string(),
+        }
     }
 
     /// The canonical form after a [`Head`] made for it: from `key_id` on
@@ -229,10 +234,7 @@ impl Receipt {
         out: &mut Vec<u8>,
         signature: Option<&Signature>,
     ) -> Result<(), ReceiptError> {
-        let encode = |e: serde_json::Error| ReceiptError::Encode {
-            receipt_id: self.receipt_id.clone(),
-            reason: e.to_string(),
-        };
+        let encode = |e| self.encode_error(e);
         out.extend_from_slice(b",\"key_id\":");
         // 16 lowercase hex digits (`KeyId`'s text form).
         opt_string(out, self.key_id.as_ref().map(KeyId::as_str)).map_err(encode)?;
@@ -246,10 +248,7 @@ impl Receipt {
         out: &mut Vec<u8>,
         signature: Option<&Signature>,
     ) -> Result<(), ReceiptError> {
-        let encode = |e: serde_json::Error| ReceiptError::Encode {
-            receipt_id: self.receipt_id.clone(),
-            reason: e.to_string(),
-        };
+        let encode = |e| self.encode_error(e);
         out.extend_from_slice(b",\"parents\":[");
         for (i, p) in self.parents.iter().enumerate() {
             if i > 0 {
