@@ -133,7 +133,8 @@ pub(crate) struct Prepared {
     pub(crate) args_hash: Digest,
     pub(crate) input: Input,
     pub(crate) input_hash: Digest,
-    /// The receipt's start, hashed ahead (the writer checks it).
+    /// The receipt's start, hashed ahead ([`Head`]; checked against the
+    /// whole form in debug builds).
     pub(crate) head: Head,
 }
 

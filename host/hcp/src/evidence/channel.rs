@@ -109,7 +109,7 @@ pub(super) struct Recorded {
 }
 
 /// Host calls' messages the writer is done with, handed back to the
-/// deciding threads to be freed there.
+/// deciding threads to be used again or freed there.
 ///
 /// A [`Decided`] is allocated on the thread that decided the call (its
 /// call's text, its canonical bytes, the box). Freed on the writer's
@@ -117,7 +117,9 @@ pub(super) struct Recorded {
 /// deciding thread is allocating from at the same moment: on the allow
 /// path about a tenth of the writer's time went to waiting for that lock
 /// (docs/benchmarks.md, "Eleventh round"). Freed by a deciding thread,
-/// they go back to that thread's own cache, without a lock.
+/// they go back to that thread's own cache, without a lock; used again
+/// (the box and its call's buffer, [`Spent::reuse`]), they are neither
+/// freed nor allocated (docs/benchmarks.md, "Fifteenth round").
 pub(super) struct Spent<T = Box<Decided>> {
     pile: Mutex<Pile<T>>,
 }
