@@ -17,7 +17,11 @@
 //! sends the next; latency is from the submission to the final answer. The
 //! in-process baseline does the same with `Host::submit` and
 //! `Host::run_task`, with as many concurrent clients. Both use a fresh data
-//! directory (SQLite on disk) and the same compiled-code cache.
+//! directory (SQLite on disk) and the same compiled-code cache. Each HTTP
+//! side also reports its floor: the median round trip of `GET /healthz`,
+//! a request that does no work, with the same client on a kept-alive
+//! connection (what each of a task's requests costs before the host's own
+//! work).
 
 #![allow(clippy::print_stdout)] // a bench binary reports on stdout
 
@@ -120,6 +124,7 @@ fn over_http(
         .recv_timeout(Duration::from_secs(30))
         .expect("server address");
     let base = format!("http://{addr}");
+    let floor = round_trip(&base);
     let start = Instant::now();
     let latencies: Vec<Duration> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients)
@@ -150,11 +155,35 @@ fn over_http(
         .block_on(server)
         .expect("server task")
         .expect("server");
+    println!(
+        "http floor   GET /healthz round trip on a kept-alive connection, p50 {:.1} us",
+        floor.as_secs_f64() * 1e6
+    );
     Report {
         tasks,
         elapsed,
         latencies,
     }
+}
+
+/// The median round trip of a request that does no work (`GET /healthz`)
+/// with the clients' HTTP client on a kept-alive connection: what one
+/// request costs on this machine before any of the host's own work.
+fn round_trip(base: &str) -> Duration {
+    let agent = agent();
+    let mut times: Vec<Duration> = (0..300)
+        .map(|_| {
+            let t0 = Instant::now();
+            let mut resp = agent
+                .get(format!("{base}/healthz"))
+                .call()
+                .expect("GET /healthz");
+            drop(resp.body_mut().read_to_string());
+            t0.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
 }
 
 fn main() {
