@@ -124,7 +124,8 @@ fn over_http(
         .recv_timeout(Duration::from_secs(30))
         .expect("server address");
     let base = format!("http://{addr}");
-    let floor = round_trip(&base);
+    let floor = round_trip(&base, Duration::ZERO);
+    let idle_floor = round_trip(&base, IDLE);
     let start = Instant::now();
     let latencies: Vec<Duration> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients)
@@ -156,8 +157,10 @@ fn over_http(
         .expect("server task")
         .expect("server");
     println!(
-        "http floor   GET /healthz round trip on a kept-alive connection, p50 {:.1} us",
-        floor.as_secs_f64() * 1e6
+        "http floor   GET /healthz round trip on a kept-alive connection, p50 {:.1} us back to back, {:.1} us after {} us idle",
+        floor.as_secs_f64() * 1e6,
+        idle_floor.as_secs_f64() * 1e6,
+        IDLE.as_micros(),
     );
     Report {
         tasks,
@@ -166,13 +169,22 @@ fn over_http(
     }
 }
 
+/// How long the floor's second measure leaves the machine idle before each
+/// request: about what a task's client and server leave between a task's
+/// last event and the next submission, or while the task runs.
+const IDLE: Duration = Duration::from_micros(500);
+
 /// The median round trip of a request that does no work (`GET /healthz`)
-/// with the clients' HTTP client on a kept-alive connection: what one
-/// request costs on this machine before any of the host's own work.
-fn round_trip(base: &str) -> Duration {
+/// with the clients' HTTP client on a kept-alive connection, each request
+/// `idle` after the last answer: what one request costs on this machine
+/// before any of the host's own work.
+fn round_trip(base: &str, idle: Duration) -> Duration {
     let agent = agent();
     let mut times: Vec<Duration> = (0..300)
         .map(|_| {
+            if !idle.is_zero() {
+                std::thread::sleep(idle);
+            }
             let t0 = Instant::now();
             let mut resp = agent
                 .get(format!("{base}/healthz"))

@@ -53,7 +53,18 @@ pub(crate) fn agent() -> ureq::Agent {
         // TCP_NODELAY (ureq's default, said here): the server sets it on
         // its side too.
         .no_delay(true)
-        .timeout_global(Some(Duration::from_secs(120)))
+        // A bound on each phase of a request but the name's resolution, not
+        // one on the whole request: with a global (or a resolution) timeout,
+        // ureq resolves the address on a thread it starts for the purpose,
+        // at every request, kept-alive connection or not (a thread started
+        // and joined per request, even for 127.0.0.1: a client's cost that
+        // the host's row would carry). Without one, an address literal is
+        // parsed in place.
+        .timeout_connect(Some(Duration::from_secs(120)))
+        .timeout_send_request(Some(Duration::from_secs(120)))
+        .timeout_send_body(Some(Duration::from_secs(120)))
+        .timeout_recv_response(Some(Duration::from_secs(120)))
+        .timeout_recv_body(Some(Duration::from_secs(120)))
         .build()
         .into()
 }
