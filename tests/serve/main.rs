@@ -341,6 +341,21 @@ fn seed_example_over_http_completes_with_status_events_and_declarations() {
     let result = server.wait_result(&task, LOCAL);
     assert_eq!(result["type"], "task_completed", "{result}");
     assert_eq!(from_events, result);
+    // The stream's last status is the task's stored status, field for
+    // field (the stream has it from the final write, not read back).
+    let last_status: Value = stream
+        .lines()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "event: status")
+        .filter_map(|w| w[1].strip_prefix("data: "))
+        .next_back()
+        .map(|d| serde_json::from_str(d).expect("json"))
+        .unwrap_or_else(|| panic!("no status event in {stream}"));
+    let (code, stored) = server.get(&format!("/v1/tasks/{task}"), Some(LOCAL));
+    assert_eq!(code, 200, "{stored}");
+    assert_eq!(stored["status"], "complete", "{stored}");
+    assert_eq!(last_status, stored);
     assert!(
         result["payload"]["outputs"]["findings"]
             .as_array()

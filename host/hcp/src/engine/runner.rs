@@ -395,6 +395,12 @@ impl Host {
         self.recorder.close_session(session);
         let state = final_state(&answer);
         let settle = SettleWrite::new(&task.task_id, TaskState::Running, state, &answer);
+        // The final status, for whoever follows the task's changes (its
+        // event stream) to have without reading it back.
+        let settled = self
+            .store
+            .followed()
+            .then(|| settle.status(&task.caller_id, answer.clone()));
         let flushed = self
             .recorder
             .flush_with(session, move |db| settle.apply(db));
@@ -423,7 +429,10 @@ impl Host {
             }
             Ok(Some(moved)) => {
                 if moved {
-                    self.store.task_moved(&task.task_id, state);
+                    match settled {
+                        Some(status) => self.store.task_settled(status),
+                        None => self.store.task_moved(&task.task_id, state),
+                    }
                 }
                 Ok(Ran {
                     answer,

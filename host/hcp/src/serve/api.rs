@@ -23,6 +23,7 @@ use hcp_policy::Caller;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The API's routes. Every route but the event stream answers within
@@ -268,17 +269,26 @@ async fn events(
             let read = match first.take() {
                 Some(task) => Some(task),
                 None => {
-                    changes.borrow_and_update();
+                    // This task's final status, when settling it was the
+                    // last change: as written, not read back (nothing
+                    // changes a task after its final state).
+                    let settled = changes
+                        .borrow_and_update()
+                        .settled
+                        .clone()
+                        .filter(|s| s.task_id == id);
                     // Any task's change wakes the stream: an event only
                     // when this task's own state or time moved. Its status
                     // alone is read, its answers only once it is final.
-                    match store.task_status(&id) {
-                        Ok(Some(t)) => {
-                            let stamp = (t.state, t.updated_at.clone());
-                            (last.as_ref() != Some(&stamp)).then_some(t)
-                        }
-                        _ => break,
-                    }
+                    let status = match settled {
+                        Some(s) => Arc::unwrap_or_clone(s),
+                        None => match store.task_status(&id) {
+                            Ok(Some(t)) => t,
+                            _ => break,
+                        },
+                    };
+                    let stamp = (status.state, status.updated_at.clone());
+                    (last.as_ref() != Some(&stamp)).then_some(status)
                 }
             };
             if let Some(task) = read {

@@ -14,7 +14,7 @@ use crate::seal::DataKey;
 use anyhow::{Context as _, Result};
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 mod approvals;
 mod artifacts;
@@ -51,6 +51,19 @@ pub use wal::Checkpointer;
 /// than the store and the receipt log use.
 pub(crate) const STATEMENT_CACHE: usize = 128;
 
+/// What [`Store::task_changes`] carries: how many changes there were, and
+/// the last one's final status when it was a task of this process settled
+/// ([`Store::task_settled`]); `None` after any other change. Only the last
+/// change is kept: one a stream did not see in time is read from the
+/// store, as any change is.
+#[derive(Debug, Clone, Default)]
+pub struct TaskChange {
+    /// Changes so far (wrapping).
+    pub count: u64,
+    /// The status the last change settled, if it settled a task.
+    pub settled: Option<Arc<TaskStatus>>,
+}
+
 /// The data directory and its database.
 #[derive(Debug)]
 pub struct Store {
@@ -59,7 +72,7 @@ pub struct Store {
     data_key: DataKey,
     /// Bumped whenever a task is recorded or changes state, so that event
     /// streams wake at once instead of polling.
-    changes: tokio::sync::watch::Sender<u64>,
+    changes: tokio::sync::watch::Sender<TaskChange>,
     /// Final states not yet written (see [`Store::settle`]).
     unsettled: Mutex<Vec<settle::Unsettled>>,
     /// The write-ahead log's checkpoints, when a thread makes them (see
@@ -112,7 +125,7 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
             data_key,
-            changes: tokio::sync::watch::Sender::new(0),
+            changes: tokio::sync::watch::Sender::new(TaskChange::default()),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
             _lock: Some(lock),
@@ -144,7 +157,7 @@ impl Store {
             dir: self.dir.clone(),
             db: Mutex::new(db),
             data_key: DataKey::load_or_create(&self.dir)?,
-            changes: tokio::sync::watch::Sender::new(0),
+            changes: tokio::sync::watch::Sender::new(TaskChange::default()),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
             _lock: None,
@@ -189,12 +202,34 @@ impl Store {
 
     /// Wakes whenever a task of this process is recorded or changes state
     /// (changes by another process are seen only by reading).
-    pub fn task_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+    pub fn task_changes(&self) -> tokio::sync::watch::Receiver<TaskChange> {
         self.changes.subscribe()
     }
 
     pub(crate) fn task_changed(&self) {
-        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+        self.changes.send_modify(|c| {
+            c.count = c.count.wrapping_add(1);
+            c.settled = None;
+        });
+    }
+
+    /// Whether anything follows [`Store::task_changes`] now (an event
+    /// stream, the AMQP outbox): a task's final status is made for them
+    /// only then ([`Store::task_settled`]).
+    pub(crate) fn followed(&self) -> bool {
+        self.changes.receiver_count() > 0
+    }
+
+    /// A task of this process reached its final state, `status`, durably
+    /// (its write committed): as [`Store::task_moved`], and the status
+    /// goes with the change, so that a stream waiting for it need not read
+    /// back what was just written.
+    pub(crate) fn task_settled(&self, status: TaskStatus) {
+        tracing::info!(target: "hcp::task", task_id = %status.task_id, state = %status.state.as_str(), "task");
+        self.changes.send_modify(|c| {
+            c.count = c.count.wrapping_add(1);
+            c.settled = Some(Arc::new(status));
+        });
     }
 
     /// A task was recorded in, or moved to, `state`: logged at info (target
@@ -271,6 +306,34 @@ pub(crate) fn now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A settled status goes with its change, and only with it: the next
+    /// change (any task's) carries none, so that a stream never takes an
+    /// earlier change's status for the latest.
+    #[test]
+    fn a_settled_status_goes_with_its_change_and_no_later_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        assert!(!store.followed(), "nothing follows yet");
+        let mut changes = store.task_changes();
+        assert!(store.followed());
+        let status = TaskStatus {
+            task_id: "task-1".into(),
+            caller_id: "c".into(),
+            state: TaskState::Completed,
+            updated_at: "2026-12-05T17:00:00.000Z".into(),
+            result: Some(serde_json::json!({"type": "task_completed"})),
+            answer: None,
+        };
+        store.task_settled(status.clone());
+        assert!(changes.has_changed().expect("open"));
+        let seen = changes.borrow_and_update().clone();
+        assert_eq!(seen.count, 1);
+        assert_eq!(seen.settled.as_deref(), Some(&status));
+        store.task_changed();
+        let seen = changes.borrow_and_update().clone();
+        assert_eq!((seen.count, seen.settled), (2, None));
+    }
 
     #[test]
     fn unsynced_work_runs_unsynced_and_the_store_is_synchronous_again_after() {

@@ -4,7 +4,7 @@
 //! its final answer once space returns. Until then the task reads as it is
 //! stored (e.g. `running`): nothing is answered that is not durable.
 
-use super::{Store, TaskState, now};
+use super::{Store, TaskState, TaskStatus, now};
 use anyhow::Result;
 use rusqlite::params;
 use serde_json::Value;
@@ -41,6 +41,20 @@ impl SettleWrite {
             to,
             result: result.to_string(),
             at: now(),
+        }
+    }
+
+    /// The status of the task once this is written (as
+    /// [`Store::task_status`] reads it back), for a task of `caller_id`
+    /// whose final answer is `result` (the answer this was made from).
+    pub(crate) fn status(&self, caller_id: &str, result: Value) -> TaskStatus {
+        TaskStatus {
+            task_id: self.task_id.clone(),
+            caller_id: caller_id.to_owned(),
+            state: self.to,
+            updated_at: self.at.clone(),
+            result: Some(result),
+            answer: None,
         }
     }
 
@@ -252,5 +266,53 @@ mod tests {
         assert_eq!((t.state, t.result), (TaskState::Failed, Some(json!(2))));
         assert!(store.unanswered().expect("unanswered").is_empty());
         assert_eq!(store.settle_pending(), 0);
+    }
+
+    /// The status a final state's write gives its followers is the status
+    /// read back once it is written, field for field, for each final state.
+    #[test]
+    fn a_settled_status_is_the_status_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        for (i, (to, answer)) in [
+            (
+                TaskState::Completed,
+                json!({"type": "task_completed", "payload": {"outputs": {"n": 1.5}}}),
+            ),
+            (
+                TaskState::Failed,
+                json!({"type": "task_failed", "payload": {"error_code": "TIMEOUT"}}),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let super::super::Submitted::New(task) = store
+                .submit("c", &format!("m-{i}"), "cap", &json!({}))
+                .expect("submit")
+            else {
+                panic!("not new")
+            };
+            store
+                .set_task(
+                    &task.task_id,
+                    TaskState::Queued,
+                    super::super::TaskUpdate {
+                        answer: Some(json!({"type": "task_accepted"})),
+                        ..Default::default()
+                    },
+                )
+                .expect("queue");
+            store
+                .transition(&task.task_id, TaskState::Queued, TaskState::Running)
+                .expect("run");
+            let write = SettleWrite::new(&task.task_id, TaskState::Running, to, &answer);
+            assert!(write.apply(&store.db()).expect("write"));
+            let read = store
+                .task_status(&task.task_id)
+                .expect("read")
+                .expect("task");
+            assert_eq!(write.status("c", answer), read);
+        }
     }
 }
