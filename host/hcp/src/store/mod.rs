@@ -207,9 +207,14 @@ impl Store {
     }
 
     pub(crate) fn task_changed(&self) {
+        self.change(None);
+    }
+
+    /// One more change, carrying `settled` (see [`TaskChange`]).
+    fn change(&self, settled: Option<Arc<TaskStatus>>) {
         self.changes.send_modify(|c| {
             c.count = c.count.wrapping_add(1);
-            c.settled = None;
+            c.settled = settled;
         });
     }
 
@@ -225,24 +230,26 @@ impl Store {
     /// goes with the change, so that a stream waiting for it need not read
     /// back what was just written.
     pub(crate) fn task_settled(&self, status: TaskStatus) {
-        tracing::info!(target: "hcp::task", task_id = %status.task_id, state = %status.state.as_str(), "task");
-        self.changes.send_modify(|c| {
-            c.count = c.count.wrapping_add(1);
-            c.settled = Some(Arc::new(status));
-        });
+        log_move(&status.task_id, status.state);
+        self.change(Some(Arc::new(status)));
     }
 
     /// A task was recorded in, or moved to, `state`: logged at info (target
     /// `hcp::task`), then [`Store::task_changed`]. Every write of a task's
     /// state calls it once the write is done.
     pub(crate) fn task_moved(&self, task_id: &str, state: TaskState) {
-        tracing::info!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
+        log_move(task_id, state);
         self.task_changed();
     }
 
     pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The log line of a task's move (target `hcp::task`, at info).
+fn log_move(task_id: &str, state: TaskState) {
+    tracing::info!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
 }
 
 /// Runs `f` with `synchronous=NORMAL` on `db`: its commits reach the
