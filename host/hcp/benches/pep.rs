@@ -385,10 +385,21 @@ impl Work {
     }
 }
 
+/// What [`enforced_off`] measured: median times (seconds), the median
+/// ratio and its range over the rounds.
+struct Compared {
+    on: f64,
+    off: f64,
+    ratio: f64,
+    lo: f64,
+    hi: f64,
+    /// The enforced task's median durable flush.
+    flush: f64,
+}
+
 /// A plugin task with full enforcement against the same task with
-/// enforcement off, interleaved; the median times and ratios, and the
-/// enforced task's median flush.
-async fn enforced_off(lab: &Lab, work: &Work, rounds: u32) -> (f64, f64, f64, f64, f64, f64) {
+/// enforcement off, interleaved.
+async fn enforced_off(lab: &Lab, work: &Work, rounds: u32) -> Compared {
     let on = prepare(&lab.manifest, true);
     let off = prepare(&lab.manifest, false);
     let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
@@ -404,19 +415,26 @@ async fn enforced_off(lab: &Lab, work: &Work, rounds: u32) -> (f64, f64, f64, f6
         flushes.push(t_on.flush);
     }
     let (lo, hi) = range(&ratios);
-    (
-        median(a),
-        median(b),
-        median(ratios),
+    Compared {
+        on: median(a),
+        off: median(b),
+        ratio: median(ratios),
         lo,
         hi,
-        median(flushes),
-    )
+        flush: median(flushes),
+    }
 }
 
 #[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 async fn plugin(lab: &Lab, rounds: u32) {
-    let (m_on, m_off, ratio, lo, hi, _) = enforced_off(lab, &Work::log_calls(), rounds).await;
+    let Compared {
+        on: m_on,
+        off: m_off,
+        ratio,
+        lo,
+        hi,
+        ..
+    } = enforced_off(lab, &Work::log_calls(), rounds).await;
     println!(
         "plugin           {} log.write  enforced {:.1} ms  off {:.1} ms  enforced/off {:.2}x (rounds {lo:.2}x..{hi:.2}x)  added {:.2} µs per call",
         plugin_calls(),
@@ -435,7 +453,14 @@ async fn plugin(lab: &Lab, rounds: u32) {
 
 #[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 async fn realistic(lab: &Lab, rounds: u32) {
-    let (m_on, m_off, ratio, lo, hi, flush) = enforced_off(lab, &Work::realistic(), rounds).await;
+    let Compared {
+        on: m_on,
+        off: m_off,
+        ratio,
+        lo,
+        hi,
+        flush,
+    } = enforced_off(lab, &Work::realistic(), rounds).await;
     println!(
         "realistic        {REALISTIC_FILES} files of {} KiB read from a grant, 4 artifacts of 64 KiB, {} log lines  enforced {:.2} ms (of which the durable flush {:.2} ms)  off {:.2} ms  enforced/off {ratio:.2}x (rounds {lo:.2}x..{hi:.2}x)",
         REALISTIC_FILE_BYTES / 1024,
