@@ -427,27 +427,25 @@ async fn enforced_off(lab: &Lab, work: &Work, rounds: u32) -> Compared {
 
 #[expect(clippy::print_stdout, reason = "a benchmark reports on stdout")]
 async fn plugin(lab: &Lab, rounds: u32) {
-    let Compared {
-        on: m_on,
-        off: m_off,
-        ratio,
-        lo,
-        hi,
-        ..
-    } = enforced_off(lab, &Work::log_calls(), rounds).await;
+    let c = enforced_off(lab, &Work::log_calls(), rounds).await;
     println!(
-        "plugin           {} log.write  enforced {:.1} ms  off {:.1} ms  enforced/off {:.2}x (rounds {lo:.2}x..{hi:.2}x)  added {:.2} µs per call",
+        "plugin           {} log.write  enforced {:.1} ms  off {:.1} ms  enforced/off {:.2}x (rounds {:.2}x..{:.2}x)  added {:.2} µs per call",
         plugin_calls(),
-        m_on * 1e3,
-        m_off * 1e3,
-        ratio,
-        (m_on - m_off) / plugin_calls() as f64 * 1e6
+        c.on * 1e3,
+        c.off * 1e3,
+        c.ratio,
+        c.lo,
+        c.hi,
+        (c.on - c.off) / plugin_calls() as f64 * 1e6
     );
     println!(
-        "row | {} log.write plugin, enforced / off | enforced {:.1} ms | off {:.1} ms | {ratio:.2}x (rounds {lo:.2}x..{hi:.2}x), target <= 3x |",
+        "row | {} log.write plugin, enforced / off | enforced {:.1} ms | off {:.1} ms | {:.2}x (rounds {:.2}x..{:.2}x), target <= 3x |",
         plugin_calls(),
-        m_on * 1e3,
-        m_off * 1e3,
+        c.on * 1e3,
+        c.off * 1e3,
+        c.ratio,
+        c.lo,
+        c.hi,
     );
 }
 
