@@ -29,10 +29,15 @@ use std::time::Duration;
 /// The API's routes. Every route but the event stream answers within
 /// `timeout` (503 with a JSON error past it).
 pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
-    let timed = Router::new()
+    // Every route under /v1 needs a caller, checked from the request's
+    // head before its handler reads a body (`known_caller_first`).
+    let authenticated =
+        || axum::middleware::from_fn_with_state(state.clone(), super::request::known_caller_first);
+    let public = Router::new()
         .route("/", get(super::page::operator_page))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
-        .route("/openapi.json", get(openapi))
+        .route("/openapi.json", get(openapi));
+    let timed = Router::new()
         .route("/v1/whoami", get(whoami))
         .route("/v1/tasks", post(submit).get(list_tasks))
         .route("/v1/tasks/{id}", get(status))
@@ -54,6 +59,8 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/hid/proposals/{id}", post(super::hid_api::decide))
         .route("/v1/hid/log/verify", get(super::hid_api::verify_log))
         .route("/v1/policy/reload", post(super::policy_api::reload))
+        .route_layer(authenticated())
+        .merge(public)
         .layer(
             tower::ServiceBuilder::new()
                 .layer(axum::error_handling::HandleErrorLayer::new(
@@ -61,7 +68,9 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
                 ))
                 .layer(tower::timeout::TimeoutLayer::new(timeout)),
         );
-    let streaming = Router::new().route("/v1/tasks/{id}/events", get(events));
+    let streaming = Router::new()
+        .route("/v1/tasks/{id}/events", get(events))
+        .route_layer(authenticated());
     timed
         .merge(streaming)
         .fallback(|| async { ApiError::not_found("no such endpoint") })
