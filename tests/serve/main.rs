@@ -15,6 +15,8 @@ mod fuzz;
 mod hid;
 mod limits;
 mod policy;
+mod shutdown;
+mod tls;
 
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::{REPO_ROOT, cache_dir};

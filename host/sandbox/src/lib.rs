@@ -297,8 +297,19 @@ impl PreparedCapability {
         let handle = tokio::runtime::Handle::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
         drop(tokio::task::spawn_blocking(move || {
-            let run = handle.block_on(this.run_now(request, store));
-            let _ = tx.send(run);
+            let mut tx = tx;
+            // A run nobody waits for any more (this future dropped: a
+            // server stopping past its grace) stops its guest here too, at
+            // its next await, instead of running on past its runtime.
+            let run = handle.block_on(async {
+                tokio::select! {
+                    run = this.run_now(request, store) => Some(run),
+                    () = tx.closed() => None,
+                }
+            });
+            if let Some(run) = run {
+                let _ = tx.send(run);
+            }
         }));
         let answered_by = deadline
             .saturating_add(WALL_CLOCK_GRACE)

@@ -104,7 +104,8 @@ pub enum Command {
     /// Review a bundle without installing it (exit 1 unless installable).
     Review(review::ReviewArgs),
     /// Serve the HTTP API and the operator's page.
-    Serve(serve::ServeArgs),
+    // Boxed: its flags make it by far the largest command.
+    Serve(Box<serve::ServeArgs>),
     /// The data directory's database: check it, back it up, restore it.
     Store(store::StoreArgs),
     /// Submit a task_submit through the admission gate (and run it).
@@ -158,7 +159,7 @@ pub fn main() -> ExitCode {
         Command::Inspect(args) => installed::inspect(args),
         Command::Remove(args) => installed::remove(args),
         Command::Review(args) => review::run(args),
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Store(args) => store::run(args),
         Command::Submit(args) => args.paths().and_then(|p| tasks::submit(&p, args)),
         Command::Tasks(args) => tasks::tasks(args),

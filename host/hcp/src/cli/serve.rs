@@ -17,18 +17,52 @@ embedded default: SQLite under the data directory, loopback only unless --listen
 otherwise. Prints `listening on http://ADDR` once it accepts connections. Tasks a crash left \
 running are answered task_failed on start. The database is checked first (`hcp store check`): \
 a damaged store, or one that lost acknowledged data, is refused (exit 2). SIGTERM or Ctrl-C \
-stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0. SIGHUP reloads \
+stops accepting, lets running tasks finish (up to --shutdown-grace) and exits 0; tasks still \
+running then are stopped and answered task_failed (internal_error, with their last checkpoint; \
+a gate.abandoned receipt each), and the exit status is 1. The log says when a shutdown began \
+and how it ended (target hcp::shutdown). SIGHUP reloads \
 the policy directory (as `hcp policy reload` does): the whole set is checked first and kept on \
 any problem; each reload is a `policy.reload` receipt. Connections are bounded: \
 --header-timeout, --idle-timeout and --max-connections.\n\n\
 Logs go to stderr, at info unless HCP_LOG (or RUST_LOG) says otherwise (`debug`, \
 `hcp=debug,warn`, ...): each request (method, path, status, duration) and each change of a \
-task's state, as text or, with --log-format json, one JSON object per line."
+task's state, as text or, with --log-format json, one JSON object per line.\n\n\
+TLS: --tls-cert and --tls-key serve HTTPS (the operator's page and every endpoint; answers \
+carry Strict-Transport-Security), printing `listening on https://ADDR`; SIGHUP reads the pair \
+again (a pair that does not load is refused and the one in force kept). Listening beyond \
+loopback without TLS is refused (exit 2) unless --plaintext-beyond-loopback says it is on \
+purpose; a task of data above T2 that came in plaintext from beyond loopback is answered \
+task_rejected (forbidden)."
 )]
 pub struct ServeArgs {
-    /// Address to listen on (port 0 picks a free one).
+    /// Address to listen on (port 0 picks a free one). An address beyond
+    /// loopback needs --tls-cert and --tls-key, or --plaintext-beyond-loopback.
     #[arg(long, env = "HCP_LISTEN", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
+    /// Serve HTTPS with this certificate chain (PEM, the server's own
+    /// certificate first); with --tls-key. Read again on SIGHUP: a new pair
+    /// that does not load is refused (logged) and the pair in force kept.
+    #[arg(
+        long,
+        env = "HCP_TLS_CERT",
+        value_name = "PEM_FILE",
+        requires = "tls_key"
+    )]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        env = "HCP_TLS_KEY",
+        value_name = "PEM_FILE",
+        requires = "tls_cert"
+    )]
+    tls_key: Option<PathBuf>,
+    /// Serve plain HTTP on an address beyond loopback on purpose (behind a
+    /// TLS-terminating proxy, on a network of its own): bearer tokens and
+    /// task data then cross it in clear, and tasks of data above T2 from
+    /// beyond loopback are refused (task_rejected, forbidden).
+    #[arg(long, env = "HCP_PLAINTEXT_BEYOND_LOOPBACK")]
+    plaintext_beyond_loopback: bool,
     /// How long a task waits for an operator before it is rejected
     /// (ISO 8601 duration).
     #[arg(long, default_value = "PT1H")]
@@ -40,7 +74,8 @@ pub struct ServeArgs {
           default_value_t = crate::engine::MAX_QUEUED_PER_CALLER,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_queued_per_caller: u64,
-    /// How long running tasks may take to finish on shutdown (ISO 8601).
+    /// How long running tasks may take to finish on shutdown (ISO 8601);
+    /// those still running then are stopped and answered task_failed (exit 1).
     #[arg(long, default_value = "PT30S")]
     shutdown_grace: String,
     /// The HID executor's serial port (e.g. /dev/ttyACM0, or the path `hcp
@@ -165,15 +200,21 @@ pub(super) async fn stop_signal() {
     }
 }
 
-/// Reloads the policy on every SIGHUP until the server stops. The signal is
-/// listened for from the call on, so a SIGHUP never kills the server once
-/// it listens.
+/// Reloads the policy (and the TLS certificate and key, if served) on
+/// every SIGHUP until the server stops. The signal is listened for from
+/// the call on, so a SIGHUP never kills the server once it listens.
 #[cfg(unix)]
-fn reload_on_sighup(host: Arc<Host>) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+fn reload_on_sighup(
+    host: Arc<Host>,
+    tls: Option<Arc<crate::serve::Tls>>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
     let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("cannot listen for SIGHUP")?;
     Ok(tokio::spawn(async move {
         while hup.recv().await.is_some() {
+            if let Some(tls) = &tls {
+                reload_tls(tls);
+            }
             let host = host.clone();
             // Refusals and outcomes are logged and recorded by the reload.
             let _ = tokio::task::spawn_blocking(move || host.reload_policy("signal:SIGHUP")).await;
@@ -181,9 +222,59 @@ fn reload_on_sighup(host: Arc<Host>) -> anyhow::Result<tokio::task::JoinHandle<(
     }))
 }
 
+/// Reads the TLS pair again; a pair that does not load is refused, the
+/// one in force kept.
+#[cfg(unix)]
+fn reload_tls(tls: &crate::serve::Tls) {
+    let files = tls.files();
+    match tls.reload() {
+        Ok(fingerprint) => tracing::info!(
+            target: "hcp::tls",
+            "TLS: reloaded {} (certificate sha256 {fingerprint})",
+            files.cert.display()
+        ),
+        Err(e) => tracing::error!(
+            target: "hcp::tls",
+            "TLS: the new certificate and key are refused; the ones in force (sha256 {}) are kept: {e:#}",
+            tls.fingerprint()
+        ),
+    }
+}
+
+/// The TLS pair from the flags, and the refusal of a plaintext listener
+/// beyond loopback that no flag asked for.
+fn tls_config(args: &ServeArgs) -> anyhow::Result<Option<Arc<crate::serve::Tls>>> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::serve::Tls::load(crate::serve::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        })?),
+        _ => None,
+    };
+    let beyond = !args.listen.ip().to_canonical().is_loopback();
+    if tls.is_none() && beyond && !args.plaintext_beyond_loopback {
+        anyhow::bail!(
+            "--listen {}: not a loopback address, and without TLS bearer tokens and task data \
+             would cross the network in clear. Serve HTTPS with --tls-cert and --tls-key (PEM \
+             files), or pass --plaintext-beyond-loopback to serve plain HTTP on purpose (behind \
+             a TLS-terminating proxy); tasks of data above T2 from beyond loopback are refused then",
+            args.listen
+        );
+    }
+    if tls.is_none() && beyond {
+        tracing::warn!(
+            "serving plain HTTP beyond loopback (--plaintext-beyond-loopback): bearer tokens and \
+             task data cross the network in clear; tasks of data above T2 from beyond loopback \
+             are refused"
+        );
+    }
+    Ok(tls)
+}
+
 pub(super) fn run(args: ServeArgs) -> Outcome {
     let paths = &args.dirs.paths()?;
     let amqp = amqp_config(&args)?;
+    let tls = tls_config(&args)?;
     let duration = |flag: &str, text: &str| {
         hcp_contracts::IsoDuration::parse(text)
             .map(|d| d.get())
@@ -232,17 +323,19 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         shutdown_grace,
         connections,
         amqp,
+        tls: tls.clone(),
         ..ServeConfig::default()
     };
-    super::runtime()?
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let stopped = super::runtime()?
         .block_on(async move {
             #[cfg(unix)]
-            let reloads = reload_on_sighup(host.clone())?;
+            let reloads = reload_on_sighup(host.clone(), tls)?;
             let served = serve(
                 host,
                 config,
                 |addr| {
-                    println!("listening on http://{addr}");
+                    println!("listening on {scheme}://{addr}");
                     use std::io::Write as _;
                     let _ = std::io::stdout().flush();
                 },
@@ -254,5 +347,9 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
             served
         })
         .context("hcp serve")?;
+    // Tasks stopped before they ended: the stop's answer is negative.
+    if stopped.interrupted > 0 || stopped.left_running > 0 {
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }

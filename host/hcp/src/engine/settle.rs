@@ -1,13 +1,15 @@
 //! Every acknowledged task gets a final state: a submission that fails on
 //! a host fault after its task was recorded fails the task (instead of
 //! leaving it `received`, reported queued, forever), and at startup the
-//! tasks a stopped host left `received` are failed the same way.
+//! tasks a stopped host left `received` are failed the same way; a task
+//! still running when a stopping server's grace runs out is failed before
+//! the host exits ([`Host::settle_interrupted`]).
 
 use super::Host;
 use super::submission::Submission;
-use crate::store::{TaskRecord, TaskState};
+use crate::store::{SettleWrite, TaskRecord, TaskState};
 use anyhow::Result;
-use hcp_contracts::message::{Envelope, ErrorCode, MessageType, TaskFailed};
+use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
 use serde_json::Value;
 
 fn internal_failure(task: &TaskRecord, message: &str) -> Result<Value> {
@@ -180,5 +182,80 @@ impl Host {
         }
         self.record_abandoned(&task, "amqp", WHY)?;
         Ok(true)
+    }
+
+    /// While a server stops: a task of this process still running when the
+    /// shutdown grace ran out, whose run was dropped (its guest stopped).
+    /// It fails as `recover` fails a task a stopped host left running
+    /// (`internal_error`, with its last checkpoint to resume from), now
+    /// rather than at the next start: a `gate.abandoned` receipt says why
+    /// (`why`: what ran out), then the session's last receipts and the
+    /// final state are made durable in one commit, and the equipment it
+    /// held is released. Returns whether it was failed here (`false`: it
+    /// was no longer running).
+    ///
+    /// # Errors
+    ///
+    /// The database or the receipt log fails.
+    pub fn settle_interrupted(&self, task_id: &str, why: &str) -> Result<bool> {
+        let Some(task) = self.store.task(task_id)? else {
+            return Ok(false);
+        };
+        if task.state != TaskState::Running {
+            return Ok(false);
+        }
+        let session = task.session_id.clone().unwrap_or_default();
+        let last = self.store.last_checkpoint(&session)?;
+        let reason = format!("the host shut down while the task was running: {why}");
+        let answer = serde_json::to_value(Envelope::new(
+            MessageType::TaskFailed,
+            Some(session.clone()),
+            TaskFailed {
+                error_code: ErrorCode::InternalError,
+                error_message: reason.clone(),
+                error_details: Some(ErrorDetails {
+                    phase: None,
+                    step: None,
+                    recoverable: last.is_some(),
+                    last_checkpoint: last,
+                }),
+                partial_outputs: None,
+                artifacts: Vec::new(),
+                execution_summary: None,
+            },
+        )?)?;
+        let amqp = self
+            .store
+            .open_routes()?
+            .iter()
+            .any(|r| r.task_id == task_id);
+        // The receipt first: the run abandoned is on the record before the
+        // task's state says so.
+        self.record_abandoned(&task, if amqp { "amqp" } else { "http" }, &reason)?;
+        self.recorder.close_session(&session);
+        let settle = SettleWrite::new(task_id, TaskState::Running, TaskState::Failed, &answer);
+        let moved = match self
+            .recorder
+            .flush_with(&session, move |db| settle.apply(db))
+        {
+            Ok(Some(moved)) => {
+                if moved {
+                    self.store.task_moved(task_id, TaskState::Failed);
+                }
+                moved
+            }
+            // Receipts of the session were lost to a failed write, or this
+            // one failed: the final state on its own (kept and written
+            // once the store takes writes, if it cannot now).
+            Ok(None) | Err(_) => {
+                self.recorder.session_lost(&session);
+                self.store
+                    .settle(task_id, TaskState::Running, TaskState::Failed, answer)?
+            }
+        };
+        if moved {
+            self.store.release_session_resources(&session)?;
+        }
+        Ok(moved)
     }
 }

@@ -23,6 +23,12 @@ pub enum Auth<'a> {
     Transport(&'a str),
     /// By a bearer credential checked against `callers.json`.
     Bearer(&'a str),
+    /// By a bearer credential, as [`Auth::Bearer`], that reached the host
+    /// in plaintext from beyond loopback (HTTP without TLS, served so on
+    /// purpose): the task and its data crossed a network in clear, so a
+    /// task of data above T2 is refused (`forbidden`; seed 000: T3 data is
+    /// encrypted in transit).
+    BearerInClear(&'a str),
     /// By the message broker: the AMQP `user-id` property, which RabbitMQ
     /// checks against the connection's login, mapped to a caller by
     /// `amqp_user` in `callers.json`; `None` when the message carries none.
@@ -45,7 +51,7 @@ impl Auth<'_> {
                 "the task names caller_id {caller_id:?} but was submitted as {id:?}"
             )),
             Self::Transport(id) => policy.caller(id).ok_or_else(unknown),
-            Self::Bearer(credential) => policy
+            Self::Bearer(credential) | Self::BearerInClear(credential) => policy
                 .authenticate(caller_id, credential)
                 .map_err(|_| unknown()),
             Self::Broker(None) => Err(
@@ -64,6 +70,26 @@ impl Auth<'_> {
                 Some(c) => Ok(c),
             },
         }
+    }
+
+    /// The refusal of a task whose data may not cross the transport it
+    /// came by: above T2 over a credential sent in clear beyond loopback.
+    fn refuses_data(self, submit: &TaskSubmit) -> Option<TaskRejected> {
+        let data = submit
+            .constraints
+            .as_ref()
+            .and_then(|c| c.data_classification)?;
+        (matches!(self, Self::BearerInClear(_)) && data > hcp_contracts::DataClass::T2).then(|| {
+            refusal(
+                RejectReason::Forbidden,
+                format!(
+                    "data classification {data} must be encrypted in transit, and this task came \
+                     in plaintext from beyond loopback: submit it over HTTPS (hcp serve \
+                     --tls-cert/--tls-key) or from loopback"
+                ),
+                None,
+            )
+        })
     }
 }
 
@@ -301,6 +327,11 @@ impl Host {
             Ok(caller) => caller,
             Err(who) => return Submission::refused(refusal(RejectReason::Unauthorized, who, None)),
         };
+        // Refused before it is recorded, as an unauthenticated one is: it
+        // is not kept either.
+        if let Some(refused) = auth.refuses_data(submit) {
+            return Submission::refused(refused);
+        }
         let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
         let record = phase!("submit.record");
         let replies = reply_to.map(|reply_to| crate::store::Replies {

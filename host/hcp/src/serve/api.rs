@@ -6,6 +6,7 @@
 //! <credential>`, checked against `callers.json` (see `super::request`).
 
 use super::error::ApiError;
+use super::listen::Transport;
 use super::request::{PathArgs, bearer, caller, json_body};
 use super::state::{AppState, spawn_run};
 use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status_of};
@@ -17,7 +18,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use hcp_contracts::message::MessageType;
 use hcp_policy::Caller;
 use serde::Deserialize;
@@ -95,10 +96,14 @@ fn visible_status(state: &AppState, who: &Caller, id: &str) -> Result<TaskStatus
 
 async fn submit(
     State(state): State<AppState>,
+    transport: Option<Extension<Transport>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let token = bearer(&headers)?.to_owned();
+    // Whether the credential and the task crossed a network in clear
+    // (the engine refuses data above T2 so).
+    let in_clear = transport.is_some_and(|Extension(t)| t.in_clear_beyond_loopback());
     // A credential that is no caller's is refused before its body is
     // parsed or checked: that work is for callers. (The gate checks the
     // credential against the caller the message names.)
@@ -118,9 +123,16 @@ async fn submit(
     let submission = match TaskMessage::parse(message) {
         Ok(message) => {
             let host = state.host.clone();
-            tokio::task::spawn_blocking(move || host.submit_task(message, Auth::Bearer(&token)))
-                .await
-                .map_err(|e| anyhow::anyhow!("gate task: {e}"))??
+            tokio::task::spawn_blocking(move || {
+                let auth = if in_clear {
+                    Auth::BearerInClear(&token)
+                } else {
+                    Auth::Bearer(&token)
+                };
+                host.submit_task(message, auth)
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("gate task: {e}"))??
         }
         Err(NotATask::Invalid(p)) => {
             return Err(ApiError::invalid("not a valid HCP message", &p));

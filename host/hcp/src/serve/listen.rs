@@ -13,16 +13,24 @@
 //!   connection beyond it is answered `503` and closed at once, so a flood
 //!   of idle connections cannot exhaust the host's file descriptors.
 //!
+//! With TLS ([`super::tls`]) each connection's handshake comes first,
+//! bounded by the header timeout too; every answer then carries
+//! `Strict-Transport-Security`. Each request carries how it came
+//! ([`Transport`]: the peer, whether over TLS) as an extension.
+//!
 //! On shutdown the listener closes, every connection finishes its
 //! in-flight request and closes; connections still open after the grace
 //! period are dropped.
 
+use super::tls::Tls;
 use anyhow::Result;
 use axum::Router;
+use axum::http::{HeaderValue, header};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
+use std::convert::Infallible;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +65,29 @@ impl Default for ConnLimits {
 const OVERLOADED: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
 
+/// `Strict-Transport-Security` of every answer over TLS: a browser that
+/// reached the operator's page over HTTPS keeps to HTTPS for a year.
+const HSTS: &str = "max-age=31536000";
+
+/// How a request reached the server, as handlers read it (a request
+/// extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Transport {
+    /// The client's address.
+    pub(crate) peer: SocketAddr,
+    /// Over TLS.
+    pub(crate) tls: bool,
+}
+
+impl Transport {
+    /// In plaintext from an address beyond loopback (served so only with
+    /// `--plaintext-beyond-loopback`): what crossed it, a bearer credential
+    /// and a task's data, could be read on the way.
+    pub(crate) fn in_clear_beyond_loopback(&self) -> bool {
+        !self.tls && !self.peer.ip().to_canonical().is_loopback()
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` resolves, then lets open
 /// connections finish for up to `grace`.
 ///
@@ -67,6 +98,7 @@ pub(crate) async fn serve(
     listener: TcpListener,
     app: Router,
     limits: ConnLimits,
+    tls: Option<Arc<Tls>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
     grace: Duration,
 ) -> Result<()> {
@@ -103,15 +135,58 @@ pub(crate) async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY on the connection of {peer}: {e}");
         }
-        let service = TowerToHyperService::new(app.clone());
+        let transport = Transport {
+            peer,
+            tls: tls.is_some(),
+        };
+        let service = {
+            let app = app.clone();
+            hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                request.extensions_mut().insert(transport);
+                let app = app.clone();
+                async move {
+                    let Ok(mut response) = tower::ServiceExt::oneshot(app, request).await;
+                    if transport.tls {
+                        response.headers_mut().insert(
+                            header::STRICT_TRANSPORT_SECURITY,
+                            HeaderValue::from_static(HSTS),
+                        );
+                    }
+                    Ok::<_, Infallible>(response)
+                }
+            })
+        };
+        let acceptor = tls.as_ref().map(|t| t.acceptor());
         let mut stopped = stopped.clone();
         connections.spawn(async move {
             let _permit = permit;
             let activity = Arc::new(Activity::new());
-            let io = TokioIo::new(Watched {
+            let watched = Watched {
                 inner: stream,
                 activity: activity.clone(),
-            });
+            };
+            let io = match acceptor {
+                None => TokioIo::new(Conn::Plain(watched)),
+                // The handshake within the header timeout: a client that
+                // opens connections and never finishes one holds none.
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.header_timeout, acceptor.accept(watched))
+                        .await
+                    {
+                        Ok(Ok(tls)) => TokioIo::new(Conn::Tls(Box::new(tls))),
+                        Ok(Err(e)) => {
+                            tracing::debug!("TLS handshake with {peer}: {e}");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(
+                                "TLS handshake with {peer}: not done within the header timeout"
+                            );
+                            return;
+                        }
+                    }
+                }
+            };
             let mut builder = http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -175,6 +250,70 @@ impl Activity {
     fn idle(&self) -> Duration {
         let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
         self.start.elapsed().saturating_sub(last)
+    }
+}
+
+/// A connection, in plaintext or over TLS.
+enum Conn {
+    Plain(Watched),
+    Tls(Box<tokio_rustls::server::TlsStream<Watched>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Self::Plain(s) => s.is_write_vectored(),
+            Self::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! `hcp serve`: the host as callers and operators meet it every day.
 //!
-//! An HTTP API on loopback by default (axum), answering HCP messages and
+//! An HTTP API on loopback by default (axum; HTTPS with [`Tls`]), answering HCP messages and
 //! serving status, events, artifacts, declarations, the operator's
 //! endpoints and page. Accepted tasks run in the background; a maintenance
 //! loop expires approvals and starts queued tasks whose equipment and
@@ -8,7 +8,9 @@
 //! timeouts, a cap on their number: [`ConnLimits`]).
 //! On start, tasks a crash left running are failed honestly (with their last
 //! checkpoint); on SIGTERM or Ctrl-C the server stops accepting, lets running
-//! tasks finish (up to a grace period) and exits.
+//! tasks finish (up to a grace period), fails those still running then
+//! (each with a receipt) and exits, logging when the shutdown began and
+//! how it ended ([`Stopped`]).
 
 pub mod amqp;
 mod api;
@@ -22,8 +24,10 @@ mod policy_api;
 mod receipts_api;
 mod request;
 mod state;
+mod tls;
 
 pub use listen::ConnLimits;
+pub use tls::{Tls, TlsFiles};
 
 use crate::engine::Host;
 use anyhow::{Context as _, Result};
@@ -48,6 +52,8 @@ pub struct ServeConfig {
     pub connections: ConnLimits,
     /// Also consume tasks from a RabbitMQ broker.
     pub amqp: Option<amqp::AmqpConfig>,
+    /// Serve HTTPS with this certificate and key (reloadable: [`Tls::reload`]).
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Default for ServeConfig {
@@ -58,12 +64,28 @@ impl Default for ServeConfig {
             shutdown_grace: Duration::from_secs(30),
             connections: ConnLimits::default(),
             amqp: None,
+            tls: None,
         }
     }
 }
 
+/// How a server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stopped {
+    /// Tasks still running when the shutdown grace ran out: stopped and
+    /// answered `task_failed` (each with a `gate.abandoned` receipt).
+    pub interrupted: usize,
+    /// Tasks whose runs did not end even once stopped (their failure is
+    /// written at the next start, as after a crash).
+    pub left_running: usize,
+}
+
+/// Longest wait, once the shutdown grace ran out and the running tasks
+/// were stopped, for their failures to be written.
+const INTERRUPT_WAIT: Duration = Duration::from_secs(30);
+
 /// Serves until `shutdown` resolves; returns the address it listened on
-/// through `bound` as soon as it is known.
+/// through `bound` as soon as it is known, and, once stopped, how.
 ///
 /// # Errors
 ///
@@ -73,7 +95,7 @@ pub async fn serve(
     config: ServeConfig,
     bound: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<()> {
+) -> Result<Stopped> {
     for id in host.recover()? {
         tracing::warn!("task {id} was running when the host stopped: answered task_failed");
     }
@@ -101,10 +123,25 @@ pub async fn serve(
         .map(|c| tokio::spawn(amqp::run(state.clone(), c)));
     let app = api::router(state.clone(), config.request_timeout)
         .layer(axum::middleware::from_fn(log_request));
+    let grace = config.shutdown_grace;
+    let shutdown = {
+        let state = state.clone();
+        async move {
+            shutdown.await;
+            tracing::info!(
+                target: "hcp::shutdown",
+                running = state.running_count(),
+                "shutdown began: no new connections or tasks; running tasks have {} to finish \
+                 (--shutdown-grace)",
+                hcp_contracts::IsoDuration::from_duration(grace)
+            );
+        }
+    };
     listen::serve(
         listener,
         app,
         config.connections,
+        config.tls.clone(),
         shutdown,
         config.shutdown_grace,
     )
@@ -115,16 +152,50 @@ pub async fn serve(
         amqp.abort();
     }
     state.tracker().close();
-    if tokio::time::timeout(config.shutdown_grace, state.tracker().wait())
+    let mut stopped = Stopped::default();
+    if tokio::time::timeout(grace, state.tracker().wait())
         .await
         .is_err()
     {
+        let grace = hcp_contracts::IsoDuration::from_duration(grace);
         tracing::warn!(
-            "tasks still running after {:?}; they will be answered task_failed on the next start",
-            config.shutdown_grace
+            target: "hcp::shutdown",
+            running = state.running_count(),
+            "tasks still running after the shutdown grace of {grace}: stopping them; each is \
+             answered task_failed"
         );
+        // Stopped on this runtime while it is whole: a run left to the
+        // runtime's own end was dropped as it shut down, and the guest's
+        // timers panicked ("A Tokio 1.x context was found, but it is being
+        // shutdown") with the task left running for the next start.
+        state.interrupt_runs(format!(
+            "it outlived the shutdown grace of {grace} (--shutdown-grace)"
+        ));
+        if tokio::time::timeout(INTERRUPT_WAIT, state.tracker().wait())
+            .await
+            .is_err()
+        {
+            stopped.left_running = state.running_count();
+            tracing::error!(
+                target: "hcp::shutdown",
+                "{} tasks did not stop; they are answered task_failed at the next start",
+                stopped.left_running
+            );
+        }
+        stopped.interrupted = state.interrupted();
     }
-    Ok(())
+    tracing::info!(
+        target: "hcp::shutdown",
+        interrupted = stopped.interrupted,
+        left_running = stopped.left_running,
+        "shutdown ended: {}",
+        if stopped == Stopped::default() {
+            "every task finished"
+        } else {
+            "tasks were stopped and answered task_failed"
+        }
+    );
+    Ok(stopped)
 }
 
 /// Logs each request at info (target `hcp::http`): method, path (never the

@@ -1,9 +1,12 @@
 //! What every handler shares: the host, and the tasks running in the
-//! background (each at most once).
+//! background (each at most once; stopped and settled when a stopping
+//! server's grace runs out: [`AppState::interrupt_runs`]).
 
 use crate::engine::Host;
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// What every handler shares.
@@ -16,6 +19,13 @@ pub(crate) struct AppState {
     streams: Arc<Mutex<std::collections::HashMap<String, usize>>>,
     /// The most event streams open at once, all callers together.
     streams_at_most: usize,
+    /// Cancelled when a stopping server's grace ran out: the runs still
+    /// going are dropped and their tasks settled.
+    interrupt: CancellationToken,
+    /// Why they were (what ran out), set before `interrupt` is cancelled.
+    interrupted_why: Arc<OnceLock<String>>,
+    /// How many tasks were stopped and failed so.
+    interrupted: Arc<AtomicUsize>,
 }
 
 /// The most event streams one caller may have open at once. A stream
@@ -34,7 +44,29 @@ impl AppState {
             running: Arc::new(Mutex::new(HashSet::new())),
             streams: Arc::default(),
             streams_at_most: usize::MAX,
+            interrupt: CancellationToken::new(),
+            interrupted_why: Arc::default(),
+            interrupted: Arc::default(),
         }
+    }
+
+    /// Stops every task still running in the background (its run is
+    /// dropped, which stops its guest) and fails it with a receipt saying
+    /// `why` ([`Host::settle_interrupted`]); each settles as its run's
+    /// background task ends (wait for [`AppState::tracker`]).
+    pub(crate) fn interrupt_runs(&self, why: String) {
+        let _ = self.interrupted_why.set(why);
+        self.interrupt.cancel();
+    }
+
+    /// How many tasks [`AppState::interrupt_runs`] stopped and failed.
+    pub(crate) fn interrupted(&self) -> usize {
+        self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// How many tasks run in the background now.
+    pub(crate) fn running_count(&self) -> usize {
+        self.running_set().len()
     }
 
     /// At most `n` event streams open at once, all callers together.
@@ -136,7 +168,20 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
     let state = state.clone();
     let tracker = state.tracker.clone();
     tracker.spawn(async move {
-        let ran = match state.host.run_task(&task_id).await {
+        let run = tokio::select! {
+            biased;
+            run = state.host.run_task(&task_id) => run,
+            // The server stops and its grace ran out: the run is dropped
+            // here, on a runtime still whole (dropped with the runtime,
+            // its guest's timers panicked), and the task is failed with
+            // its receipt.
+            () = state.interrupt.cancelled() => {
+                settle_interrupted_run(&state, &task_id).await;
+                state.running_set().remove(&task_id);
+                return;
+            }
+        };
+        let ran = match run {
             Ok(Some(answer)) => {
                 tracing::info!(
                     "task {task_id}: {}",
@@ -158,6 +203,31 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
             start_queued(&state).await;
         }
     });
+}
+
+/// Fails a task whose run [`AppState::interrupt_runs`] stopped.
+async fn settle_interrupted_run(state: &AppState, task_id: &str) {
+    let why = state
+        .interrupted_why
+        .get()
+        .cloned()
+        .unwrap_or_else(|| "the server stopped".to_owned());
+    let (host, id) = (state.host.clone(), task_id.to_owned());
+    match tokio::task::spawn_blocking(move || host.settle_interrupted(&id, &why)).await {
+        Ok(Ok(true)) => {
+            state.interrupted.fetch_add(1, Ordering::SeqCst);
+            tracing::warn!(
+                "task {task_id}: still running when the shutdown grace ran out: stopped, \
+                 answered task_failed (recorded as gate.abandoned)"
+            );
+        }
+        Ok(Ok(false)) => {}
+        Ok(Err(e)) => tracing::error!(
+            "task {task_id}: stopped at shutdown, but its failure could not be recorded \
+             (it is answered task_failed at the next start): {e:#}"
+        ),
+        Err(e) => tracing::error!("task {task_id}: settling it at shutdown: {e}"),
+    }
 }
 
 /// After a task ended: at most this many of the oldest queued tasks are
