@@ -15,6 +15,7 @@ mod fuzz;
 mod hid;
 mod limits;
 mod policy;
+mod submissions;
 
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp_tests::{REPO_ROOT, cache_dir};
