@@ -116,3 +116,61 @@ fn large_calls_after_the_budget_is_spent_are_bounded_and_stopped() {
     let o = hcp.run(&["replay", pack.to_str().expect("utf8")]);
     assert_eq!(code(&o), 0, "{}{}", stdout(&o), stderr(&o));
 }
+
+/// `hcp submit` goes through the same submission limits as HTTP and
+/// AMQP (`budgets.json` `submissions`), and the bytes a caller's messages
+/// took are read back from the store by each new process: once a caller's
+/// day is spent, the next submission is refused `rate_limited`, in a
+/// process that never saw the earlier ones.
+#[test]
+fn the_command_line_counts_a_callers_recorded_bytes_across_processes() {
+    let hcp = Hcp::new();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let policies = tmp.path().join("policies");
+    std::fs::create_dir(&policies).expect("mkdir");
+    for entry in std::fs::read_dir(format!("{REPO_ROOT}/policies")).expect("policies") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), policies.join(entry.file_name())).expect("copy");
+    }
+    let budgets = policies.join("budgets.json");
+    let mut b: Value =
+        serde_json::from_str(&std::fs::read_to_string(&budgets).expect("read")).expect("json");
+    b["submissions"] = json!({"defaults": {"stored_bytes_per_day": 8192}});
+    write_json(&policies, "budgets.json", &b);
+    let mut refused = 0;
+    let answer = loop {
+        let mut submit = super::seed_submit();
+        submit["message_id"] = json!(format!("m-{refused}"));
+        // No such capability is installed: refused, and recorded.
+        submit["payload"]["capability"] = json!("not-installed");
+        let input = write_json(tmp.path(), "submit.json", &submit);
+        let out = hcp.run(&[
+            "submit",
+            "--policies",
+            policies.to_str().expect("utf8"),
+            "--as",
+            "harness-local-01",
+            input.to_str().expect("utf8"),
+        ]);
+        assert_eq!(code(&out), 1, "{}{}", stdout(&out), stderr(&out));
+        let answer = parse_answer(&out);
+        assert_eq!(answer.kind, MessageType::TaskRejected, "{}", stdout(&out));
+        if answer.payload["reason_code"] == "rate_limited" {
+            break answer;
+        }
+        assert_eq!(answer.payload["reason_code"], "capability_not_found");
+        refused += 1;
+        assert!(refused < 12, "no rate_limited after {refused} submissions");
+    };
+    // About 1 KiB each: several fit in 8 KiB, then the day is spent.
+    assert!(refused >= 3, "{refused}");
+    let message = answer.payload["reason_message"].as_str().expect("message");
+    assert!(message.contains("stored_bytes_per_day (8192)"), "{message}");
+    assert!(
+        answer.payload["suggestion"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("submit again in ")),
+        "{}",
+        answer.payload
+    );
+}

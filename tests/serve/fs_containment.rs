@@ -112,12 +112,12 @@ fn a_redirected_grant_fails_only_its_own_tasks() {
         }
     }
     let link_to_etc = format!("{}etc", "../".repeat(rw.components().count() - 1));
-    let unavailable = format!(
-        "granted directory {} (guest /sub) is unavailable: {} is a symbolic link \
-         (granted directories are opened without following links)",
-        sub.display(),
-        sub.display()
-    );
+    // The caller is told the guest path; the operator's log has the
+    // host's (checked below).
+    let unavailable = "granted directory /sub is unavailable: its host directory, or a \
+                       directory on the way to it, is a symbolic link (granted directories \
+                       are opened without following links)"
+        .to_owned();
     let failed_task = {
         let server = Server::start(data.path());
         let (answer, _) = run(
@@ -191,6 +191,16 @@ fn a_redirected_grant_fails_only_its_own_tasks() {
         );
         task
     };
+
+    let log = std::fs::read_to_string(data.path().join("serve.log")).expect("log");
+    assert!(
+        log.contains(&format!(
+            "granted directory {} (guest /sub) is unavailable: {} is a symbolic link",
+            sub.display(),
+            sub.display()
+        )),
+        "the operator's log does not name the host's directory:\n{log}"
+    );
 
     // After a restart, the failed task is still final and nothing is queued.
     let server = Server::start(data.path());
@@ -284,5 +294,63 @@ async fn a_reinstall_grants_the_new_directory() {
     assert_eq!(
         answer["payload"]["outputs"]["value"], "second note",
         "{answer}"
+    );
+}
+
+/// Issue 41, case 7: a task whose granted directory is missing on the host
+/// is answered `resource_unavailable` naming the guest path only: the
+/// caller knows its grants by their guest paths, and the host's
+/// directories are the operator's. The operator's log names the host's
+/// directory.
+#[test]
+fn a_missing_granted_directory_is_answered_with_its_guest_path_only() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let base = tmp.path().canonicalize().expect("canonical");
+    let granted = base.join("lab-share/inbox");
+    std::fs::create_dir_all(&granted).expect("mkdir");
+    {
+        let host = Host::open(paths(data.path()), HostConfig::default()).expect("host");
+        let m = probe_manifest(
+            &base.join("manifest"),
+            "1.0.0",
+            json!([{"path": granted, "guest_path": "/inbox", "access": "read-only"}]),
+        );
+        host.install_manifest(&m).expect("install");
+    }
+    std::fs::remove_dir(&granted).expect("rmdir");
+    let server = Server::start(data.path());
+    let (answer, task) = run(
+        &server,
+        "1.0.0",
+        "m-missing-1",
+        json!({"action": "list_dir", "path": "/inbox"}),
+    );
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert_eq!(answer["payload"]["error_code"], "resource_unavailable");
+    assert_eq!(
+        answer["payload"]["error_message"],
+        "granted directory /inbox is unavailable: its host directory, or a directory on the \
+         way to it, does not exist"
+    );
+    // Nothing the caller can read names the host's directories.
+    let host_dir = base.to_string_lossy().into_owned();
+    for path in [
+        format!("/v1/tasks/{task}"),
+        format!("/v1/tasks/{task}/result"),
+    ] {
+        let (status, body) = server.get(&path, Some(LOCAL));
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(!body.to_string().contains(&host_dir), "{path}: {body}");
+    }
+    drop(server);
+    let log = std::fs::read_to_string(data.path().join("serve.log")).expect("log");
+    assert!(
+        log.contains(&format!(
+            "granted directory {} (guest /inbox) is unavailable: {} does not exist",
+            granted.display(),
+            granted.display()
+        )),
+        "the operator's log does not name the host's directory:\n{log}"
     );
 }

@@ -16,6 +16,7 @@ mod hid;
 mod limits;
 mod policy;
 mod shutdown;
+mod submissions;
 mod tls;
 
 use hcp::engine::{Host, HostConfig, HostPaths};

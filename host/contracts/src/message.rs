@@ -350,6 +350,10 @@ pub enum RejectReason {
     CapabilityNotFound,
     /// The host failed.
     InternalError,
+    /// The caller submits faster, or has had more bytes recorded in a
+    /// day, than `budgets.json` `submissions` allows; nothing of the
+    /// submission was recorded.
+    RateLimited,
 }
 
 /// `task_completed` payload (seed 001).

@@ -110,7 +110,7 @@ impl std::fmt::Display for ReasonCode {
 
 impl RejectReason {
     /// Every reason, in the schema's order.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 10] = [
         Self::Unauthorized,
         Self::Forbidden,
         Self::InvalidInput,
@@ -120,6 +120,7 @@ impl RejectReason {
         Self::ResourceUnavailable,
         Self::CapabilityNotFound,
         Self::InternalError,
+        Self::RateLimited,
     ];
 
     /// The documented string (`unauthorized`, `invalid_input`, ...).
@@ -134,6 +135,7 @@ impl RejectReason {
             Self::ResourceUnavailable => "resource_unavailable",
             Self::CapabilityNotFound => "capability_not_found",
             Self::InternalError => "internal_error",
+            Self::RateLimited => "rate_limited",
         }
     }
 
@@ -150,6 +152,7 @@ impl RejectReason {
             Self::ResourceUnavailable => ReasonCode::DenyResourceUnavailable,
             Self::CapabilityNotFound => ReasonCode::DenyToolNotFound,
             Self::InternalError => ReasonCode::FailClosedError,
+            Self::RateLimited => ReasonCode::BudgetExceeded,
         }
     }
 }

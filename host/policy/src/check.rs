@@ -215,16 +215,18 @@ pub(crate) fn envelopes(file: &EnvelopesFile) -> Vec<Problem> {
 /// Budgets name callers that `callers.json` defines.
 pub(crate) fn budgets_callers(budgets: &BudgetsFile, callers: &CallersFile) -> Vec<Problem> {
     let known: BTreeSet<_> = callers.callers.iter().map(|c| &c.id).collect();
+    let submissions = budgets
+        .submissions
+        .iter()
+        .flat_map(|s| s.callers.keys())
+        .map(|id| (format!("/submissions/callers/{}", tok(id.as_str())), id));
     budgets
         .callers
         .keys()
-        .filter(|id| !known.contains(id))
-        .map(|id| {
-            Problem::new(
-                format!("/callers/{}", tok(id.as_str())),
-                format!("no caller {id} in callers.json"),
-            )
-        })
+        .map(|id| (format!("/callers/{}", tok(id.as_str())), id))
+        .chain(submissions)
+        .filter(|(_, id)| !known.contains(id))
+        .map(|(at, id)| Problem::new(at, format!("no caller {id} in callers.json")))
         .collect()
 }
 

@@ -95,6 +95,12 @@ impl PolicySet {
         &self.budgets
     }
 
+    /// What `caller` may submit (`budgets.json` `submissions`): its rate
+    /// and the bytes its submissions may leave in the store a day.
+    pub fn submission_limits(&self, caller: &str) -> crate::files::SubmissionLimits {
+        self.budgets.submission_limits(caller)
+    }
+
     /// The operator's envelope for a capability, if `envelopes.json` has one.
     pub fn envelope_policy(&self, capability: &str) -> Option<&SafetyEnvelope> {
         self.envelopes

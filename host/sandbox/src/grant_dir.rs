@@ -25,7 +25,9 @@ use std::ffi::OsStr;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::{Component, Path, PathBuf};
 
-/// A granted directory a task cannot have.
+/// A granted directory a task cannot have. Its `Display` names the host's
+/// directory, for the operator's log; the caller is told
+/// [`GrantUnavailable::for_caller`], which names only the guest path.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("granted directory {host} (guest {guest}) is unavailable: {why}")]
 pub(crate) struct GrantUnavailable {
@@ -35,6 +37,19 @@ pub(crate) struct GrantUnavailable {
     pub(crate) guest: String,
     /// What is wrong, naming the component.
     pub(crate) why: String,
+    /// What is wrong, without a host path.
+    pub(crate) brief: String,
+}
+
+impl GrantUnavailable {
+    /// What the task's caller is told: the guest path and what is wrong,
+    /// no path of the host's (the operator's log has those).
+    pub(crate) fn for_caller(&self) -> String {
+        format!(
+            "granted directory {} is unavailable: {}",
+            self.guest, self.brief
+        )
+    }
 }
 
 /// An opened granted directory: held until the preopen is built from it.
@@ -67,22 +82,24 @@ impl OpenedGrant {
 /// A component is missing, a symbolic link or not a directory; the
 /// directory is not the one recorded; or it cannot be opened.
 pub(crate) fn open(grant: &FsGrant) -> Result<OpenedGrant, GrantUnavailable> {
-    let unavailable = |why: String| GrantUnavailable {
+    let unavailable = |(why, brief): (String, String)| GrantUnavailable {
         host: grant.host_path.display().to_string(),
         guest: grant.guest_path.clone(),
         why,
+        brief,
     };
+    let same = |why: &str| (why.to_owned(), why.to_owned());
     let path = &grant.host_path;
     let mut names: Vec<&OsStr> = Vec::new();
     for c in path.components() {
         match c {
             Component::RootDir if names.is_empty() => {}
             Component::Normal(n) => names.push(n),
-            _ => return Err(unavailable("not an absolute, normalized path".into())),
+            _ => return Err(unavailable(same("not an absolute, normalized path"))),
         }
     }
     if !path.is_absolute() {
-        return Err(unavailable("not an absolute, normalized path".into()));
+        return Err(unavailable(same("not an absolute, normalized path")));
     }
     let last_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let way_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -92,7 +109,7 @@ pub(crate) fn open(grant: &FsGrant) -> Result<OpenedGrant, GrantUnavailable> {
         way_flags
     };
     let mut dir = rustix::fs::open("/", root_flags, Mode::empty())
-        .map_err(|e| unavailable(format!("/: {e}")))?;
+        .map_err(|e| unavailable((format!("/: {e}"), format!("the host's root: {e}"))))?;
     let mut walked = PathBuf::from("/");
     for (k, name) in names.iter().enumerate() {
         walked.push(name);
@@ -105,7 +122,7 @@ pub(crate) fn open(grant: &FsGrant) -> Result<OpenedGrant, GrantUnavailable> {
             .map_err(|e| unavailable(describe(&dir, name, &walked, e)))?;
         // O_DIRECTORY already refuses anything else; checked once more so
         // that no kernel's reading of O_PATH | O_NOFOLLOW can let a link by.
-        let st = rustix::fs::fstat(&next).map_err(|e| unavailable(format!("{e}")))?;
+        let st = rustix::fs::fstat(&next).map_err(|e| unavailable(same(&e.to_string())))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
             return Err(unavailable(describe(&dir, name, &walked, Errno::NOTDIR)));
         }
@@ -113,30 +130,56 @@ pub(crate) fn open(grant: &FsGrant) -> Result<OpenedGrant, GrantUnavailable> {
     }
     let opened = OpenedGrant { fd: dir };
     if let Some(recorded) = grant.identity {
-        let found = opened.identity().map_err(|e| unavailable(format!("{e}")))?;
+        let found = opened
+            .identity()
+            .map_err(|e| unavailable(same(&e.to_string())))?;
         if found != recorded {
-            return Err(unavailable(format!(
-                "it is not the directory recorded for this grant ({recorded}); \
-                 {found} is there now: reinstall the capability to grant the new directory"
+            return Err(unavailable((
+                format!(
+                    "it is not the directory recorded for this grant ({recorded}); \
+                     {found} is there now: reinstall the capability to grant the new directory"
+                ),
+                "it is not the directory recorded for this grant (the operator must \
+                 reinstall the capability to grant the new one)"
+                    .to_owned(),
             )));
         }
     }
     Ok(opened)
 }
 
-/// Why `name` under `dir` (reached as `walked`) could not be opened.
-fn describe(dir: &OwnedFd, name: &OsStr, walked: &Path, error: Errno) -> String {
+/// Why `name` under `dir` (reached as `walked`) could not be opened: for
+/// the operator (naming the host path) and for the caller (naming none).
+fn describe(dir: &OwnedFd, name: &OsStr, walked: &Path, error: Errno) -> (String, String) {
     let shown = walked.display();
+    let on_its_way = "its host directory, or a directory on the way to it,";
     match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => match FileType::from_raw_mode(st.st_mode) {
-            FileType::Symlink => format!(
-                "{shown} is a symbolic link (granted directories are opened without following links)"
+            FileType::Symlink => (
+                format!(
+                    "{shown} is a symbolic link (granted directories are opened without following links)"
+                ),
+                format!(
+                    "{on_its_way} is a symbolic link (granted directories are opened without following links)"
+                ),
             ),
-            FileType::Directory => format!("{shown}: {error}"),
-            _ => format!("{shown} is not a directory"),
+            FileType::Directory => (
+                format!("{shown}: {error}"),
+                format!("{on_its_way} cannot be opened: {error}"),
+            ),
+            _ => (
+                format!("{shown} is not a directory"),
+                format!("{on_its_way} is not a directory"),
+            ),
         },
-        Err(Errno::NOENT) => format!("{shown} does not exist"),
-        Err(_) => format!("{shown}: {error}"),
+        Err(Errno::NOENT) => (
+            format!("{shown} does not exist"),
+            format!("{on_its_way} does not exist"),
+        ),
+        Err(_) => (
+            format!("{shown}: {error}"),
+            format!("{on_its_way} cannot be opened: {error}"),
+        ),
     }
 }
 
@@ -245,6 +288,37 @@ mod tests {
         std::fs::remove_file(&c).expect("rm");
         std::fs::write(&c, "a file").expect("write");
         assert_eq!(why(&g), format!("{} is not a directory", c.display()));
+    }
+
+    #[test]
+    fn the_caller_is_told_the_guest_path_and_never_a_host_path() {
+        let (_tmp, base, g) = tree();
+        let c = base.join("a/b/c");
+        std::fs::remove_dir(&c).expect("rmdir");
+        let e = open(&g).expect_err("refused");
+        assert_eq!(
+            e.for_caller(),
+            "granted directory /g is unavailable: its host directory, or a directory on the \
+             way to it, does not exist"
+        );
+        // The operator's message names the host's directory.
+        assert!(e.to_string().contains(&c.display().to_string()), "{e}");
+        for (make, _) in [(true, "link"), (false, "swap")] {
+            let (_tmp, base, g) = tree();
+            let c = base.join("a/b/c");
+            std::fs::rename(&c, base.join("old-c")).expect("move aside");
+            if make {
+                symlink(base.join("old-c"), &c).expect("symlink");
+            } else {
+                std::fs::create_dir(&c).expect("mkdir");
+            }
+            let told = open(&g).expect_err("refused").for_caller();
+            assert!(
+                told.starts_with("granted directory /g is unavailable: "),
+                "{told}"
+            );
+            assert!(!told.contains(&*base.to_string_lossy()), "{told}");
+        }
     }
 
     #[test]

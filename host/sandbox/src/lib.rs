@@ -382,8 +382,17 @@ impl PreparedCapability {
         let state = match task::state(manifest, &request, meta, store, log.clone(), net, pep) {
             Ok(s) => s,
             Err(e) => {
+                // The operator's log names the host's directory; the
+                // caller, whose grants speak of guest paths, is told the
+                // guest path only.
+                tracing::warn!(
+                    target: "hcp::sandbox",
+                    task = %request.task_id,
+                    "task {} cannot start: {e}",
+                    request.task_id
+                );
                 return failed(
-                    RunFailure::new(ErrorCode::ResourceUnavailable, e.to_string()),
+                    RunFailure::new(ErrorCode::ResourceUnavailable, e.for_caller()),
                     &log,
                 );
             }

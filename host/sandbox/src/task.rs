@@ -209,6 +209,7 @@ pub(crate) fn wasi_ctx(
         b.preopened_dir(opened.proc_path(), &dir.guest_path, perms)
             .map_err(|e| Unavailable::Preopen {
                 path: dir.host_path.display().to_string(),
+                guest: dir.guest_path.clone(),
                 reason: format!("{e:#}"),
             })?;
     }
@@ -231,8 +232,12 @@ pub(crate) enum Unavailable {
     #[error(transparent)]
     GrantDir(#[from] crate::grant_dir::GrantUnavailable),
     /// A granted directory opened, but its preopen could not be made.
-    #[error("granted directory {path} cannot be opened: {reason}")]
-    Preopen { path: String, reason: String },
+    #[error("granted directory {path} (guest {guest}) cannot be opened: {reason}")]
+    Preopen {
+        path: String,
+        guest: String,
+        reason: String,
+    },
     /// The hid device is granted, and no mediator stands behind it.
     #[error("the hid device is granted but this host runs no HID mediator")]
     NoHidMediator,
@@ -242,6 +247,20 @@ pub(crate) enum Unavailable {
         hcp_instruments::AVAILABLE.join(", ")
     )]
     NoInstrument { name: String },
+}
+
+impl Unavailable {
+    /// What the task's caller is told: no path of the host's (its
+    /// `Display`, for the operator's log, names them).
+    pub(crate) fn for_caller(&self) -> String {
+        match self {
+            Self::GrantDir(g) => g.for_caller(),
+            Self::Preopen { guest, .. } => {
+                format!("granted directory {guest} cannot be opened on this host")
+            }
+            Self::NoHidMediator | Self::NoInstrument { .. } => self.to_string(),
+        }
+    }
 }
 
 /// Builds the store data of one task.

@@ -78,6 +78,7 @@ impl Host {
             answer,
             duplicate: true,
             runnable: false,
+            retry_after: None,
         })
     }
 
@@ -89,6 +90,13 @@ impl Host {
     ) -> Result<Submission> {
         let kind = AnswerKind::Rejected(payload.reason_code);
         let (write, answer) = rejection(&task.task_id, payload)?;
+        // A refused task is answered again from its answer (a duplicate)
+        // and its receipt holds what the gate read: a large body is not
+        // kept whole a second time.
+        let write = match bounded_submission(&task.submit) {
+            Some(kept) => write.keeping_submit(&kept),
+            None => write,
+        };
         // From the gate's hands only: a task another writer moved meanwhile
         // (let go, failed at a start) keeps what it was moved to.
         if !self.store.write_task_from(&write, TaskState::Received)? {
@@ -99,6 +107,15 @@ impl Host {
         }
         Ok(Submission::answered(task, answer, kind, false))
     }
+}
+
+/// What a refused task keeps of its `task_submit` when the message is
+/// larger than [`hcp_policy::pep::ARGS_PREFIX_BYTES`]: its hash, size and
+/// prefix (`{"bounded_message": {"prefix", "sha256", "size"}}`); `None`
+/// when it is kept as received.
+pub(super) fn bounded_submission(submit: &Value) -> Option<Value> {
+    let bounded = hcp_policy::pep::BoundedText::of(&submit.to_string())?;
+    Some(json!({ "bounded_message": bounded }))
 }
 
 /// The write that rejects `task_id` with `payload` (its state, the risk the

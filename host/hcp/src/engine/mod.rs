@@ -20,6 +20,7 @@ mod answers;
 mod approvals;
 mod capabilities;
 mod handoff;
+mod limits;
 mod policy;
 mod receipts;
 mod runner;
@@ -115,6 +116,8 @@ pub struct Host {
     submit_locks: Vec<Mutex<()>>,
     /// Tasks accepted here, for their runs (see [`handoff`]).
     handoff: handoff::Handoff,
+    /// What each caller submitted, against its limits (see [`limits`]).
+    meters: limits::Meters,
     /// The HID mediator of this process.
     pub hid: Arc<crate::hid::HidService>,
 }
@@ -187,6 +190,7 @@ impl Host {
             capabilities,
             submit_locks: (0..SUBMIT_STRIPES).map(|_| Mutex::new(())).collect(),
             handoff: handoff::Handoff::default(),
+            meters: limits::Meters::default(),
         })
     }
 

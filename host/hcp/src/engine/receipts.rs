@@ -14,6 +14,7 @@ use hcp_contracts::jcs::Canonical;
 use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{RejectReason, TaskRejected};
 use hcp_policy::Admission;
+use hcp_policy::pep::BoundedText;
 use hcp_policy::pep::gate::{
     self, AbandonInput, AdmissionInput, ApprovalInput, CALL_ABANDONED, CALL_ADMISSION,
     CALL_APPROVAL, CALL_EXPIRY, CALL_SESSION_TOKEN, ExpiryInput, HostCheck, TokenInput,
@@ -72,6 +73,35 @@ fn printable(s: &str) -> String {
         .map(|c| if c.is_control() { '?' } else { c })
         .collect();
     if out.is_empty() { "?".into() } else { out }
+}
+
+/// What an admission's decision input keeps of a `task_submit` payload:
+/// what the decision reads, whole; the rest, when large, as a hash, a size
+/// and a prefix ([`BoundedText`], as a large host call's arguments are
+/// kept). A payload the host refused by its own check (`refused_by_host`)
+/// is read no further, so a large one is kept bounded whole; otherwise a
+/// large free-form `context`, which no decision reads, is.
+fn recorded_payload(
+    payload: &serde_json::Value,
+    refused_by_host: bool,
+) -> Result<(serde_json::Value, Option<BoundedText>, Option<BoundedText>)> {
+    let text = |v: &serde_json::Value| -> Result<String> {
+        Ok(String::from_utf8(canonical(v)?.as_bytes().to_vec())?)
+    };
+    if refused_by_host {
+        if let Some(bounded) = BoundedText::of(&text(payload)?) {
+            return Ok((serde_json::Value::Null, Some(bounded), None));
+        }
+    } else if let Some(context) = payload.get("context")
+        && let Some(bounded) = BoundedText::of(&text(context)?)
+    {
+        let mut rest = payload.clone();
+        if let Some(fields) = rest.as_object_mut() {
+            fields.remove("context");
+        }
+        return Ok((rest, None, Some(bounded)));
+    }
+    Ok((payload.clone(), None, None))
 }
 
 /// The canonical form of a decision input, as its receipt records it.
@@ -146,6 +176,8 @@ impl Host {
                 r.assessed_risk_level.unwrap_or(RiskLevel::R1),
             ),
         };
+        let (submit, submit_bounded, context_bounded) =
+            recorded_payload(&task.submit["payload"], host_check.is_some())?;
         // The manifest is not copied: its canonical form, made when the
         // capability was loaded, goes in its place.
         let input = AdmissionInput::<()> {
@@ -155,7 +187,9 @@ impl Host {
             host_check,
             kind: CALL_ADMISSION.to_owned(),
             manifest: None,
-            submit: task.submit["payload"].clone(),
+            submit,
+            submit_bounded,
+            context_bounded,
         };
         let input = match facts.capability {
             Some(c) => Canonical::replacing(&input, "manifest", &c.manifest_canonical)

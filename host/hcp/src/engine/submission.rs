@@ -9,6 +9,7 @@
 //! answer's strings), and whether the task is ready to run now.
 
 use super::Host;
+use super::limits::Over;
 use crate::store::Submitted;
 use anyhow::Result;
 use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
@@ -163,6 +164,25 @@ impl TaskMessage {
     pub fn message(&self) -> &Value {
         &self.message
     }
+
+    /// The size of the message as the store records it (its JSON text).
+    pub fn size(&self) -> u64 {
+        /// Counts what is written, keeping none of it.
+        struct Count(u64);
+        impl std::io::Write for Count {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0 += buf.len() as u64;
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut n = Count(0);
+        // Writing a JSON value into a counter cannot fail.
+        let _ = serde_json::to_writer(&mut n, &self.message);
+        n.0
+    }
 }
 
 /// What an answer says, typed: transports choose their status from it.
@@ -219,6 +239,9 @@ pub struct Submission {
     pub duplicate: bool,
     /// Admitted and ready to run now.
     pub runnable: bool,
+    /// Refused `rate_limited`: when the caller may submit again (HTTP
+    /// answers it as `Retry-After`).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl Submission {
@@ -235,6 +258,7 @@ impl Submission {
             kind,
             duplicate: false,
             runnable,
+            retry_after: None,
         }
     }
 
@@ -250,11 +274,61 @@ impl Submission {
             answer: rejected_answer(payload)?,
             duplicate: false,
             runnable: false,
+            retry_after: None,
+        })
+    }
+
+    /// The answer to a submission over its caller's limits
+    /// ([`super::limits`]): `rate_limited`, with when to try again;
+    /// nothing was recorded.
+    fn limited(caller: &str, over: &Over) -> Result<Self> {
+        let after = over.retry_after();
+        let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+        let seconds = seconds.max(1);
+        let why = match over {
+            Over::Rate(_) => format!(
+                "{caller} submits faster than budgets.json submissions allows \
+                 (per_second, burst); nothing was recorded"
+            ),
+            Over::Bytes {
+                used, quota, size, ..
+            } => format!(
+                "{caller}'s submissions recorded {used} bytes in the last 24 hours; this one \
+                 ({size} bytes) would pass budgets.json submissions stored_bytes_per_day \
+                 ({quota}); nothing was recorded"
+            ),
+        };
+        let mut payload = refusal(RejectReason::RateLimited, why, None);
+        payload.suggestion = Some(format!("submit again in {seconds} s"));
+        Ok(Self {
+            retry_after: Some(std::time::Duration::from_secs(seconds)),
+            ..Self::refused(payload)?
         })
     }
 }
 
-/// A `task_rejected` payload.
+/// The most bytes of a refusal's `reason_message`: a message that quotes
+/// what the caller sent (a schema's error quotes the value it refuses) is
+/// cut there, so no submission makes its own answer and receipt large.
+const MAX_REASON_BYTES: usize = 4096;
+
+/// `message` cut to [`MAX_REASON_BYTES`] on a character boundary, saying
+/// so.
+fn bounded_reason(mut message: String) -> String {
+    if message.len() <= MAX_REASON_BYTES {
+        return message;
+    }
+    let size = message.len();
+    let mut cut = MAX_REASON_BYTES;
+    while !message.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    message.truncate(cut);
+    message.push_str(&format!(" … (cut: {size} bytes in all)"));
+    message
+}
+
+/// A `task_rejected` payload (its message bounded: [`MAX_REASON_BYTES`]).
 pub fn refusal(
     reason_code: RejectReason,
     reason_message: String,
@@ -262,7 +336,7 @@ pub fn refusal(
 ) -> TaskRejected {
     TaskRejected {
         reason_code,
-        reason_message,
+        reason_message: bounded_reason(reason_message),
         assessed_risk_level: level,
         suggestion: None,
     }
@@ -327,6 +401,15 @@ impl Host {
             Ok(caller) => caller,
             Err(who) => return Submission::refused(refusal(RejectReason::Unauthorized, who, None)),
         };
+        // The caller's limits, before anything is recorded under its name.
+        let size = message.size();
+        let limits = policy.submission_limits(caller.id.as_str());
+        if let Err(over) = self
+            .meters
+            .take(&self.store, caller.id.as_str(), &limits, size)?
+        {
+            return Submission::limited(caller.id.as_str(), &over);
+        }
         // Refused before it is recorded, as an unauthenticated one is: it
         // is not kept either.
         if let Some(refused) = auth.refuses_data(submit) {
@@ -346,6 +429,8 @@ impl Host {
             replies,
         )? {
             Submitted::Duplicate(task) => {
+                // Nothing more was recorded.
+                self.meters.unrecorded(caller.id.as_str(), size);
                 let answered = self.duplicate(&policy, task.clone(), caller);
                 return self.settle_submission(&task, answered);
             }

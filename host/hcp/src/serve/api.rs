@@ -154,12 +154,17 @@ async fn submit(
     {
         spawn_run(&state, id.clone());
     }
-    let status = if submission.kind.is_final() {
-        StatusCode::OK
-    } else {
-        StatusCode::ACCEPTED
+    let status = match submission.kind {
+        AnswerKind::Rejected(reason) => super::error::rejection_status(reason),
+        kind if kind.is_final() => StatusCode::OK,
+        _ => StatusCode::ACCEPTED,
     };
     let mut response = (status, Json(submission.answer)).into_response();
+    if let Some(after) = submission.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, after.as_secs().max(1).into());
+    }
     // The body is the HCP message as the seed defines it; where to follow
     // the task travels in headers.
     if let Some(id) = &submission.task_id {

@@ -126,10 +126,13 @@ impl ApiError {
 /// rejection is an HCP answer like any other (200, the `task_rejected`
 /// message as the body), except for a caller that is not authenticated:
 /// that is a 401 error (with `WWW-Authenticate: Bearer`), as for any
-/// request without a valid credential ([`ApiError::rejected`]).
+/// request without a valid credential ([`ApiError::rejected`]); and for a
+/// caller over its submission limits: 429, the `task_rejected` message as
+/// the body, with `Retry-After`.
 pub(crate) fn rejection_status(reason: RejectReason) -> StatusCode {
     match reason {
         RejectReason::Unauthorized => StatusCode::UNAUTHORIZED,
+        RejectReason::RateLimited => StatusCode::TOO_MANY_REQUESTS,
         RejectReason::Forbidden
         | RejectReason::InvalidInput
         | RejectReason::RiskTooHigh
@@ -148,8 +151,10 @@ impl ApiError {
     /// the message itself is the answer.
     pub(crate) fn rejected(reason: RejectReason, message: &str) -> Option<Self> {
         match rejection_status(reason) {
-            StatusCode::OK => None,
-            status => Some(Self::new(status, reason.as_str(), message.to_owned())),
+            status @ StatusCode::UNAUTHORIZED => {
+                Some(Self::new(status, reason.as_str(), message.to_owned()))
+            }
+            _ => None,
         }
     }
 }
@@ -211,6 +216,10 @@ mod tests {
                     (e.status, e.code, e.message.as_str()),
                     (StatusCode::UNAUTHORIZED, "unauthorized", "why")
                 );
+            } else if reason == RejectReason::RateLimited {
+                // Answered with its task_rejected message, as a 429.
+                assert!(error.is_none());
+                assert_eq!(rejection_status(reason), StatusCode::TOO_MANY_REQUESTS);
             } else {
                 assert!(error.is_none(), "{reason}");
                 assert_eq!(rejection_status(reason), StatusCode::OK);

@@ -314,6 +314,9 @@ pub(crate) struct TaskWrite {
     answer: Option<String>,
     result: Option<String>,
     admission: Option<String>,
+    /// The submission kept in place of the one received (see
+    /// [`TaskWrite::keeping_submit`]).
+    submit: Option<String>,
     at: String,
 }
 
@@ -338,8 +341,17 @@ impl TaskWrite {
                 .as_ref()
                 .map(serde_json::to_string)
                 .transpose()?,
+            submit: None,
             at: now(),
         })
+    }
+
+    /// This write, and `submit` kept as the task's submission in place of
+    /// the message as received (a refused task keeps what its answer and
+    /// its receipt need, not a whole large body).
+    pub(crate) fn keeping_submit(mut self, submit: &Value) -> Self {
+        self.submit = Some(submit.to_string());
+        self
     }
 
     /// The task written to.
@@ -381,7 +393,7 @@ impl TaskWrite {
                 version = COALESCE(?3, version), session_id = COALESCE(?4, session_id),
                 risk = COALESCE(?5, risk), data_class = COALESCE(?6, data_class),
                 answer = COALESCE(?7, answer), result = COALESCE(?8, result), updated_at = ?9,
-                admission = COALESCE(?10, admission)
+                admission = COALESCE(?10, admission), submit = COALESCE(?12, submit)
              WHERE task_id = ?1 AND (?11 IS NULL OR state = ?11)",
             )?
             .execute(params![
@@ -396,6 +408,7 @@ impl TaskWrite {
                 self.at,
                 self.admission,
                 from.map(TaskState::as_str),
+                self.submit,
             ])?;
         Ok(n == 1)
     }
@@ -793,6 +806,49 @@ impl Store {
     /// The database fails.
     pub fn queued_of(&self, caller: &str) -> Result<u64> {
         self.count_of(caller, QUEUED_OF)
+    }
+
+    /// The bytes of `caller`'s messages as received (a refused one kept
+    /// bounded counts the size it records, `bounded_message.size`),
+    /// recorded at or after `since` (RFC 3339, as the store writes times),
+    /// by minute: each minute's time (`None` when the stored one does not
+    /// read as a time) and its bytes. Read once per caller by a process
+    /// that limits what callers submit (`budgets.json` `submissions`);
+    /// walks the caller's tasks through the index of its message ids.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn recorded_bytes_since(
+        &self,
+        caller: &str,
+        since: &str,
+    ) -> Result<Vec<(Option<time::OffsetDateTime>, u64)>> {
+        let db = self.db();
+        let mut stmt = db.prepare_cached(
+            "SELECT substr(created_at, 1, 16), SUM(CASE
+                 WHEN substr(submit, 1, 19) = '{\"bounded_message\":'
+                 THEN json_extract(submit, '$.bounded_message.size')
+                 ELSE length(CAST(submit AS BLOB)) END)
+             FROM tasks WHERE caller_id = ?1 AND created_at >= ?2 GROUP BY 1 ORDER BY 1",
+        )?;
+        let rows = stmt.query_map(params![caller, since], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (minute, bytes) = row?;
+            let at = time::OffsetDateTime::parse(
+                &format!("{minute}:00Z"),
+                &time::format_description::well_known::Rfc3339,
+            )
+            .ok();
+            out.push((at, u64::try_from(bytes).unwrap_or(0)));
+        }
+        Ok(out)
     }
 
     fn count_of(&self, caller: &str, sql: &str) -> Result<u64> {

@@ -9,7 +9,10 @@ pub mod dispatch;
 pub mod envelopes;
 pub mod risk;
 
-pub use budgets::{BudgetLimits, BudgetOverride, BudgetsFile};
+pub use budgets::{
+    BudgetLimits, BudgetOverride, BudgetsFile, SubmissionLimits, SubmissionOverride,
+    SubmissionsSection,
+};
 pub use callers::{CallerDoc, CallerKind, CallersFile};
 pub use context::{BusyAction, ContextFile, LocalTime, ResourceRule, UnattendedRule, Weekday};
 pub use dispatch::{DispatchFile, DispatchOverride, ThreatScan, ThreatScanOverride};

@@ -77,6 +77,34 @@ impl FullArgs {
     }
 }
 
+/// A large text a decision input keeps as a large call is kept: its
+/// SHA-256 and size, and a prefix of at most [`ARGS_PREFIX_BYTES`] (cut
+/// on a character boundary). What a receipt keeps of a refused
+/// `task_submit` and of a submission's free-form `context`: neither is
+/// read by the decision it records, so replay needs no more of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundedText {
+    /// The first bytes of the text, at most [`ARGS_PREFIX_BYTES`].
+    pub prefix: String,
+    /// SHA-256 of the whole text.
+    pub sha256: Digest,
+    /// Size of the whole text in bytes.
+    pub size: u64,
+}
+
+impl BoundedText {
+    /// `text` bounded, or `None` when it fits in [`ARGS_PREFIX_BYTES`] as
+    /// it is.
+    pub fn of(text: &str) -> Option<Self> {
+        (text.len() > ARGS_PREFIX_BYTES).then(|| Self {
+            prefix: text[..floor_boundary(text, ARGS_PREFIX_BYTES)].to_owned(),
+            sha256: Digest::of(text.as_bytes()),
+            size: text.len() as u64,
+        })
+    }
+}
+
 /// The largest index `<= at` on a character boundary of `s`.
 fn floor_boundary(s: &str, at: usize) -> usize {
     let mut i = at.min(s.len());
@@ -276,6 +304,17 @@ mod tests {
         assert_eq!(Call::log("info", "hello", &[]).bounded(), None);
         let exact = "x".repeat(ARGS_PREFIX_BYTES - 4);
         assert_eq!(Call::log("info", &exact, &[]).bounded(), None);
+    }
+
+    #[test]
+    fn large_text_keeps_its_hash_size_and_a_prefix_on_a_character_boundary() {
+        assert_eq!(BoundedText::of(&"a".repeat(ARGS_PREFIX_BYTES)), None);
+        let text = format!("a{}", "é".repeat(ARGS_PREFIX_BYTES));
+        let b = BoundedText::of(&text).expect("bounded");
+        assert_eq!(b.size, text.len() as u64);
+        assert_eq!(b.sha256, Digest::of(text.as_bytes()));
+        assert_eq!(b.prefix.len(), ARGS_PREFIX_BYTES - 1);
+        assert!(text.starts_with(&b.prefix));
     }
 
     #[test]

@@ -11,7 +11,10 @@
 //!   payload, the capability's manifest, the gate's clock and the equipment
 //!   in use; or, for a task the host refused before the policy's gate (no
 //!   capability matched, inputs off the `input_schema`, a resume that
-//!   cannot be honoured), that refusal as a `host_check` fact.
+//!   cannot be honoured), that refusal as a `host_check` fact. What no
+//!   decision reads is bounded ([`super::BoundedText`]): the payload of a
+//!   large submission the host refused by its own check, and a large
+//!   free-form `context`.
 //! - `gate.approval`: the operator, the admission, the declaration, and
 //!   the operator's decision (a fact: replay checks that the policy let
 //!   this operator decide).
@@ -81,8 +84,20 @@ pub struct AdmissionInput<M = ManifestDoc> {
     pub kind: String,
     /// The manifest of the capability selected (none when none matched).
     pub manifest: Option<M>,
-    /// The `task_submit` payload.
+    /// The `task_submit` payload (`null` when `submit_bounded` stands for
+    /// it; without its `context` when `context_bounded` stands for that).
     pub submit: Value,
+    /// A payload the host refused by its own check (`host_check`), whose
+    /// canonical form is larger than [`super::ARGS_PREFIX_BYTES`]: its hash,
+    /// size and prefix, in place of `submit`. Such a refusal reads nothing
+    /// of the payload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submit_bounded: Option<super::BoundedText>,
+    /// The payload's free-form `context`, when its canonical form is
+    /// larger than [`super::ARGS_PREFIX_BYTES`]: its hash, size and prefix,
+    /// and `submit` without it. No decision reads `context`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_bounded: Option<super::BoundedText>,
 }
 
 /// The decision input of `gate.approval`.
@@ -154,6 +169,13 @@ fn deny(code: ReasonCode, message: String) -> Decision {
 pub fn decide_admission(policy: &PolicySet, input: &AdmissionInput) -> Decision {
     if let Some(check) = &input.host_check {
         return deny(check.reason_code.verdict(), check.message.clone());
+    }
+    if input.submit_bounded.is_some() {
+        // The host bounds only a payload it refused by its own check.
+        return deny(
+            ReasonCode::FailClosedError,
+            "the task_submit payload is recorded bounded, but no host check refused it".into(),
+        );
     }
     let Some(caller) = policy.caller(&input.caller) else {
         return deny(

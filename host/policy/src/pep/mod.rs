@@ -38,7 +38,7 @@ mod replay;
 mod scope;
 pub mod threat;
 
-pub use bound::{ARGS_PREFIX_BYTES, FullArgs};
+pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
 pub use call::{
     Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
     FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op, PlanArgs, SettingArgs,

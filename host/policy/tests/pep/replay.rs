@@ -144,6 +144,8 @@ fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole
             kind: CALL_ADMISSION.into(),
             manifest: Some(manifest.clone()),
             submit: payload.clone(),
+            submit_bounded: None,
+            context_bounded: None,
         };
         let without = AdmissionInput::<()> {
             at: whole.at.clone(),
@@ -153,6 +155,8 @@ fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole
             kind: CALL_ADMISSION.into(),
             manifest: None,
             submit: payload,
+            submit_bounded: None,
+            context_bounded: None,
         };
         let placed = Canonical::replacing(
             &without,
@@ -172,4 +176,68 @@ fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole
             decide_admission(&policy, &whole)
         );
     }
+}
+
+/// What an admission receipt bounds is what its decision does not read: a
+/// payload the host refused by its own check decides as that check says;
+/// a bounded payload without one fails closed (the host never records
+/// one); a bounded `context` decides as the whole payload does.
+#[test]
+fn a_bounded_admission_input_decides_as_the_whole_one_or_fails_closed() {
+    use hcp_contracts::message::RejectReason;
+    use hcp_policy::pep::BoundedText;
+    use hcp_policy::pep::gate::{AdmissionInput, CALL_ADMISSION, HostCheck, decide_admission};
+    let policy = shipped();
+    let submit = common::document_submit();
+    let manifest = common::manifest_for(&submit);
+    let mut payload = serde_json::to_value(&submit).expect("payload");
+    payload["context"] = serde_json::json!({"notes": "x".repeat(10_000)});
+    let context = BoundedText::of(&payload["context"].to_string()).expect("large");
+    let whole = AdmissionInput {
+        at: "2025-01-15T09:00:00.123Z".into(),
+        caller: submit.caller_id.clone(),
+        equipment_busy: Vec::new(),
+        host_check: None,
+        kind: CALL_ADMISSION.into(),
+        manifest: Some(manifest),
+        submit: payload.clone(),
+        submit_bounded: None,
+        context_bounded: None,
+    };
+    let mut without_context = payload.clone();
+    without_context
+        .as_object_mut()
+        .expect("object")
+        .remove("context");
+    let bounded_context = AdmissionInput {
+        submit: without_context,
+        context_bounded: Some(context),
+        ..whole.clone()
+    };
+    assert_eq!(
+        decide_admission(&policy, &bounded_context),
+        decide_admission(&policy, &whole)
+    );
+    let refused = AdmissionInput {
+        host_check: Some(HostCheck {
+            message: "the task_submit is invalid".into(),
+            reason_code: RejectReason::InvalidInput,
+        }),
+        submit: serde_json::Value::Null,
+        submit_bounded: BoundedText::of(&payload.to_string()),
+        ..whole.clone()
+    };
+    let d = decide_admission(&policy, &refused);
+    assert_eq!(
+        (d.verdict, d.reason),
+        (hcp_receipts::Verdict::Deny, "DENY_ARGS_INVALID")
+    );
+    let forged = AdmissionInput {
+        host_check: None,
+        ..refused
+    };
+    assert_eq!(
+        decide_admission(&policy, &forged).reason,
+        "FAIL_CLOSED_ERROR"
+    );
 }
