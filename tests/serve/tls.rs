@@ -5,12 +5,18 @@
 //! TLS, listening beyond loopback is refused unless asked for, and a T3
 //! task that came in plaintext from beyond loopback is rejected. The
 //! certificates (a CA and server certificates for 127.0.0.1, localhost and
-//! the machine's own address) are made at test time with the openssl CLI.
+//! the host side of the test's own link below) are made at test time with
+//! the openssl CLI.
 //!
-//! "Beyond loopback" on one machine: the server listens on 0.0.0.0 and the
-//! client connects to the machine's own non-loopback address (`ip -4 addr`,
-//! scope global), so the peer address the server sees is not a loopback
-//! one, which is the fact the server decides on.
+//! "Beyond loopback" on one machine: the test makes its own network
+//! namespace (`ip netns add hcp-tls-<pid>-<n>`) joined to this one by a
+//! veth pair on a /30 of 10.213.0.0/16, the server listens on 0.0.0.0 and
+//! curl runs inside the namespace (`ip netns exec`) against the host side
+//! of the link, so the peer address the server sees is not a loopback one,
+//! which is the fact the server decides on. No test traffic goes to any
+//! address but loopback and that link; the namespace and the pair are
+//! deleted when the test ends, also on a panic. This needs root and
+//! iproute2 (`ip`): without them the test fails, saying which is missing.
 
 use super::{ALPHA, LOCAL, Server, example, lab};
 use hcp_tests::{REPO_ROOT, cache_dir};
@@ -118,27 +124,142 @@ fn make_server_cert(dir: &Path, name: &str, serial: &str, extra_ip: Option<&str>
     );
 }
 
-/// The machine's own non-loopback IPv4 address (scope global).
-fn own_address() -> String {
-    let out = Command::new("ip")
-        .args(["-4", "-o", "addr", "show", "scope", "global"])
-        .output()
-        .expect("ip addr");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().skip_while(|w| *w != "inet").nth(1))
-        .filter_map(|cidr| cidr.split('/').next())
-        .find(|ip| {
-            ip.parse::<std::net::Ipv4Addr>()
-                .is_ok_and(|a| !a.is_loopback() && !a.is_link_local())
-        })
-        .map(str::to_owned)
-        .unwrap_or_else(|| {
+/// A client host of the test's own beyond loopback: a network namespace
+/// (`hcp-tls-<pid>-<n>`) joined to this one by a veth pair on a /30 link
+/// in 10.213.0.0/16, the host side `host` (`.1`), the namespace side `.2`.
+/// Traffic between the two stays on the link and never leaves the machine.
+/// Dropping it deletes the namespace, and with it the pair, also when the
+/// test panics.
+struct Netns {
+    name: String,
+    host: std::net::Ipv4Addr,
+}
+
+/// Runs `ip` with `args`; what it printed, or what it said on failure.
+/// Panics when `ip` cannot be run at all: the test needs iproute2.
+fn ip(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("ip").args(args).output().unwrap_or_else(|e| {
+        panic!(
+            "cannot run `ip` ({e}): this test needs iproute2 (apt-get install iproute2) \
+             to make a network namespace as a client beyond loopback"
+        )
+    });
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+impl Netns {
+    /// Makes the namespace and its link; panics, saying what is missing,
+    /// when it cannot (the test then fails rather than pass untested).
+    fn new() -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        Self::remove_stale();
+        let name = format!("hcp-tls-{pid}-{n}");
+        if let Err(e) = ip(&["netns", "add", &name]) {
             panic!(
-                "this machine has no non-loopback IPv4 address to test from (ip addr: {})",
-                String::from_utf8_lossy(&out.stdout)
-            )
-        })
+                "cannot make the network namespace {name} for a client beyond loopback \
+                 (`ip netns add` needs root, CAP_SYS_ADMIN and CAP_NET_ADMIN): {e}"
+            );
+        }
+        // A /30 of 10.213.0.0/16 that no interface here uses yet, chosen
+        // from the process id so that test runs side by side differ.
+        let mut block = (pid.wrapping_mul(4).wrapping_add(n)) % 16384;
+        let host = loop {
+            let base = u32::from(std::net::Ipv4Addr::new(10, 213, 0, 0)) + block * 4;
+            let net = std::net::Ipv4Addr::from(base);
+            let taken = ip(&["-4", "-o", "addr", "show", "to", &format!("{net}/30")])
+                .unwrap_or_else(|e| panic!("ip addr show: {e}"));
+            if taken.trim().is_empty() {
+                break std::net::Ipv4Addr::from(base + 1);
+            }
+            block = (block + 1) % 16384;
+        };
+        let guard = Self { name, host };
+        let peer = std::net::Ipv4Addr::from(u32::from(host) + 1);
+        // veth names: at most 15 bytes; the peer is made inside the
+        // namespace, so deleting the namespace deletes the pair.
+        let veth = format!("ht{pid}-{n}");
+        let inner = format!("{veth}p");
+        let ns = guard.name.as_str();
+        let steps: [&[&str]; 6] = [
+            &[
+                "link", "add", &veth, "type", "veth", "peer", "name", &inner, "netns", ns,
+            ],
+            &["addr", "add", &format!("{host}/30"), "dev", &veth],
+            &["link", "set", &veth, "up"],
+            &[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{peer}/30"),
+                "dev",
+                &inner,
+            ],
+            &["-n", ns, "link", "set", &inner, "up"],
+            &["-n", ns, "link", "set", "lo", "up"],
+        ];
+        for step in steps {
+            if let Err(e) = ip(step) {
+                panic!("cannot set up the link to namespace {ns}: ip {step:?}: {e}");
+            }
+        }
+        guard
+    }
+
+    /// Deletes the namespaces that runs of this test killed before their
+    /// guard could (their process is gone).
+    fn remove_stale() {
+        let Ok(list) = ip(&["netns", "list"]) else {
+            return;
+        };
+        for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+            let Some(pid) = name
+                .strip_prefix("hcp-tls-")
+                .and_then(|rest| rest.split('-').next())
+                .filter(|pid| pid.parse::<u32>().is_ok())
+            else {
+                continue;
+            };
+            if !Path::new("/proc").join(pid).exists() {
+                let _ = ip(&["netns", "del", name]);
+            }
+        }
+    }
+
+    /// `curl` with `args`, run inside the namespace.
+    fn curl(&self, args: &[&str]) -> Output {
+        Command::new("ip")
+            .args(["netns", "exec", &self.name, "curl"])
+            .args(["--silent", "--show-error", "--max-time", "20"])
+            .args(args)
+            .output()
+            .expect("ip netns exec curl")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // No panic here: this may run while the test unwinds.
+        match Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output()
+        {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "could not delete network namespace {}: {}",
+                self.name,
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(e) => eprintln!("could not delete network namespace {}: {e}", self.name),
+        }
+    }
 }
 
 /// Starts `hcp serve` with `args`; the server, or how it exited and what
@@ -201,7 +322,16 @@ fn curl(args: &[&str]) -> Output {
 
 /// `curl` answer: status, headers (lowercase), body as JSON (or a string).
 fn curl_json(args: &[&str]) -> (u16, String, Value) {
-    let out = curl(&[&["--include"], args].concat());
+    curl_json_from(None, args)
+}
+
+/// [`curl_json`], with curl run inside `netns` when given.
+fn curl_json_from(netns: Option<&Netns>, args: &[&str]) -> (u16, String, Value) {
+    let args = [&["--include"], args].concat();
+    let out = match netns {
+        Some(ns) => ns.curl(&args),
+        None => curl(&args),
+    };
     assert!(
         out.status.success(),
         "curl {args:?}: {}",
@@ -436,9 +566,12 @@ fn cvd(id: &str, data: &str) -> String {
     m.to_string()
 }
 
-fn submit_over(url: &str, message: &str, extra: &[&str]) -> (u16, Value) {
+/// Submits `message` as harness-alpha-001 to `url` with curl, run inside
+/// `netns` when given.
+fn submit_over(netns: Option<&Netns>, url: &str, message: &str, extra: &[&str]) -> (u16, Value) {
     let auth = format!("Authorization: Bearer {ALPHA}");
-    let (status, _, answer) = curl_json(
+    let (status, _, answer) = curl_json_from(
+        netns,
         &[
             extra,
             &[
@@ -458,6 +591,10 @@ fn submit_over(url: &str, message: &str, extra: &[&str]) -> (u16, Value) {
 
 #[test]
 fn plaintext_beyond_loopback_is_refused_unless_asked_for_and_t3_in_clear_is_rejected() {
+    // The client beyond loopback: curl in a namespace of the test's own,
+    // reaching the server at the host side of their link.
+    let netns = Netns::new();
+    let ip = netns.host;
     let data = lab();
     // No TLS, no flag: refused, naming the fix.
     let (code, log) = match spawn(data.path(), &["--listen", "0.0.0.0:0"]) {
@@ -477,9 +614,8 @@ fn plaintext_beyond_loopback_is_refused_unless_asked_for_and_t3_in_clear_is_reje
     )
     .unwrap_or_else(|(code, log)| panic!("exit {code:?}: {log}"));
     let plain_port = port(&server);
-    let ip = own_address();
     let beyond = format!("http://{ip}:{plain_port}/v1/tasks");
-    let (status, answer) = submit_over(&beyond, &cvd("clear-t3", "T3"), &[]);
+    let (status, answer) = submit_over(Some(&netns), &beyond, &cvd("clear-t3", "T3"), &[]);
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["type"], "task_rejected", "{answer}");
     assert_eq!(answer["payload"]["reason_code"], "forbidden", "{answer}");
@@ -491,9 +627,10 @@ fn plaintext_beyond_loopback_is_refused_unless_asked_for_and_t3_in_clear_is_reje
     );
     // T2 from beyond loopback, and T3 from loopback, are admitted (the
     // cvd capability waits for an operator's approval: 202).
-    let (status, answer) = submit_over(&beyond, &cvd("clear-t2", "T2"), &[]);
+    let (status, answer) = submit_over(Some(&netns), &beyond, &cvd("clear-t2", "T2"), &[]);
     assert_eq!(status, 202, "{answer}");
     let (status, answer) = submit_over(
+        None,
         &format!("http://127.0.0.1:{plain_port}/v1/tasks"),
         &cvd("loopback-t3", "T3"),
         &[],
@@ -504,7 +641,7 @@ fn plaintext_beyond_loopback_is_refused_unless_asked_for_and_t3_in_clear_is_reje
     // Over TLS on the same address, T3 from beyond loopback is admitted.
     let certs = tempfile::tempdir().expect("tempdir");
     make_ca(certs.path());
-    make_server_cert(certs.path(), "server", "0x3001", Some(&ip));
+    make_server_cert(certs.path(), "server", "0x3001", Some(&ip.to_string()));
     let server = spawn(
         data.path(),
         &[
@@ -519,6 +656,7 @@ fn plaintext_beyond_loopback_is_refused_unless_asked_for_and_t3_in_clear_is_reje
     .unwrap_or_else(|(code, log)| panic!("exit {code:?}: {log}"));
     let ca: PathBuf = certs.path().join("ca.pem");
     let (status, answer) = submit_over(
+        Some(&netns),
         &format!("https://{ip}:{}/v1/tasks", port(&server)),
         &cvd("tls-t3", "T3"),
         &["--cacert", ca.to_str().expect("path")],
