@@ -5,7 +5,11 @@ A caller harness as seed 000 describes it: authenticated by the broker
 (its RabbitMQ user, which callers.json maps to a caller with `amqp_user`),
 publishing the seed's JSON to `hcp.tasks.<capability>` with `user_id` and
 `reply_to`, and reading the answers (first task_accepted / task_rejected or
-a job_status, then task_completed / task_failed) from its own reply queue.
+a job_status, then task_completed / task_failed) from its own reply queue,
+named in its broker user's namespace (`<user>.replies-<uuid>`, where the
+host answers it), and keeping only answers whose `user_id` is the host's
+broker user (the broker vouches for it, so another broker user cannot
+forge one).
 
     pip install pika==1.4.4
     python3 examples/amqp_caller.py \\
@@ -33,6 +37,11 @@ def main() -> int:
     parser.add_argument("--url", required=True, help="amqp://USER:PASSWORD@HOST:PORT/VHOST")
     parser.add_argument("--message-id", help="override the file's message_id")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for answers")
+    parser.add_argument(
+        "--host-user",
+        default="hcp-host",
+        help="the host's broker user: answers from anyone else are dropped (default hcp-host)",
+    )
     args = parser.parse_args()
 
     try:
@@ -58,7 +67,10 @@ def main() -> int:
         return 2
     channel = connection.channel()
     channel.confirm_delivery()
-    reply_to = channel.queue_declare(queue="", exclusive=True).method.queue
+    # The host answers only into the caller's own namespace: <user>.<name>.
+    reply_to = channel.queue_declare(
+        queue=f"{user}.replies-{uuid.uuid4()}", exclusive=True
+    ).method.queue
 
     try:
         channel.basic_publish(
@@ -90,6 +102,14 @@ def main() -> int:
             status = 2
             break
         if props.correlation_id != message["message_id"]:
+            continue
+        # Only the host's answers: the broker refuses a user_id that is not
+        # the publisher's login, so any other broker user's message is not.
+        if props.user_id != args.host_user:
+            print(
+                f"amqp_caller: dropped a message from broker user {props.user_id!r}",
+                file=sys.stderr,
+            )
             continue
         # A host that died after the broker took an answer may publish it
         # again (x-hcp-redelivered); every copy has the answer's message_id.

@@ -432,20 +432,26 @@ async fn a_clock_brought_back_orders_the_next_receipts_after_it() {
 }
 
 /// A clock a caller brings is any number it likes (over AMQP, the
-/// `x-hcp-lamport` header of any message, before the gate knows who sent
-/// it). One just below the receipts' limit (2^53 − 1) exhausted the
-/// host's clock for good: the stored log kept it, and every receipt after
-/// it was refused, so no task was admitted again, after restarts too. A
-/// received clock is now at most 2^48 (a host making a million receipts a
-/// second reaches it in about nine years), which leaves the host its own
-/// 2^53 − 2^48 receipts.
+/// `x-hcp-lamport` header). One just below the receipts' limit (2^53 − 1)
+/// exhausted the host's clock for good: the stored log kept it, and every
+/// receipt after it was refused, so no task was admitted again, after
+/// restarts too. Bounded at an absolute 2^48 instead, one of exactly 2^48
+/// was taken, and from then on every answer carried a clock the host
+/// itself refused when a caller sent it back. A clock is now taken at most
+/// 2^32 ahead of the host's own (and at most 2^52); one at or below the
+/// host's own is always taken.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_clock_that_would_exhaust_the_hosts_is_refused_and_the_host_goes_on() {
+async fn a_clock_far_ahead_of_the_hosts_is_refused_and_its_own_is_always_taken() {
     let (data, host) = lab();
-    for bad in [(1u64 << 53) - 2, (1 << 48) + 1] {
+    let own = host.lamport();
+    for bad in [
+        (1u64 << 53) - 2,
+        1 << 48,
+        own + hcp::evidence::MAX_LAMPORT_LEAD + 1,
+    ] {
         let e = host
             .observe_lamport(bad)
-            .expect_err("a clock that would leave the host no room is refused");
+            .expect_err("a clock far ahead of the host's is refused");
         assert!(e.downcast_ref::<ClockOutOfRange>().is_some(), "{e:#}");
     }
     let first = submit(
@@ -454,20 +460,24 @@ async fn a_clock_that_would_exhaust_the_hosts_is_refused_and_the_host_goes_on() 
         "harness-local-01",
     );
     assert_eq!(first.answer["type"], "task_accepted", "{}", first.answer);
-    assert!(host.lamport() < 1 << 48, "{}", host.lamport());
-    // The largest clock taken: the next receipts come after it, and the
-    // host goes on after a restart.
-    host.observe_lamport(1 << 48)
-        .expect("at most 2^48 is taken");
+    assert!(host.lamport() < 1 << 32, "{}", host.lamport());
+    // The most a clock may lead by: the next receipts come after it, and
+    // the host's own clock, sent back, is taken.
+    let ahead = host.lamport() + hcp::evidence::MAX_LAMPORT_LEAD;
+    host.observe_lamport(ahead).expect("2^32 ahead is taken");
     let second = submit(
         &host,
         &example("document-analysis", "clock-at-the-limit"),
         "harness-local-01",
     );
     assert_eq!(second.answer["type"], "task_accepted", "{}", second.answer);
-    assert!(host.lamport() > 1 << 48);
+    assert!(host.lamport() > ahead);
+    host.observe_lamport(host.lamport())
+        .expect("its own clock is taken");
     drop(host);
     let host = open(data.path());
+    host.observe_lamport(host.lamport())
+        .expect("its own clock is taken after a restart");
     let third = submit(
         &host,
         &example("document-analysis", "clock-after-restart"),
@@ -476,6 +486,138 @@ async fn a_clock_that_would_exhaust_the_hosts_is_refused_and_the_host_goes_on() 
     assert_eq!(third.answer["type"], "task_accepted", "{}", third.answer);
     let (_, pack) = export_all(&host);
     assert!(verify(&pack).ok());
+}
+
+/// A store whose clock a single message moved to 2^48 before the bound
+/// was relative (the stored log keeps it: here written into the log's
+/// state as that message left it) recovers: the clock its answers carry,
+/// sent back, is taken, and tasks are admitted. (With the absolute bound,
+/// every such clock was refused `invalid_input`, for good.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_whose_clock_was_moved_to_2_48_takes_its_own_clock_back_and_goes_on() {
+    let (data, host) = lab();
+    submit(
+        &host,
+        &example("document-analysis", "clock-before-poison"),
+        "harness-local-01",
+    );
+    drop(host);
+    {
+        let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+        let state: String = db
+            .query_row("SELECT state FROM receipt_log WHERE id = 1", [], |r| {
+                r.get(0)
+            })
+            .expect("the log's state");
+        let mut state: serde_json::Value = serde_json::from_str(&state).expect("json");
+        state["lamport"] = serde_json::Value::from(1u64 << 48);
+        db.execute(
+            "UPDATE receipt_log SET state = ?1 WHERE id = 1",
+            [state.to_string()],
+        )
+        .expect("poison the clock");
+    }
+    let host = open(data.path());
+    assert_eq!(host.lamport(), 1 << 48);
+    let message = example("document-analysis", "clock-after-poison");
+    let answered = host
+        .submit_task_carried(
+            hcp::engine::TaskMessage::parse(message).expect("a task_submit"),
+            hcp::engine::Auth::Transport("harness-local-01"),
+            hcp::engine::Carried {
+                reply_to: Some("reply-q"),
+                lamport: Some(1 << 48),
+            },
+        )
+        .expect("submit");
+    assert_eq!(
+        answered.answer["type"], "task_accepted",
+        "{}",
+        answered.answer
+    );
+    // The clock its answer would carry now, sent back: taken.
+    let echoed = host.lamport();
+    assert!(echoed > 1 << 48);
+    let message = example("document-analysis", "clock-echoed");
+    let answered = host
+        .submit_task_carried(
+            hcp::engine::TaskMessage::parse(message).expect("a task_submit"),
+            hcp::engine::Auth::Transport("harness-local-01"),
+            hcp::engine::Carried {
+                reply_to: Some("reply-q"),
+                lamport: Some(echoed),
+            },
+        )
+        .expect("submit");
+    assert_eq!(
+        answered.answer["type"], "task_accepted",
+        "{}",
+        answered.answer
+    );
+    let (_, pack) = export_all(&host);
+    let report = verify(&pack);
+    assert!(report.ok(), "{report}");
+}
+
+/// A clock is read only from an authenticated caller's message: one from a
+/// broker user that is nobody's caller is refused `unauthorized` and moves
+/// nothing. (The clock was observed before the caller was known: any
+/// broker user moved every caller's clock.) One too far ahead from a
+/// caller is refused `invalid_input`, and nothing is recorded.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clock_moves_only_with_an_authenticated_callers_message() {
+    let (_data, host) = lab();
+    let own = host.lamport();
+    let carried = |id: &str, auth: hcp::engine::Auth<'_>, lamport: u64| {
+        host.submit_task_carried(
+            hcp::engine::TaskMessage::parse(example("document-analysis", id))
+                .expect("a task_submit"),
+            auth,
+            hcp::engine::Carried {
+                reply_to: None,
+                lamport: Some(lamport),
+            },
+        )
+        .expect("submit")
+    };
+    for (id, user) in [
+        ("clock-stranger", Some("stranger")),
+        ("clock-anonymous", None),
+    ] {
+        let refused = carried(id, hcp::engine::Auth::Broker(user), own + 1_000_000);
+        assert_eq!(
+            refused.answer["payload"]["reason_code"], "unauthorized",
+            "{}",
+            refused.answer
+        );
+        assert!(refused.task_id.is_none());
+    }
+    // The next receipt (a caller's task, without a clock) comes right
+    // after the host's own clock, not after the stranger's.
+    let next = carried(
+        "clock-after-strangers",
+        hcp::engine::Auth::Transport("harness-local-01"),
+        own,
+    );
+    assert_eq!(next.answer["type"], "task_accepted", "{}", next.answer);
+    assert!(
+        host.lamport() < own + 1_000,
+        "a stranger's clock moved the host's: {} after {own}",
+        host.lamport()
+    );
+    let own = host.lamport();
+    let refused = carried(
+        "clock-too-far",
+        hcp::engine::Auth::Transport("harness-local-01"),
+        own + hcp::evidence::MAX_LAMPORT_LEAD + 1,
+    );
+    assert_eq!(
+        refused.answer["payload"]["reason_code"], "invalid_input",
+        "{}",
+        refused.answer
+    );
+    assert!(refused.task_id.is_none());
+    assert_eq!(host.lamport(), own);
 }
 
 /// A task whose AMQP delivery this host never acknowledged (it stopped

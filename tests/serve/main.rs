@@ -80,6 +80,11 @@ impl Server {
     }
 
     fn start_with(data: &Path, extra: &[&str]) -> Self {
+        Self::start_with_env(data, extra, &[])
+    }
+
+    /// [`Server::start_with`] with more environment variables.
+    fn start_with_env(data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -97,6 +102,7 @@ impl Server {
             .env("HCP_DATA_DIR", data)
             .env("HCP_CACHE_DIR", cache_dir())
             .env("HCP_LOG", "info")
+            .envs(env.iter().copied())
             .current_dir(REPO_ROOT)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -18,6 +18,11 @@ const SERVER: &str = "/usr/lib/rabbitmq/bin/rabbitmq-server";
 const CTL: &str = "/usr/lib/rabbitmq/bin/rabbitmqctl";
 const EPMD: &str = "/usr/bin/epmd";
 
+/// The largest message the node takes (`max_message_size`), as
+/// docs/amqp.md sets it: a task is at most 1 MiB, and the host's answers
+/// need room for a capability's outputs (1 MiB by default).
+pub const MAX_MESSAGE_SIZE: usize = 2 << 20;
+
 /// How long a node may take to start (it takes about 6 to 10 s here).
 const STARTUP: Duration = Duration::from_secs(90);
 
@@ -186,7 +191,8 @@ impl Broker {
         }
         let mut conf = format!(
             "listeners.tcp.default = 127.0.0.1:{}\nloopback_users = none\n\
-             log.console = false\nlog.file.level = info\n",
+             log.console = false\nlog.file.level = info\n\
+             max_message_size = {MAX_MESSAGE_SIZE}\n",
             broker.port
         );
         if tls {

@@ -209,15 +209,17 @@ async fn amqp(
         .expect("the callers connect");
     consumers(&connection, hosts).await;
     let mut setup = Vec::new();
-    for _ in 0..callers {
+    for c in 0..callers {
         let channel = connection.create_channel().await.expect("channel");
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
             .expect("confirms");
+        // In the caller's own namespace, where the host answers it.
+        let name = format!("{CALLER}.{prefix}-replies-{c}");
         let queue = channel
             .queue_declare(
-                "".into(),
+                name.as_str().into(),
                 QueueDeclareOptions {
                     exclusive: true,
                     auto_delete: true,
@@ -324,11 +326,8 @@ fn main() {
         r"^(hcp\.|amq\.default$).*",
         r"^hcp\..*",
     ];
-    let caller_perms = [
-        r"^amq\.gen-.*",
-        r"^(amq\.default|amq\.gen-.*)$",
-        r"^amq\.gen-.*",
-    ];
+    let own = format!(r"^{}\..*", CALLER.replace('.', r"\."));
+    let caller_perms = [own.as_str(), r"^amq\.default$", own.as_str()];
     broker
         .add_user_with("hcp-host", "hcp-host-secret", host_perms)
         .expect("host user");

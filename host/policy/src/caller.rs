@@ -21,6 +21,9 @@ pub struct Caller {
     pub all_capabilities: bool,
     /// The broker user whose messages are this caller's (`amqp_user`).
     pub amqp_user: Option<String>,
+    /// The queues this caller's AMQP answers may go to (`amqp_reply_to`,
+    /// anchored at both ends); `None`: `<amqp_user>.` and anything after.
+    pub amqp_reply_to: Option<regex::Regex>,
     /// Highest risk level.
     pub max_risk_level: RiskLevel,
     /// Highest data classification.

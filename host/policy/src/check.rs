@@ -41,6 +41,18 @@ pub(crate) fn callers(file: &CallersFile) -> Vec<Problem> {
                 ));
             }
         }
+        if let Some(pattern) = &caller.amqp_reply_to {
+            if caller.amqp_user.is_none() {
+                problems.push(Problem::new(
+                    format!("/callers/{i}/amqp_reply_to"),
+                    "amqp_reply_to without amqp_user: the caller cannot submit over AMQP"
+                        .to_owned(),
+                ));
+            }
+            if let Err(e) = crate::reply_to::compile(pattern) {
+                problems.push(Problem::new(format!("/callers/{i}/amqp_reply_to"), e));
+            }
+        }
         if !ids.insert(&caller.id) {
             problems.push(Problem::new(
                 format!("/callers/{i}/id"),

@@ -46,6 +46,7 @@ pub mod install_limits;
 mod load;
 pub mod pep;
 pub mod policy_set;
+pub mod reply_to;
 pub mod units;
 
 pub use assess::{Assessment, BaseSource, FiredRule, RuleSource};

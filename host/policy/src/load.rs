@@ -211,6 +211,10 @@ impl PolicySet {
                             capabilities: c.capabilities.into_iter().collect(),
                             all_capabilities: c.all_capabilities,
                             amqp_user: c.amqp_user,
+                            amqp_reply_to: c
+                                .amqp_reply_to
+                                .as_deref()
+                                .and_then(|p| crate::reply_to::compile(p).ok()),
                             max_risk_level: c.max_risk_level,
                             max_data_classification: c.max_data_classification,
                             credential: c.credential,

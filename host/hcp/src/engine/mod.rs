@@ -35,7 +35,8 @@ pub use answers::{job_status, job_status_of};
 pub use approvals::DecisionRefused;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 pub use session::open_session;
-pub use submission::{AnswerKind, Auth, NotATask, Submission, TaskMessage, refusal};
+pub use settle::{ACK_NOT_CONFIRMED, ACK_NOT_SENT, OWN_NOT_RECORDED};
+pub use submission::{AnswerKind, Auth, Carried, NotATask, Submission, TaskMessage, refusal};
 pub use ungated::{UngatedRun, UngatedTask};
 
 use crate::evidence::Recorder;
@@ -211,8 +212,9 @@ impl Host {
     ///
     /// # Errors
     ///
-    /// The clock is above [`crate::evidence::MAX_RECEIVED_LAMPORT`]
-    /// ([`crate::evidence::ClockOutOfRange`]); the receipt writer stopped.
+    /// The clock is too far ahead of this host's
+    /// ([`crate::evidence::ClockOutOfRange`]: never one at or below this
+    /// host's own); the receipt writer stopped.
     pub fn observe_lamport(&self, remote: u64) -> Result<()> {
         self.recorder.observe_lamport(remote)
     }

@@ -96,13 +96,17 @@ impl Host {
     }
 
     /// At startup: tasks this host had not recorded as its own when it
-    /// stopped, so their AMQP delivery was not acknowledged (the record
-    /// comes first). The broker redelivers such a message
-    /// (to this host or another), so this copy never runs and this host
-    /// never answers for it: it is failed here (a `gate.abandoned`
-    /// receipt), its `message_id` freed for the redelivery, and its route
-    /// closed. A task already answered for good (refused at the gate) only
-    /// has its route closed. Returns the ids of the copies abandoned.
+    /// stopped. A task is recorded as the host's only once the broker is
+    /// known to have taken the acknowledgement of its AMQP delivery, so
+    /// for such a task the host cannot know whether the broker took it:
+    /// if not, the broker redelivers the message (to this host or
+    /// another), and whoever takes it answers; if it did, nobody has the
+    /// message. Either way this copy never runs and this host never
+    /// answers for it (another host may): it is failed here (a
+    /// `gate.abandoned` receipt), its `message_id` freed for the
+    /// redelivery, and its route closed. A task already answered for good
+    /// (refused at the gate) only has its route closed. Returns the ids of
+    /// the copies abandoned.
     ///
     /// # Errors
     ///
@@ -123,9 +127,11 @@ impl Host {
                 continue;
             }
             if let Some(task) = task {
-                const WHY: &str = "the host stopped before it acknowledged the AMQP delivery, \
-                                   so the broker delivers the message again and whoever takes \
-                                   it answers";
+                const WHY: &str = "the host stopped before it knew that the broker had taken \
+                                   its acknowledgement of the AMQP delivery, so the broker \
+                                   delivers the message again and whoever takes it answers, \
+                                   or, if the broker had taken it, nobody runs the task: this \
+                                   host does not run it either way";
                 // The receipt first: a copy abandoned is on the record
                 // before its state says so. The failure, the freed
                 // `message_id` and the closed route are one write: a host
@@ -146,42 +152,54 @@ impl Host {
         Ok(abandoned)
     }
 
-    /// While serving: a task recorded as this host's whose AMQP delivery
-    /// then could not be acknowledged (the connection or channel was gone,
-    /// so the acknowledgement never left). The broker gives the message to
-    /// another consumer, so this copy is abandoned as at startup, unless it
-    /// has started meanwhile (it then stays this host's, and runs). Returns
-    /// whether it was abandoned.
+    /// While serving: a task whose AMQP delivery could not be
+    /// acknowledged (the connection or channel was gone, so the
+    /// acknowledgement never left). The broker gives the message to
+    /// another consumer, so this copy is abandoned as at startup
+    /// ([`Host::abandon_copy`] with [`ACK_NOT_SENT`]). Returns whether it
+    /// was abandoned.
     ///
     /// # Errors
     ///
     /// The database fails.
     pub fn abandon_unacknowledged_copy(&self, task_id: &str) -> Result<bool> {
-        const WHY: &str = "the connection to the broker was lost before the host acknowledged \
-                           the AMQP delivery, so the broker delivers the message again and \
-                           whoever takes it answers";
+        Ok(self.abandon_copy(task_id, ACK_NOT_SENT)?.is_some())
+    }
+
+    /// While serving: a copy of an AMQP delivery that is not this host's
+    /// to run (`why` says why: [`ACK_NOT_SENT`], [`ACK_NOT_CONFIRMED`],
+    /// [`OWN_NOT_RECORDED`]) is failed, its `message_id` freed and its
+    /// route closed, with a `gate.abandoned` receipt, unless it has started
+    /// meanwhile (it then stays this host's, and runs). Returns the failure
+    /// (the task's final answer, which the caller gets only where no other
+    /// host can answer: [`OWN_NOT_RECORDED`]) when it was abandoned.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn abandon_copy(&self, task_id: &str, why: &str) -> Result<Option<Value>> {
         let Some(task) = self.store.task(task_id)? else {
-            return Ok(false);
+            return Ok(None);
         };
         if !matches!(task.state, TaskState::Queued | TaskState::PendingApproval) {
-            return Ok(false);
+            return Ok(None);
         }
-        // Not this host's any more: neither the outbox nor the loop that
-        // starts tasks takes it from here on (and a host that stops now
-        // abandons it at startup).
+        // Not this host's: neither the outbox nor the loop that starts
+        // tasks takes it from here on (and a host that stops now abandons
+        // it at startup).
         self.store.route_disowned(task_id)?;
         // Then the state, conditionally: a task that started meanwhile is
         // this host's again, and runs; no receipt says it was abandoned.
         // The failure, the freed `message_id` (the redelivery may come
-        // back here: it is a new submission) and the closed route (this
-        // host never answers for it) in one write.
-        let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
+        // back here: it is a new submission) and the closed route (the
+        // outbox never answers for it) in one write.
+        let answer = internal_failure(&task, &format!("abandoned: {why}"))?;
         if !self.store.abandon(task_id, task.state, &answer)? {
             self.store.route_acked(task_id)?;
-            return Ok(false);
+            return Ok(None);
         }
-        self.record_abandoned(&task, "amqp", WHY)?;
-        Ok(true)
+        self.record_abandoned(&task, "amqp", why)?;
+        Ok(Some(answer))
     }
 
     /// While a server stops: a task of this process still running when the
@@ -259,3 +277,26 @@ impl Host {
         Ok(moved)
     }
 }
+
+/// Why a copy is let go ([`Host::abandon_copy`]): the acknowledgement of
+/// its AMQP delivery could not be sent, so the broker gives the message to
+/// another consumer.
+pub const ACK_NOT_SENT: &str = "the connection to the broker was lost before the host \
+                                acknowledged the AMQP delivery, so the broker delivers the \
+                                message again and whoever takes it answers";
+
+/// Why a copy is let go: the acknowledgement was sent, and the connection
+/// was lost before the broker said it had taken it. The host cannot know
+/// which: another host may have the message, so this one neither runs it
+/// nor answers.
+pub const ACK_NOT_CONFIRMED: &str = "the connection to the broker was lost before the broker \
+                                     confirmed that it had taken the host's acknowledgement of \
+                                     the AMQP delivery, so the broker delivers the message again \
+                                     and whoever takes it answers, or, if it had taken it, \
+                                     nobody runs the task: this host does not run it either way";
+
+/// Why a copy is let go: the broker took the acknowledgement, and the host
+/// could not record the task as its own. No other host has the message,
+/// so this host answers for it.
+pub const OWN_NOT_RECORDED: &str = "the host could not record the task as its own after the \
+                                    broker took its AMQP delivery; it did not run: send it again";

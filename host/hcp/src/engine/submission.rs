@@ -351,6 +351,18 @@ pub(super) fn rejected_answer(payload: TaskRejected) -> Result<Value> {
     )?)?)
 }
 
+/// What a transport carries with a `task_submit` besides the message
+/// ([`Host::submit_task_carried`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Carried<'a> {
+    /// Where the answers go (AMQP's `reply_to`; `""` for a message without
+    /// one): the task is recorded with its route.
+    pub reply_to: Option<&'a str>,
+    /// A Lamport clock the caller brought back from an answer (AMQP's
+    /// `x-hcp-lamport`).
+    pub lamport: Option<u64>,
+}
+
 impl Host {
     /// Parses `message` as a transport that holds raw JSON would
     /// ([`TaskMessage::parse`]) and takes it through [`Host::submit_task`];
@@ -394,6 +406,36 @@ impl Host {
         auth: Auth<'_>,
         reply_to: Option<&str>,
     ) -> Result<Submission> {
+        self.submit_task_carried(
+            message,
+            auth,
+            Carried {
+                reply_to,
+                lamport: None,
+            },
+        )
+    }
+
+    /// [`Host::submit_task_replying`] with what else the transport carried
+    /// ([`Carried`]): a Lamport clock is observed only once the caller is
+    /// authenticated, and before anything is recorded, so the task's
+    /// receipts come after the clock. A clock too far ahead of this host's
+    /// ([`crate::evidence::ClockOutOfRange`]) is refused `invalid_input`,
+    /// and nothing is recorded. (Observed before the caller was known, one
+    /// message from any broker user moved the clock, also one answered
+    /// `unauthorized`.)
+    ///
+    /// # Errors
+    ///
+    /// Only host faults (the database, the receipt writer); every refusal
+    /// is a `task_rejected`.
+    pub fn submit_task_carried(
+        &self,
+        message: TaskMessage,
+        auth: Auth<'_>,
+        carried: Carried<'_>,
+    ) -> Result<Submission> {
+        let Carried { reply_to, lamport } = carried;
         let submit = &message.submit;
         // The whole gate decides under the policy in force now.
         let policy = self.policy();
@@ -414,6 +456,18 @@ impl Host {
         // is not kept either.
         if let Some(refused) = auth.refuses_data(submit) {
             return Submission::refused(refused);
+        }
+        if let Some(remote) = lamport
+            && let Err(e) = self.observe_lamport(remote)
+        {
+            return match e.downcast_ref::<crate::evidence::ClockOutOfRange>() {
+                Some(range) => Submission::refused(refusal(
+                    RejectReason::InvalidInput,
+                    format!("the Lamport clock the message brought: {range}"),
+                    None,
+                )),
+                None => Err(e),
+            };
         }
         let _serialized = self.submit_lock(caller.id.as_str(), message.message_id());
         let record = phase!("submit.record");

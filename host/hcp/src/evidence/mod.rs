@@ -65,7 +65,7 @@ mod writer;
 pub(crate) use channel::StoreWrite;
 pub use channel::{Entry, Follows};
 pub use export::{Selection, export};
-pub use recorder::{Appender, ClockOutOfRange, MAX_RECEIVED_LAMPORT, Recorder};
+pub use recorder::{Appender, ClockOutOfRange, MAX_LAMPORT_LEAD, MAX_RECEIVED_LAMPORT, Recorder};
 pub use view::{
     ReceiptFilter, ReceiptSummary, RecordedSession, StoreCheck, recent_receipts, recorded_session,
     session_receipts, verify_store,

@@ -168,23 +168,37 @@ pub struct Recorder {
     signing: Arc<SigningPolicy>,
 }
 
-/// The largest Lamport clock the host takes from outside (2^48): a caller
-/// brings it, so it is any number the caller likes. Receipts' clocks end
-/// at 2^53 − 1 (their integers stay exact in JSON), and the log moves to
-/// the larger of its clock and the one received, so a clock near that end
-/// would leave the host no receipt to make, for good (the stored log keeps
-/// it). Up to 2^48 leaves it 2^53 − 2^48 of its own; a host making a
-/// million receipts a second reaches 2^48 in about nine years.
-pub const MAX_RECEIVED_LAMPORT: u64 = 1 << 48;
+/// How far ahead of the host's own clock a received Lamport clock may be
+/// (2^32): a caller brings it, so it is any number the caller likes, and
+/// no single message moves the clock by more. A clock at or below the
+/// host's own (one it sent, for one) is always taken: it changes nothing.
+/// (Bounded at an absolute 2^48 instead, one message with exactly 2^48
+/// moved the clock there, and every answer after it carried a clock the
+/// host itself refused when a caller sent it back.)
+pub const MAX_LAMPORT_LEAD: u64 = 1 << 32;
 
-/// A Lamport clock from outside the host that it does not take: above
+/// The largest Lamport clock the host moves to from outside (2^52).
+/// Receipts' clocks end at 2^53 − 1 (their integers stay exact in JSON),
+/// and the log moves to the larger of its clock and the one received, so a
+/// clock near that end would leave the host no receipt to make, for good
+/// (the stored log keeps it). Up to 2^52 leaves it 2^52 of its own, and
+/// reaching 2^52 from 0 takes a million messages each 2^32 ahead.
+pub const MAX_RECEIVED_LAMPORT: u64 = 1 << 52;
+
+/// A Lamport clock from outside the host that it does not take: more than
+/// [`MAX_LAMPORT_LEAD`] ahead of the host's own, or above
 /// [`MAX_RECEIVED_LAMPORT`].
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "a Lamport clock brought from another host must be at most 2^48 (281474976710656), \
-     which leaves this host room for its own receipts; got {0}"
+    "a Lamport clock brought from another host may be at most 2^32 (4294967296) ahead of this \
+     host's ({own}) and at most 2^52; got {remote}"
 )]
-pub struct ClockOutOfRange(pub u64);
+pub struct ClockOutOfRange {
+    /// The clock received.
+    pub remote: u64,
+    /// The host's clock then.
+    pub own: u64,
+}
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -304,13 +318,17 @@ impl Recorder {
     ///
     /// # Errors
     ///
-    /// `remote` is above [`MAX_RECEIVED_LAMPORT`]; the writer stopped.
+    /// `remote` is ahead of this host's clock by more than
+    /// [`MAX_LAMPORT_LEAD`], or above [`MAX_RECEIVED_LAMPORT`]
+    /// ([`ClockOutOfRange`]: never a clock at or below this host's own);
+    /// the writer stopped.
     pub fn observe_lamport(&self, remote: u64) -> Result<()> {
-        if remote > MAX_RECEIVED_LAMPORT {
-            return Err(ClockOutOfRange(remote).into());
-        }
-        if remote <= self.lamport() {
+        let own = self.lamport();
+        if remote <= own {
             return Ok(());
+        }
+        if remote - own > MAX_LAMPORT_LEAD || remote > MAX_RECEIVED_LAMPORT {
+            return Err(ClockOutOfRange { remote, own }.into());
         }
         self.tx
             .send(Msg::Observe(remote))

@@ -309,8 +309,9 @@ impl Core {
                     }));
                 }
                 Msg::Observe(remote) => {
-                    // The recorder refuses a clock above 2^48
-                    // (`MAX_RECEIVED_LAMPORT`), so the log keeps room for
+                    // The recorder refuses a clock far ahead of the
+                    // host's or above 2^52 (`MAX_LAMPORT_LEAD`,
+                    // `MAX_RECEIVED_LAMPORT`), so the log keeps room for
                     // its own receipts; one the log cannot take that got
                     // here all the same is only noted.
                     if let Err(e) = core.log.receive(remote) {

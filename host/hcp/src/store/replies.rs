@@ -16,10 +16,11 @@ pub struct ReplyRoute {
     pub reply_to: String,
     /// The submission's `message_id`, echoed on every answer.
     pub correlation_id: String,
-    /// This host owns the task: recorded just before the delivery is
-    /// acknowledged (so a host that stops first leaves the message with
-    /// the broker). A route left without it by a stopped host may have
-    /// been redelivered to another host, which then owns the task.
+    /// This host owns the task: recorded only once the broker is known to
+    /// have taken the delivery's acknowledgement (so no other host can
+    /// have the message). A route left without it by a stopped host may
+    /// have been redelivered to another host, which then owns the task, or
+    /// been let go by the broker: the host never runs it.
     pub acked: bool,
     /// Times the final answer was handed to the broker without the
     /// broker's confirm being recorded (a host that died in between):
@@ -156,8 +157,10 @@ impl Store {
         })
     }
 
-    /// The task is this host's: recorded before its delivery is
-    /// acknowledged to the broker, never after.
+    /// The task is this host's: recorded once the broker is known to have
+    /// taken the acknowledgement of its delivery, never before (recorded
+    /// before, a host killed before the acknowledgement left kept a task
+    /// the broker gave to another host too).
     ///
     /// # Errors
     ///

@@ -41,6 +41,13 @@ pub struct CallerDoc {
     /// over AMQP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amqp_user: Option<String>,
+    /// The queues the host may answer this caller's AMQP messages on (their
+    /// `reply_to`): a regular expression the whole queue name must match.
+    /// Without it, `<amqp_user>.` followed by anything. Never a queue whose
+    /// name starts with `hcp.` (the host's own); `amq.rabbitmq.reply-to`
+    /// (direct reply-to) is always allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amqp_reply_to: Option<String>,
     /// Highest risk level it may be admitted at.
     pub max_risk_level: RiskLevel,
     /// Highest data classification it may submit.

@@ -1,13 +1,12 @@
 //! One delivery: a `task_submit` read once, its caller taken from the
 //! broker-checked `user-id`, submitted through the engine's one entry
-//! point, recorded as this host's, acknowledged, and then answered on
-//! `reply_to` (an answer that ends the submission: answered, then
-//! acknowledged).
+//! point, acknowledged, recorded as this host's once the broker is known to
+//! have taken the acknowledgement, and then answered on `reply_to` (an
+//! answer that ends the submission: answered, then acknowledged).
 
 use super::capacity::{Capacity, Place};
-use super::outbox::{Flags, LAMPORT_HEADER, NO_QUEUE, Refused, publish_answer};
-use crate::engine::{AnswerKind, Auth, Submission, TaskMessage, refusal};
-use crate::evidence::MAX_RECEIVED_LAMPORT;
+use super::outbox::{Answering, Flags, LAMPORT_HEADER, NO_QUEUE, Refused, publish_answer};
+use crate::engine::{AnswerKind, Auth, Carried, Submission, TaskMessage, refusal};
 use crate::serve::BODY_LIMIT;
 use crate::serve::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
@@ -23,7 +22,7 @@ use serde_json::Value;
 /// `publish`; deliveries come on `consume`, whose prefetch is `prefetch`.
 #[derive(Clone)]
 pub(super) struct Wires {
-    pub(super) publish: Channel,
+    pub(super) publish: Answering,
     pub(super) consume: Channel,
     pub(super) prefetch: u16,
 }
@@ -103,10 +102,11 @@ struct Read {
     lamport: Option<u64>,
 }
 
-/// The `x-hcp-lamport` header: an unsigned integer of at most 2^48
-/// ([`MAX_RECEIVED_LAMPORT`]), as an AMQP integer of any width or as
-/// decimal text (some clients send every header as a string). `Ok(None)`
-/// when there is none.
+/// The `x-hcp-lamport` header: an unsigned integer below 2^53 (receipts'
+/// clocks end there), as an AMQP integer of any width or as decimal text
+/// (some clients send every header as a string). `Ok(None)` when there is
+/// none. How far ahead of the host's clock it may be is the gate's to say,
+/// once the caller is known ([`crate::engine::Host::submit_task_carried`]).
 fn lamport_header(delivery: &Delivery) -> std::result::Result<Option<u64>, String> {
     let Some(headers) = delivery.properties.headers() else {
         return Ok(None);
@@ -117,6 +117,9 @@ fn lamport_header(delivery: &Delivery) -> std::result::Result<Option<u64>, Strin
         .map(lamport_value)
         .transpose()
 }
+
+/// The largest clock a receipt carries (2^53 − 1).
+const MAX_CLOCK: u64 = (1 << 53) - 1;
 
 /// The clock an `x-hcp-lamport` header's value says (see [`lamport_header`]).
 fn lamport_value(value: &AMQPValue) -> std::result::Result<u64, String> {
@@ -136,10 +139,10 @@ fn lamport_value(value: &AMQPValue) -> std::result::Result<u64, String> {
         _ => None,
     };
     match n {
-        Some(n) if n <= MAX_RECEIVED_LAMPORT => Ok(n),
+        Some(n) if n <= MAX_CLOCK => Ok(n),
         _ => Err(format!(
-            "the {LAMPORT_HEADER} header must be an unsigned integer of at most 2^48 \
-             (281474976710656: a clock from an earlier answer); got {value:?}"
+            "the {LAMPORT_HEADER} header must be an unsigned integer below 2^53 \
+             (a clock from an earlier answer); got {value:?}"
         )),
     }
 }
@@ -219,6 +222,24 @@ async fn handle(
         .as_ref()
         .map(|r| r.as_str().to_owned())
         .filter(|r| !r.is_empty());
+    let user = props.user_id().as_ref().map(|u| u.as_str().to_owned());
+    // Answers go only to a queue of the broker user that sent the message
+    // (its `user_id`, which the broker checked): one outside it is
+    // another's (a caller that names a victim's queue has the host publish
+    // answers it chose there) or the host's own. Nothing is published for
+    // such a message and nothing recorded: it is dead-lettered, and the
+    // log says why.
+    if let Some(queue) = &reply_to
+        && let Err(why) =
+            hcp_policy::reply_to::allowed(&state.host.policy().set, user.as_deref(), queue)
+    {
+        tracing::warn!(target: "hcp::amqp", "dead-lettered a message, not answered: {why}");
+        delivery
+            .reject(BasicRejectOptions { requeue: false })
+            .await
+            .context("dead-lettering")?;
+        return Ok(());
+    }
     let Read { message, lamport } = match read(delivery)? {
         Ok(read) => read,
         Err(malformed) => {
@@ -256,21 +277,25 @@ async fn handle(
             return Ok(());
         }
     };
-    let user = props.user_id().as_ref().map(|u| u.as_str().to_owned());
     let message_id = message.message_id().to_owned();
     let host = state.host.clone();
     // A message without `reply_to` gets a route all the same (to no
     // queue, [`NO_QUEUE`]): it says whose task it is.
     let route = reply_to.clone().unwrap_or_else(|| NO_QUEUE.to_owned());
     let submission = tokio::task::spawn_blocking(move || {
-        // The clock first: the task's receipts come after the other host's.
-        if let Some(remote) = lamport {
-            host.observe_lamport(remote)?;
-        }
         // A new task is written with its route, which says it is not
         // this host's yet: nothing starts it, and a host that stops
-        // before the acknowledgement abandons it at startup.
-        host.submit_task_replying(message, Auth::Broker(user.as_deref()), Some(&route))
+        // before it records the task as its own abandons it at startup.
+        // The clock is observed once the caller is known, before the
+        // task's receipts (they come after the other host's).
+        host.submit_task_carried(
+            message,
+            Auth::Broker(user.as_deref()),
+            Carried {
+                reply_to: Some(&route),
+                lamport,
+            },
+        )
     })
     .await
     .context("gate task")??;
@@ -328,13 +353,16 @@ async fn handle(
         // was from its admission); one with a route keeps it.
         state.host.store.route_replies(id, reply_to, &message_id)?;
     }
-    // The task becomes this host's, durably, before the broker lets go of
-    // the message, and the first answer follows the acknowledgement (docs/
-    // amqp.md, "What is acknowledged when"). Acknowledged before that
-    // record, a host that died in between lost the task: the broker had
-    // dropped the message, and the restarted host abandons a copy it never
-    // recorded as its own. And a caller who has the first answer knows
-    // the message is this host's task now, not still the broker's.
+    // The task becomes this host's only once the broker is known to have
+    // taken the acknowledgement (docs/amqp.md, "What is acknowledged
+    // when"): acknowledged, then a round trip on the same channel, then
+    // recorded as this host's, then the first answer, then it may run.
+    // Recorded as this host's before the acknowledgement left, a host
+    // killed in between kept the task and ran it at its next start, while
+    // the broker gave the message to another host, which ran it too. Now
+    // a host that stops anywhere before the record never runs its copy
+    // (it abandons it at startup); the broker may have taken the
+    // acknowledgement, and then nobody runs the task: at most once.
     //
     // The task holds its place until its final answer is published (the
     // outbox frees it); one that waits for an operator costs nothing
@@ -344,30 +372,37 @@ async fn handle(
     // duplicate's task came with an earlier delivery: its place and its
     // fate are that delivery's.
     let fresh = !submission.duplicate;
-    // Nothing starts it before the acknowledgement is sent (the
-    // maintenance loop sees the record at once).
+    // Nothing starts it before it is recorded as this host's and its
+    // first answer is out (the maintenance loop sees the record at once).
     let start_held = state.hold_start(id);
     if submission.kind == AnswerKind::Accepted && fresh {
         capacity.hold(id, place);
     }
-    if let Err(e) = state.host.store.route_acked(id) {
-        if fresh {
-            capacity.release(id);
+    // A copy this host does not run (a duplicate's task is its first
+    // delivery's: nothing to let go). Returns the failure when it was
+    // abandoned.
+    let let_go = |why: &'static str| {
+        let host = state.host.clone();
+        let task = id.to_owned();
+        async move {
+            if !fresh {
+                return Ok(None);
+            }
+            let abandoned = tokio::task::spawn_blocking(move || host.abandon_copy(&task, why))
+                .await
+                .context("abandon the copy")??;
+            if abandoned.is_some() {
+                capacity.release(id);
+            }
+            anyhow::Ok(abandoned)
         }
-        return Err(e);
-    }
+    };
+    kill_point(KillPoint::Recorded);
     if let Err(e) = acknowledge(delivery).await {
         // The acknowledgement never left (the channel is gone): the broker
         // gives the message to another consumer, so the copy this delivery
         // made is let go (nothing here started it meanwhile: `start_held`).
-        let host = state.host.clone();
-        let task = id.to_owned();
-        if fresh
-            && tokio::task::spawn_blocking(move || host.abandon_unacknowledged_copy(&task))
-                .await
-                .context("abandon the copy")??
-        {
-            capacity.release(id);
+        if let_go(crate::engine::ACK_NOT_SENT).await?.is_some() {
             tracing::warn!(
                 target: "hcp::amqp",
                 "task {id}: its delivery could not be acknowledged; failed here, answered by \
@@ -376,23 +411,59 @@ async fn handle(
         }
         return Err(e);
     }
-    // The broker takes one channel's methods in order: its answer to this
-    // one says it has taken the acknowledgement. Only then the first
-    // answer. Published at once, it could reach the caller while the
-    // broker had not yet taken the acknowledgement (the channels are
-    // separate): a host stopped then (on seeing it) had its message given
-    // to another host, whose copy ran beside this host's own once it was
-    // back (seen in the two-host test).
+    kill_point(KillPoint::Acked);
+    // The broker takes one channel's methods in order, and the
+    // acknowledgement went on this channel (the delivery's) before this
+    // method: its answer says the broker has taken the acknowledgement.
+    // (An acknowledgement has no answer of its own, and lapin counts it
+    // sent once it is written to the socket.)
     if let Err(e) = wires
         .consume
         .basic_qos(wires.prefetch, BasicQosOptions::default())
         .await
     {
-        tracing::warn!(
-            target: "hcp::amqp",
-            "task {id}: that the broker took its acknowledgement is not confirmed: {e}"
-        );
+        // Taken or not, the host cannot know: another host may have the
+        // message, so this copy neither runs nor is answered here.
+        if let_go(crate::engine::ACK_NOT_CONFIRMED).await?.is_some() {
+            tracing::warn!(
+                target: "hcp::amqp",
+                "task {id}: the broker did not confirm that it took the delivery's \
+                 acknowledgement; failed here, never run here"
+            );
+        }
+        return Err(anyhow::Error::new(e).context(format!(
+            "task {id}: that the broker took its acknowledgement is not confirmed"
+        )));
     }
+    kill_point(KillPoint::RoundTrip);
+    if let Err(e) = state.host.store.route_acked(id) {
+        tracing::error!(target: "hcp::amqp", "task {id}: not recorded as this host's: {e:#}");
+        if !fresh {
+            // A duplicate's task is its first delivery's: answered as such.
+            let answered = first().await;
+            drop(start_held);
+            return answered.with_context(|| format!("task {id}: its duplicate's answer"));
+        }
+        // The broker has let go of the message: no other host has it, so
+        // this host answers, with the failure (it never ran).
+        if let Some(failure) = let_go(crate::engine::OWN_NOT_RECORDED).await?
+            && let Some(reply_to) = &reply_to
+        {
+            publish_answer(
+                &wires.publish,
+                &state.host,
+                reply_to,
+                &message_id,
+                Some(id),
+                &failure,
+                Flags::default(),
+            )
+            .await
+            .with_context(|| format!("task {id}: its failure"))?;
+        }
+        return Ok(());
+    }
+    kill_point(KillPoint::Owned);
     // The task is this host's whatever becomes of its first answer: a
     // caller who misses it still gets the final answer from the route.
     let answered = first().await;
@@ -402,6 +473,66 @@ async fn handle(
     }
     answered.with_context(|| format!("task {id}: its first answer"))
 }
+
+/// The points at which a test may have the host killed while it takes a
+/// delivery (`HCP_TEST_KILL_AT`, read in debug builds only: see
+/// [`kill_point`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KillPoint {
+    /// The task is recorded (not this host's yet); the acknowledgement is
+    /// not sent.
+    Recorded,
+    /// The acknowledgement is handed to the connection; the round trip
+    /// that says the broker took it has not started.
+    Acked,
+    /// The broker has taken the acknowledgement; the task is not recorded
+    /// as this host's.
+    RoundTrip,
+    /// The task is recorded as this host's; no first answer yet.
+    Owned,
+}
+
+impl KillPoint {
+    #[cfg(debug_assertions)]
+    fn name(self) -> &'static str {
+        match self {
+            Self::Recorded => "after-record",
+            Self::Acked => "after-ack",
+            Self::RoundTrip => "after-round-trip",
+            Self::Owned => "after-own",
+        }
+    }
+}
+
+/// A test-only hook: with `HCP_TEST_KILL_AT=<point>:<n>` (a point's name,
+/// see [`KillPoint`], and a count, 1 when left out), the process SIGKILLs
+/// itself when the `n`-th delivery reaches that point, as a host killed
+/// there would be (tests/serve/amqp_hosts.rs). Compiled into debug builds
+/// only (the tests' profile): a release build has no such hook, whatever
+/// its environment says.
+#[cfg(debug_assertions)]
+fn kill_point(point: KillPoint) {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static PLAN: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+    let plan = PLAN.get_or_init(|| {
+        let text = std::env::var("HCP_TEST_KILL_AT").ok()?;
+        let (name, n) = text.split_once(':').unwrap_or((text.as_str(), "1"));
+        Some((name.to_owned(), n.parse().unwrap_or(1)))
+    });
+    let Some((name, n)) = plan else {
+        return;
+    };
+    if name != point.name() || REACHED.fetch_add(1, Ordering::SeqCst) + 1 != *n {
+        return;
+    }
+    tracing::warn!(target: "hcp::amqp", "test hook: killed at {name} ({n})");
+    let _ = rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+}
+
+#[cfg(not(debug_assertions))]
+fn kill_point(_: KillPoint) {}
 
 /// The answer that ends a submission (a refusal, a duplicate of a finished
 /// task, a malformed message's) and that the caller's reply queue refused
@@ -443,14 +574,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_clock_header_is_a_number_of_at_most_2_48() {
-        let max = MAX_RECEIVED_LAMPORT;
+    fn a_clock_header_is_a_number_below_2_53() {
+        let max = MAX_CLOCK;
         for (value, clock) in [
             (AMQPValue::LongLongInt(42), 42),
             (AMQPValue::ShortShortUInt(7), 7),
             (AMQPValue::LongString("1234".into()), 1234),
             (AMQPValue::ShortString("5".into()), 5),
             (AMQPValue::Timestamp(max), max),
+            (AMQPValue::LongLongInt(1 << 48), 1 << 48),
             (
                 AMQPValue::LongLongInt(i64::try_from(max).expect("small")),
                 max,
@@ -458,19 +590,19 @@ mod tests {
         ] {
             assert_eq!(lamport_value(&value), Ok(clock), "{value:?}");
         }
-        // One near the end of the receipts' range would exhaust the host's
-        // clock for good; negative numbers and text are not clocks.
+        // Past the receipts' range, negative numbers and text are not
+        // clocks. (How far ahead of the host's a clock may be is the
+        // gate's to say, once the caller is known.)
         for value in [
-            AMQPValue::LongLongInt(i64::try_from(max + 1).expect("small")),
-            AMQPValue::LongLongInt((1 << 53) - 2),
+            AMQPValue::LongLongInt(1 << 53),
             AMQPValue::Timestamp(u64::MAX),
-            AMQPValue::LongString("9007199254740990".into()),
+            AMQPValue::LongString("9007199254740992".into()),
             AMQPValue::LongLongInt(-1),
             AMQPValue::LongString("soon".into()),
             AMQPValue::Boolean(true),
         ] {
             let e = lamport_value(&value).expect_err("refused");
-            assert!(e.contains("at most 2^48"), "{e}");
+            assert!(e.contains("below 2^53"), "{e}");
         }
     }
 }

@@ -11,21 +11,24 @@
 //! published with a broker confirm.
 //!
 //! Delivery semantics (docs/amqp.md says them for operators):
-//! - The task is recorded, its route (`reply_to`, `correlation_id`) stored,
-//!   the task recorded as this host's, and only then is the delivery
-//!   acknowledged; the first answer (`task_accepted` or the
-//!   pending-approval `job_status`) follows, and then the task may run. A
-//!   copy whose acknowledgement cannot be sent (its channel closed) is let
-//!   go. An answer that ends the submission (`task_rejected`) is published
-//!   and confirmed before the acknowledgement.
+//! - The task is recorded with its route (`reply_to`, `correlation_id`),
+//!   not this host's yet; the delivery is acknowledged, and a round trip
+//!   on the same channel says the broker took the acknowledgement; only
+//!   then is the task recorded as this host's, the first answer
+//!   (`task_accepted` or the pending-approval `job_status`) published, and
+//!   the task may run. A copy whose acknowledgement cannot be sent or
+//!   confirmed is let go (never run here). An answer that ends the
+//!   submission (`task_rejected`) is published and confirmed before the
+//!   acknowledgement.
 //! - The final answer (`task_completed` / `task_failed`) is published from
 //!   the route table ([`outbox`]) once the task ends, however it was run
 //!   (here, after an operator's approval, or by the maintenance loop), and
 //!   again after a restart until the broker confirms it.
-//! - A host that stops between recording a task and acknowledging its
-//!   delivery may see it redelivered elsewhere; on its next start, such a
-//!   task is failed here and never answered by this host (the host that
-//!   took the redelivery answers).
+//! - A host that stops before recording a task as its own may see it
+//!   redelivered elsewhere; on its next start, such a task is failed here
+//!   and never run or answered by this host (the host that took the
+//!   redelivery answers; if the broker had taken the acknowledgement,
+//!   nobody does: docs/amqp.md names that window).
 //! - A malformed message (oversized, not JSON, not an HCP `task_submit`)
 //!   is rejected without requeue, to the dead-letter queue
 //!   `hcp.dead-letter`, and answered `task_rejected` where it has a
@@ -185,6 +188,11 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         )
         .await?;
 
+    // Every answer carries the broker user the host logged in as.
+    let answering = outbox::Answering {
+        channel: publish.clone(),
+        login: broker_login(&config.url).into(),
+    };
     let capacity = capacity::Capacity::new(config.prefetch);
     // Tasks acknowledged on an earlier connection and not answered yet
     // are this host's work still.
@@ -202,7 +210,7 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
     let links = Links {
         state: state.clone(),
         consume: consume.clone(),
-        publish: publish.clone(),
+        publish: answering.clone(),
         prefetch: config.prefetch,
         capacity: capacity.clone(),
     };
@@ -217,7 +225,7 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         redact(&config.url),
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
-    consumers.spawn(outbox::run(state.clone(), publish.clone(), capacity));
+    consumers.spawn(outbox::run(state.clone(), answering, capacity));
     consumers.spawn(links.watch_installs(capabilities));
     // The first consumer (or the outbox) to end means the connection or a
     // channel is gone: start over.
@@ -287,7 +295,7 @@ async fn consume_queue(
 struct Links {
     state: AppState,
     consume: lapin::Channel,
-    publish: lapin::Channel,
+    publish: outbox::Answering,
     prefetch: u16,
     capacity: capacity::Capacity,
 }
@@ -349,6 +357,14 @@ impl Links {
     }
 }
 
+/// The broker user an AMQP URL logs in as (`guest` when it names none,
+/// as lapin does).
+fn broker_login(url: &str) -> String {
+    url.parse::<lapin::uri::AMQPUri>()
+        .map(|u| u.authority.userinfo.username)
+        .unwrap_or_else(|_| lapin::uri::AMQPUserInfo::default().username)
+}
+
 /// The URL without its password, for logs.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -372,5 +388,15 @@ mod tests {
             "amqp://hcp:***@127.0.0.1:5672/%2f"
         );
         assert_eq!(redact("amqp://127.0.0.1"), "amqp://127.0.0.1");
+    }
+
+    #[test]
+    fn answers_carry_the_login_of_the_url() {
+        assert_eq!(
+            broker_login("amqp://hcp-host:s3cret@127.0.0.1:5672/%2f"),
+            "hcp-host"
+        );
+        assert_eq!(broker_login("amqps://h%40st:p@localhost/%2f"), "h@st");
+        assert_eq!(broker_login("amqp://127.0.0.1"), "guest");
     }
 }

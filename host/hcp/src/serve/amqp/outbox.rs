@@ -32,9 +32,20 @@ pub(super) struct Flags {
     pub(super) redelivered: bool,
 }
 
+/// The host's side of publishing answers: the channel (in confirm mode)
+/// and the broker user the host logged in as, which every answer carries
+/// as its `user_id` (the broker refuses a `user_id` that is not the
+/// connection's login, so a caller can tell the host's answers from a
+/// forgery by another broker user).
+#[derive(Clone)]
+pub(super) struct Answering {
+    pub(super) channel: Channel,
+    pub(super) login: ShortString,
+}
+
 /// Publishes one answer to `reply_to` and waits for the broker's confirm.
 pub(super) async fn publish_answer(
-    channel: &Channel,
+    answering: &Answering,
     host: &Host,
     reply_to: &str,
     correlation_id: &str,
@@ -87,8 +98,10 @@ pub(super) async fn publish_answer(
     let props = props
         .with_content_type("application/json".into())
         .with_delivery_mode(2)
+        .with_user_id(answering.login.clone())
         .with_headers(headers);
-    let confirm = channel
+    let confirm = answering
+        .channel
         .basic_publish(
             "".into(),
             reply_queue,
@@ -155,7 +168,7 @@ const SWEEP: Duration = Duration::from_secs(1);
 /// Publishes final answers until publishing fails (the connection is
 /// gone; the routes stay open for the next connection). An answer the
 /// broker refuses holds back its own route only ([`Held`]).
-pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -> Result<()> {
+pub(super) async fn run(state: AppState, answering: Answering, capacity: Capacity) -> Result<()> {
     let mut changes = state.host.store.task_changes();
     let mut held = Held::default();
     loop {
@@ -190,7 +203,7 @@ pub(super) async fn run(state: AppState, channel: Channel, capacity: Capacity) -
                 redelivered: route.attempts > 0,
             };
             let published = publish_answer(
-                &channel,
+                &answering,
                 &state.host,
                 &route.reply_to,
                 &route.correlation_id,
