@@ -133,7 +133,10 @@ impl Host {
     ) -> Result<Entry> {
         let host_check = match outcome {
             Err((r, true)) => Some(HostCheck {
-                message: r.reason_message.clone(),
+                message: self
+                    .store
+                    .withhold()
+                    .quoted(&task.submit["payload"], &r.reason_message),
                 reason_code: r.reason_code,
             }),
             _ => None,
@@ -146,6 +149,8 @@ impl Host {
                 r.assessed_risk_level.unwrap_or(RiskLevel::R1),
             ),
         };
+        // Credentials in the message are withheld (`crate::withhold`).
+        let payload = self.recorded_payload(task, facts.policy);
         // The manifest is not copied: its canonical form, made when the
         // capability was loaded, goes in its place.
         let input = AdmissionInput::<()> {
@@ -155,7 +160,7 @@ impl Host {
             host_check,
             kind: CALL_ADMISSION.to_owned(),
             manifest: None,
-            submit: task.submit["payload"].clone(),
+            submit: payload.clone(),
         };
         let input = match facts.capability {
             Some(c) => Canonical::replacing(&input, "manifest", &c.manifest_canonical)
@@ -174,11 +179,30 @@ impl Host {
                 task,
                 capability,
                 CALL_ADMISSION,
-                task.submit["payload"].clone(),
+                payload,
                 input,
                 (verdict, code, risk),
             )?
         })
+    }
+
+    /// `task`'s `task_submit` payload as its admission receipt records it:
+    /// flagged strings withheld as keyed digests, except the inputs a risk
+    /// rule of `policy` reads (replay compares them again).
+    fn recorded_payload(
+        &self,
+        task: &TaskRecord,
+        policy: &super::CurrentPolicy,
+    ) -> serde_json::Value {
+        let payload = &task.submit["payload"];
+        if !crate::withhold::holds_credential(payload) {
+            return payload.clone();
+        }
+        let read: Vec<String> = policy.set.risk_rule_pointers().map(str::to_owned).collect();
+        self.store
+            .withhold()
+            .payload(payload, &read)
+            .unwrap_or_else(|| payload.clone())
     }
 
     /// Records an operator's decision (or a refusal of the operator),
