@@ -43,7 +43,8 @@ use sha2::Sha256;
 use std::path::Path;
 
 /// Values of granted environment variables shorter than this are not
-/// looked for in outputs (`1`, `on`, `C` would withhold half of any text).
+/// looked for in outputs (`1`, `on`, `C` would withhold half of any text),
+/// nor flagged inputs in the messages that quote them.
 pub const MIN_ENV_VALUE_CHARS: usize = 6;
 
 /// The keyed digests of withheld text.
@@ -109,11 +110,15 @@ impl Withhold {
     }
 
     /// `text` with every flagged string of `value` in it withheld (a
-    /// refusal's message that quotes an input).
+    /// refusal's message that quotes an input); strings shorter than
+    /// [`MIN_ENV_VALUE_CHARS`] are left (replacing `x` everywhere would
+    /// withhold the message, not the secret).
     pub fn quoted(&self, value: &Value, text: &str) -> String {
         let mut flagged = Vec::new();
         credential::redact_json(value, &|_| false, &mut |s| {
-            flagged.push(s.to_owned());
+            if s.chars().count() >= MIN_ENV_VALUE_CHARS {
+                flagged.push(s.to_owned());
+            }
             String::new()
         });
         let mut text = Value::String(text.to_owned());
@@ -316,6 +321,12 @@ mod tests {
         assert_eq!(out["inputs"]["mode"], "secret=s3");
         assert_eq!(out["inputs"]["n"], 1);
         assert!(w.payload(&json!({"inputs": {"n": 1}}), &[]).is_none());
+        // A refusal that quotes an input quotes its digest instead.
+        let said = w.quoted(&payload, "\"hunter2\" is not of type \"integer\"");
+        assert!(
+            !said.contains("hunter2") && said.contains("[withheld: "),
+            "{said}"
+        );
     }
 
     #[test]
