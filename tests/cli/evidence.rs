@@ -596,3 +596,79 @@ fn a_pack_of_receipts_under_two_policies_carries_both_and_replays_the_same() {
 }
 
 mod merge;
+
+/// Issue 41.6, for `hcp run` (no gate): a credential in the task's inputs
+/// and in a log line of its guest rests sealed in `task_messages`, travels
+/// as a keyed digest in the receipts and the pack, and the pack replays.
+#[test]
+fn a_credential_in_an_ungated_runs_inputs_is_withheld_from_the_store_and_the_pack() {
+    const SECRET: &str = "Sw0rdfish-Run-4242";
+    let hcp = Hcp::new();
+    let world = ProbeWorld::new();
+    let manifest = world.manifest.clone().write(world.tmp.path());
+    let mut submit: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{REPO_ROOT}/plugins/document-analysis/examples/task_submit.json"
+        ))
+        .expect("example"),
+    )
+    .expect("json");
+    submit["payload"]["capability"] = json!("probe");
+    submit["payload"]["intent"] = json!(format!("log in with password={SECRET}"));
+    submit["payload"]["inputs"] =
+        json!({"action": "log", "message": format!("connecting, api_key: {SECRET}")});
+    submit["payload"]
+        .as_object_mut()
+        .expect("payload")
+        .remove("expected_output");
+    let input = write_json(world.tmp.path(), "submit.json", &submit);
+    let o = hcp.run(&[
+        "run",
+        "-q",
+        "--manifest",
+        manifest.to_str().expect("utf8"),
+        "--input",
+        input.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let (task, _) = ids(&o);
+    let path = world.tmp.path().join("run.tar");
+    export(&hcp, &["--task", &task], &path);
+    let unpacked = world.tmp.path().join("run.d");
+    std::fs::create_dir_all(&unpacked).expect("mkdir");
+    tar::Archive::new(std::fs::File::open(&path).expect("pack"))
+        .unpack(&unpacked)
+        .expect("untar");
+    let mut todo = vec![unpacked];
+    let mut files = 0;
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let p = entry.expect("entry").path();
+            if p.is_dir() {
+                todo.push(p);
+                continue;
+            }
+            files += 1;
+            let text = String::from_utf8_lossy(&std::fs::read(&p).expect("read")).into_owned();
+            assert!(
+                !text.contains(SECRET),
+                "{} holds the credential",
+                p.display()
+            );
+        }
+    }
+    assert!(files > 5, "the pack was unpacked");
+    let (c, out) = replay(&hcp, &path);
+    assert_eq!(c, 0, "{out}");
+    let db = rusqlite::Connection::open(hcp.data.path().join("hcp.db")).expect("open");
+    db.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(db);
+    for file in ["hcp.db", "hcp.db-wal"] {
+        let bytes = std::fs::read(hcp.data.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{file} holds the credential in clear"
+        );
+    }
+}

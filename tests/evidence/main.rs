@@ -8,6 +8,7 @@
 mod pipeline;
 mod reload;
 mod transport;
+mod withheld;
 
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::evidence::{self, ReceiptFilter, Selection};

@@ -686,3 +686,93 @@ fn hid_polls_wait_off_the_servers_threads() {
         assert_eq!((status, s["mode"].as_str()), (200, Some("SUGGEST")), "{s}");
     });
 }
+
+/// Issue 41.6: a credential a guest proposes to type rests nowhere in
+/// clear and travels in no pack: the session log withheld it already, and
+/// now so do the `hid.propose` receipt (its arguments' hash and decision
+/// input keep a keyed digest), the task's sealed `task_submit` and the
+/// pack's messages; the pack still replays. Before, the receipt's decision
+/// input held the text.
+#[test]
+fn a_proposed_credential_is_in_no_receipt_no_pack_and_not_in_the_database() {
+    const SECRET: &str = "Tr0ub4dor&3xyzzy";
+    let data = lab();
+    let server = Server::start(data.path());
+    let mut secret = with_id(example("hid-assistant"), "msg-hid-withheld");
+    secret["payload"]["inputs"]["steps"] = json!([
+        {"action_type": "TYPE_TEXT", "payload": {"text": format!("password={SECRET}")}, "rationale": "log in to the instrument PC"}
+    ]);
+    let (status, accepted, task) = server.post("/v1/tasks", ALPHA, &secret);
+    assert_eq!(status, 200, "{accepted}");
+    let task = task.expect("task id");
+    // OBSERVE: the proposal is recorded and ends not executed at once.
+    let result = server.wait_result(&task, ALPHA);
+    assert_eq!(result["type"], "task_completed", "{result}");
+
+    let pack = data.path().join("withheld.tar");
+    let out = hcp(
+        data.path(),
+        &server,
+        &[
+            "evidence",
+            "export",
+            "--task",
+            &task,
+            "-o",
+            pack.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unpacked = data.path().join("withheld.d");
+    std::fs::create_dir_all(&unpacked).expect("mkdir");
+    tar::Archive::new(std::fs::File::open(&pack).expect("pack"))
+        .unpack(&unpacked)
+        .expect("untar");
+    let mut todo = vec![unpacked];
+    let mut proposed = false;
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                todo.push(path);
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&path).expect("read")).into_owned();
+            assert!(
+                !text.contains(SECRET),
+                "{} holds the credential",
+                path.display()
+            );
+            proposed |= text.contains("\"hid.propose\"");
+        }
+    }
+    assert!(proposed, "the pack holds the hid.propose receipt");
+    let out = hcp(
+        data.path(),
+        &server,
+        &["replay", pack.to_str().expect("utf-8")],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let db = rusqlite::Connection::open(data.path().join("hcp.db")).expect("open");
+    db.busy_timeout(Duration::from_secs(10)).expect("timeout");
+    db.query_row("PRAGMA wal_checkpoint(FULL)", [], |_| Ok(()))
+        .expect("checkpoint");
+    drop(db);
+    for file in ["hcp.db", "hcp.db-wal"] {
+        let bytes = std::fs::read(data.path().join(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()),
+            "{file} holds the credential in clear"
+        );
+    }
+}

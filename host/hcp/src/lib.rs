@@ -27,3 +27,4 @@ pub mod serve;
 pub mod store;
 pub mod token;
 mod views;
+pub mod withhold;

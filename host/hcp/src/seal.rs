@@ -16,6 +16,11 @@ use std::path::Path;
 
 const MAGIC: &[u8; 8] = b"HCPSEAL1";
 
+/// Whether `bytes` are a sealed blob (they start with the magic).
+pub fn is_sealed(bytes: &[u8]) -> bool {
+    bytes.starts_with(MAGIC)
+}
+
 /// The host's data key.
 pub struct DataKey(ChaCha20Poly1305);
 

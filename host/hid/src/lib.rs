@@ -19,10 +19,13 @@
 #![deny(missing_docs)]
 
 pub mod action;
-pub mod credential;
 pub mod device;
 pub mod log;
 pub mod mediator;
 pub mod proposal;
 pub mod sim;
 pub mod wire;
+
+/// The credential detector, shared with the rest of the host (task inputs,
+/// host-call arguments, outputs): one detector, kept in `hcp_contracts`.
+pub use hcp_contracts::credential;

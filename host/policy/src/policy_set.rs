@@ -85,6 +85,16 @@ impl PolicySet {
             .map(|(_, p)| p)
     }
 
+    /// The JSON pointers into `task_submit.inputs` that any escalation
+    /// rule of `risk.json` reads (its `pointer` and `unit_pointer`).
+    pub fn risk_rule_pointers(&self) -> impl Iterator<Item = &str> {
+        self.risk.capabilities.values().flat_map(|p| {
+            p.rules
+                .iter()
+                .flat_map(|r| std::iter::once(r.pointer.as_str()).chain(r.unit_pointer.as_deref()))
+        })
+    }
+
     /// `context.json`.
     pub fn context_rules(&self) -> &ContextFile {
         &self.context

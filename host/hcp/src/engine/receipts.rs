@@ -81,7 +81,7 @@ fn printable(s: &str) -> String {
 /// kept). A payload the host refused by its own check (`refused_by_host`)
 /// is read no further, so a large one is kept bounded whole; otherwise a
 /// large free-form `context`, which no decision reads, is.
-fn recorded_payload(
+fn bounded_payload(
     payload: &serde_json::Value,
     refused_by_host: bool,
 ) -> Result<(serde_json::Value, Option<BoundedText>, Option<BoundedText>)> {
@@ -163,7 +163,10 @@ impl Host {
     ) -> Result<Entry> {
         let host_check = match outcome {
             Err((r, true)) => Some(HostCheck {
-                message: r.reason_message.clone(),
+                message: self
+                    .store
+                    .withhold()
+                    .quoted(&task.submit["payload"], &r.reason_message),
                 reason_code: r.reason_code,
             }),
             _ => None,
@@ -176,8 +179,11 @@ impl Host {
                 r.assessed_risk_level.unwrap_or(RiskLevel::R1),
             ),
         };
+        // Credentials in the message are withheld (`crate::withhold`),
+        // then what no decision reads is bounded.
+        let payload = self.recorded_payload(task, facts.policy);
         let (submit, submit_bounded, context_bounded) =
-            recorded_payload(&task.submit["payload"], host_check.is_some())?;
+            bounded_payload(&payload, host_check.is_some())?;
         // The manifest is not copied: its canonical form, made when the
         // capability was loaded, goes in its place.
         let input = AdmissionInput::<()> {
@@ -208,11 +214,30 @@ impl Host {
                 task,
                 capability,
                 CALL_ADMISSION,
-                task.submit["payload"].clone(),
+                payload,
                 input,
                 (verdict, code, risk),
             )?
         })
+    }
+
+    /// `task`'s `task_submit` payload as its admission receipt records it:
+    /// flagged strings withheld as keyed digests, except the inputs a risk
+    /// rule of `policy` reads (replay compares them again).
+    fn recorded_payload(
+        &self,
+        task: &TaskRecord,
+        policy: &super::CurrentPolicy,
+    ) -> serde_json::Value {
+        let payload = &task.submit["payload"];
+        if !crate::withhold::holds_credential(payload) {
+            return payload.clone();
+        }
+        let read: Vec<String> = policy.set.risk_rule_pointers().map(str::to_owned).collect();
+        self.store
+            .withhold()
+            .payload(payload, &read)
+            .unwrap_or_else(|| payload.clone())
     }
 
     /// Records an operator's decision (or a refusal of the operator),

@@ -217,7 +217,13 @@ impl Host {
             ErrorCode::Timeout,
             &format!("the session ended before the task could run: {error}"),
         )?;
-        let settle = SettleWrite::new(&task.task_id, TaskState::Queued, TaskState::Failed, &answer);
+        let settle = SettleWrite::new(
+            self.store.data_key(),
+            &task.task_id,
+            TaskState::Queued,
+            TaskState::Failed,
+            &answer,
+        )?;
         let moved = Arc::new(AtomicBool::new(false));
         let recorded = self.record_token_refusal(task, manifest, admission, session, &error, {
             let moved = moved.clone();
@@ -380,7 +386,14 @@ impl Host {
         let answer = run.and_then(|mut run| {
             explain_deadline(&mut run, full, deadline);
             let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
-            Ok(serde_json::to_value(answer)?)
+            let mut answer = serde_json::to_value(answer)?;
+            // The values of granted environment variables are the
+            // operator's secrets: withheld from the caller's answer and
+            // from all that keeps it (`crate::withhold`).
+            self.store
+                .withhold()
+                .granted_env(&manifest.grants.env, &mut answer);
+            Ok(answer)
         });
         let answer = match answer {
             Ok(answer) => answer,
@@ -394,7 +407,13 @@ impl Host {
         let _flush = phase!("run.flush");
         self.recorder.close_session(session);
         let state = final_state(&answer);
-        let settle = SettleWrite::new(&task.task_id, TaskState::Running, state, &answer);
+        let settle = SettleWrite::new(
+            self.store.data_key(),
+            &task.task_id,
+            TaskState::Running,
+            state,
+            &answer,
+        )?;
         // The final status, for whoever follows the task's changes (its
         // event stream) to have without reading it back.
         let settled = self

@@ -189,7 +189,12 @@ impl Host {
         .await??;
         let store: Arc<dyn TaskStore> = self.store.clone();
         let run = prepared.run(request, store).await;
-        let answer = crate::lifecycle::answer(&manifest, &checked, &session_id, &run)?;
+        let mut answer = crate::lifecycle::answer(&manifest, &checked, &session_id, &run)?;
+        // Granted environment variables' values are withheld from the
+        // answer (`crate::withhold`).
+        self.store
+            .withhold()
+            .granted_env(&manifest.grants.env, &mut answer.payload);
         // Receipts are durable before the task is answered, every one of
         // them: a session that lost some to a failed write while it ran (a
         // full disk that had space again by the end) is not answered as if

@@ -158,8 +158,12 @@ pub(crate) fn prepare(
     buffer: Vec<u8>,
     host_id: &str,
     signing: &hcp_receipts::SigningPolicy,
+    withhold: &crate::withhold::Withhold,
 ) -> Result<Prepared, String> {
-    let (args_hash, input, input_hash) = hashed(d, buffer)?;
+    let (args_hash, input, input_hash) = match withhold.call(&d.call) {
+        Some(withheld) => withheld_input(d, &withheld)?,
+        None => hashed(d, buffer)?,
+    };
     let head = RENDERED.with_borrow_mut(|rendered| {
         Head::new(
             &args_hash,
@@ -177,6 +181,43 @@ pub(crate) fn prepare(
         input_hash,
         head,
     })
+}
+
+/// [`hashed`] for a call whose arguments hold a credential: recorded as
+/// `withheld` (its flagged strings replaced by their keyed digests, see
+/// `crate::withhold`) with the facts of the whole call a bounded call
+/// records (the bytes it charges and the threat signals its decision
+/// found), so that replay decides from those and not from text it does not
+/// have. Its `args_hash` is the SHA-256 of the withheld form: a hash of the
+/// clear text would confirm a guessed secret.
+fn withheld_input(
+    d: &hcp_sandbox::pep::DecidedCall<'_>,
+    withheld: &hcp_policy::pep::Call<'_>,
+) -> Result<(Digest, Input, Digest), String> {
+    let scope = d.scope.facts_hash();
+    let bytes = withheld.canonical_bytes()?;
+    let args_hash = Digest::of(&bytes);
+    let full = match &d.full {
+        Some(full) => hcp_policy::pep::FullArgs {
+            args_hash,
+            ..full.clone()
+        },
+        None => {
+            // The decision is pure: the same call, counters and time give
+            // the signals the governor's decision found.
+            let signals = hcp_policy::pep::decide(&d.scope, &d.counters, &d.call, d.at_ms).signals;
+            hcp_policy::pep::FullArgs {
+                args_hash,
+                bytes: d.call.bytes(),
+                signals: signals.detectors().map(|s| s.name().to_owned()).collect(),
+                size: d.call.canonical_bytes()?.len() as u64,
+            }
+        }
+    };
+    let input =
+        hcp_policy::pep::input::bounded_call_input(d.at_ms, &bytes, &d.counters, &full, &scope);
+    let input_hash = Digest::of(&input);
+    Ok((args_hash, Input::Raw(input), input_hash))
 }
 
 /// A decided call's `args_hash`, its decision input as stored, and the

@@ -113,6 +113,19 @@ fn policy_snapshots(
     Ok(policy)
 }
 
+/// A message as a pack carries it: a JSON message with every string the
+/// credential detector flags withheld as its keyed digest; anything else
+/// as it is.
+fn withheld(withhold: &crate::withhold::Withhold, body: Vec<u8>) -> Vec<u8> {
+    match serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| withhold.json(&v))
+    {
+        Some(v) => v.to_string().into_bytes(),
+        None => body,
+    }
+}
+
 /// Builds the evidence pack of `selection` from `store`.
 ///
 /// # Errors
@@ -264,7 +277,9 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
         .filter_map(|r| r.task_id.clone())
         .collect();
 
-    // The messages of the selected tasks.
+    // The messages of the selected tasks, opened when they rest sealed,
+    // and their credentials withheld (`crate::withhold`).
+    let withhold = store.withhold();
     let mut messages = BTreeMap::new();
     for task in &selected_tasks {
         let mut stmt =
@@ -274,16 +289,25 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
         })?;
         for row in rows {
             let (name, body) = row?;
-            messages.insert(format!("{}/{}", component(task), component(&name)), body);
+            let body = super::recorder::open_message(store.data_key(), task, &name, body)?;
+            messages.insert(
+                format!("{}/{}", component(task), component(&name)),
+                withheld(withhold, body),
+            );
         }
-        if let Some((submit, answer, result)) = crate::store::stored_messages(&db, task)? {
+        if let Some((submit, answer, result)) =
+            crate::store::stored_messages(&db, store.data_key(), task)?
+        {
             for (name, body) in [
                 ("submit.json", Some(submit)),
                 ("answer.json", answer),
                 ("result.json", result),
             ] {
                 if let Some(body) = body {
-                    messages.insert(format!("{}/{name}", component(task)), body.into_bytes());
+                    messages.insert(
+                        format!("{}/{name}", component(task)),
+                        withheld(withhold, body.into_bytes()),
+                    );
                 }
             }
         }

@@ -21,6 +21,30 @@ use std::thread::JoinHandle;
 /// Verdicts waiting for the writer before the PEP's `record` blocks.
 const CHANNEL: usize = 1 << 16;
 
+/// What a sealed message of `task_messages` is bound to.
+fn message_binding(task_id: &str, name: &str) -> String {
+    format!("task_messages:{task_id}:{name}")
+}
+
+/// A body of `task_messages` as it was recorded: opened when it rests
+/// sealed ([`Recorder::record_message`]).
+///
+/// # Errors
+///
+/// A sealed body that does not open with this host's data key.
+pub(crate) fn open_message(
+    key: &crate::seal::DataKey,
+    task_id: &str,
+    name: &str,
+    body: Vec<u8>,
+) -> Result<Vec<u8>> {
+    if !crate::seal::is_sealed(&body) {
+        return Ok(body);
+    }
+    key.open(&body, &message_binding(task_id, name))
+        .with_context(|| format!("task {task_id}: message {name}"))
+}
+
 /// The sink PEP governors record into.
 struct Sink {
     tx: ToWriter,
@@ -29,6 +53,8 @@ struct Sink {
     /// The log's host and signing policy, for the receipts' heads.
     host_id: Arc<str>,
     signing: Arc<SigningPolicy>,
+    /// What a call's receipt withholds of its arguments.
+    withhold: Arc<crate::withhold::Withhold>,
 }
 
 impl VerdictSink for Sink {
@@ -47,7 +73,13 @@ impl VerdictSink for Sink {
             }) => p.take_buffer(),
             _ => Vec::new(),
         };
-        let prepared = super::block::prepare(&decided, buffer, &self.host_id, &self.signing);
+        let prepared = super::block::prepare(
+            &decided,
+            buffer,
+            &self.host_id,
+            &self.signing,
+            &self.withhold,
+        );
         let proposal = match &decided.call.args {
             pep::Args::Hid(args) if !args.proposal.is_empty() => Some(Box::from(&*args.proposal)),
             _ => None,
@@ -348,6 +380,7 @@ impl Recorder {
             spent: self.spent.clone(),
             host_id: Arc::from(self.host_id.as_str()),
             signing: self.signing.clone(),
+            withhold: self.store.withhold().clone(),
         })
     }
 
@@ -562,12 +595,22 @@ impl Recorder {
     ///
     /// The database fails.
     pub fn record_message(&self, task_id: &str, name: &str, body: &[u8]) -> Result<()> {
+        // A message that holds a credential, or claims T3/T4, rests sealed
+        // (as `tasks` keeps such a task's messages).
+        let sealed = match serde_json::from_slice::<serde_json::Value>(body) {
+            Ok(v) if crate::store::seals_messages(&v) => Some(
+                self.store
+                    .data_key()
+                    .seal(body, &message_binding(task_id, name))?,
+            ),
+            _ => None,
+        };
         self.store
             .db()
             .prepare_cached(
                 "INSERT OR REPLACE INTO task_messages (task_id, name, body) VALUES (?1, ?2, ?3)",
             )?
-            .execute(params![task_id, name, body])?;
+            .execute(params![task_id, name, sealed.as_deref().unwrap_or(body)])?;
         Ok(())
     }
 

@@ -40,10 +40,10 @@ pub use lease::RunLease;
 pub use registry::Installed;
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
-pub(crate) use tasks::stored_messages;
 pub use tasks::{
     SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskStatus, TaskUpdate,
 };
+pub(crate) use tasks::{seals_messages, stored_messages};
 pub use trust::{Added, TrustedPublisher};
 pub use wal::Checkpointer;
 
@@ -70,6 +70,8 @@ pub struct Store {
     dir: PathBuf,
     db: Mutex<Connection>,
     data_key: DataKey,
+    /// The keyed digests of what the host withholds (`crate::withhold`).
+    withhold: Arc<crate::withhold::Withhold>,
     /// Bumped whenever a task is recorded or changes state, so that event
     /// streams wake at once instead of polling.
     changes: tokio::sync::watch::Sender<TaskChange>,
@@ -118,6 +120,7 @@ impl Store {
         durable::check_mark(dir, &db)?;
         migrate(&db).with_context(|| format!("database {}", path.display()))?;
         let data_key = DataKey::load_or_create(dir)?;
+        let withhold = Arc::new(crate::withhold::Withhold::load_or_create(dir)?);
         create_private_dir(&dir.join("blobs/sealed"))?;
         lease::create_dir(dir)?;
         drop(setup);
@@ -125,6 +128,7 @@ impl Store {
             dir: dir.to_path_buf(),
             db: Mutex::new(db),
             data_key,
+            withhold,
             changes: tokio::sync::watch::Sender::new(TaskChange::default()),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
@@ -157,6 +161,7 @@ impl Store {
             dir: self.dir.clone(),
             db: Mutex::new(db),
             data_key: DataKey::load_or_create(&self.dir)?,
+            withhold: self.withhold.clone(),
             changes: tokio::sync::watch::Sender::new(TaskChange::default()),
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
@@ -193,6 +198,18 @@ impl Store {
             Some(checkpointer) => checkpointer.watch(db),
             None => Ok(()),
         }
+    }
+
+    /// The data key (`crate::seal`): T3/T4 artifacts and the task messages
+    /// that rest sealed.
+    pub(crate) fn data_key(&self) -> &DataKey {
+        &self.data_key
+    }
+
+    /// The keyed digests of what the host withholds from receipts, packs
+    /// and answers (`crate::withhold`).
+    pub fn withhold(&self) -> &Arc<crate::withhold::Withhold> {
+        &self.withhold
     }
 
     /// The data directory.

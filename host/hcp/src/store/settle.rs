@@ -25,6 +25,9 @@ pub(crate) struct SettleWrite {
     from: TaskState,
     to: TaskState,
     result: String,
+    /// `result` sealed with the data key: what is stored when the task's
+    /// messages rest sealed (a T3/T4 task, or a sealed `task_submit`).
+    sealed: String,
     at: String,
 }
 
@@ -34,14 +37,36 @@ impl SettleWrite {
     /// `from` to the final state `to` with its final answer `result`.
     /// Whoever commits it calls [`Store::task_moved`] when it moved the
     /// task; whoever fails to commit it settles the task another way.
-    pub(crate) fn new(task_id: &str, from: TaskState, to: TaskState, result: &Value) -> Self {
-        Self {
+    /// The final answer rests sealed with `key` when it holds a string the
+    /// credential detector flags, or when the task's messages do (its data
+    /// class is T3 or T4, or its `task_submit` rests sealed: decided in the
+    /// write, from the task's row).
+    ///
+    /// # Errors
+    ///
+    /// The cipher or the random source failed.
+    pub(crate) fn new(
+        key: &crate::seal::DataKey,
+        task_id: &str,
+        from: TaskState,
+        to: TaskState,
+        result: &Value,
+    ) -> Result<Self> {
+        let text = result.to_string();
+        let sealed = super::tasks::seal_message(key, task_id, "result", &text)?;
+        let result = if crate::withhold::holds_credential(result) {
+            sealed.clone()
+        } else {
+            text
+        };
+        Ok(Self {
             task_id: task_id.to_owned(),
             from,
             to,
-            result: result.to_string(),
+            result,
+            sealed,
             at: now(),
-        }
+        })
     }
 
     /// The status of the task once this is written (as
@@ -67,7 +92,9 @@ impl SettleWrite {
     pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<bool> {
         Ok(db
             .prepare_cached(
-                "UPDATE tasks SET state = ?3, result = ?4, updated_at = ?5
+                "UPDATE tasks SET state = ?3, updated_at = ?5,
+                   result = CASE WHEN data_class IN ('T3', 'T4') OR submit LIKE 'sealed:%'
+                     THEN ?6 ELSE ?4 END
                  WHERE task_id = ?1 AND state = ?2",
             )?
             .execute(params![
@@ -75,7 +102,8 @@ impl SettleWrite {
                 self.from.as_str(),
                 self.to.as_str(),
                 self.result,
-                self.at
+                self.at,
+                self.sealed,
             ])?
             == 1)
     }
@@ -162,7 +190,8 @@ impl Store {
     ) -> Result<bool> {
         let mut db = self.db();
         let tx = db.transaction()?;
-        let moved = SettleWrite::new(task_id, from, TaskState::Failed, result).apply(&tx)?;
+        let moved = SettleWrite::new(&self.data_key, task_id, from, TaskState::Failed, result)?
+            .apply(&tx)?;
         if moved && close_route {
             super::replies::let_go(&tx, task_id)?;
         } else if moved {
@@ -177,7 +206,8 @@ impl Store {
     }
 
     fn write_settled(&self, u: &Unsettled) -> Result<bool> {
-        let moved = SettleWrite::new(&u.task_id, u.from, u.to, &u.result).apply(&self.db())?;
+        let moved = SettleWrite::new(&self.data_key, &u.task_id, u.from, u.to, &u.result)?
+            .apply(&self.db())?;
         if moved {
             self.task_moved(&u.task_id, u.to);
         }
@@ -306,7 +336,14 @@ mod tests {
             store
                 .transition(&task.task_id, TaskState::Queued, TaskState::Running)
                 .expect("run");
-            let write = SettleWrite::new(&task.task_id, TaskState::Running, to, &answer);
+            let write = SettleWrite::new(
+                &store.data_key,
+                &task.task_id,
+                TaskState::Running,
+                to,
+                &answer,
+            )
+            .expect("write");
             assert!(write.apply(&store.db()).expect("write"));
             let read = store
                 .task_status(&task.task_id)

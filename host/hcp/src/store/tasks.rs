@@ -5,6 +5,7 @@
 //! original task and its answer instead of creating a second one.
 
 use super::{Store, now};
+use crate::seal::DataKey;
 use anyhow::{Context as _, Result};
 use hcp_contracts::message::{Envelope, MessageType, TaskAccepted, TaskSubmit};
 use hcp_policy::Admission;
@@ -217,6 +218,72 @@ fn json(text: Option<String>) -> Result<Option<Value>> {
         .transpose()
 }
 
+/// How a message sealed at rest starts in its column: `sealed:` and the
+/// base64 of its [`DataKey::seal`] form (a JSON text never starts so).
+const SEALED: &str = "sealed:";
+
+/// What a sealed message is bound to: its task and its column, so that
+/// no sealed message opens in another's place.
+fn sealed_for(task_id: &str, column: &str) -> String {
+    format!("tasks:{task_id}:{column}")
+}
+
+/// `text`, the `column` message of `task_id`, sealed with `key`.
+///
+/// # Errors
+///
+/// The cipher or the random source failed.
+pub(crate) fn seal_message(
+    key: &DataKey,
+    task_id: &str,
+    column: &str,
+    text: &str,
+) -> Result<String> {
+    use base64::Engine as _;
+    let sealed = key.seal(text.as_bytes(), &sealed_for(task_id, column))?;
+    Ok(format!(
+        "{SEALED}{}",
+        base64::engine::general_purpose::STANDARD.encode(sealed)
+    ))
+}
+
+/// A stored message as its text: opened when it is sealed.
+fn open_message(key: &DataKey, task_id: &str, column: &str, text: String) -> Result<String> {
+    use base64::Engine as _;
+    let Some(body) = text.strip_prefix(SEALED) else {
+        return Ok(text);
+    };
+    let sealed = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .with_context(|| format!("task {task_id}: sealed {column} is not base64"))?;
+    let plain = key
+        .open(&sealed, &sealed_for(task_id, column))
+        .with_context(|| format!("task {task_id}: sealed {column}"))?;
+    String::from_utf8(plain).with_context(|| format!("task {task_id}: sealed {column}"))
+}
+
+/// A stored message as JSON, opened when sealed.
+fn message(
+    key: &DataKey,
+    task_id: &str,
+    column: &str,
+    text: Option<String>,
+) -> Result<Option<Value>> {
+    json(
+        text.map(|t| open_message(key, task_id, column, t))
+            .transpose()?,
+    )
+}
+
+/// Whether a task's messages rest sealed (`crate::seal`, the data key of
+/// T3/T4 artifacts): its `task_submit` claims T3 or T4
+/// (`constraints.data_classification`), or holds a string the credential
+/// detector flags (`crate::withhold`).
+pub(crate) fn seals_messages(submit: &Value) -> bool {
+    let claimed = submit["payload"]["constraints"]["data_classification"].as_str();
+    matches!(claimed, Some("T3" | "T4")) || crate::withhold::holds_credential(submit)
+}
+
 fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 15]> {
     let mut out: [Option<String>; 15] = Default::default();
     for (i, slot) in out.iter_mut().enumerate() {
@@ -233,7 +300,7 @@ fn payload_of(submit: &Value) -> Option<TaskSubmit> {
         .and_then(|p| TaskSubmit::deserialize(p).ok())
 }
 
-fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
+fn task_record(key: &DataKey, row: [Option<String>; 15]) -> Result<TaskRecord> {
     let [
         task_id,
         caller_id,
@@ -252,16 +319,18 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         admission,
     ] = row;
     let req = |v: Option<String>, what: &str| v.with_context(|| format!("task without {what}"));
-    let submit: Value =
-        serde_json::from_str(&req(submit, "submission")?).context("stored submission")?;
-    let answer = json(answer)?;
+    let task_id = req(task_id, "id")?;
+    let submit = open_message(key, &task_id, "submit", req(submit, "submission")?)?;
+    let submit: Value = serde_json::from_str(&submit).context("stored submission")?;
+    let answer = message(key, &task_id, "answer", answer)?;
     let admission = admission
         .map(|a| serde_json::from_str(&a).context("stored admission"))
         .transpose()?;
     Ok(TaskRecord {
         payload: payload_of(&submit),
         session: answer.as_ref().and_then(SessionIssued::of),
-        task_id: req(task_id, "id")?,
+        result: message(key, &task_id, "result", result)?,
+        task_id,
         caller_id: req(caller_id, "caller")?,
         message_id: req(message_id, "message id")?,
         capability: req(capability, "capability")?,
@@ -272,7 +341,6 @@ fn task_record(row: [Option<String>; 15]) -> Result<TaskRecord> {
         data_class,
         submit,
         answer,
-        result: json(result)?,
         created_at: req(created_at, "creation time")?,
         updated_at: req(updated_at, "update time")?,
         admission,
@@ -498,13 +566,19 @@ impl Store {
         // the admission, the refusal), and that sync of the log file covers
         // this commit, which precedes it there. A concurrent submission of
         // the same message waits for this one's answer (`submit_lock`).
+        // A sensitive message rests sealed (see [`seals_messages`]).
+        let text = if seals_messages(submit) {
+            seal_message(&self.data_key, &task_id, "submit", &submit.to_string())?
+        } else {
+            submit.to_string()
+        };
         let earlier = super::unsynced(&mut db, |db| {
             let tx = db.transaction()?;
             let inserted = tx.prepare_cached(
                 "INSERT INTO tasks (task_id, caller_id, message_id, capability, state, submit, created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, 'received', ?5, ?6, ?6)
                  ON CONFLICT (caller_id, message_id) DO NOTHING")?.execute(
-                params![task_id, caller_id, message_id, capability, submit.to_string(), at],
+                params![task_id, caller_id, message_id, capability, text, at],
             )?;
             // A new task is what was just written; a duplicate is read.
             let earlier = if inserted == 1 {
@@ -525,7 +599,7 @@ impl Store {
         })?;
         drop(db);
         if let Some(row) = earlier {
-            return Ok(Submitted::Duplicate(task_record(row)?));
+            return Ok(Submitted::Duplicate(task_record(&self.data_key, row)?));
         }
         let record = TaskRecord {
             payload: payload_of(submit),
@@ -675,7 +749,7 @@ impl Store {
             ))?
             .query_row(params![task_id], task_row)
             .optional()?;
-        row.map(task_record).transpose()
+        row.map(|r| task_record(&self.data_key, r)).transpose()
     }
 
     /// A task's state and when it last changed, without reading the rest
@@ -727,8 +801,8 @@ impl Store {
             caller_id,
             state: TaskState::parse_name(&state)?,
             updated_at,
-            result: json(result)?,
-            answer: json(answer)?,
+            result: message(&self.data_key, task_id, "result", result)?,
+            answer: message(&self.data_key, task_id, "answer", answer)?,
         }))
     }
 
@@ -748,7 +822,7 @@ impl Store {
                 task_row,
             )
             .optional()?;
-        row.map(task_record).transpose()
+        row.map(|r| task_record(&self.data_key, r)).transpose()
     }
 
     /// Tasks, newest first, optionally in one state.
@@ -901,7 +975,9 @@ impl Store {
             ))?
             .query_map(values.as_slice(), task_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        rows.into_iter().map(task_record).collect()
+        rows.into_iter()
+            .map(|r| task_record(&self.data_key, r))
+            .collect()
     }
 }
 
@@ -917,12 +993,25 @@ pub(crate) type StoredMessages = (String, Option<String>, Option<String>);
 /// The database fails.
 pub(crate) fn stored_messages(
     db: &rusqlite::Connection,
+    key: &DataKey,
     task_id: &str,
 ) -> Result<Option<StoredMessages>> {
-    Ok(db
+    let row: Option<(String, Option<String>, Option<String>)> = db
         .prepare_cached("SELECT submit, answer, result FROM tasks WHERE task_id = ?1")?
         .query_row(params![task_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?)
+        .optional()?;
+    let Some((submit, answer, result)) = row else {
+        return Ok(None);
+    };
+    let open = |column: &str, text: Option<String>| {
+        text.map(|t| open_message(key, task_id, column, t))
+            .transpose()
+    };
+    Ok(Some((
+        open_message(key, task_id, "submit", submit)?,
+        open("answer", answer)?,
+        open("result", result)?,
+    )))
 }
 
 /// A caller's tasks waiting to run: through the index of states, whose

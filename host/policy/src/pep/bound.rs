@@ -33,7 +33,11 @@ const FIELD_BYTES: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FullArgs {
-    /// SHA-256 of the whole call's canonical form (the receipt's `args_hash`).
+    /// SHA-256 of the whole call's canonical form (the receipt's
+    /// `args_hash`); for a call whose credentials the host withheld (the
+    /// call recorded with keyed digests in their place, its text whole or
+    /// bounded), of the recorded form: a hash of the clear text would
+    /// confirm a guessed secret.
     pub args_hash: Digest,
     /// What the whole call charges to the `bytes` budget ([`Call::bytes`]).
     pub bytes: u64,

@@ -1,9 +1,12 @@
-//! Does a text look like a secret? The heuristics behind
-//! `credential_warning`.
+//! Does a text look like a secret? The one credential detector of the
+//! host: behind an HID proposal's `credential_warning`, and behind what the
+//! host withholds from its receipts, its evidence packs and its database
+//! (task inputs, host-call arguments, task outputs; see [`flagged`] and
+//! [`redact_json`]).
 //!
 //! A warning, not a refusal: the operator sees it, must acknowledge it to
-//! approve, and the session log keeps only the text's length and hash. The
-//! heuristics, each tested both ways (`tests` below):
+//! approve, and the session log keeps only the text's length and a keyed
+//! digest. The heuristics, each tested both ways (`tests` below):
 //!
 //! 1. **A secret assigned to a name**: one of [`SECRET_NAMES`] (any case,
 //!    ignoring `_`, `-` and `.`, e.g. `PASSWORD`, `api_key`, `client-secret`)
@@ -90,6 +93,97 @@ pub enum Signal {
     PemBlock,
     /// A long high-entropy word.
     HighEntropy,
+}
+
+/// Whether a JSON member named `key` holding `value` is to be withheld:
+/// `value` looks like a secret ([`looks_like_secret`]), or `key` is a
+/// secret's name (`{"password": "hunter2"}`: the value alone says nothing)
+/// and `value` is not empty.
+pub fn flagged(key: Option<&str>, value: &str) -> bool {
+    (!value.is_empty() && key.is_some_and(is_secret_name)) || looks_like_secret(value).is_some()
+}
+
+/// Whether `name` names a secret (`password`, `DB_PASSWORD`,
+/// `aws.secret-access-key`, `githubToken`), by the rule of heuristic 1.
+pub fn is_secret_name(name: &str) -> bool {
+    name.len() <= 128 && secret_name(&name.to_ascii_lowercase())
+}
+
+/// `value` with every string [`flagged`] replaced by what `withhold`
+/// makes of it, and whether any was; `None` when nothing is flagged (no
+/// copy is made). A string's key is the name of the member holding it (the
+/// nearest one, for a string in an array). Strings at a JSON pointer
+/// `keep` accepts are kept as they are (what a decision read), and so are
+/// object keys.
+pub fn redact_json(
+    value: &serde_json::Value,
+    keep: &dyn Fn(&str) -> bool,
+    withhold: &mut dyn FnMut(&str) -> String,
+) -> Option<serde_json::Value> {
+    if !any_flagged(value, None, 0) {
+        return None;
+    }
+    let mut out = value.clone();
+    let mut pointer = String::new();
+    redact_in(&mut out, None, &mut pointer, keep, withhold, 0);
+    Some(out)
+}
+
+/// Whether any string of `value` is [`flagged`] (as [`redact_json`] finds
+/// them), without a copy.
+pub fn json_flagged(value: &serde_json::Value) -> bool {
+    any_flagged(value, None, 0)
+}
+
+/// How deep [`redact_json`] looks (serde_json reads no deeper than 128).
+const MAX_DEPTH: usize = 256;
+
+fn any_flagged(value: &serde_json::Value, key: Option<&str>, depth: usize) -> bool {
+    use serde_json::Value;
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    match value {
+        Value::String(s) => flagged(key, s),
+        Value::Array(items) => items.iter().any(|v| any_flagged(v, key, depth + 1)),
+        Value::Object(map) => map.iter().any(|(k, v)| any_flagged(v, Some(k), depth + 1)),
+        _ => false,
+    }
+}
+
+fn redact_in(
+    value: &mut serde_json::Value,
+    key: Option<&str>,
+    pointer: &mut String,
+    keep: &dyn Fn(&str) -> bool,
+    withhold: &mut dyn FnMut(&str) -> String,
+    depth: usize,
+) {
+    use serde_json::Value;
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let len = pointer.len();
+    match value {
+        Value::String(s) if flagged(key, s) && !keep(pointer) => *s = withhold(s),
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                pointer.push('/');
+                pointer.push_str(&i.to_string());
+                redact_in(item, key, pointer, keep, withhold, depth + 1);
+                pointer.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (k, item) in map.iter_mut() {
+                pointer.push('/');
+                pointer.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                redact_in(item, Some(k), pointer, keep, withhold, depth + 1);
+                pointer.truncate(len);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// The first heuristic `text` matches, if any.
@@ -294,6 +388,34 @@ mod tests {
         ] {
             assert_eq!(looks_like_secret(text), Some(signal), "{text:?}");
         }
+    }
+
+    #[test]
+    fn flagged_members_are_withheld_and_kept_pointers_are_not() {
+        let inputs = serde_json::json!({
+            "note": "connect with password=hunter2",
+            "password": "hunter2",
+            "user": "lab",
+            "list": ["plain", "token: abc123"],
+            "nested": {"db_password": "x", "kept": "secret=y"},
+        });
+        let mut seen = Vec::new();
+        let out = redact_json(&inputs, &|p| p == "/nested/kept", &mut |s| {
+            seen.push(s.to_owned());
+            "W".to_owned()
+        })
+        .expect("flagged");
+        assert_eq!(
+            out,
+            serde_json::json!({
+                "note": "W", "password": "W", "user": "lab",
+                "list": ["plain", "W"],
+                "nested": {"db_password": "W", "kept": "secret=y"},
+            })
+        );
+        assert_eq!(seen.len(), 4, "{seen:?}");
+        let plain = serde_json::json!({"user": "lab", "n": 3, "password": ""});
+        assert_eq!(redact_json(&plain, &|_| false, &mut |_| "W".into()), None);
     }
 
     #[test]
