@@ -251,7 +251,13 @@ impl Host {
         // task's state says so.
         self.record_abandoned(&task, if amqp { "amqp" } else { "http" }, &reason)?;
         self.recorder.close_session(&session);
-        let settle = SettleWrite::new(task_id, TaskState::Running, TaskState::Failed, &answer);
+        let settle = SettleWrite::new(
+            self.store.data_key(),
+            task_id,
+            TaskState::Running,
+            TaskState::Failed,
+            &answer,
+        )?;
         let moved = match self
             .recorder
             .flush_with(&session, move |db| settle.apply(db))
