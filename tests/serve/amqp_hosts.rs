@@ -76,7 +76,10 @@ impl Final {
 struct Stored {
     /// Tasks that began to run: running or completed, failed by a restart
     /// while running, or with a `session.open` receipt (which a SIGKILL
-    /// may catch before it is stored).
+    /// may catch before it is stored). A failure that rests sealed (the
+    /// seed's task is T3) cannot be read here: one without a
+    /// `gate.abandoned` receipt counts as run, which can only count too
+    /// many.
     ran: usize,
     /// Tasks let go with a `gate.abandoned` receipt.
     abandoned: usize,
@@ -98,8 +101,12 @@ fn stored(data: &Path) -> (BTreeMap<String, Stored>, usize) {
         .prepare(
             "SELECT t.message_id, t.state, \
                t.state IN ('running', 'completed') \
-               OR json_extract(t.result, '$.payload.error_message') \
+               OR CASE WHEN json_valid(t.result) \
+                  THEN json_extract(t.result, '$.payload.error_message') ELSE '' END \
                   = 'the host stopped while the task was running' \
+               OR (coalesce(t.result LIKE 'sealed:%', 0) AND t.state = 'failed' AND NOT EXISTS \
+                (SELECT 1 FROM receipt_marks m \
+                 WHERE m.task_id = t.task_id AND m.call = 'gate.abandoned')) \
                OR EXISTS (SELECT 1 FROM receipt_marks m \
                 WHERE m.task_id = t.task_id AND m.call = 'session.open'), \
                (SELECT count(*) FROM receipt_marks m \
