@@ -11,6 +11,7 @@ mod bundles;
 mod conventions;
 mod fs_containment;
 mod lost;
+mod physical;
 mod python;
 
 use hcp_contracts::message::{Envelope, MessageType};

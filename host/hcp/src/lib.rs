@@ -14,6 +14,7 @@ macro_rules! phase {
 }
 
 pub mod cli;
+pub mod compile_child;
 pub mod engine;
 pub mod evidence;
 pub mod hid;

@@ -5,7 +5,7 @@ use crate::files::{Comparison, EscalationRule, UnattendedRule, Weekday};
 use crate::ids::RuleId;
 use crate::units::{Unit, number};
 use hcp_contracts::RiskLevel;
-use hcp_contracts::manifest::Declaration;
+use hcp_contracts::manifest::{Declaration, FloorSource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -18,6 +18,9 @@ pub enum BaseSource {
     Default,
     /// The declaration's `safety.risk_floor`.
     Declaration,
+    /// The declaration's `safety.involves_physical_resources` (R4, seed
+    /// 000), with no `risk_floor` declared and no `base` in `risk.json`.
+    Physical,
     /// `risk.json`'s `base` for the capability.
     Policy,
 }
@@ -28,6 +31,7 @@ impl BaseSource {
         match self {
             Self::Default => "default",
             Self::Declaration => "the declaration's risk_floor",
+            Self::Physical => "the declaration's involves_physical_resources",
             Self::Policy => "risk.json",
         }
     }
@@ -96,20 +100,28 @@ impl Assessment {
     }
 }
 
-/// The base level: the highest of R1, the declaration's `risk_floor` and
-/// the policy's `base` (a policy never lowers the author's floor).
+/// The base level: the declaration's floor ([`Safety::floor`]: its
+/// `risk_floor`, else R4 for a capability involving physical resources,
+/// else R1), or the policy's `base` above R1 when one is set (a policy
+/// never lowers the author's declared `risk_floor`; it may set the base of
+/// a physical capability that declares none, as the operator's own
+/// assessment of it).
+///
+/// [`Safety::floor`]: hcp_contracts::manifest::Safety::floor
 pub(crate) fn base(
     declaration: &Declaration,
     policy: Option<RiskLevel>,
 ) -> (RiskLevel, BaseSource) {
-    let mut base = (RiskLevel::R1, BaseSource::Default);
-    if let Some(floor) = declaration.safety.risk_floor
-        && floor > base.0
-    {
-        base = (floor, BaseSource::Declaration);
-    }
+    let (floor, source) = declaration.safety.floor();
+    let mut base = match source {
+        FloorSource::Default => (floor, BaseSource::Default),
+        FloorSource::Declared if floor > RiskLevel::R1 => (floor, BaseSource::Declaration),
+        FloorSource::Declared => (floor, BaseSource::Default),
+        FloorSource::Physical => (floor, BaseSource::Physical),
+    };
+    let declared = declaration.safety.risk_floor.unwrap_or(RiskLevel::R1);
     if let Some(policy) = policy
-        && policy >= base.0
+        && policy >= declared
         && policy > RiskLevel::R1
     {
         base = (policy, BaseSource::Policy);
@@ -367,6 +379,44 @@ mod tests {
         assert_eq!(
             base(&declaration(None), Some(RiskLevel::R1)),
             (RiskLevel::R1, BaseSource::Default)
+        );
+    }
+
+    /// Seed 000's R4 is "operations involving physical resources": a
+    /// capability declaring them starts there (it started at R1 under a
+    /// policy without an entry for it, and ran without the approval it
+    /// requires), unless its author declares a floor or the operator's
+    /// `risk.json` sets its base.
+    #[test]
+    fn a_physical_capability_starts_at_r4_unless_a_floor_or_a_base_is_set() {
+        let physical = |floor: Option<&str>| {
+            let mut d = declaration(floor);
+            d.safety.involves_physical_resources = true;
+            d
+        };
+        assert_eq!(
+            base(&physical(None), None),
+            (RiskLevel::R4, BaseSource::Physical)
+        );
+        assert_eq!(
+            BaseSource::Physical.describe(),
+            "the declaration's involves_physical_resources"
+        );
+        assert_eq!(
+            base(&physical(None), Some(RiskLevel::R1)),
+            (RiskLevel::R4, BaseSource::Physical)
+        );
+        assert_eq!(
+            base(&physical(None), Some(RiskLevel::R3)),
+            (RiskLevel::R3, BaseSource::Policy)
+        );
+        assert_eq!(
+            base(&physical(Some("R2")), None),
+            (RiskLevel::R2, BaseSource::Declaration)
+        );
+        assert_eq!(
+            base(&physical(Some("R3")), Some(RiskLevel::R2)),
+            (RiskLevel::R3, BaseSource::Declaration)
         );
     }
 

@@ -57,7 +57,9 @@ pub use credential::{CredentialHash, hash_credential};
 pub use envelope::{EffectiveEnvelope, EnvelopeError, tighten};
 pub use file_kind::PolicyFile;
 pub use files::CallerKind;
-pub use gate::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage, approval_required};
+pub use gate::{
+    Admission, AdmissionRequest, ApprovalReach, EquipmentState, Rejection, Stage, approval_required,
+};
 pub use ids::{CallerId, CapabilityName, IdError, ResourceType, RuleId};
 pub use install::InstallPolicy;
 pub use load::{FileProblem, PolicyError};

@@ -493,3 +493,52 @@ fn decisions_are_replayable() {
     assert_eq!(admit(&replayed, &hot), first);
     assert_eq!(admit(&replayed, &cvd_submit()), admit(&set, &cvd_submit()));
 }
+
+/// Whether the policy can ever ask the approval a declaration requires:
+/// the shipped policy asks it of CVD from R3 (its base); with CVD's entry
+/// gone from `risk.json`, its R4 floor (physical resources) still asks it;
+/// a capability that requires approval but that nothing raises to R3 is
+/// never asked (what `hcp review` and `hcp install` warn about).
+#[test]
+fn an_approval_the_policy_never_asks_for_is_found() {
+    let set = shipped();
+    let cvd = cvd_manifest();
+    let reach = set.approval_reach(&cvd.capability).expect("required");
+    assert!(reach.reachable, "{}", reach.detail);
+    assert_eq!(
+        reach.detail,
+        "asked for tasks assessed R3 or above (base R3 from risk.json; 4 escalation rules or \
+         unattended windows raise it to at most R5; ceiling R4)"
+    );
+    let empty = with_file("risk.json", r#"{"capabilities": {}}"#);
+    let reach = empty.approval_reach(&cvd.capability).expect("required");
+    assert!(reach.reachable, "{}", reach.detail);
+    assert!(
+        reach.detail.starts_with(
+            "asked for tasks assessed R4 or above (base R4 from the declaration's \
+             involves_physical_resources;"
+        ),
+        "{}",
+        reach.detail
+    );
+    // Above the ceiling is refused, never asked.
+    let mut declaration = cvd.capability.clone();
+    declaration.safety.risk_ceiling = RiskLevel::R2;
+    let reach = set.approval_reach(&declaration).expect("required");
+    assert!(!reach.reachable, "{}", reach.detail);
+    // Another capability (no unattended window of CVD's), not physical.
+    let mut declaration = cvd.capability.clone();
+    declaration.name = "another".into();
+    declaration.safety.involves_physical_resources = false;
+    let reach = empty.approval_reach(&declaration).expect("required");
+    assert!(!reach.reachable, "{}", reach.detail);
+    assert_eq!(
+        reach.detail,
+        "the declaration requires human approval, but this policy never asks for it: approval \
+         is asked from R3, and no task of another can be admitted at R3 or above (base R1 from \
+         default; no escalation rule or unattended window raises it; ceiling R4); its tasks run \
+         without one. Give it a base of R3 or above in risk.json, or an escalation rule"
+    );
+    declaration.safety.requires_human_approval = false;
+    assert_eq!(set.approval_reach(&declaration), None);
+}

@@ -47,6 +47,24 @@ pub struct SandboxConfig {
     /// may lie in: the installed capabilities' directory, where a bundle's
     /// own data (`${manifest_dir}/<dir>`) is installed.
     pub read_only_within: Vec<PathBuf>,
+    /// Compiles a component somewhere else first (`hcp`: a child process
+    /// under CPU and memory limits, into the cache), before this process
+    /// compiles it, which then finds it in the cache. `None`: compiled
+    /// here.
+    pub compile_guard: Option<Arc<dyn CompileGuard>>,
+}
+
+/// Compiles an untrusted component out of the host's process, within
+/// limits, before the host compiles it ([`SandboxConfig::compile_guard`]).
+pub trait CompileGuard: Send + Sync + std::fmt::Debug {
+    /// Compiles `component` of `capability` (`name@version`) into the
+    /// engine's cache, or says why it was refused (over a limit, does not
+    /// compile).
+    ///
+    /// # Errors
+    ///
+    /// Why the component is refused, in words.
+    fn compile(&self, capability: &str, component: &[u8]) -> Result<(), String>;
 }
 
 impl Default for SandboxConfig {
@@ -62,6 +80,7 @@ impl Default for SandboxConfig {
             enforcement: true,
             host_dirs: Vec::new(),
             read_only_within: Vec::new(),
+            compile_guard: None,
         }
     }
 }
@@ -87,6 +106,10 @@ pub enum EngineError {
 pub(crate) struct SharedEngine {
     pub(crate) engine: Engine,
     pub(crate) config: SandboxConfig,
+    /// Digests of the components [`SandboxConfig::compile_guard`] compiled
+    /// already (into the cache), so that a later compile of the same one
+    /// is not sent out again.
+    pub(crate) guarded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
     _ticker: Arc<Ticker>,
 }
 
@@ -161,6 +184,7 @@ impl SharedEngine {
         Ok(Self {
             engine,
             config,
+            guarded: Arc::default(),
             _ticker: Arc::new(Ticker(stop)),
         })
     }

@@ -26,6 +26,7 @@
 
 pub mod audit;
 mod bindings;
+pub mod code_bounds;
 mod engine;
 mod fs;
 mod fs_write;
@@ -41,7 +42,7 @@ pub mod tasklog;
 mod units;
 
 pub use audit::SurfaceReport;
-pub use engine::{EngineError, SandboxConfig};
+pub use engine::{CompileGuard, EngineError, SandboxConfig};
 pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
@@ -138,6 +139,57 @@ impl Sandbox {
         self.audited(manifest).map(|(report, _)| report)
     }
 
+    /// The audit, and for a component it allows, what comes before
+    /// compiling it, without compiling it in this process: the bounds on
+    /// code ([`code_bounds`]) and the compile guard
+    /// ([`SandboxConfig::compile_guard`], which leaves the compiled code in
+    /// the cache). A later [`Sandbox::prepare`] or [`Sandbox::audit`] of
+    /// the same component compiles it from the cache: an install vets a
+    /// bundle this way before it takes the capabilities' lock, so that the
+    /// compile does not hold it.
+    ///
+    /// # Errors
+    ///
+    /// A function past the bounds, or the guard refused it.
+    pub fn vet(&self, manifest: &Manifest) -> Result<SurfaceReport, PrepareError> {
+        let report = prepare::audit(manifest);
+        if let Some(report) = report.as_ref().filter(|r| !r.allowed) {
+            return Ok(report.clone());
+        }
+        prepare::guard(
+            &self.engine,
+            &manifest.id(),
+            &manifest.component.digest,
+            &manifest.component.bytes,
+        )?;
+        match report {
+            Some(report) => Ok(report),
+            // Unreadable, yet it compiled: read what the compiled one says.
+            None => self.audit(manifest),
+        }
+    }
+
+    /// Compiles `bytes` (the component of `capability`) in this process,
+    /// through the cache, after checking it against the bounds on code;
+    /// nothing else (no audit, no compile guard). What the `hcp` child
+    /// process that a compile guard starts does.
+    ///
+    /// # Errors
+    ///
+    /// A function past the bounds, or the component does not compile.
+    pub fn compile_into_cache(&self, capability: &str, bytes: &[u8]) -> Result<(), PrepareError> {
+        code_bounds::check(bytes).map_err(|error| PrepareError::CodeBounds {
+            capability: capability.to_owned(),
+            error,
+        })?;
+        wasmtime::component::Component::from_binary(&self.engine.engine, bytes)
+            .map(drop)
+            .map_err(|error| PrepareError::Compile {
+                capability: capability.to_owned(),
+                error,
+            })
+    }
+
     /// The audit, and the compiled component unless it was refused.
     fn audited(
         &self,
@@ -223,7 +275,7 @@ impl PreparedCapability {
 
     /// A governor for a task of this capability run without a gate (tests,
     /// benchmarks, tools): the manifest's grants and limits, `envelope` (the
-    /// task's), the manifest's risk floor, no budget beyond the manifest's
+    /// task's), the declaration's risk floor (`Safety::floor`), no budget beyond the manifest's
     /// limits, the default dispatch settings ([`pep::DEFAULT_SCAN`]),
     /// verdicts to `sink`.
     ///
@@ -241,13 +293,7 @@ impl PreparedCapability {
             task_id,
             session_id,
             caller: "standalone",
-            risk_level: self
-                .manifest
-                .doc
-                .capability
-                .safety
-                .risk_floor
-                .unwrap_or(hcp_contracts::RiskLevel::R1),
+            risk_level: self.manifest.doc.capability.safety.floor().0,
             data_classification: hcp_contracts::DataClass::T1,
             envelope,
             expires_at_ms: pep::now_ms()
@@ -436,6 +482,24 @@ impl PreparedCapability {
         .await;
         let result = match outcome {
             Ok(Ok(returned)) => task::returned(returned, manifest.limits.output_bytes),
+            // A trap while instantiating is the guest's own code running
+            // (a core module's start function): it ends as the same trap
+            // during the call would (a deadline is a `timeout`, a stop by
+            // the PEP a `safety_violation`), saying where. Anything else
+            // (a link or an allocation the host could not make) is the
+            // host's `resource_unavailable`.
+            Ok(Err((true, e))) if task::is_guest_trap(&e) => {
+                let mut failure = task::trapped(
+                    &e,
+                    &store.data().limiter,
+                    request.deadline,
+                    self.engine.config.max_wasm_stack,
+                );
+                failure
+                    .message
+                    .push_str(" (while instantiating, in a start function)");
+                RunResult::Failed(failure)
+            }
             Ok(Err((true, e))) => RunResult::Failed(RunFailure::new(
                 ErrorCode::ResourceUnavailable,
                 format!(
@@ -512,3 +576,6 @@ impl PreparedCapability {
         run
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -30,6 +30,24 @@ pub enum PrepareError {
         /// wasmtime's error.
         error: wasmtime::Error,
     },
+    /// A function past the bounds on code ([`crate::code_bounds`]):
+    /// refused before it is compiled.
+    #[error("{capability}: {error}")]
+    CodeBounds {
+        /// `name@version`.
+        capability: String,
+        /// The function and the bound.
+        error: crate::code_bounds::CodeBoundsError,
+    },
+    /// The compile guard ([`crate::CompileGuard`]) refused it: over its
+    /// limits, or it does not compile.
+    #[error("{capability}: {reason}")]
+    Guarded {
+        /// `name@version`.
+        capability: String,
+        /// Why.
+        reason: String,
+    },
     /// Imports outside the grants.
     #[error("{}", refusal_message(.0))]
     Refused(Box<SurfaceReport>),
@@ -70,17 +88,61 @@ fn refusal_message(report: &SurfaceReport) -> String {
     msg
 }
 
-/// Compiles the manifest's component (through the cache).
+/// Compiles the manifest's component (through the cache), after checking
+/// its code against the bounds of [`crate::code_bounds`].
 pub(crate) fn compile(
     engine: &SharedEngine,
     manifest: &Manifest,
 ) -> Result<Component, PrepareError> {
+    guard(
+        engine,
+        &manifest.id(),
+        &manifest.component.digest,
+        &manifest.component.bytes,
+    )?;
     Component::from_binary(&engine.engine, &manifest.component.bytes).map_err(|error| {
         PrepareError::Compile {
             capability: manifest.id(),
             error,
         }
     })
+}
+
+/// What comes before compiling `bytes` (of `capability`, whose digest is
+/// `digest`) in this process: the bounds on code ([`crate::code_bounds`]),
+/// then the engine's compile guard, once per component, which leaves the
+/// compiled code in the cache.
+pub(crate) fn guard(
+    engine: &SharedEngine,
+    capability: &str,
+    digest: &str,
+    bytes: &[u8],
+) -> Result<(), PrepareError> {
+    crate::code_bounds::check(bytes).map_err(|error| PrepareError::CodeBounds {
+        capability: capability.to_owned(),
+        error,
+    })?;
+    let Some(guard) = &engine.config.compile_guard else {
+        return Ok(());
+    };
+    let done = |g: &std::sync::Mutex<std::collections::HashSet<String>>| {
+        g.lock().unwrap_or_else(|e| e.into_inner()).contains(digest)
+    };
+    if done(&engine.guarded) {
+        return Ok(());
+    }
+    guard
+        .compile(capability, bytes)
+        .map_err(|reason| PrepareError::Guarded {
+            capability: capability.to_owned(),
+            reason,
+        })?;
+    engine
+        .guarded
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(digest.to_owned());
+    Ok(())
 }
 
 /// Audits the manifest's component against its grants from its binary,

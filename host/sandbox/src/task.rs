@@ -486,6 +486,12 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
+/// Whether `error` is a trap of the guest's own code (a wasm trap, or the
+/// PEP stopping it at an epoch tick) rather than a fault of the host.
+pub(crate) fn is_guest_trap(error: &wasmtime::Error) -> bool {
+    error.downcast_ref::<wasmtime::Trap>().is_some() || error.downcast_ref::<Stopped>().is_some()
+}
+
 pub(crate) fn trapped(
     error: &wasmtime::Error,
     limiter: &TaskLimiter,

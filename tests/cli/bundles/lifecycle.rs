@@ -204,6 +204,27 @@ fn several_versions_side_by_side_and_widening_upgrades() {
     assert_eq!(v["versions"], json!(["1.0.0", "1.1.0", "1.2.0"]));
 }
 
+/// A version that differs from an installed one only in build metadata is
+/// refused: a task pinned `=1.0.0` ran `1.0.0+build.2` installed beside
+/// `1.0.0` (a range ignores build metadata, and the selection took the
+/// higher by it), other code than the pin named.
+#[test]
+fn a_version_equal_in_precedence_to_an_installed_one_is_refused() {
+    let lab = Lab::new();
+    lab.trust("acme");
+    lab.ok(&["install", s(&lab.trivial("1.0.0", json!({})))]);
+    lab.refused(
+        &lab.trivial("1.0.0+build.2", json!({})),
+        &[],
+        "trivial@1.0.0+build.2 is equal in precedence to the installed trivial@1.0.0 (versions \
+         that differ only in build metadata are the same version to a task's \
+         capability_version): hcp remove trivial@1.0.0 first, or give this one another version",
+    );
+    lab.nothing_half_installed(&["trivial@1.0.0".to_owned()]);
+    // Another version installs beside it as before.
+    lab.ok(&["install", s(&lab.trivial("1.0.1+build.2", json!({})))]);
+}
+
 #[test]
 fn unsigned_bundles_install_only_with_allow_unsigned() {
     let lab = Lab::new();

@@ -5,6 +5,7 @@
 //! left behind: no staging directory, no install directory, no registry
 //! record.
 
+mod bombs;
 mod lifecycle;
 mod refusals;
 mod review;

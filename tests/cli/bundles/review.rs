@@ -45,20 +45,23 @@ fn review_of_each_example_bundle() {
             .iter()
             .map(|c| c["check"].as_str().expect("check"))
             .collect();
-        assert_eq!(
-            checks,
-            [
-                "signature",
-                "trust",
-                "world",
-                "manifest",
-                "audit",
-                "grants",
-                "policy",
-                "envelope",
-                "upgrade"
-            ]
-        );
+        // `approval` only for a declaration that requires it.
+        let approval = plugin == "cvd-material-synthesis";
+        let expected: Vec<&str> = [
+            "signature",
+            "trust",
+            "world",
+            "manifest",
+            "audit",
+            "grants",
+            "policy",
+            "envelope",
+        ]
+        .into_iter()
+        .chain(approval.then_some("approval"))
+        .chain(["upgrade"])
+        .collect();
+        assert_eq!(checks, expected);
     }
     let cvd = lab.work.path().join("cvd-material-synthesis.hcpb");
     let out = lab.hcp.run(&["review", "--json", s(&cvd)]);
@@ -85,6 +88,50 @@ fn review_of_each_example_bundle() {
         text.contains("  FLAG  signature  unsigned: nobody vouches for this bundle;"),
         "{text}"
     );
+}
+
+/// A capability that requires human approval, which the operator's policy
+/// can never ask for (nothing assesses its tasks at R3 or above): `hcp
+/// review` warns (it showed every check passing) and `hcp install` warns
+/// too; both still let it in.
+#[test]
+fn a_declared_approval_the_policy_never_asks_for_is_a_warning() {
+    let lab = Lab::new();
+    lab.trust("acme");
+    let dir = lab.plugin("approved", |m| {
+        m.set("/capability/safety/requires_human_approval", json!(true))
+            .set("/capability/safety/risk_ceiling", json!("R4"))
+    });
+    let bundle = lab.pack(&dir, "approved.hcpb");
+    lab.sign(&bundle, "acme");
+    let why = "the declaration requires human approval, but this policy never asks for it: \
+               approval is asked from R3, and no task of trivial can be admitted at R3 or above \
+               (base R1 from default; no escalation rule or unattended window raises it; ceiling \
+               R4); its tasks run without one. Give it a base of R3 or above in risk.json, or an \
+               escalation rule";
+    let out = lab.hcp.run(&["review", s(&bundle)]);
+    assert_eq!(code(&out), 0, "{}{}", stdout(&out), stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("verdict: installable (see WARN below)\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("  WARN  approval   {why}\n")),
+        "{text}"
+    );
+    let out = lab.hcp.run(&["review", "--json", s(&bundle)]);
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("json");
+    assert!(
+        v["verdicts"]
+            .as_array()
+            .expect("verdicts")
+            .iter()
+            .any(|c| c["check"] == "approval" && c["status"] == "warn" && c["detail"] == why),
+        "{v:#}"
+    );
+    let out = lab.ok(&["install", s(&bundle)]);
+    assert_eq!(stderr(&out), format!("WARNING: trivial@1.0.0: {why}\n"));
 }
 
 /// `component.wasm` with a custom section appended: the same program,

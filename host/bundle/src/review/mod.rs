@@ -108,6 +108,22 @@ pub struct Findings {
     /// cannot be computed (a policy that does not load, or an envelope the
     /// gate cannot merge and so refuses every task of).
     pub effective_envelope: Result<EffectiveEnvelope, String>,
+    /// For a declaration that requires human approval: whether the
+    /// operator's policy can ever ask for it, or why that could not be
+    /// found out (a policy that does not load). `None` when the
+    /// declaration requires none.
+    pub approval: Option<Result<ApprovalFinding, String>>,
+}
+
+/// Whether the gate can ever ask a human to approve a task of a
+/// capability whose declaration requires approval, under the operator's
+/// policy (as the host's gate assesses risk).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalFinding {
+    /// Some task can be admitted at a level that needs approval.
+    pub asked: bool,
+    /// Why, in words.
+    pub detail: String,
 }
 
 /// A verdict's outcome.
@@ -128,7 +144,8 @@ pub enum Status {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     /// `signature`, `trust`, `world`, `manifest`, `audit`, `grants`,
-    /// `policy`, `envelope`, `upgrade`.
+    /// `policy`, `envelope`, `approval` (only when the declaration requires
+    /// approval), `upgrade`.
     pub check: &'static str,
     /// Outcome.
     pub status: Status,
@@ -337,6 +354,9 @@ impl Review {
             }),
         ));
         verdicts.push(envelope_verdict(doc, &findings.effective_envelope));
+        if let Some(approval) = &findings.approval {
+            verdicts.push(approval_verdict(approval));
+        }
         let upgrade = findings.installed.as_ref().map(|(id, old)| Upgrade {
             installed: id.clone(),
             changes: diff::compare(old, doc),
@@ -450,6 +470,21 @@ impl Review {
             exports,
             upgrade,
         }
+    }
+}
+
+/// A declared approval the policy can never ask for is a warning: the
+/// capability's tasks run without the human its publisher asks for.
+fn approval_verdict(approval: &Result<ApprovalFinding, String>) -> Verdict {
+    let (status, detail) = match approval {
+        Ok(a) if a.asked => (Status::Pass, a.detail.clone()),
+        Ok(a) => (Status::Warn, a.detail.clone()),
+        Err(e) => (Status::Warn, format!("not checked: {e}")),
+    };
+    Verdict {
+        check: "approval",
+        status,
+        detail,
     }
 }
 

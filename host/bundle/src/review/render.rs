@@ -3,7 +3,7 @@
 //! limits ([`super::text`] and [`super::markdown`] lay them out).
 
 use super::{Review, Status};
-use hcp_contracts::manifest::EnvelopeParameter;
+use hcp_contracts::manifest::{EnvelopeParameter, FloorSource};
 use std::fmt::Write as _;
 
 pub(super) fn status_word(s: Status) -> &'static str {
@@ -91,8 +91,13 @@ pub(super) fn safety_lines(r: &Review) -> Vec<(&'static str, String)> {
         ("risk_ceiling", s.risk_ceiling.to_string()),
         (
             "risk_floor",
-            s.risk_floor
-                .map_or_else(|| "R1 (default)".to_owned(), |f| f.to_string()),
+            match s.floor() {
+                (floor, FloorSource::Declared) => floor.to_string(),
+                (floor, FloorSource::Physical) => {
+                    format!("{floor} (default for involves_physical_resources)")
+                }
+                (floor, FloorSource::Default) => format!("{floor} (default)"),
+            },
         ),
         (
             "requires_human_approval",

@@ -72,6 +72,33 @@ pub struct Safety {
     pub hazard_categories: Vec<String>,
 }
 
+/// Where a declaration's risk floor comes from ([`Safety::floor`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloorSource {
+    /// Nothing declared one: R1.
+    Default,
+    /// `safety.risk_floor`.
+    Declared,
+    /// `safety.involves_physical_resources` without a `risk_floor`: R4.
+    Physical,
+}
+
+impl Safety {
+    /// The lowest level the declaration lets a task of this capability be
+    /// assessed at: its `risk_floor` when it declares one; else R4 when
+    /// it involves physical resources (seed 000: R4 is "operations
+    /// involving physical resources"); else R1. The gate's assessment
+    /// starts here (an operator's `risk.json` may set another base, never
+    /// below a declared `risk_floor`).
+    pub fn floor(&self) -> (RiskLevel, FloorSource) {
+        match self.risk_floor {
+            Some(floor) => (floor, FloorSource::Declared),
+            None if self.involves_physical_resources => (RiskLevel::R4, FloorSource::Physical),
+            None => (RiskLevel::R1, FloorSource::Default),
+        }
+    }
+}
+
 /// Constraints section of the declaration.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,8 +14,8 @@ mod hashed;
 mod load;
 
 pub use doc::{
-    Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FsGrantDoc,
-    GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
+    Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FloorSource,
+    FsGrantDoc, GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
 };
 pub use fs_grant::dir_identity;
 pub use hashed::component_hashes;

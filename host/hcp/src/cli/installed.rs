@@ -77,6 +77,9 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
              its install receipt records that it is unsigned."
         );
     }
+    for warning in &outcome.warnings {
+        eprintln!("WARNING: {warning}");
+    }
     if outcome.replaced_leftover {
         eprintln!(
             "note: replaced a leftover directory of an interrupted install at {}",

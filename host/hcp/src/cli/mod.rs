@@ -128,6 +128,11 @@ pub enum Command {
     Completions(docs::CompletionsArgs),
     /// Write the manual pages (roff), or print `hcp`'s own.
     Man(docs::ManArgs),
+    /// Internal: compile a component read from stdin into the cache, under
+    /// the CPU and memory limits given (what `hcp install`, `review` and
+    /// `surface` start to compile a component out of their own process).
+    #[command(name = "compile-component", hide = true)]
+    CompileComponent(crate::compile_child::ChildArgs),
 }
 
 /// A command's result: the exit code, or an error for stderr (exit 2).
@@ -169,6 +174,7 @@ pub fn main() -> ExitCode {
         Command::Policy(cmd) => policy::run(cmd),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),
+        Command::CompileComponent(args) => Ok(crate::compile_child::child_main(&args)),
     };
     match result {
         Ok(code) => code,
@@ -291,18 +297,37 @@ pub(crate) fn sandbox(paths: &Paths) -> anyhow::Result<hcp_sandbox::Sandbox> {
         // installed components) or the policies.
         host_dirs: vec![paths.data_dir.clone(), paths.policies_dir.clone()],
         read_only_within: vec![paths.data_dir.join("capabilities")],
+        // Install and review meet components nobody here has vetted: they
+        // are compiled in a child process under limits first.
+        compile_guard: Some(child_compile(&paths.cache_dir)?),
         ..hcp_sandbox::SandboxConfig::default()
     })?)
 }
 
-/// The sandbox settings of this host, compiled code cached in `cache_dir`.
+/// The sandbox settings of this host, compiled code cached in `cache_dir`,
+/// components compiled in a child process under limits first (`hcp
+/// surface` meets components nobody here has vetted).
 pub(crate) fn sandbox_caching_in(
     cache_dir: &std::path::Path,
 ) -> anyhow::Result<hcp_sandbox::Sandbox> {
     Ok(hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
         cache_dir: Some(cache_dir.to_owned()),
+        compile_guard: Some(child_compile(cache_dir)?),
         ..hcp_sandbox::SandboxConfig::default()
     })?)
+}
+
+/// The compile guard that compiles into `cache_dir` in a child process
+/// ([`crate::compile_child`]), within the limits of the environment.
+fn child_compile(
+    cache_dir: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<dyn hcp_sandbox::CompileGuard>> {
+    Ok(std::sync::Arc::new(
+        crate::compile_child::ChildCompile::new(
+            cache_dir.to_owned(),
+            crate::compile_child::CompileLimits::from_env()?,
+        )?,
+    ))
 }
 
 /// Loads a manifest, warning on stderr when its component digest is not

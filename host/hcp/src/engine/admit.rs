@@ -16,7 +16,7 @@ use super::Host;
 use super::answers::job_status;
 use super::receipts::AdmissionFacts;
 use super::submission::{AnswerKind, Submission, refusal};
-use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
+use crate::store::{Selection, TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use anyhow::Result;
 use hcp_contracts::message::{CheckedSubmit, RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::problem;
@@ -101,10 +101,17 @@ impl Host {
             self.refuse_at_gate(task, facts, refusal(code, text, None), true)
         };
         let lookup = phase!("gate.capability");
-        let Some(installed) = self
+        let installed = match self
             .store
             .select(&submit.capability, &checked.version_req)?
-        else {
+        {
+            Selection::One(installed) => Some(installed),
+            Selection::None => None,
+            Selection::Ambiguous(why) => {
+                return refuse(&facts, RejectReason::CapabilityNotFound, why);
+            }
+        };
+        let Some(installed) = installed else {
             let versions: Vec<String> = self
                 .store
                 .installed()?

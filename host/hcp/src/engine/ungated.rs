@@ -10,7 +10,7 @@ use super::submission::{TaskMessage, refusal};
 use anyhow::{Context as _, Result};
 use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{CheckedSubmit, Envelope, RejectReason, TaskRejected};
-use hcp_contracts::{DataClass, RiskLevel, problem};
+use hcp_contracts::{DataClass, problem};
 use hcp_sandbox::pep::Standalone;
 use hcp_sandbox::tasklog::LogEntry;
 use hcp_sandbox::{TaskRequest, TaskStore};
@@ -106,8 +106,9 @@ impl UngatedTask {
 }
 
 impl Host {
-    /// Runs a checked task without the gate: at the manifest's risk floor
-    /// (R1 when none), the data class the caller claims (T1 when none),
+    /// Runs a checked task without the gate: at the declaration's risk
+    /// floor (`Safety::floor`: its `risk_floor`, else R4 when it involves
+    /// physical resources, else R1), the data class the caller claims (T1 when none),
     /// the manifest's envelope, the policy's budgets for the caller and the
     /// capability. Its messages and receipts are recorded like any task's.
     ///
@@ -126,12 +127,7 @@ impl Host {
         let session_id = format!("session-{}", uuid::Uuid::new_v4());
         let task_id = format!("task-{}", uuid::Uuid::now_v7());
         let deadline = crate::lifecycle::deadline(&manifest, &checked);
-        let risk_level = manifest
-            .doc
-            .capability
-            .safety
-            .risk_floor
-            .unwrap_or(RiskLevel::R1);
+        let risk_level = manifest.doc.capability.safety.floor().0;
         let data_classification = submit
             .constraints
             .as_ref()

@@ -49,11 +49,14 @@ pub fn install_manifest(
     let doc = installed_doc(&manifest)?;
     let caps = Capabilities::lock(store.dir())?;
     let version = manifest.version.to_string();
-    if store
-        .installed_version(manifest.name(), &version)?
-        .is_some()
-    {
-        anyhow::bail!("{} is already installed", manifest.id());
+    if let Some(same) = store.installed_equal(manifest.name(), &manifest.version)? {
+        if same.version == manifest.version {
+            anyhow::bail!("{} is already installed", manifest.id());
+        }
+        anyhow::bail!(
+            "{}",
+            crate::store::same_precedence_message(&manifest.id(), &same)
+        );
     }
     let staging = caps.stage()?;
     staging.write(COMPONENT, &manifest.component.bytes)?;

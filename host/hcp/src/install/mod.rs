@@ -3,11 +3,15 @@
 //! An install runs every check before anything lands in place, in this
 //! order: the bundle's format (every entry checked) and the component's
 //! digest; the publisher's signature and the trust store (or
-//! `--allow-unsigned`); the world version; whether that version is
+//! `--allow-unsigned`); the world version; whether that version, or one
+//! equal to it in precedence (differing only in build metadata), is
 //! installed already; the manifest (digest required); the operator's
 //! install policy; the comparison with the highest installed version
 //! (wider needs `--accept-new-grants`); the surface audit and compilation
-//! (through the on-disk cache, which is left warm). The install is staged in
+//! (through the on-disk cache, which is left warm). The component is
+//! compiled first, before the capabilities' lock is taken (see
+//! [`Sandbox::vet`]): under `hcp install`, in a child process under CPU
+//! and memory limits ([`crate::compile_child`]). The install is staged in
 //! `<data dir>/capabilities/.staging-<uuid>/`, with its host-signed install
 //! receipt, then moved into `<name>/<version>/` with one rename and recorded
 //! in the registry. A failure at any point deletes the staging directory
@@ -90,6 +94,9 @@ pub struct InstallOutcome {
     /// A leftover directory without a registry record (an interrupted
     /// install) was replaced.
     pub replaced_leftover: bool,
+    /// For the operator's attention; the install went ahead (a human
+    /// approval the declaration requires and the policy never asks for).
+    pub warnings: Vec<String>,
 }
 
 /// A bundle file read into memory.
@@ -171,12 +178,52 @@ fn unpack(bundle: &Bundle, staging: &Staging) -> Result<()> {
     Ok(())
 }
 
-/// Checks the staged manifest as an install loads it: digest required.
-fn check_manifest(bundle: &Bundle, staging: &Staging) -> Result<Manifest, InstallError> {
-    let base = staging
-        .dir()
+/// The bundle unpacked into a private temporary directory, outside the
+/// capabilities directory (no lock needed), and its manifest checked
+/// there as an install checks it (`Err`: why it is refused).
+fn unpacked(bundle: &Bundle) -> Result<(tempfile::TempDir, Result<Manifest, InstallError>)> {
+    let dir = tempfile::Builder::new()
+        .prefix("hcp-unpacked-")
+        .tempdir()
+        .context("a temporary directory to unpack the bundle into")?;
+    for data in bundle.data_dirs() {
+        std::fs::create_dir_all(dir.path().join(data))?;
+    }
+    // Entry paths are relative and checked by `Bundle::read` (no `..`, no
+    // absolute path): they stay inside the directory.
+    for (name, bytes) in bundle.entries() {
+        let target = dir.path().join(name);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&target, bytes).with_context(|| format!("{}", target.display()))?;
+    }
+    let manifest = check_manifest(bundle, dir.path());
+    Ok((dir, manifest))
+}
+
+/// Vets the bundle's component before anything is locked: the surface
+/// audit, then the bounds on code and the compile in a child process under
+/// limits ([`Sandbox::vet`], which leaves the compiled code in the cache
+/// for the install's own compile under the lock). A manifest or audit that
+/// refuses is left to the install's own checks, which say why.
+fn vet(sandbox: &Sandbox, bundle: &Bundle) -> Result<(), InstallError> {
+    let (_dir, manifest) = unpacked(bundle)?;
+    let Ok(manifest) = manifest else {
+        return Ok(());
+    };
+    sandbox
+        .vet(&manifest)
+        .map(drop)
+        .map_err(|e| InstallError::Refused(e.to_string()))
+}
+
+/// Checks the manifest unpacked in `dir` as an install loads it: digest
+/// required.
+fn check_manifest(bundle: &Bundle, dir: &Path) -> Result<Manifest, InstallError> {
+    let base = dir
         .canonicalize()
-        .with_context(|| format!("{}", staging.dir().display()))?;
+        .with_context(|| format!("{}", dir.display()))?;
     hcp_contracts::manifest::from_value(
         bundle.manifest().clone(),
         &base,
@@ -245,19 +292,29 @@ pub fn install(
     bundle.check_world().map_err(InstallError::Refused)?;
     let doc = bundle.doc();
     let (name, version) = (&doc.capability.name, &doc.capability.version);
+    // Compiled (in a child, within limits) before the lock: a component
+    // that takes long to compile never holds up another install.
+    vet(sandbox, &bundle)?;
     let caps = Capabilities::lock(store.dir())?;
-    if store.installed_version(name, version)?.is_some() {
-        return Err(InstallError::Refused(format!(
-            "{} is already installed (hcp remove {} first to replace it)",
-            bundle.id(),
-            bundle.id()
-        )));
+    // A version the manifest check would refuse cannot be installed.
+    if let Ok(parsed) = semver::Version::parse(version)
+        && let Some(same) = store.installed_equal(name, &parsed)?
+    {
+        return Err(InstallError::Refused(if same.version == parsed {
+            format!(
+                "{} is already installed (hcp remove {} first to replace it)",
+                bundle.id(),
+                bundle.id()
+            )
+        } else {
+            crate::store::same_precedence_message(&bundle.id(), &same)
+        }));
     }
     let policy = InstallPolicy::load(&options.policy_dir)
         .map_err(|e| anyhow::anyhow!("install policy: {e}"))?;
     let staging = caps.stage()?;
     unpack(&bundle, &staging)?;
-    let manifest = check_manifest(&bundle, &staging)?;
+    let manifest = check_manifest(&bundle, staging.dir())?;
     staging.write(DIRS_FILE, &dirs::record(&manifest)?)?;
     let reasons = policy.check(&manifest);
     if !reasons.is_empty() {
@@ -332,7 +389,30 @@ pub fn install(
         receipt,
         previous,
         replaced_leftover,
+        warnings: approval_warning(doc, &options.policy_dir)
+            .into_iter()
+            .collect(),
     })
+}
+
+/// The warning for a declaration that requires human approval the
+/// operator's policy never asks for ([`hcp_policy::PolicySet::approval_reach`],
+/// what `hcp review` reports as its `approval` verdict).
+fn approval_warning(doc: &ManifestDoc, policy_dir: &Path) -> Option<String> {
+    if !doc.capability.safety.requires_human_approval {
+        return None;
+    }
+    let id = format!("{}@{}", doc.capability.name, doc.capability.version);
+    match hcp_policy::PolicySet::load(policy_dir) {
+        Err(e) => Some(format!(
+            "{id} requires human approval; whether the policy ever asks for it was not checked: \
+             the operator's policy does not load: {e}"
+        )),
+        Ok(set) => set
+            .approval_reach(&doc.capability)
+            .filter(|reach| !reach.reachable)
+            .map(|reach| format!("{id}: {}", reach.detail)),
+    }
 }
 
 /// The last steps of every install: signs `record` with the host key,

@@ -1,11 +1,11 @@
 //! `hcp review`: the checks of an install, none of them refusing, nothing
 //! installed; the report is assembled by `hcp_bundle::review`.
 
-use super::{
-    BundleFile, Capabilities, InstallError, check_manifest, highest_installed, open, unpack,
-};
+use super::{BundleFile, InstallError, highest_installed, open, unpacked};
 use crate::store::Store;
-use hcp_bundle::review::{Audit, AuditedImport, EffectiveEnvelope, Findings, GrantKind, Review};
+use hcp_bundle::review::{
+    ApprovalFinding, Audit, AuditedImport, EffectiveEnvelope, Findings, GrantKind, Review,
+};
 use hcp_contracts::manifest::ManifestDoc;
 use hcp_policy::{InstallPolicy, PolicyFile, PolicySet};
 use hcp_sandbox::audit::{GrantedBy, ImportVerdict};
@@ -31,12 +31,9 @@ pub fn review(
         .iter()
         .map(crate::store::TrustedPublisher::as_trusted_key)
         .collect();
-    // Held until the staged copy is deleted: an install's sweep of
-    // leftovers must not delete it under the review.
-    let caps = Capabilities::lock(store.dir())?;
-    let staging = caps.stage()?;
-    unpack(&bundle, &staging)?;
-    let manifest = check_manifest(&bundle, &staging);
+    // Unpacked outside the capabilities directory: the review takes no
+    // lock, so that a long compile never holds up an install.
+    let (_unpacked, manifest) = unpacked(&bundle)?;
     let audit = match &manifest {
         Err(_) => Err("not run: the manifest is invalid".to_owned()),
         Ok(m) => sandbox
@@ -63,6 +60,7 @@ pub fn review(
         installed,
         installed_component,
         effective_envelope: effective_envelope(bundle.doc(), policy_dir),
+        approval: approval(bundle.doc(), policy_dir),
     };
     Ok(Review::new(&bundle, findings))
 }
@@ -88,6 +86,28 @@ fn effective_envelope(doc: &ManifestDoc, policy_dir: &Path) -> Result<EffectiveE
         has_entry: set.envelope_policy(&doc.capability.name).is_some(),
         envelope: merged.envelope,
         ignored: merged.ignored,
+    })
+}
+
+/// Whether the operator's policy can ever ask the approval the declaration
+/// requires ([`PolicySet::approval_reach`], the gate's own assessment);
+/// `None` when it requires none.
+fn approval(doc: &ManifestDoc, policy_dir: &Path) -> Option<Result<ApprovalFinding, String>> {
+    if !doc.capability.safety.requires_human_approval {
+        return None;
+    }
+    Some(match PolicySet::load(policy_dir) {
+        Err(e) => Err(format!("the operator's policy does not load: {e}")),
+        Ok(set) => Ok(set.approval_reach(&doc.capability).map_or_else(
+            || ApprovalFinding {
+                asked: true,
+                detail: "required by the declaration".to_owned(),
+            },
+            |reach| ApprovalFinding {
+                asked: reach.reachable,
+                detail: reach.detail,
+            },
+        )),
     })
 }
 

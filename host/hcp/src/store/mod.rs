@@ -37,7 +37,7 @@ pub(crate) use approvals::request_approval;
 pub use approvals::{ApprovalRecord, EXPIRY_LEASE, NotPending};
 pub use artifacts::{NoSuchArtifact, parse_artifact_uri};
 pub use lease::RunLease;
-pub use registry::Installed;
+pub use registry::{Installed, Selection, same_precedence_message};
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
 pub use tasks::{

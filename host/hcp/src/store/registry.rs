@@ -37,6 +37,18 @@ impl Installed {
     }
 }
 
+/// What a `capability_version` range selects among the installed versions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    /// The highest version it admits.
+    One(Installed),
+    /// No installed version matches.
+    None,
+    /// The highest versions it admits are equal in precedence (recorded by
+    /// a host that allowed it): why none is chosen.
+    Ambiguous(String),
+}
+
 /// name, version, dir, digest, publisher, unsigned, installed_at.
 type Row = (String, String, String, String, Option<String>, i64, String);
 
@@ -68,6 +80,58 @@ fn installed(
 }
 
 const COLUMNS: &str = "name, version, dir, digest, publisher, unsigned, installed_at";
+
+/// The installed version of `name` equal in precedence to `version`, read
+/// on `db` (the store's connection, or a transaction on it).
+fn equal_in_precedence(
+    db: &rusqlite::Connection,
+    name: &str,
+    version: &semver::Version,
+) -> Result<Option<Installed>> {
+    let rows = db
+        .prepare_cached(&format!(
+            "SELECT {COLUMNS} FROM capabilities WHERE name = ?1 AND major = ?2 AND minor = ?3 \
+             AND patch = ?4 ORDER BY version"
+        ))?
+        .query_map(
+            params![
+                name,
+                i64::try_from(version.major)?,
+                i64::try_from(version.minor)?,
+                i64::try_from(version.patch)?
+            ],
+            row,
+        )?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for found in rows {
+        let found = installed(found)?;
+        if found.version.cmp_precedence(version) == std::cmp::Ordering::Equal {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// Why `new` is not installed beside `installed`, equal to it in precedence.
+fn same_precedence(new: &Installed, installed: &Installed) -> String {
+    if new.version == installed.version {
+        format!("{} is already installed", new.id())
+    } else {
+        same_precedence_message(&new.id(), installed)
+    }
+}
+
+/// Why `new` (`name@version`) is refused beside `installed`, a different
+/// version equal to it in precedence.
+pub fn same_precedence_message(new: &str, installed: &Installed) -> String {
+    format!(
+        "{new} is equal in precedence to the installed {} (versions that differ only in build \
+         metadata are the same version to a task's capability_version): hcp remove {} first, \
+         or give this one another version",
+        installed.id(),
+        installed.id()
+    )
+}
 
 impl Store {
     /// Records an installed capability (replacing nothing: a version is
@@ -118,6 +182,12 @@ impl Store {
                     i.id()
                 );
             }
+        }
+        // One version per precedence: a task's `=1.0.0` names exactly one
+        // installed version (build metadata is ignored when versions are
+        // compared, so `1.0.0+build.2` would be run for it too).
+        if let Some(same) = equal_in_precedence(&tx, &i.name, v)? {
+            anyhow::bail!("{}", same_precedence(i, &same));
         }
         tx
             .prepare_cached(
@@ -177,17 +247,54 @@ impl Store {
         found.map(installed).transpose()
     }
 
-    /// The highest installed version of `name` that `req` admits.
+    /// The installed version of `name` equal in precedence to `version`
+    /// (the same version, or one that differs from it only in build
+    /// metadata), if any.
     ///
     /// # Errors
     ///
     /// The database fails.
-    pub fn select(&self, name: &str, req: &semver::VersionReq) -> Result<Option<Installed>> {
-        Ok(self
+    pub fn installed_equal(
+        &self,
+        name: &str,
+        version: &semver::Version,
+    ) -> Result<Option<Installed>> {
+        equal_in_precedence(&self.db(), name, version)
+    }
+
+    /// The highest installed version of `name` that `req` admits.
+    ///
+    /// Versions are compared by precedence, build metadata ignored (as
+    /// `req` ignores it): an install refuses a version equal in precedence
+    /// to an installed one, and two such versions recorded before that
+    /// refusal existed are [`Selection::Ambiguous`], never a choice made
+    /// by their metadata.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn select(&self, name: &str, req: &semver::VersionReq) -> Result<Selection> {
+        let mut matching: Vec<Installed> = self
             .installed()?
             .into_iter()
             .filter(|i| i.name == name && req.matches(&i.version))
-            .max_by(|a, b| a.version.cmp(&b.version)))
+            .collect();
+        matching.sort_by(|a, b| b.version.cmp_precedence(&a.version));
+        let mut highest = matching.into_iter();
+        let Some(top) = highest.next() else {
+            return Ok(Selection::None);
+        };
+        if let Some(next) = highest.next()
+            && top.version.cmp_precedence(&next.version) == std::cmp::Ordering::Equal
+        {
+            return Ok(Selection::Ambiguous(format!(
+                "{} and {} are both installed and equal in precedence (they differ only in build \
+                 metadata), so {req} does not name one of them: hcp remove one of them",
+                top.id(),
+                next.id()
+            )));
+        }
+        Ok(Selection::One(top))
     }
 
     /// Forgets an installed version (the caller removes its files).
@@ -204,6 +311,16 @@ impl Store {
             anyhow::bail!("{name}@{version} is not installed");
         }
         Ok(())
+    }
+}
+
+impl Selection {
+    /// The version selected, if one was.
+    pub fn one(self) -> Option<Installed> {
+        match self {
+            Self::One(installed) => Some(installed),
+            Self::None | Self::Ambiguous(_) => None,
+        }
     }
 }
 
@@ -271,6 +388,7 @@ mod tests {
             store
                 .select("cap", &semver::VersionReq::parse(r).expect("req"))
                 .expect("select")
+                .one()
                 .map(|i| i.version.to_string())
         };
         assert_eq!(pick("1.x").as_deref(), Some("1.10.0"));
@@ -280,5 +398,55 @@ mod tests {
         assert!(store.record_install(&at("1.0.0")).is_err());
         store.record_removal("cap", "1.10.0").expect("remove");
         assert_eq!(pick("1.x").as_deref(), Some("1.4.2"));
+    }
+
+    /// A version equal in precedence to an installed one (the same but
+    /// for its build metadata) is refused: `=1.0.0` would have run
+    /// `1.0.0+build.2`, since a range ignores build metadata and the
+    /// selection took the higher by it. Two such versions a host recorded
+    /// before the refusal make the selection ambiguous, never a choice.
+    #[test]
+    fn a_version_equal_in_precedence_to_an_installed_one_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        store.record_install(&at("1.0.0")).expect("install");
+        let e = store
+            .record_install(&at("1.0.0+build.2"))
+            .expect_err("installed beside 1.0.0");
+        assert_eq!(
+            e.to_string(),
+            "cap@1.0.0+build.2 is equal in precedence to the installed cap@1.0.0 (versions that \
+             differ only in build metadata are the same version to a task's capability_version): \
+             hcp remove cap@1.0.0 first, or give this one another version"
+        );
+        let e = store.record_install(&at("1.0.0")).expect_err("twice");
+        assert_eq!(e.to_string(), "cap@1.0.0 is already installed");
+        // A pre-release differs in precedence.
+        store.record_install(&at("1.0.0-rc.1")).expect("install");
+        let pin = semver::VersionReq::parse("=1.0.0").expect("req");
+        let picked = store.select("cap", &pin).expect("select");
+        assert_eq!(
+            picked.one().map(|i| i.version.to_string()).as_deref(),
+            Some("1.0.0")
+        );
+        // As an older host could have recorded it.
+        store
+            .db()
+            .execute(
+                "INSERT INTO capabilities (name, version, dir, digest, publisher, unsigned, \
+                 installed_at, major, minor, patch) VALUES ('cap', '1.0.0+build.2', '/x/b', \
+                 'sha256:00', NULL, 1, 't', 1, 0, 0)",
+                [],
+            )
+            .expect("insert");
+        assert_eq!(
+            store.select("cap", &pin).expect("select"),
+            Selection::Ambiguous(
+                "cap@1.0.0 and cap@1.0.0+build.2 are both installed and equal in precedence \
+                 (they differ only in build metadata), so =1.0.0 does not name one of them: \
+                 hcp remove one of them"
+                    .to_owned()
+            )
+        );
     }
 }

@@ -16,7 +16,8 @@ pub struct RiskFile {
     #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
     /// Profiles by capability name; a capability not listed starts at its
-    /// declaration's `risk_floor` (or R1) and has no rules.
+    /// declaration's floor (its `risk_floor`, else R4 when it involves
+    /// physical resources, else R1) and has no rules.
     pub capabilities: BTreeMap<CapabilityName, CapabilityRisk>,
 }
 
@@ -25,7 +26,8 @@ pub struct RiskFile {
 #[serde(deny_unknown_fields)]
 pub struct CapabilityRisk {
     /// Where assessment starts (the higher of this and the declaration's
-    /// `risk_floor`).
+    /// `risk_floor`; for a capability involving physical resources that
+    /// declares no `risk_floor`, this replaces its R4 floor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<RiskLevel>,
     /// Highest data classification tasks of this capability may carry.

@@ -16,6 +16,7 @@ mod approval;
 mod steps;
 mod types;
 
+pub use approval::ApprovalReach;
 pub use types::{Admission, AdmissionRequest, EquipmentState, Rejection, Stage};
 
 use crate::authz::{AuthzAction, AuthzContext};
