@@ -76,10 +76,7 @@ impl Final {
 struct Stored {
     /// Tasks that began to run: running or completed, failed by a restart
     /// while running, or with a `session.open` receipt (which a SIGKILL
-    /// may catch before it is stored). A failure that rests sealed (the
-    /// seed's task is T3) cannot be read here: one without a
-    /// `gate.abandoned` receipt counts as run, which can only count too
-    /// many.
+    /// may catch before it is stored).
     ran: usize,
     /// Tasks let go with a `gate.abandoned` receipt.
     abandoned: usize,
@@ -104,13 +101,11 @@ fn stored(data: &Path) -> (BTreeMap<String, Stored>, usize) {
                OR CASE WHEN json_valid(t.result) \
                   THEN json_extract(t.result, '$.payload.error_message') ELSE '' END \
                   = 'the host stopped while the task was running' \
-               OR (coalesce(t.result LIKE 'sealed:%', 0) AND t.state = 'failed' AND NOT EXISTS \
-                (SELECT 1 FROM receipt_marks m \
-                 WHERE m.task_id = t.task_id AND m.call = 'gate.abandoned')) \
                OR EXISTS (SELECT 1 FROM receipt_marks m \
                 WHERE m.task_id = t.task_id AND m.call = 'session.open'), \
                (SELECT count(*) FROM receipt_marks m \
-                WHERE m.task_id = t.task_id AND m.call = 'gate.abandoned') \
+                WHERE m.task_id = t.task_id AND m.call = 'gate.abandoned'), \
+               t.task_id, coalesce(t.result LIKE 'sealed:%', 0) \
              FROM tasks t",
         )
         .expect("prepare");
@@ -121,20 +116,37 @@ fn stored(data: &Path) -> (BTreeMap<String, Stored>, usize) {
                 r.get::<_, String>(1)?,
                 r.get::<_, i64>(2)?,
                 r.get::<_, i64>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, i64>(5)?,
             ))
         })
         .expect("query")
         .collect::<rusqlite::Result<Vec<_>>>()
         .expect("rows");
+    // A final answer that rests sealed (the seed's task is T3) is read
+    // through the store, which opens it, as the host's own commands do.
+    let mut store = None;
+    let mut stopped_while_running = |task_id: &str| {
+        let store = store.get_or_insert_with(|| {
+            hcp::store::Store::open(data).expect("open the host's store to read sealed answers")
+        });
+        let status = store.task_status(task_id).expect("a task's status");
+        status
+            .as_ref()
+            .and_then(|s| s.result.as_ref())
+            .and_then(|r| r["payload"]["error_message"].as_str())
+            == Some("the host stopped while the task was running")
+    };
     let mut by_submission: BTreeMap<String, Stored> = BTreeMap::new();
-    for (message_id, state, ran, abandoned) in rows {
+    for (message_id, state, ran, abandoned, task_id, sealed) in rows {
+        let ran = ran > 0 || (sealed > 0 && stopped_while_running(&task_id));
         let id = message_id
             .split("#released-")
             .next()
             .unwrap_or(&message_id)
             .to_owned();
         let entry = by_submission.entry(id).or_default();
-        entry.ran += usize::from(ran > 0);
+        entry.ran += usize::from(ran);
         entry.abandoned += usize::from(abandoned > 0);
         entry.open += usize::from(!matches!(
             state.as_str(),
