@@ -51,14 +51,19 @@ struct Lab {
 }
 
 fn lab() -> Lab {
+    lab_with_input_schema(None)
+}
+
+/// [`lab`], the probe declaring `input_schema` when one is given.
+fn lab_with_input_schema(input_schema: Option<Value>) -> Lab {
     let world = ProbeWorld::new();
     let policies = world.tmp.path().join("policies");
     policies_with_the_probe(&policies);
-    let manifest = world
-        .manifest
-        .clone()
-        .set("/grants/env", json!(["PATH"]))
-        .write(world.tmp.path());
+    let mut manifest = world.manifest.clone().set("/grants/env", json!(["PATH"]));
+    if let Some(schema) = input_schema {
+        manifest = manifest.set("/capability/input_schema", schema);
+    }
+    let manifest = manifest.write(world.tmp.path());
     let data = tempfile::tempdir().expect("tempdir");
     let host = Host::open(
         HostPaths {
@@ -287,4 +292,49 @@ async fn a_granted_env_vars_value_returned_by_a_guest_is_withheld() {
             file.display()
         );
     }
+}
+
+/// A refused submission whose message holds a credential: the answer that
+/// quotes it and what the task keeps of a large message (its prefix) rest
+/// with the credential withheld or sealed, never in clear.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_submission_quoting_a_credential_rests_without_it() {
+    let lab = lab_with_input_schema(Some(json!({
+        "type": "object",
+        "properties": {"action": {"enum": ["output", "each", "log"]}}
+    })));
+    let credential = format!("password={SECRET}");
+    // Refused by the inputs' schema (no such action), whose message quotes
+    // the value; large enough that the task keeps only its prefix.
+    let inputs = json!({
+        "action": credential,
+        "padding": "x".repeat(6000),
+    });
+    let m = probe_task("msg-refused-credential", "refused", inputs, "T1");
+    let s = lab
+        .host
+        .submit(&m, Auth::Transport("harness-alpha-001"))
+        .expect("submit");
+    assert_eq!(s.answer["type"], "task_rejected", "{}", s.answer);
+    let task = s.task_id.clone().expect("task id");
+    // A duplicate is answered the same, from what rests.
+    let again = lab
+        .host
+        .submit(&m, Auth::Transport("harness-alpha-001"))
+        .expect("submit again");
+    assert_eq!(again.answer, s.answer);
+    let bytes = database_bytes(lab.data.path());
+    assert!(
+        !holds(&bytes, SECRET),
+        "the refused message's credential rests in clear in hcp.db"
+    );
+    let (path, files) = unpacked(&lab.host, &task, lab.world.tmp.path());
+    for (file, bytes) in &files {
+        assert!(
+            !holds(bytes, SECRET),
+            "{} carries the credential in clear",
+            file.display()
+        );
+    }
+    replays(&path);
 }

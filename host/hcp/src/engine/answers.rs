@@ -90,10 +90,15 @@ impl Host {
     ) -> Result<Submission> {
         let kind = AnswerKind::Rejected(payload.reason_code);
         let (write, answer) = rejection(&task.task_id, payload)?;
+        // An answer quoting a credential of the message rests sealed (a
+        // duplicate is answered from it, opened).
+        let write = write.sealing_flagged_answer(self.store.data_key(), &answer)?;
         // A refused task is answered again from its answer (a duplicate)
         // and its receipt holds what the gate read: a large body is not
-        // kept whole a second time.
-        let write = match bounded_submission(&task.submit) {
+        // kept whole a second time. Its prefix is kept with the message's
+        // credentials withheld (the whole message rested sealed).
+        let withheld = self.store.withhold().json(&task.submit);
+        let write = match bounded_submission(withheld.as_ref().unwrap_or(&task.submit)) {
             Some(kept) => write.keeping_submit(&kept),
             None => write,
         };

@@ -422,6 +422,25 @@ impl TaskWrite {
         self
     }
 
+    /// This write, with its gate answer `answer` sealed with `key` when the
+    /// credential detector flags a string of it (a refusal quoting the
+    /// message); readers open it as every sealed message.
+    ///
+    /// # Errors
+    ///
+    /// The cipher or the random source failed.
+    pub(crate) fn sealing_flagged_answer(mut self, key: &DataKey, answer: &Value) -> Result<Self> {
+        if crate::withhold::holds_credential(answer) {
+            self.answer = Some(seal_message(
+                key,
+                &self.task_id,
+                "answer",
+                &answer.to_string(),
+            )?);
+        }
+        Ok(self)
+    }
+
     /// The task written to.
     pub(crate) fn task_id(&self) -> &str {
         &self.task_id
