@@ -142,22 +142,7 @@ fn unpack(path: &Path) -> anyhow::Result<(tempfile::TempDir, hcp_contracts::Mani
     })?;
     let bundle = Bundle::read(&file.bytes, &Limits::default())
         .with_context(|| format!("{shown}: not a manifest, nor a bundle"))?;
-    let dir = tempfile::Builder::new()
-        .prefix("hcp-surface-")
-        .tempdir()
-        .context("a temporary directory to unpack the bundle into")?;
-    for data in bundle.data_dirs() {
-        std::fs::create_dir_all(dir.path().join(data))?;
-    }
-    // Entry paths are relative and checked by `Bundle::read` (no `..`, no
-    // absolute path): they stay inside the directory.
-    for (name, bytes) in bundle.entries() {
-        let target = dir.path().join(name);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&target, bytes).with_context(|| format!("{}", target.display()))?;
-    }
+    let dir = crate::install::unpack_to_temp(&bundle, "hcp-surface-")?;
     let manifest = hcp_contracts::manifest::load(
         &dir.path().join(hcp_bundle::layout::MANIFEST),
         hcp_contracts::LoadOptions {

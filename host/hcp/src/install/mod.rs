@@ -182,8 +182,20 @@ fn unpack(bundle: &Bundle, staging: &Staging) -> Result<()> {
 /// capabilities directory (no lock needed), and its manifest checked
 /// there as an install checks it (`Err`: why it is refused).
 fn unpacked(bundle: &Bundle) -> Result<(tempfile::TempDir, Result<Manifest, InstallError>)> {
+    let dir = unpack_to_temp(bundle, "hcp-unpacked-")?;
+    let manifest = check_manifest(bundle, dir.path());
+    Ok((dir, manifest))
+}
+
+/// `bundle`'s files written into a new private temporary directory named
+/// with `prefix` (removed when the handle drops).
+///
+/// # Errors
+///
+/// The directory or a file cannot be made.
+pub(crate) fn unpack_to_temp(bundle: &Bundle, prefix: &str) -> Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new()
-        .prefix("hcp-unpacked-")
+        .prefix(prefix)
         .tempdir()
         .context("a temporary directory to unpack the bundle into")?;
     for data in bundle.data_dirs() {
@@ -198,8 +210,7 @@ fn unpacked(bundle: &Bundle) -> Result<(tempfile::TempDir, Result<Manifest, Inst
         }
         std::fs::write(&target, bytes).with_context(|| format!("{}", target.display()))?;
     }
-    let manifest = check_manifest(bundle, dir.path());
-    Ok((dir, manifest))
+    Ok(dir)
 }
 
 /// Vets the bundle's component before anything is locked: the surface
