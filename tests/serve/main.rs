@@ -90,14 +90,15 @@ impl Server {
             .append(true)
             .open(data.join("serve.log"))
             .expect("log file");
+        // A grace of 20 s unless `extra` names one.
+        let grace: &[&str] = if extra.contains(&"--shutdown-grace") {
+            &[]
+        } else {
+            &["--shutdown-grace", "PT20S"]
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_hcp"))
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--shutdown-grace",
-                "PT20S",
-            ])
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(grace)
             .args(extra)
             .env("HCP_DATA_DIR", data)
             .env("HCP_CACHE_DIR", cache_dir())

@@ -10,11 +10,9 @@ use super::{LOCAL, Server, paths};
 use hcp::engine::{Host, HostConfig};
 use hcp::evidence::{ReceiptFilter, recent_receipts};
 use hcp::store::TaskState;
-use hcp_tests::{ManifestBuilder, REPO_ROOT, SLEEPER, cache_dir};
+use hcp_tests::{ManifestBuilder, SLEEPER};
 use serde_json::json;
-use std::io::{BufRead as _, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A data directory with the sleeper guest installed as
@@ -43,39 +41,7 @@ fn sleeper_lab(granted: Option<&Path>) -> tempfile::TempDir {
 
 /// `hcp serve` on `data` with a shutdown grace of `grace`.
 fn start(data: &Path, grace: &str) -> Server {
-    let log = std::fs::File::create(data.join("serve.log")).expect("log file");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_hcp"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--shutdown-grace",
-            grace,
-        ])
-        .env("HCP_DATA_DIR", data)
-        .env("HCP_CACHE_DIR", cache_dir())
-        .env("HCP_LOG", "info")
-        .current_dir(REPO_ROOT)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .expect("spawn hcp serve");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut first)
-        .expect("read the listening line");
-    let base = first
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-        .to_owned();
-    let agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    Server { child, base, agent }
+    Server::start_with(data, &["--shutdown-grace", grace])
 }
 
 /// Submits a task that sleeps 60 s and waits until it runs.
