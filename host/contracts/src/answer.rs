@@ -138,7 +138,8 @@ impl Answer {
     /// Its name, as logs and listings show it: the message type
     /// (`task_completed`, ...), or `job_status`.
     pub fn kind_name(&self) -> &'static str {
-        self.message_type().map_or("job_status", MessageType::as_str)
+        self.message_type()
+            .map_or("job_status", MessageType::as_str)
     }
 
     /// The HCP message's `message_id` (`None` for a `job_status`).
@@ -208,9 +209,7 @@ impl Answer {
             MessageType::TaskCompleted => Self::Completed(wire.message()?),
             MessageType::TaskFailed => Self::Failed(wire.message()?),
             MessageType::TaskSubmit => {
-                return Err(serde_json::Error::custom(
-                    "a task_submit is not an answer",
-                ));
+                return Err(serde_json::Error::custom("a task_submit is not an answer"));
             }
         })
     }
