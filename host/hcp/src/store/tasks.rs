@@ -1154,6 +1154,57 @@ pub(super) mod tests {
     use hcp_contracts::message::{RejectReason, TaskCompleted, TaskRejected};
     use serde_json::json;
 
+    /// A task read back carries its payload unchecked, and checks it once,
+    /// when first asked: a listing or the outbox, which never ask, do not
+    /// check; the gate's check is carried as it was made.
+    #[test]
+    fn a_task_read_back_is_checked_when_first_asked_and_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let message = json!({"payload": {
+            "capability": "cap", "caller_id": "c1", "intent": "i", "inputs": {},
+            "capability_version": "1.x",
+            "constraints": {"max_duration": "PT5S"}
+        }});
+        let Submitted::New(task) = store
+            .submit("c1", "m-checked", "cap", &message)
+            .expect("submit")
+        else {
+            panic!("not new");
+        };
+        assert!(
+            task.checked.is_none(),
+            "a new task waits for the gate's check"
+        );
+        let read = store.task(&task.task_id).expect("read").expect("task");
+        let payload = read.checked.as_ref().expect("a payload");
+        assert!(payload.checked.get().is_none(), "checked as it was read");
+        let checked = read.checked().expect("payload").expect("checks");
+        assert_eq!(
+            checked.max_duration,
+            Some(std::time::Duration::from_secs(5))
+        );
+        assert!(payload.checked.get().is_some());
+        let first: *const CheckedSubmit = checked;
+        let again: *const CheckedSubmit = read.checked().expect("payload").expect("checks");
+        assert_eq!(first, again, "checked twice");
+        // The gate's check, carried: the same payload as the one read back.
+        let gate = CheckedPayload::of(payload.payload().expect("payload").clone());
+        assert!(gate.checked.get().is_some());
+        assert_eq!(&gate, payload);
+        // A payload that does not check: its problems, once.
+        let bad = json!({"payload": {
+            "capability": "cap", "caller_id": "c1", "intent": "i", "inputs": {},
+            "capability_version": "one"
+        }});
+        let Submitted::New(task) = store.submit("c1", "m-bad", "cap", &bad).expect("submit") else {
+            panic!("not new");
+        };
+        let read = store.task(&task.task_id).expect("read").expect("task");
+        let problems = read.checked().expect("payload").expect_err("refused");
+        assert_eq!(problems[0].pointer, "/payload/capability_version");
+    }
+
     /// A `task_completed` to store.
     pub(in crate::store) fn completed() -> Answer {
         Answer::completed(
