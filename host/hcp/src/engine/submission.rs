@@ -4,9 +4,10 @@
 //! things: it parses what it received once, into a [`TaskMessage`], and it
 //! says how the caller was authenticated ([`Auth`]). It hands both to
 //! [`Host::submit_task`] and delivers the [`Submission`] it gets back: the
-//! answer (a wire-ready HCP message or `job_status`), its typed
-//! [`AnswerKind`] (from which a transport picks its status, never from the
-//! answer's strings), and whether the task is ready to run now.
+//! answer (an [`Answer`], typed: an HCP message or a `job_status`, which
+//! the transport serializes), what it says ([`AnswerKind`], from which a
+//! transport picks its status, never from the answer's strings), and
+//! whether the task is ready to run now.
 
 use super::Host;
 use super::limits::Over;
