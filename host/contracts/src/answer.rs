@@ -395,6 +395,37 @@ mod tests {
         }
     }
 
+    /// The seeds' answers (the valid fixtures of `schemas/fixtures/hcp`)
+    /// read as typed answers and write back as the same JSON, and the
+    /// answers this module writes are valid HCP messages.
+    #[test]
+    fn the_seeds_answers_read_and_write_back_the_same() {
+        let root =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/fixtures/hcp");
+        let mut read = 0;
+        for kind in [
+            "task_accepted",
+            "task_rejected",
+            "task_completed",
+            "task_failed",
+        ] {
+            let dir = root.join(kind).join("valid");
+            for entry in std::fs::read_dir(&dir).expect("fixtures") {
+                let path = entry.expect("entry").path();
+                let text = std::fs::read_to_string(&path).expect("read");
+                let value: Value = serde_json::from_str(&text).expect("JSON");
+                let answer: Answer = serde_json::from_str(&text)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                assert_eq!(answer.kind_name(), kind, "{}", path.display());
+                let written = answer.to_value().expect("value");
+                assert_eq!(written, value, "{}", path.display());
+                Envelope::parse(&written).expect("a valid HCP message");
+                read += 1;
+            }
+        }
+        assert!(read >= 5, "{read} fixtures");
+    }
+
     #[test]
     fn a_job_status_reads_and_writes_in_its_order_with_its_result() {
         let text = r#"{"job_id":"task-1","status":"failed","service":"hcp","updated_at":"2026-01-01T00:00:00Z","message":"done","result":{"hcp_version":"1.0","message_id":"m","timestamp":"t","session_id":null,"type":"task_rejected","payload":{"reason_code":"forbidden","reason_message":"no"}}}"#;
