@@ -17,7 +17,7 @@ use hcp_policy::pep::PepDecider;
 use hcp_receipts::merkle::{self, ProofError};
 use hcp_receipts::pack::{self, Pack};
 use hcp_receipts::{HostKey, Receipt, Verdict, VerifyOptions, reason};
-use hcp_tests::{REPO_ROOT, cache_dir};
+use hcp_tests::{REPO_ROOT, cache_dir, wire};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -75,7 +75,7 @@ fn submit(host: &Host, m: &Value, caller: &str) -> Submission {
 async fn run(host: &Host, s: &Submission) -> Value {
     assert!(s.runnable, "not runnable: {}", s.answer);
     let id = s.task_id.as_deref().expect("task id");
-    host.run_task(id).await.expect("run").expect("ran")
+    wire(&host.run_task(id).await.expect("run").expect("ran"))
 }
 
 fn decide(host: &Host, s: &Submission, approved: bool) -> Submission {
@@ -143,18 +143,18 @@ async fn demo(host: &Host) -> Vec<String> {
         &example("cvd-material-synthesis", "cvd-1"),
         "harness-alpha-001",
     );
-    assert_eq!(cvd.answer["status"], "queued", "{}", cvd.answer);
+    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
     let accepted = decide(host, &cvd, true);
     assert_eq!(run(host, &accepted).await["type"], "task_completed");
     let mut hot = example("cvd-material-synthesis", "cvd-hot");
     hot["payload"]["caller_id"] = json!("harness-beta-002");
     hot["payload"]["inputs"]["temperature_range"]["max"] = json!(1200);
     let hot = submit(host, &hot, "harness-beta-002");
-    assert_eq!(hot.answer["payload"]["reason_code"], "risk_too_high");
+    assert_eq!(wire(&hot.answer)["payload"]["reason_code"], "risk_too_high");
     let mut bad = example("document-analysis", "doc-bad");
     bad["payload"]["inputs"]["analysis_type"] = json!("everything");
     let bad = submit(host, &bad, "harness-local-01");
-    assert_eq!(bad.answer["payload"]["reason_code"], "invalid_input");
+    assert_eq!(wire(&bad.answer)["payload"]["reason_code"], "invalid_input");
     let refused = submit(
         host,
         &example("cvd-material-synthesis", "cvd-2"),
@@ -162,7 +162,7 @@ async fn demo(host: &Host) -> Vec<String> {
     );
     let rejected = decide(host, &refused, false);
     assert_eq!(
-        rejected.answer["payload"]["reason_code"],
+        wire(&rejected.answer)["payload"]["reason_code"],
         "approval_rejected"
     );
     [doc, cvd, hot, bad, refused]
@@ -505,7 +505,8 @@ async fn a_hostile_message_gets_its_refusal_and_its_receipt() {
     m["payload"]["capability_version"] = json!(format!("\u{1b}[2J{}", "\u{7}".repeat(120)));
     let s = submit(&host, &m, "harness-local-01");
     assert_eq!(
-        s.answer["payload"]["reason_code"], "invalid_input",
+        wire(&s.answer)["payload"]["reason_code"],
+        "invalid_input",
         "{}",
         s.answer
     );

@@ -7,7 +7,7 @@ use super::{decide, example, export_all, run, submit, verify, weekday_morning};
 use hcp::engine::{Host, HostConfig, HostPaths, ReloadError};
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::{Verdict, reason};
-use hcp_tests::{REPO_ROOT, cache_dir};
+use hcp_tests::{REPO_ROOT, cache_dir, wire};
 use std::path::Path;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -49,7 +49,7 @@ async fn a_reload_is_recorded_and_every_receipt_replays_under_its_own_policy() {
         &example("cvd-material-synthesis", "cvd-1"),
         "harness-alpha-001",
     );
-    assert_eq!(cvd.answer["status"], "queued", "{}", cvd.answer);
+    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
 
     // An edit alone changes nothing; a reload swaps the set.
     let callers = policies.path().join("callers.json");

@@ -9,6 +9,7 @@ use hcp::evidence::ClockOutOfRange;
 use hcp::store::TaskState;
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::{Verdict, reason};
+use hcp_tests::wire;
 
 /// A task submitted over AMQP is written with its route, which says the
 /// task is not the host's yet: nothing starts it until the transport
@@ -22,7 +23,12 @@ async fn a_task_submitted_over_amqp_comes_with_its_route() {
     let replying =
         |host: &hcp::engine::Host, m: &serde_json::Value| submit_replying(host, m).expect("submit");
     let held = replying(&host, &example("document-analysis", "amqp-routed"));
-    assert_eq!(held.answer["type"], "task_accepted", "{}", held.answer);
+    assert_eq!(
+        wire(&held.answer)["type"],
+        "task_accepted",
+        "{}",
+        held.answer
+    );
     let held = held.task_id.expect("recorded");
     let routes = host.store.open_routes().expect("routes");
     assert_eq!(routes.len(), 1);
@@ -48,7 +54,8 @@ async fn a_task_submitted_over_amqp_comes_with_its_route() {
     unknown["payload"]["capability"] = "no-such-capability".into();
     let refused = replying(&host, &unknown);
     assert_eq!(
-        refused.answer["type"], "task_rejected",
+        wire(&refused.answer)["type"],
+        "task_rejected",
         "{}",
         refused.answer
     );
@@ -76,7 +83,12 @@ async fn a_task_submitted_over_amqp_comes_with_its_route() {
     let again = replying(&host, &again);
     assert!(again.duplicate, "{}", again.answer);
     assert_eq!(again.task_id.as_deref(), Some(unclosed.as_str()));
-    assert_eq!(again.answer["type"], "task_rejected", "{}", again.answer);
+    assert_eq!(
+        wire(&again.answer)["type"],
+        "task_rejected",
+        "{}",
+        again.answer
+    );
     // That of the abandoned copy is a new task.
     let again = replying(&host, &example("document-analysis", "amqp-routed"));
     assert!(!again.duplicate, "{}", again.answer);
@@ -110,7 +122,12 @@ async fn a_task_failed_by_a_fault_in_the_gate_has_its_route_closed() {
     assert!(open_routes(&host).is_empty());
     let again = submit(&host).expect("the redelivery");
     assert!(again.duplicate, "{}", again.answer);
-    assert_eq!(again.answer["type"], "task_failed", "{}", again.answer);
+    assert_eq!(
+        wire(&again.answer)["type"],
+        "task_failed",
+        "{}",
+        again.answer
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -134,7 +151,7 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
     assert_eq!(abandoned, vec![held.clone()]);
     let task = host.store.task(&held).expect("read").expect("task");
     assert_eq!(task.state.as_str(), "failed");
-    let answer = task.result.as_ref().expect("a final answer");
+    let answer = &hcp_tests::wire(task.result.as_ref().expect("a final answer"));
     assert_eq!(
         answer["payload"]["error_code"], "internal_error",
         "{answer}"
@@ -151,7 +168,12 @@ async fn an_abandoned_copy_is_failed_never_answered_and_recorded() {
         "harness-local-01",
     );
     assert!(!again.duplicate, "{}", again.answer);
-    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_eq!(
+        wire(&again.answer)["type"],
+        "task_accepted",
+        "{}",
+        again.answer
+    );
     assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
     // The acknowledged one keeps its key.
     let repeat = submit(
@@ -225,7 +247,12 @@ async fn a_copy_whose_host_stopped_while_abandoning_it_is_let_go_at_the_next_sta
     assert!(open_routes(&host).is_empty(), "{:?}", open_routes(&host));
     let again = submit(&host, &m, "harness-local-01");
     assert!(!again.duplicate, "{}", again.answer);
-    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_eq!(
+        wire(&again.answer)["type"],
+        "task_accepted",
+        "{}",
+        again.answer
+    );
     assert_ne!(again.task_id.as_deref(), Some(held.as_str()));
 }
 
@@ -241,7 +268,12 @@ async fn a_duplicate_delivery_of_a_task_submitted_over_http_never_abandons_it() 
     let (data, host) = lab();
     let message = example("document-analysis", "http-then-amqp");
     let task = submit(&host, &message, "harness-local-01");
-    assert_eq!(task.answer["type"], "task_accepted", "{}", task.answer);
+    assert_eq!(
+        wire(&task.answer)["type"],
+        "task_accepted",
+        "{}",
+        task.answer
+    );
     let task = task.task_id.expect("recorded");
     let dup = submit_replying(&host, &message).expect("the duplicate");
     assert!(dup.duplicate, "{}", dup.answer);
@@ -345,7 +377,7 @@ async fn a_copy_whose_acknowledgement_never_left_is_let_go_unless_it_started() {
     assert!(!host.abandon_unacknowledged_copy(started).expect("kept"));
     let task = host.store.task(lost).expect("read").expect("task");
     assert_eq!(task.state, TaskState::Failed);
-    let answer = task.result.as_ref().expect("a final answer");
+    let answer = &hcp_tests::wire(task.result.as_ref().expect("a final answer"));
     assert!(
         answer["payload"]["error_message"]
             .as_str()
@@ -459,7 +491,12 @@ async fn a_clock_far_ahead_of_the_hosts_is_refused_and_its_own_is_always_taken()
         &example("document-analysis", "clock-after-refusal"),
         "harness-local-01",
     );
-    assert_eq!(first.answer["type"], "task_accepted", "{}", first.answer);
+    assert_eq!(
+        wire(&first.answer)["type"],
+        "task_accepted",
+        "{}",
+        first.answer
+    );
     assert!(host.lamport() < 1 << 32, "{}", host.lamport());
     // The most a clock may lead by: the next receipts come after it, and
     // the host's own clock, sent back, is taken.
@@ -470,7 +507,12 @@ async fn a_clock_far_ahead_of_the_hosts_is_refused_and_its_own_is_always_taken()
         &example("document-analysis", "clock-at-the-limit"),
         "harness-local-01",
     );
-    assert_eq!(second.answer["type"], "task_accepted", "{}", second.answer);
+    assert_eq!(
+        wire(&second.answer)["type"],
+        "task_accepted",
+        "{}",
+        second.answer
+    );
     assert!(host.lamport() > ahead);
     host.observe_lamport(host.lamport())
         .expect("its own clock is taken");
@@ -483,7 +525,12 @@ async fn a_clock_far_ahead_of_the_hosts_is_refused_and_its_own_is_always_taken()
         &example("document-analysis", "clock-after-restart"),
         "harness-local-01",
     );
-    assert_eq!(third.answer["type"], "task_accepted", "{}", third.answer);
+    assert_eq!(
+        wire(&third.answer)["type"],
+        "task_accepted",
+        "{}",
+        third.answer
+    );
     let (_, pack) = export_all(&host);
     assert!(verify(&pack).ok());
 }
@@ -531,7 +578,8 @@ async fn a_store_whose_clock_was_moved_to_2_48_takes_its_own_clock_back_and_goes
         )
         .expect("submit");
     assert_eq!(
-        answered.answer["type"], "task_accepted",
+        wire(&answered.answer)["type"],
+        "task_accepted",
         "{}",
         answered.answer
     );
@@ -550,7 +598,8 @@ async fn a_store_whose_clock_was_moved_to_2_48_takes_its_own_clock_back_and_goes
         )
         .expect("submit");
     assert_eq!(
-        answered.answer["type"], "task_accepted",
+        wire(&answered.answer)["type"],
+        "task_accepted",
         "{}",
         answered.answer
     );
@@ -586,7 +635,8 @@ async fn a_clock_moves_only_with_an_authenticated_callers_message() {
     ] {
         let refused = carried(id, hcp::engine::Auth::Broker(user), own + 1_000_000);
         assert_eq!(
-            refused.answer["payload"]["reason_code"], "unauthorized",
+            wire(&refused.answer)["payload"]["reason_code"],
+            "unauthorized",
             "{}",
             refused.answer
         );
@@ -599,7 +649,12 @@ async fn a_clock_moves_only_with_an_authenticated_callers_message() {
         hcp::engine::Auth::Transport("harness-local-01"),
         own,
     );
-    assert_eq!(next.answer["type"], "task_accepted", "{}", next.answer);
+    assert_eq!(
+        wire(&next.answer)["type"],
+        "task_accepted",
+        "{}",
+        next.answer
+    );
     assert!(
         host.lamport() < own + 1_000,
         "a stranger's clock moved the host's: {} after {own}",
@@ -612,7 +667,8 @@ async fn a_clock_moves_only_with_an_authenticated_callers_message() {
         own + hcp::evidence::MAX_LAMPORT_LEAD + 1,
     );
     assert_eq!(
-        refused.answer["payload"]["reason_code"], "invalid_input",
+        wire(&refused.answer)["payload"]["reason_code"],
+        "invalid_input",
         "{}",
         refused.answer
     );
@@ -642,7 +698,12 @@ async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_dec
             Some("reply-q"),
         )
         .expect("submit");
-    assert_eq!(waiting.answer["status"], "queued", "{}", waiting.answer);
+    assert_eq!(
+        wire(&waiting.answer)["status"],
+        "queued",
+        "{}",
+        waiting.answer
+    );
     let waiting = waiting.task_id.expect("recorded");
     assert_eq!(
         host.store

@@ -11,7 +11,7 @@ use hcp::engine::{Auth, Host, HostConfig, HostPaths};
 use hcp::evidence::{self, Selection};
 use hcp_policy::pep::PepDecider;
 use hcp_receipts::pack;
-use hcp_tests::ProbeWorld;
+use hcp_tests::{ProbeWorld, wire};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -106,7 +106,7 @@ async fn run(host: &Host, m: &Value) -> (String, Value) {
     assert!(s.runnable, "not runnable: {}", s.answer);
     let id = s.task_id.clone().expect("task id");
     let answer = host.run_task(&id).await.expect("run").expect("ran");
-    (id, answer)
+    (id, wire(&answer))
 }
 
 /// Every byte of the store's database and its write-ahead log, read after
@@ -244,14 +244,14 @@ async fn a_t3_tasks_messages_rest_sealed() {
     assert_eq!(answer["payload"]["outputs"]["sample"], CONFIDENTIAL);
     let stored = lab.host.store.task(&task).expect("read").expect("task");
     assert_eq!(stored.submit, m);
-    assert_eq!(stored.result.as_ref(), Some(&answer));
+    assert_eq!(stored.result.as_ref().map(wire), Some(answer.clone()));
     let status = lab
         .host
         .store
         .task_status(&task)
         .expect("read")
         .expect("task");
-    assert_eq!(status.result.as_ref(), Some(&answer));
+    assert_eq!(status.result.as_ref().map(wire), Some(answer.clone()));
     let bytes = database_bytes(lab.data.path());
     assert!(
         !holds(&bytes, CONFIDENTIAL),
@@ -315,7 +315,7 @@ async fn a_refused_submission_quoting_a_credential_rests_without_it() {
         .host
         .submit(&m, Auth::Transport("harness-alpha-001"))
         .expect("submit");
-    assert_eq!(s.answer["type"], "task_rejected", "{}", s.answer);
+    assert_eq!(wire(&s.answer)["type"], "task_rejected", "{}", s.answer);
     let task = s.task_id.clone().expect("task id");
     // A duplicate is answered the same, from what rests.
     let again = lab

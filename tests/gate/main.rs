@@ -8,7 +8,7 @@ mod slots;
 
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, Submission};
 use hcp::store::TaskState;
-use hcp_tests::{REPO_ROOT, cache_dir};
+use hcp_tests::{REPO_ROOT, cache_dir, wire};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -91,7 +91,7 @@ impl Lab {
     async fn run(&self, s: &Submission) -> Value {
         assert!(s.runnable, "not runnable: {}", s.answer);
         let id = s.task_id.as_deref().expect("task id");
-        self.host.run_task(id).await.expect("run").expect("ran")
+        wire(&self.host.run_task(id).await.expect("run").expect("ran"))
     }
 
     async fn approve(&self, s: &Submission) -> Value {
@@ -107,7 +107,8 @@ impl Lab {
             )
             .expect("approve");
         assert_eq!(
-            accepted.answer["type"], "task_accepted",
+            wire(&accepted.answer)["type"],
+            "task_accepted",
             "{}",
             accepted.answer
         );
@@ -146,16 +147,16 @@ impl Lab {
     }
 }
 
-fn rejection(s: &Submission) -> &Value {
-    assert_eq!(s.answer["type"], "task_rejected", "{}", s.answer);
-    &s.answer["payload"]
+fn rejection(s: &Submission) -> Value {
+    assert_eq!(wire(&s.answer)["type"], "task_rejected", "{}", s.answer);
+    wire(&s.answer)["payload"].clone()
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_seeds_document_analysis_from_a_pipeline_is_accepted_and_completes() {
     let lab = lab();
     let s = lab.submit(&doc_submit(), "harness-local-01");
-    let accepted = &s.answer;
+    let accepted = &wire(&s.answer);
     assert_eq!(accepted["type"], "task_accepted", "{accepted}");
     assert_eq!(accepted["payload"]["risk_level"], "R1");
     assert_eq!(accepted["payload"]["data_classification"], "T1");
@@ -196,8 +197,8 @@ async fn the_seeds_document_analysis_from_a_pipeline_is_accepted_and_completes()
 async fn the_seeds_cvd_task_is_queued_approved_and_completes_with_both_artifacts() {
     let lab = lab();
     let s = lab.submit(&cvd_submit(), "harness-alpha-001");
-    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
-    assert!(s.answer["message"].as_str().expect("message").starts_with(
+    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
+    assert!(wire(&s.answer)["message"].as_str().expect("message").starts_with(
         "waiting for an operator's approval (cvd-material-synthesis@1.0.0 requires it at R3)"
     ));
     let id = s.task_id.as_deref().expect("id");
@@ -287,7 +288,7 @@ async fn callers_inputs_and_data_classes_are_checked() {
             Auth::Bearer("demo-token-harness-local-01-not-a-secret"),
         )
         .expect("submit");
-    assert_eq!(ok.answer["type"], "task_accepted", "{}", ok.answer);
+    assert_eq!(wire(&ok.answer)["type"], "task_accepted", "{}", ok.answer);
     let bad = lab
         .host
         .submit(
@@ -328,7 +329,7 @@ async fn a_breach_mid_run_fails_with_safety_violation_and_a_resubmission_resumes
     m["payload"]["inputs"]["temperature_range"] =
         json!({"min": 900, "max": 1100, "unit": "celsius"});
     let s = lab.submit(&m, "harness-alpha-001");
-    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
+    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
     let failed = lab.approve(&s).await;
     assert_eq!(failed["type"], "task_failed", "{failed}");
     let p = &failed["payload"];
@@ -355,7 +356,7 @@ async fn a_breach_mid_run_fails_with_safety_violation_and_a_resubmission_resumes
     let mut again = with_id(cvd_submit(), "breach-1-resume");
     again["payload"]["resume"] = json!({"session_id": session, "checkpoint": "ckpt-001"});
     let s = lab.submit(&again, "harness-alpha-001");
-    assert_eq!(s.answer["status"], "queued", "{}", s.answer);
+    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
     let done = lab.approve(&s).await;
     assert_eq!(done["type"], "task_completed", "{done}");
 
@@ -462,7 +463,7 @@ async fn a_message_sent_twice_is_one_task() {
         .run_task(first.task_id.as_deref().expect("id"))
         .await
         .expect("run");
-    assert_eq!(again, Some(done));
+    assert_eq!(again.as_ref().map(wire), Some(done));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -484,7 +485,7 @@ async fn approvals_expire_and_rejections_are_answered() {
         .expect("task");
     assert_eq!(t.state, TaskState::Rejected);
     assert_eq!(
-        t.answer.expect("answer")["payload"]["reason_code"],
+        wire(&t.answer.expect("answer"))["payload"]["reason_code"],
         "approval_expired"
     );
 
@@ -516,9 +517,12 @@ async fn approvals_expire_and_rejections_are_answered() {
             "substrate not in stock",
         )
         .expect("reject");
-    assert_eq!(r.answer["payload"]["reason_code"], "approval_rejected");
     assert_eq!(
-        r.answer["payload"]["reason_message"],
+        wire(&r.answer)["payload"]["reason_code"],
+        "approval_rejected"
+    );
+    assert_eq!(
+        wire(&r.answer)["payload"]["reason_message"],
         "operator operator-lab-01 rejected the task: substrate not in stock"
     );
     let again = lab
@@ -590,7 +594,7 @@ async fn an_approval_decided_as_it_expires_ends_one_way_only() {
     assert_eq!(expired, vec![id.clone()]);
     assert_eq!(task.state, TaskState::Rejected);
     assert_eq!(
-        task.answer.expect("answer")["payload"]["reason_code"],
+        wire(&task.answer.expect("answer"))["payload"]["reason_code"],
         "approval_expired"
     );
     // An operator deciding now is told so, and changes nothing.
@@ -647,7 +651,7 @@ async fn an_expiry_left_unfinished_is_finished_by_the_next_process() {
     let task = hurried.host.store.task(&id).expect("db").expect("task");
     assert_eq!(task.state, TaskState::Rejected);
     assert_eq!(
-        task.answer.expect("answer")["payload"]["reason_code"],
+        wire(&task.answer.expect("answer"))["payload"]["reason_code"],
         "approval_expired"
     );
 }
@@ -700,7 +704,12 @@ async fn a_task_failed_unanswered_frees_its_message_id_even_if_the_host_stopped_
     assert_eq!(failed.state, TaskState::Failed);
     let again = lab.submit(&m, "harness-local-01");
     assert!(!again.duplicate, "{}", again.answer);
-    assert_eq!(again.answer["type"], "task_accepted", "{}", again.answer);
+    assert_eq!(
+        wire(&again.answer)["type"],
+        "task_accepted",
+        "{}",
+        again.answer
+    );
 }
 
 /// An operator's decision whose receipt cannot be stored (a full disk, or
@@ -736,7 +745,7 @@ async fn a_decision_whose_receipt_fails_leaves_the_task_answered_not_stuck() {
         t.state.as_str()
     );
     assert_eq!(
-        t.result.expect("a final answer")["payload"]["error_code"],
+        wire(&t.result.expect("a final answer"))["payload"]["error_code"],
         "internal_error"
     );
 }
@@ -811,7 +820,7 @@ async fn a_component_is_hashed_once_per_install_and_once_per_host_start_never_pe
         assert_eq!(done["type"], "task_completed", "{done}");
     }
     let cvd = lab.submit(&cvd_submit(), "harness-alpha-001");
-    assert_eq!(cvd.answer["status"], "queued", "{}", cvd.answer);
+    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
     let done = lab.approve(&cvd).await;
     assert_eq!(done["type"], "task_completed", "{done}");
     let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
@@ -866,7 +875,12 @@ async fn a_caller_has_a_bounded_number_of_tasks_waiting_to_run() {
             &with_id(doc_submit(), &format!("msg-backlog-{i}")),
             "harness-local-01",
         );
-        assert_eq!(s.answer["type"], "task_accepted", "{i}: {}", s.answer);
+        assert_eq!(
+            wire(&s.answer)["type"],
+            "task_accepted",
+            "{i}: {}",
+            s.answer
+        );
         queued.push(s);
     }
     let over = lab.submit(
@@ -893,7 +907,12 @@ async fn a_caller_has_a_bounded_number_of_tasks_waiting_to_run() {
     let mut m = with_id(doc_submit(), "msg-other");
     m["payload"]["caller_id"] = json!("harness-alpha-001");
     let other = lab.submit(&m, "harness-alpha-001");
-    assert_eq!(other.answer["type"], "task_accepted", "{}", other.answer);
+    assert_eq!(
+        wire(&other.answer)["type"],
+        "task_accepted",
+        "{}",
+        other.answer
+    );
     // One of the backlog runs; the caller's next task is admitted.
     let done = lab.run(&queued[0]).await;
     assert_eq!(done["type"], "task_completed", "{done}");
@@ -901,7 +920,12 @@ async fn a_caller_has_a_bounded_number_of_tasks_waiting_to_run() {
         &with_id(doc_submit(), "msg-backlog-next"),
         "harness-local-01",
     );
-    assert_eq!(next.answer["type"], "task_accepted", "{}", next.answer);
+    assert_eq!(
+        wire(&next.answer)["type"],
+        "task_accepted",
+        "{}",
+        next.answer
+    );
 }
 
 /// A caller has at most `MAX_WAITING_PER_CALLER` tasks waiting for an
@@ -921,16 +945,22 @@ fn a_caller_has_a_bounded_number_of_tasks_waiting_for_approval() {
             &with_id(cvd_submit(), &format!("msg-waiting-{i}")),
             "harness-alpha-001",
         );
-        assert_eq!(s.answer["status"], "queued", "{i}: {}", s.answer);
+        assert_eq!(wire(&s.answer)["status"], "queued", "{i}: {}", s.answer);
         first.get_or_insert(s.task_id.clone().expect("id"));
     }
     let over = lab.submit(
         &with_id(cvd_submit(), "msg-waiting-over"),
         "harness-alpha-001",
     );
-    assert_eq!(over.answer["type"], "task_rejected", "{}", over.answer);
     assert_eq!(
-        over.answer["payload"]["reason_code"], "resource_unavailable",
+        wire(&over.answer)["type"],
+        "task_rejected",
+        "{}",
+        over.answer
+    );
+    assert_eq!(
+        wire(&over.answer)["payload"]["reason_code"],
+        "resource_unavailable",
         "{}",
         over.answer
     );
@@ -956,9 +986,9 @@ fn a_caller_has_a_bounded_number_of_tasks_waiting_for_approval() {
         &with_id(cvd_submit(), "msg-waiting-next"),
         "harness-alpha-001",
     );
-    assert_eq!(next.answer["status"], "queued", "{}", next.answer);
+    assert_eq!(wire(&next.answer)["status"], "queued", "{}", next.answer);
     assert!(
-        next.answer["message"]
+        wire(&next.answer)["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("waiting for an operator's approval")),
         "{}",

@@ -8,7 +8,7 @@ use super::weekday_morning;
 use hcp::engine::{Auth, Host, HostConfig, HostPaths, job_status};
 use hcp::evidence::{ReceiptFilter, recent_receipts};
 use hcp::store::TaskState;
-use hcp_tests::{ManifestBuilder, REPO_ROOT, SLEEPER, cache_dir};
+use hcp_tests::{ManifestBuilder, REPO_ROOT, SLEEPER, cache_dir, wire};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
@@ -77,7 +77,7 @@ fn submit(host: &Host, id: &str, action: Value, max_duration: &str) -> String {
     let s = host
         .submit(&message, Auth::Transport(CALLER))
         .expect("submit");
-    assert_eq!(s.answer["type"], "task_accepted", "{}", s.answer);
+    assert_eq!(wire(&s.answer)["type"], "task_accepted", "{}", s.answer);
     assert!(s.runnable, "{}", s.answer);
     s.task_id.expect("task id")
 }
@@ -129,7 +129,7 @@ async fn run_all(host: &Arc<Host>, ids: &[String]) -> (Vec<Option<Value>>, usize
     };
     let mut answers = Vec::new();
     for run in runs {
-        answers.push(run.await.expect("join"));
+        answers.push(run.await.expect("join").as_ref().map(wire));
     }
     let most = watcher.await.expect("join").max(running(host));
     (answers, most)
@@ -160,7 +160,7 @@ async fn a_caller_runs_at_most_its_concurrent_sessions_and_the_rest_wait_queued(
     for id in &waiting {
         let task = host.store.task(id).expect("task").expect("exists");
         assert_eq!(task.state, TaskState::Queued);
-        assert_eq!(job_status(&task, "waiting")["status"], "queued");
+        assert_eq!(wire(&job_status(&task, "waiting"))["status"], "queued");
     }
     // Once the first two are done, the others take their slots.
     let (answers, most) = run_all(&host, &waiting.into_iter().cloned().collect::<Vec<_>>()).await;
@@ -187,9 +187,9 @@ async fn a_task_waiting_for_the_concurrent_limit_is_queued_not_running() {
         "the second task ran beside the first: concurrent_limit is 1"
     );
     assert_eq!(state(&host, &second), TaskState::Queued);
-    let done = run.await.expect("join").expect("ran");
+    let done = wire(&run.await.expect("join").expect("ran"));
     assert_eq!(done["type"], "task_completed", "{done}");
-    let answer = host.run_task(&second).await.expect("run").expect("ran");
+    let answer = wire(&host.run_task(&second).await.expect("run").expect("ran"));
     assert_eq!(answer["type"], "task_completed", "{answer}");
 }
 
@@ -213,10 +213,10 @@ async fn a_task_whose_session_expired_while_queued_fails_timeout_with_its_receip
         first_try, None,
         "the task ran while the slot was taken: {first_try:?}"
     );
-    let done = run.await.expect("join").expect("ran");
+    let done = wire(&run.await.expect("join").expect("ran"));
     assert_eq!(done["type"], "task_completed", "{done}");
     // The slot is free now, but the session ended while the task waited.
-    let answer = host.run_task(&late).await.expect("run").expect("answered");
+    let answer = wire(&host.run_task(&late).await.expect("run").expect("answered"));
     assert_eq!(answer["type"], "task_failed", "{answer}");
     assert_eq!(answer["payload"]["error_code"], "timeout", "{answer}");
     let message = answer["payload"]["error_message"]
@@ -244,12 +244,12 @@ async fn a_fractional_max_duration_is_the_deadline_to_the_millisecond() {
     let (_data, host) = probe_lab(8, 4);
     let id = submit(&host, "fraction-1", json!({"ms": 10_000}), "PT1.5S");
     let task = host.store.task(&id).expect("task").expect("exists");
-    let accepted = task.answer.expect("accepted");
+    let accepted = wire(&task.answer.expect("accepted"));
     assert_eq!(
         accepted["payload"]["constraints"]["max_duration"], "PT1.5S",
         "{accepted}"
     );
-    let answer = host.run_task(&id).await.expect("run").expect("ran");
+    let answer = wire(&host.run_task(&id).await.expect("run").expect("ran"));
     assert_eq!(answer["payload"]["error_code"], "timeout", "{answer}");
     let message = answer["payload"]["error_message"]
         .as_str()
@@ -304,6 +304,7 @@ async fn a_task_refused_for_its_ended_session_is_never_final_without_its_answer(
             .result
             .expect("a final answer"),
     };
+    let answer = wire(&answer);
     assert_eq!(answer["type"], "task_failed", "{answer}");
     assert_eq!(state(&host, &late), TaskState::Failed);
 }
@@ -342,7 +343,7 @@ async fn a_starting_host_leaves_alone_a_task_another_process_runs() {
     // run-queued`) leaves it, and goes on with the next (it failed, and
     // the command stopped there).
     assert_eq!(other.run_task(&slow).await.expect("run"), None);
-    let done = run.await.expect("join").expect("ran");
+    let done = wire(&run.await.expect("join").expect("ran"));
     assert_eq!(done["type"], "task_completed", "{done}");
     assert_eq!(state(&host, &slow), TaskState::Completed);
     // Once it ended, nothing is left to recover.
@@ -373,6 +374,7 @@ async fn a_version_with_unfinished_tasks_stays_and_a_task_of_a_removed_one_fails
         .await
         .expect("run")
         .expect("answered");
+    let answer = wire(&answer);
     assert_eq!(answer["type"], "task_failed", "{answer}");
     assert_eq!(
         answer["payload"]["error_code"], "resource_unavailable",

@@ -134,7 +134,10 @@ fn stored(data: &Path) -> (BTreeMap<String, Stored>, usize) {
         status
             .as_ref()
             .and_then(|s| s.result.as_ref())
-            .and_then(|r| r["payload"]["error_message"].as_str())
+            .and_then(|r| match r {
+                hcp_contracts::answer::Answer::Failed(f) => Some(f.payload.error_message.as_str()),
+                _ => None,
+            })
             == Some("the host stopped while the task was running")
     };
     let mut by_submission: BTreeMap<String, Stored> = BTreeMap::new();

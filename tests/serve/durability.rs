@@ -717,7 +717,17 @@ fn a_final_state_refused_by_the_full_disk_is_written_once_space_returns() {
         .update_task(&task.task_id, TaskState::Running, Default::default())
         .expect("running");
     let filler = fill(&dir);
-    let answer = serde_json::json!({"type": "task_failed"});
+    let answer = hcp_contracts::answer::Answer::failed(
+        None,
+        hcp_contracts::message::TaskFailed {
+            error_code: hcp_contracts::message::ErrorCode::InternalError,
+            error_message: "failed".into(),
+            error_details: None,
+            partial_outputs: None,
+            artifacts: Vec::new(),
+            execution_summary: None,
+        },
+    );
     let err = store
         .settle(
             &task.task_id,

@@ -270,7 +270,7 @@ async fn a_reinstall_grants_the_new_directory() {
                 .expect("submit");
             assert!(s.runnable, "{}", s.answer);
             let id = s.task_id.expect("task id");
-            host.run_task(&id).await.expect("run").expect("ran")
+            hcp_tests::wire(&host.run_task(&id).await.expect("run").expect("ran"))
         }
     };
     let answer = run(read("m-1")).await;

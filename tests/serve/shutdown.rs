@@ -106,7 +106,7 @@ fn stopped_past_the_grace(granted: Option<&Path>) {
     let host = Host::open(paths(data.path()), HostConfig::default()).expect("host");
     let record = host.store.task(&task).expect("task").expect("exists");
     assert_eq!(record.state, TaskState::Failed, "{record:?}");
-    let result = record.result.expect("its answer");
+    let result = hcp_tests::wire(&record.result.expect("its answer"));
     assert_eq!(result["type"], "task_failed", "{result}");
     assert_eq!(
         result["payload"]["error_code"], "internal_error",

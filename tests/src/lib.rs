@@ -148,6 +148,12 @@ pub fn hanging_server() -> SocketAddr {
     addr
 }
 
+/// A host's answer as its wire carries it (its JSON), for tests that read
+/// an answer as a caller does.
+pub fn wire(answer: &hcp_contracts::answer::Answer) -> Value {
+    serde_json::to_value(answer).expect("an answer as JSON")
+}
+
 /// The directory of the shared compiled-code cache of test runs.
 pub fn cache_dir() -> PathBuf {
     Path::new(REPO_ROOT).join("target/hcp-test-cache")

@@ -6,6 +6,7 @@
 //! (a manifest and the component it names), and it writes none.
 #![deny(missing_docs)]
 
+pub mod answer;
 pub mod credential;
 pub mod duration;
 pub mod jcs;

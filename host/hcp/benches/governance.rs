@@ -168,7 +168,10 @@ mod bare {
 /// One governed task, as `hcp serve` runs it; its wall time and outputs.
 async fn governed(host: &Arc<Host>, id: &str) -> (Duration, Value) {
     let (_, wall, answer) = in_process_task(host, example(id)).await;
-    (wall, answer["payload"]["outputs"].clone())
+    let hcp::engine::Answer::Completed(completed) = answer else {
+        panic!("not completed: {answer}");
+    };
+    (wall, completed.payload.outputs)
 }
 
 fn percentile(v: &[Duration], p: f64) -> Duration {

@@ -3,10 +3,11 @@
 //! `task_failed`) with outputs checked against `output_schema` and the
 //! caller's `expected_output`, and a measured `execution_summary`.
 
+use hcp_contracts::answer::Answer;
 use hcp_contracts::manifest::Manifest;
 use hcp_contracts::message::{
-    ArtifactRef, CheckedSubmit, Envelope, ErrorCode, ErrorDetails, ExecutionSummary, MessageType,
-    TaskCompleted, TaskFailed,
+    ArtifactRef, CheckedSubmit, ErrorCode, ErrorDetails, ExecutionSummary, TaskCompleted,
+    TaskFailed,
 };
 use hcp_contracts::{IsoDuration, Problem, problem, schema};
 use hcp_sandbox::{RunFailure, RunResult, StoredArtifact, TaskRun};
@@ -92,17 +93,15 @@ fn artifact_refs(artifacts: &[StoredArtifact]) -> Vec<ArtifactRef> {
         .collect()
 }
 
-/// Builds the answer to a finished run.
-///
-/// # Errors
-///
-/// Only if a payload cannot be serialized (a host bug).
+/// Builds the answer to a finished run: the one builder of a
+/// `task_completed`, and of a run's `task_failed` (with what the run
+/// measured).
 pub fn answer(
     manifest: &Manifest,
     submit: &CheckedSubmit,
     session_id: &str,
     run: &TaskRun,
-) -> Result<Envelope, serde_json::Error> {
+) -> Answer {
     let mut warnings: Vec<String> = Vec::new();
     if run.log.dropped_lines > 0 || run.log.dropped_bytes > 0 {
         warnings.push(format!(
@@ -132,8 +131,7 @@ pub fn answer(
     };
     let session = Some(session_id.to_owned());
     match result {
-        Ok(outputs) => Envelope::new(
-            MessageType::TaskCompleted,
+        Ok(outputs) => Answer::completed(
             session,
             TaskCompleted {
                 outputs,
@@ -141,8 +139,7 @@ pub fn answer(
                 execution_summary: Some(summary),
             },
         ),
-        Err(f) => Envelope::new(
-            MessageType::TaskFailed,
+        Err(f) => Answer::failed(
             session,
             TaskFailed {
                 error_code: f.code,

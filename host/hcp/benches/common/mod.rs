@@ -115,7 +115,7 @@ pub(crate) fn http_task(agent: &ureq::Agent, base: &str, message: &Value) {
 pub(crate) async fn in_process_task(
     host: &Arc<Host>,
     message: Value,
-) -> (Duration, Duration, Value) {
+) -> (Duration, Duration, hcp::engine::Answer) {
     let t0 = std::time::Instant::now();
     let h = host.clone();
     let submission =
@@ -123,8 +123,8 @@ pub(crate) async fn in_process_task(
             .await
             .expect("join")
             .expect("submit");
-    assert_eq!(
-        submission.answer["type"], "task_accepted",
+    assert!(
+        matches!(submission.answer, hcp::engine::Answer::Accepted(_)),
         "{}",
         submission.answer
     );
@@ -137,7 +137,10 @@ pub(crate) async fn in_process_task(
         }
     };
     let wall = t0.elapsed();
-    assert_eq!(answer["type"], "task_completed", "{answer}");
+    assert!(
+        matches!(answer, hcp::engine::Answer::Completed(_)),
+        "{answer}"
+    );
     (submitted, wall, answer)
 }
 

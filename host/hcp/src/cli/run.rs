@@ -3,7 +3,8 @@
 use super::{Outcome, Paths, load_manifest, print_json, runtime};
 use crate::engine::{Host, HostConfig, HostPaths, NotATask, TaskMessage, UngatedTask};
 use anyhow::Context as _;
-use hcp_contracts::message::{Envelope, MessageType, TaskRejected};
+use hcp_contracts::answer::Answer;
+use hcp_contracts::message::TaskRejected;
 use hcp_contracts::problem;
 use hcp_sandbox::tasklog::{LogEntry, LogSource};
 use std::path::{Path, PathBuf};
@@ -64,8 +65,7 @@ fn read_input(path: &Path) -> anyhow::Result<serde_json::Value> {
 }
 
 fn reject(refusal: TaskRejected) -> Outcome {
-    let answer = Envelope::new(MessageType::TaskRejected, None, refusal)?;
-    print_json(&answer)?;
+    print_json(&Answer::rejected(refusal))?;
     Ok(ExitCode::from(1))
 }
 
@@ -107,7 +107,7 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
     }
     eprintln!("receipts: task {}, session {}", ran.task_id, ran.session_id);
     print_json(&ran.answer)?;
-    let completed = ran.answer.kind == MessageType::TaskCompleted;
+    let completed = matches!(ran.answer, Answer::Completed(_));
     Ok(if completed {
         ExitCode::SUCCESS
     } else {

@@ -9,6 +9,7 @@
 //! denials are its DENY receipts. Long calls are recorded cut to a prefix
 //! (`[cut]` marks them). Only reads the database.
 
+use crate::engine::Answer;
 use crate::store::Store;
 use anyhow::Result;
 use hcp_receipts::{Receipt, Verdict};
@@ -98,12 +99,12 @@ pub(super) fn session_lines(store: &Store, session_id: &str) -> Result<Vec<Line>
 /// # Errors
 ///
 /// As [`session_lines`].
-pub(super) fn print(store: &Store, task_id: &str, answer: &Value) -> Result<()> {
-    let Some(session) = answer["session_id"].as_str() else {
+pub(super) fn print(store: &Store, task_id: &str, answer: &Answer) -> Result<()> {
+    let Some(session) = answer.session_id() else {
         return Ok(());
     };
     let lines = session_lines(store, session)?;
-    let kind = answer["type"].as_str().unwrap_or("?");
+    let kind = answer.kind_name();
     let logs: Vec<&str> = lines
         .iter()
         .filter_map(|l| match l {

@@ -7,7 +7,7 @@
 //! credential over HTTP.
 
 use super::{DataDir, HostDirs, Outcome, Paths, print_fields, print_json, runtime};
-use crate::engine::{AnswerKind, Auth, Host, HostConfig, HostPaths};
+use crate::engine::{Answer, AnswerKind, Auth, Host, HostConfig, HostPaths};
 use crate::store::TaskState;
 use anyhow::Context as _;
 use serde_json::Value;
@@ -189,10 +189,11 @@ fn read_message(path: &Path) -> anyhow::Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{}: not valid JSON", path.display()))
 }
 
-fn final_code(answer: &Value) -> ExitCode {
-    match answer["type"].as_str() {
-        Some("task_rejected" | "task_failed") => ExitCode::from(1),
-        _ => ExitCode::SUCCESS,
+fn final_code(answer: &Answer) -> ExitCode {
+    if answer.is_refusal_or_failure() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
@@ -350,7 +351,7 @@ pub(super) fn tasks(args: TasksArgs) -> Outcome {
                 }
                 match answer {
                     Some(answer) => {
-                        println!("{}  {}", t.task_id, answer["type"].as_str().unwrap_or("?"))
+                        println!("{}  {}", t.task_id, answer.kind_name())
                     }
                     None => println!("{}  {}", t.task_id, not_run(&host, &t.task_id)?),
                 }

@@ -15,7 +15,7 @@
 use super::Host;
 use super::answers::job_status;
 use super::receipts::AdmissionFacts;
-use super::submission::{AnswerKind, Submission, refusal};
+use super::submission::{Submission, refusal};
 use crate::store::{Selection, TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use anyhow::Result;
 use hcp_contracts::message::{CheckedSubmit, RejectReason, TaskRejected, TaskSubmit};
@@ -258,12 +258,7 @@ impl Host {
                     admission.risk_level
                 ),
             );
-            return Ok(Submission::answered(
-                task,
-                waiting,
-                AnswerKind::Waiting,
-                false,
-            ));
+            return Ok(Submission::answered(task, waiting, false));
         }
         // The admission's receipt, and what the gate decided stored with
         // the session, in one commit.

@@ -3,38 +3,36 @@
 //! `task_rejected` (recorded as the task's answer).
 
 use super::Host;
-use super::submission::{AnswerKind, Submission};
+use super::submission::Submission;
 use crate::store::{TaskRecord, TaskState, TaskStatus, TaskUpdate, TaskWrite};
-use anyhow::{Context as _, Result};
+use anyhow::Result;
+use hcp_contracts::answer::{Answer, JobState, JobStatus};
 use hcp_contracts::message::TaskRejected;
 use serde_json::{Value, json};
 
 /// A `job_status` (seed 004's global contract) for a task that waits.
-pub fn job_status(task: &TaskRecord, message: &str) -> Value {
+pub fn job_status(task: &TaskRecord, message: &str) -> Answer {
     job_status_of(&task.status(), message)
 }
 
 /// A `job_status` of a task read as its status alone
 /// ([`crate::store::Store::task_status`]); the final answer is its
-/// `result` once the task has one.
-pub fn job_status_of(task: &TaskStatus, message: &str) -> Value {
+/// `result` once the task has one. The one builder of a `job_status`.
+pub fn job_status_of(task: &TaskStatus, message: &str) -> Answer {
     let status = match task.state {
-        TaskState::Received | TaskState::PendingApproval | TaskState::Queued => "queued",
-        TaskState::Running => "running",
-        TaskState::Completed => "complete",
-        TaskState::Failed | TaskState::Rejected => "failed",
+        TaskState::Received | TaskState::PendingApproval | TaskState::Queued => JobState::Queued,
+        TaskState::Running => JobState::Running,
+        TaskState::Completed => JobState::Complete,
+        TaskState::Failed | TaskState::Rejected => JobState::Failed,
     };
-    let mut v = json!({
-        "job_id": task.task_id,
-        "status": status,
-        "service": "hcp",
-        "updated_at": task.updated_at,
-        "message": message,
-    });
-    if let Some(result) = task.final_answer() {
-        v["result"] = result.clone();
-    }
-    v
+    Answer::Waiting(JobStatus {
+        job_id: task.task_id.clone(),
+        status,
+        service: "hcp".to_owned(),
+        updated_at: task.updated_at.clone(),
+        message: message.to_owned(),
+        result: task.final_answer().map(|a| Box::new(a.clone())),
+    })
 }
 
 impl Host {
@@ -47,15 +45,11 @@ impl Host {
         caller: &hcp_policy::Caller,
     ) -> Result<Submission> {
         if task.state == TaskState::Received && task.answer.is_none() {
-            let submit = task
-                .payload
-                .clone()
-                .context("received task without its task_submit")?;
-            let checked = match submit.check() {
-                Ok(c) => c,
-                Err(p) => return self.refuse_invalid(policy, &task, caller, &p),
+            // Checked as the store read it back.
+            return match task.checked()? {
+                Ok(checked) => self.admit(policy, &task, caller, checked),
+                Err(p) => self.refuse_invalid(policy, &task, caller, p),
             };
-            return self.admit(policy, &task, caller, &checked);
         }
         let answer = match (&task.state, &task.answer) {
             (TaskState::PendingApproval, _) => {
@@ -69,16 +63,14 @@ impl Host {
                 job_status(&task, "received; the gate has not answered yet")
             }
             // Failed before the gate answered: its final answer.
-            (_, None) if task.result.is_some() => task.result.clone().unwrap_or_default(),
-            (_, None) => job_status(&task, "no answer recorded"),
+            (_, None) => match &task.result {
+                Some(result) => result.clone(),
+                None => job_status(&task, "no answer recorded"),
+            },
         };
         Ok(Submission {
-            task_id: Some(task.task_id),
-            kind: AnswerKind::of_stored(&answer),
-            answer,
             duplicate: true,
-            runnable: false,
-            retry_after: None,
+            ..Submission::answered(&task, answer, false)
         })
     }
 
@@ -88,7 +80,6 @@ impl Host {
         task: &TaskRecord,
         payload: TaskRejected,
     ) -> Result<Submission> {
-        let kind = AnswerKind::Rejected(payload.reason_code);
         let (write, answer) = rejection(&task.task_id, payload)?;
         // An answer quoting a credential of the message rests sealed (a
         // duplicate is answered from it, opened).
@@ -110,7 +101,7 @@ impl Host {
                 task.task_id
             );
         }
-        Ok(Submission::answered(task, answer, kind, false))
+        Ok(Submission::answered(task, answer, false))
     }
 }
 
@@ -125,9 +116,9 @@ pub(super) fn bounded_submission(submit: &Value) -> Option<Value> {
 
 /// The write that rejects `task_id` with `payload` (its state, the risk the
 /// gate assessed, the answer), and that answer.
-pub(super) fn rejection(task_id: &str, payload: TaskRejected) -> Result<(TaskWrite, Value)> {
+pub(super) fn rejection(task_id: &str, payload: TaskRejected) -> Result<(TaskWrite, Answer)> {
     let risk = payload.assessed_risk_level.map(|l| l.as_str().to_owned());
-    let answer = super::submission::rejected_answer(payload)?;
+    let answer = Answer::rejected(payload);
     let write = TaskWrite::new(
         task_id,
         TaskState::Rejected,

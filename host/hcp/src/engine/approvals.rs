@@ -105,12 +105,10 @@ impl Host {
             record(Some(r.reason_code))?;
             return Err(DecisionRefused::Forbidden(r.reason_message).into());
         }
+        // Checked as the store read it back.
         let checked = task
-            .payload
-            .clone()
-            .context("pending task without its task_submit")?
-            .check()
-            .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
+            .checked()?
+            .map_err(|p| anyhow::anyhow!(problem::list(p)))?;
         // The decision, and the task back in the gate's hands (`received`),
         // in one write; then its receipt, then the gate's answer, each from
         // `received` only. A host that stops in between leaves the task
@@ -142,7 +140,7 @@ impl Host {
         let accepted = self.accept(
             &received,
             manifest,
-            &checked,
+            checked,
             &admission,
             TaskUpdate::default(),
             None,

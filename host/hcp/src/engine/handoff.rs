@@ -81,7 +81,7 @@ mod tests {
                 created_at: String::new(),
                 updated_at: String::new(),
                 admission: None,
-                payload: None,
+                checked: None,
                 session: None,
             },
             claims: SessionClaims {
@@ -140,8 +140,8 @@ mod tests {
         let submitted = host
             .submit(&message, Auth::Transport(&caller))
             .expect("submit");
-        assert_eq!(
-            submitted.answer["type"], "task_accepted",
+        assert!(
+            matches!(submitted.answer, hcp_contracts::answer::Answer::Accepted(_)),
             "{}",
             submitted.answer
         );
@@ -167,6 +167,89 @@ mod tests {
             handed.causes,
             host.recorder.task_causes(&id).expect("causes")
         );
+    }
+
+    /// The typed answers are the text the store keeps, byte for byte: the
+    /// gate's answer, a duplicate's copy of it, the final answer as run,
+    /// as stored, and as its status reads it back; and the text reads as
+    /// the message it was before answers were typed (an envelope, whose
+    /// JSON written again is the same text).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn answers_are_stored_and_answered_byte_for_byte() {
+        use crate::engine::Auth;
+        let (_dir, host) = host();
+        let message = example("m-bytes");
+        let caller = message["payload"]["caller_id"]
+            .as_str()
+            .expect("caller")
+            .to_owned();
+        let first = host
+            .submit(&message, Auth::Transport(&caller))
+            .expect("submit");
+        let id = first.task_id.clone().expect("task id");
+        let stored = |id: &str| {
+            let db = host.store.db();
+            crate::store::stored_messages(&db, host.store.data_key(), id)
+                .expect("read")
+                .expect("stored")
+        };
+        let text = serde_json::to_string(&first.answer).expect("text");
+        assert!(text.contains("\"type\":\"task_accepted\""), "{text}");
+        assert_eq!(stored(&id).1.as_deref(), Some(text.as_str()));
+        let again = host
+            .submit(&message, Auth::Transport(&caller))
+            .expect("submit again");
+        assert!(again.duplicate);
+        assert_eq!(serde_json::to_string(&again.answer).expect("text"), text);
+        let answer = host.run_task(&id).await.expect("run").expect("ran");
+        let result = serde_json::to_string(&answer).expect("text");
+        assert!(result.contains("\"type\":\"task_completed\""), "{result}");
+        assert_eq!(stored(&id).2.as_deref(), Some(result.as_str()));
+        let status = host.store.task_status(&id).expect("status").expect("task");
+        let read = status.final_answer().expect("final");
+        assert_eq!(serde_json::to_string(read).expect("text"), result);
+        for text in [text, result] {
+            let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            hcp_contracts::message::Envelope::parse(&value).expect("an HCP message");
+            assert_eq!(value.to_string(), text);
+        }
+    }
+
+    /// A host with the document-analysis example installed, its gate on a
+    /// weekday morning.
+    fn host() -> (tempfile::TempDir, crate::engine::Host) {
+        use crate::engine::{Host, HostConfig, HostPaths};
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let host = Host::open(
+            HostPaths {
+                data_dir: dir.path().join("data"),
+                cache_dir: dir.path().join("cache"),
+                policies_dir: root.join("policies"),
+            },
+            HostConfig {
+                gate_clock: Some(time::macros::datetime!(2026-11-18 10:00 UTC)),
+                ..HostConfig::default()
+            },
+        )
+        .expect("host");
+        host.install_manifest(&root.join("plugins/document-analysis/manifest.json"))
+            .expect("install");
+        (dir, host)
+    }
+
+    /// The example `task_submit`, with `message_id`.
+    fn example(message_id: &str) -> serde_json::Value {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut message: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                root.join("plugins/document-analysis/examples/task_submit.json"),
+            )
+            .expect("read"),
+        )
+        .expect("json");
+        message["message_id"] = message_id.into();
+        message
     }
 
     #[test]

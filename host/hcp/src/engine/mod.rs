@@ -16,6 +16,7 @@
 //! approval receipts are the DAG parents of the session's first receipts.
 
 mod admit;
+mod answer;
 mod answers;
 mod approvals;
 mod capabilities;
@@ -33,6 +34,7 @@ mod ungated;
 pub use admit::MAX_WAITING_PER_CALLER;
 pub use answers::{job_status, job_status_of};
 pub use approvals::DecisionRefused;
+pub use hcp_contracts::answer::Answer;
 pub use policy::{CurrentPolicy, LivePolicy, ReloadError, Reloaded};
 pub use session::open_session;
 pub use settle::{ACK_NOT_CONFIRMED, ACK_NOT_SENT, OWN_NOT_RECORDED};

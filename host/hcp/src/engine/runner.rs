@@ -5,17 +5,18 @@
 //! receipts made durable, and the L4 answer recorded.
 
 use super::Host;
+use super::answer::{failure, final_state, stopped};
 use super::slots::{self, Claim, SlotLimits};
 use crate::store::{SettleWrite, TaskRecord, TaskState};
 use crate::token::SessionClaims;
 use anyhow::{Context as _, Result};
-use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
+use hcp_contracts::answer::Answer;
+use hcp_contracts::message::ErrorCode;
 use hcp_contracts::problem;
 use hcp_policy::Admission;
 use hcp_policy::pep::SessionFacts;
 use hcp_receipts::Parent;
 use hcp_sandbox::{ResumeFrom, TaskRequest, TaskStore};
-use serde_json::Value;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -42,7 +43,7 @@ impl Host {
     /// No such task, or a host fault. A task that is not queued (another
     /// runner took it, or it waits for the gate or an operator) is `None`,
     /// as one that stays queued.
-    pub async fn run_task(&self, task_id: &str) -> Result<Option<Value>> {
+    pub async fn run_task(&self, task_id: &str) -> Result<Option<Answer>> {
         let load = phase!("run.load");
         // Accepted by this process just now: as it was written, while the
         // store still has it queued (another runner may have moved it on).
@@ -92,15 +93,15 @@ impl Host {
             // version with unfinished tasks, but one admitted as it was
             // removed gets here): the task fails, instead of staying
             // queued for good.
-            let answer = failure(
+            let answer = failed(
                 &session,
                 ErrorCode::ResourceUnavailable,
-                &format!(
+                format!(
                     "{}@{} was removed before the task could run",
                     task.capability,
                     task.version.as_deref().unwrap_or("?")
                 ),
-            )?;
+            );
             let moved = self.store.settle(
                 task_id,
                 TaskState::Queued,
@@ -160,7 +161,7 @@ impl Host {
             .await
         {
             Ok(ran) => ran,
-            Err(e) => Ran::unsettled(host_failure(&session, &format!("{e:#}")))?,
+            Err(e) => Ran::unsettled(host_failure(&session, &format!("{e:#}"))),
         };
         if !ran.settled {
             // A final state the store cannot take now (a full disk) is
@@ -189,7 +190,7 @@ impl Host {
         admission: &Admission,
         manifest: &hcp_contracts::Manifest,
         signed: Option<SessionClaims>,
-    ) -> Result<Result<SessionClaims, Option<Value>>> {
+    ) -> Result<Result<SessionClaims, Option<Answer>>> {
         let verified = match signed {
             Some(claims) => claims.still_valid(crate::token::now()).map(|()| claims),
             None => self.session_claims(task, session)?,
@@ -212,11 +213,11 @@ impl Host {
         // its `task_accepted` as the last word), and a host that stops
         // first leaves it queued, to be refused again.
         let error = e.to_string();
-        let answer = failure(
+        let answer = failed(
             session,
             ErrorCode::Timeout,
-            &format!("the session ended before the task could run: {error}"),
-        )?;
+            format!("the session ended before the task could run: {error}"),
+        );
         let settle = SettleWrite::new(
             self.store.data_key(),
             &task.task_id,
@@ -244,7 +245,7 @@ impl Host {
                     &format!(
                         "the session ended before the task could run ({error}), and its receipt could not be stored: {e:#}"
                     ),
-                )?;
+                );
                 // Kept and written once the store takes writes again.
                 match self.store.settle(
                     &task.task_id,
@@ -275,13 +276,12 @@ impl Host {
         let Known { claims, causes } = known;
         let claims = &claims;
         let manifest = &*capability.manifest;
+        // As the gate checked it (handed over), or as the store read it:
+        // not checked again.
         let check = phase!("run.check");
         let checked = task
-            .payload
-            .clone()
-            .context("queued task without its task_submit")?
-            .check()
-            .map_err(|p| anyhow::anyhow!(problem::list(&p)))?;
+            .checked()?
+            .map_err(|p| anyhow::anyhow!(problem::list(p)))?;
         drop(check);
         let submit = &checked.submit;
         // The session token bounds the run: a task that waited past it fails.
@@ -300,15 +300,15 @@ impl Host {
                 &error,
                 Box::new(|_| Ok(())),
             )?;
-            return Ran::unsettled(failure(
+            return Ok(Ran::unsettled(failed(
                 session,
                 ErrorCode::Timeout,
-                &format!("the session ended before the task could run: {error}"),
-            ));
+                format!("the session ended before the task could run: {error}"),
+            )));
         }
         // The deadline counts from admission (the time of `task_accepted`),
         // and never outlasts the session token.
-        let full = crate::lifecycle::deadline(manifest, &checked);
+        let full = crate::lifecycle::deadline(manifest, checked);
         let now = now_ms();
         let mut left = claims.exp.saturating_mul(1000).saturating_sub(now);
         if let Some(admitted) = task.session.as_ref().and_then(|s| unix_ms(&s.accepted_at)) {
@@ -343,11 +343,11 @@ impl Host {
         ) {
             Ok(g) => Arc::new(g),
             Err(e) => {
-                return Ran::unsettled(failure(
+                return Ok(Ran::unsettled(failed(
                     session,
                     ErrorCode::InternalError,
-                    &format!("the session could not start: {e:#}"),
-                ));
+                    format!("the session could not start: {e:#}"),
+                )));
             }
         };
         drop(open);
@@ -385,19 +385,15 @@ impl Host {
         let building = phase!("run.answer");
         let answer = run.and_then(|mut run| {
             explain_deadline(&mut run, full, deadline);
-            let answer = crate::lifecycle::answer(manifest, &checked, session, &run)?;
-            let mut answer = serde_json::to_value(answer)?;
+            let answer = crate::lifecycle::answer(manifest, checked, session, &run);
             // The values of granted environment variables are the
             // operator's secrets: withheld from the caller's answer and
             // from all that keeps it (`crate::withhold`).
-            self.store
-                .withhold()
-                .granted_env(&manifest.grants.env, &mut answer);
-            Ok(answer)
+            super::answer::withhold_granted_env(self.store.withhold(), &manifest.grants.env, answer)
         });
         let answer = match answer {
             Ok(answer) => answer,
-            Err(e) => host_failure(session, &format!("{e:#}"))?,
+            Err(e) => host_failure(session, &format!("{e:#}")),
         };
         drop(building);
         // Receipts are durable, and covered by a checkpoint, before the
@@ -430,21 +426,22 @@ impl Host {
                 // The failed batch marked the session lost: forgotten here,
                 // since the task fails for it now.
                 self.recorder.session_lost(session);
-                Ran::unsettled(failure(
+                Ok(Ran::unsettled(failed(
                     session,
                     ErrorCode::InternalError,
-                    &format!("the task's receipts could not be stored: {e:#}"),
-                ))
+                    format!("the task's receipts could not be stored: {e:#}"),
+                )))
             }
             Ok(None) => {
                 // Some of the session's receipts were lost to a failed
                 // write before: the final state was left out.
                 self.recorder.session_lost(session);
-                Ran::unsettled(failure(
+                Ok(Ran::unsettled(failed(
                     session,
                     ErrorCode::InternalError,
-                    "the task's receipts could not be stored: some were lost to a failed write",
-                ))
+                    "the task's receipts could not be stored: some were lost to a failed write"
+                        .to_owned(),
+                )))
             }
             Ok(Some(moved)) => {
                 if moved {
@@ -482,23 +479,11 @@ impl Host {
             }
             let session = task.session_id.clone().unwrap_or_default();
             let last = self.store.last_checkpoint(&session)?;
-            let answer = serde_json::to_value(Envelope::new(
-                MessageType::TaskFailed,
-                Some(session.clone()),
-                TaskFailed {
-                    error_code: ErrorCode::InternalError,
-                    error_message: "the host stopped while the task was running".into(),
-                    error_details: Some(ErrorDetails {
-                        phase: None,
-                        step: None,
-                        recoverable: last.is_some(),
-                        last_checkpoint: last,
-                    }),
-                    partial_outputs: None,
-                    artifacts: Vec::new(),
-                    execution_summary: None,
-                },
-            )?)?;
+            let answer = stopped(
+                session.clone(),
+                "the host stopped while the task was running".to_owned(),
+                last,
+            );
             // Only from `running`: a task that ended meanwhile keeps its
             // end, and its equipment was released by its runner.
             if self
@@ -541,50 +526,31 @@ struct Known {
 
 /// What running an admitted task came to.
 struct Ran {
-    answer: Value,
+    answer: Answer,
     /// Its final state is written.
     settled: bool,
 }
 
 impl Ran {
     /// An answer whose final state is still to be written.
-    fn unsettled(answer: Result<Value>) -> Result<Self> {
-        Ok(Self {
-            answer: answer?,
+    fn unsettled(answer: Answer) -> Self {
+        Self {
+            answer,
             settled: false,
-        })
+        }
     }
 }
 
-/// The final state a final answer puts its task in.
-fn final_state(answer: &Value) -> TaskState {
-    if answer["type"] == "task_completed" {
-        TaskState::Completed
-    } else {
-        TaskState::Failed
-    }
+/// The host's `task_failed` of `session` ([`failure`]).
+fn failed(session: &str, code: ErrorCode, message: String) -> Answer {
+    failure(Some(session.to_owned()), code, message, None)
 }
 
-fn failure(session: &str, code: ErrorCode, message: &str) -> Result<Value> {
-    Ok(serde_json::to_value(Envelope::new(
-        MessageType::TaskFailed,
-        Some(session.to_owned()),
-        TaskFailed {
-            error_code: code,
-            error_message: message.to_owned(),
-            error_details: None,
-            partial_outputs: None,
-            artifacts: Vec::new(),
-            execution_summary: None,
-        },
-    )?)?)
-}
-
-fn host_failure(session: &str, message: &str) -> Result<Value> {
-    failure(
+fn host_failure(session: &str, message: &str) -> Answer {
+    failed(
         session,
         ErrorCode::InternalError,
-        &format!("the host could not run the task: {message}"),
+        format!("the host could not run the task: {message}"),
     )
 }
 

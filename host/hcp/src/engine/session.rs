@@ -7,13 +7,14 @@
 //! receipt writer).
 
 use super::Host;
-use super::submission::{AnswerKind, Submission};
+use super::submission::Submission;
 use crate::evidence::{Parent, Recorder};
 use crate::store::{TaskRecord, TaskState, TaskUpdate, TaskWrite};
 use crate::token::{self, SessionClaims, TokenError};
 use anyhow::{Context as _, Result};
 use hcp_contracts::IsoDuration;
-use hcp_contracts::message::{CheckedSubmit, Envelope, MessageType, TaskAccepted};
+use hcp_contracts::answer::Answer;
+use hcp_contracts::message::{CheckedSubmit, TaskAccepted};
 use hcp_policy::pep::SessionFacts;
 use hcp_policy::{Admission, PolicySet};
 use hcp_sandbox::pep::{PolicyGovernor, now_ms};
@@ -171,11 +172,8 @@ impl Host {
             issued_at: Some(at(iat)),
             expires_at: Some(at(exp)),
         };
-        let answer = serde_json::to_value(Envelope::new(
-            MessageType::TaskAccepted,
-            Some(session_id.clone()),
-            payload,
-        )?)?;
+        // The one builder of a `task_accepted`.
+        let answer = Answer::accepted(session_id.clone(), payload);
         let update = TaskUpdate {
             session_id: Some(session_id),
             answer: Some(answer.clone()),
@@ -212,11 +210,6 @@ impl Host {
                 }
             }
         }
-        Ok(Submission::answered(
-            task,
-            answer,
-            AnswerKind::Accepted,
-            runnable,
-        ))
+        Ok(Submission::answered(task, answer, runnable))
     }
 }

@@ -9,22 +9,17 @@ use super::Host;
 use super::submission::Submission;
 use crate::store::{SettleWrite, TaskRecord, TaskState};
 use anyhow::Result;
-use hcp_contracts::message::{Envelope, ErrorCode, ErrorDetails, MessageType, TaskFailed};
-use serde_json::Value;
+use hcp_contracts::answer::Answer;
+use hcp_contracts::message::ErrorCode;
 
-fn internal_failure(task: &TaskRecord, message: &str) -> Result<Value> {
-    Ok(serde_json::to_value(Envelope::new(
-        MessageType::TaskFailed,
+/// The `task_failed` (`internal_error`) of a task the host fails itself.
+fn internal_failure(task: &TaskRecord, message: &str) -> Answer {
+    super::answer::failure(
         task.session_id.clone(),
-        TaskFailed {
-            error_code: ErrorCode::InternalError,
-            error_message: message.to_owned(),
-            error_details: None,
-            partial_outputs: None,
-            artifacts: Vec::new(),
-            execution_summary: None,
-        },
-    )?)?)
+        ErrorCode::InternalError,
+        message.to_owned(),
+        None,
+    )
 }
 
 impl Host {
@@ -46,14 +41,12 @@ impl Host {
             None => "the host failed while admitting the task; see its log",
         };
         // If even this cannot be written, the store writes it once it can.
-        if let Ok(answer) = internal_failure(task, message)
-            && let Ok(true) = self.store.settle(
-                &task.task_id,
-                TaskState::Received,
-                TaskState::Failed,
-                answer,
-            )
-        {
+        if let Ok(true) = self.store.settle(
+            &task.task_id,
+            TaskState::Received,
+            TaskState::Failed,
+            internal_failure(task, message),
+        ) {
             // Answered for good: an AMQP delivery's redelivery is a
             // duplicate of it and gets this answer, so its route (if any)
             // has nothing left to carry. Left open, a host that starts
@@ -80,7 +73,7 @@ impl Host {
                 &task,
                 "the host stopped or failed before the gate answered the task, so it never \
                  ran; its message_id is free again: send the same message again to submit it",
-            )?;
+            );
             // Nobody had an answer: the same message (a caller's retry, a
             // broker's redelivery) is a new task. The failure and the freed
             // `message_id` are one write, so the failure never says the
@@ -138,7 +131,7 @@ impl Host {
                 // that stops before it abandons the copy again at its next
                 // start.
                 self.record_abandoned(&task, "amqp", WHY)?;
-                let answer = internal_failure(&task, &format!("abandoned: {WHY}"))?;
+                let answer = internal_failure(&task, &format!("abandoned: {WHY}"));
                 if !self.store.abandon(&task.task_id, task.state, &answer)? {
                     // Moved meanwhile (another host on this directory):
                     // let go all the same, as the copy is not this one's.
@@ -177,7 +170,7 @@ impl Host {
     /// # Errors
     ///
     /// The database fails.
-    pub fn abandon_copy(&self, task_id: &str, why: &str) -> Result<Option<Value>> {
+    pub fn abandon_copy(&self, task_id: &str, why: &str) -> Result<Option<Answer>> {
         let Some(task) = self.store.task(task_id)? else {
             return Ok(None);
         };
@@ -193,7 +186,7 @@ impl Host {
         // The failure, the freed `message_id` (the redelivery may come
         // back here: it is a new submission) and the closed route (the
         // outbox never answers for it) in one write.
-        let answer = internal_failure(&task, &format!("abandoned: {why}"))?;
+        let answer = internal_failure(&task, &format!("abandoned: {why}"));
         if !self.store.abandon(task_id, task.state, &answer)? {
             self.store.route_acked(task_id)?;
             return Ok(None);
@@ -225,23 +218,7 @@ impl Host {
         let session = task.session_id.clone().unwrap_or_default();
         let last = self.store.last_checkpoint(&session)?;
         let reason = format!("the host shut down while the task was running: {why}");
-        let answer = serde_json::to_value(Envelope::new(
-            MessageType::TaskFailed,
-            Some(session.clone()),
-            TaskFailed {
-                error_code: ErrorCode::InternalError,
-                error_message: reason.clone(),
-                error_details: Some(ErrorDetails {
-                    phase: None,
-                    step: None,
-                    recoverable: last.is_some(),
-                    last_checkpoint: last,
-                }),
-                partial_outputs: None,
-                artifacts: Vec::new(),
-                execution_summary: None,
-            },
-        )?)?;
+        let answer = super::answer::stopped(session.clone(), reason.clone(), last);
         let amqp = self
             .store
             .open_routes()?

@@ -4,14 +4,16 @@
 //! things: it parses what it received once, into a [`TaskMessage`], and it
 //! says how the caller was authenticated ([`Auth`]). It hands both to
 //! [`Host::submit_task`] and delivers the [`Submission`] it gets back: the
-//! answer (a wire-ready HCP message or `job_status`), its typed
-//! [`AnswerKind`] (from which a transport picks its status, never from the
-//! answer's strings), and whether the task is ready to run now.
+//! answer (an [`Answer`], typed: an HCP message or a `job_status`, which
+//! the transport serializes), what it says ([`AnswerKind`], from which a
+//! transport picks its status, never from the answer's strings), and
+//! whether the task is ready to run now.
 
 use super::Host;
 use super::limits::Over;
-use crate::store::Submitted;
+use crate::store::{CheckedPayload, Submitted, TaskRecord};
 use anyhow::Result;
+use hcp_contracts::answer::Answer;
 use hcp_contracts::message::{Envelope, MessageType, RejectReason, TaskRejected, TaskSubmit};
 use hcp_contracts::{Problem, problem};
 use serde_json::Value;
@@ -201,21 +203,13 @@ pub enum AnswerKind {
 }
 
 impl AnswerKind {
-    /// The kind of an answer read back from the store (the SQL edge): an
-    /// HCP message by its type, anything else a `job_status`.
-    pub(crate) fn of_stored(answer: &Value) -> Self {
-        let Ok(envelope) = serde_json::from_value::<Envelope>(answer.clone()) else {
-            return Self::Waiting;
-        };
-        match envelope.kind {
-            MessageType::TaskAccepted => Self::Accepted,
-            MessageType::TaskRejected => envelope
-                .payload_as::<TaskRejected>()
-                .map_or(Self::Rejected(RejectReason::InternalError), |r| {
-                    Self::Rejected(r.reason_code)
-                }),
-            MessageType::TaskCompleted | MessageType::TaskFailed => Self::Finished,
-            _ => Self::Waiting,
+    /// What `answer` says.
+    pub fn of(answer: &Answer) -> Self {
+        match answer {
+            Answer::Accepted(_) => Self::Accepted,
+            Answer::Rejected(r) => Self::Rejected(r.payload.reason_code),
+            Answer::Waiting(_) => Self::Waiting,
+            Answer::Completed(_) | Answer::Failed(_) => Self::Finished,
         }
     }
 
@@ -231,8 +225,8 @@ pub struct Submission {
     /// The task, once recorded (not for messages refused before that).
     pub task_id: Option<String>,
     /// The answer: `task_accepted`, `task_rejected`, or (pending approval or
-    /// queued for equipment) a `job_status` object.
-    pub answer: Value,
+    /// queued for equipment) a `job_status`.
+    pub answer: Answer,
     /// What the answer says.
     pub kind: AnswerKind,
     /// The caller had sent this message before: this is the original answer.
@@ -246,16 +240,11 @@ pub struct Submission {
 
 impl Submission {
     /// The gate's answer to `task`, recorded (not a duplicate).
-    pub(super) fn answered(
-        task: &crate::store::TaskRecord,
-        answer: Value,
-        kind: AnswerKind,
-        runnable: bool,
-    ) -> Self {
+    pub(super) fn answered(task: &TaskRecord, answer: Answer, runnable: bool) -> Self {
         Self {
             task_id: Some(task.task_id.clone()),
+            kind: AnswerKind::of(&answer),
             answer,
-            kind,
             duplicate: false,
             runnable,
             retry_after: None,
@@ -263,25 +252,21 @@ impl Submission {
     }
 
     /// The answer to a message refused before any task was recorded.
-    ///
-    /// # Errors
-    ///
-    /// The answer cannot be encoded.
-    pub fn refused(payload: TaskRejected) -> Result<Self> {
-        Ok(Self {
+    pub fn refused(payload: TaskRejected) -> Self {
+        Self {
             task_id: None,
             kind: AnswerKind::Rejected(payload.reason_code),
-            answer: rejected_answer(payload)?,
+            answer: Answer::rejected(payload),
             duplicate: false,
             runnable: false,
             retry_after: None,
-        })
+        }
     }
 
     /// The answer to a submission over its caller's limits
     /// ([`super::limits`]): `rate_limited`, with when to try again;
     /// nothing was recorded.
-    fn limited(caller: &str, over: &Over) -> Result<Self> {
+    fn limited(caller: &str, over: &Over) -> Self {
         let after = over.retry_after();
         let seconds = after.as_secs() + u64::from(after.subsec_nanos() > 0);
         let seconds = seconds.max(1);
@@ -300,10 +285,10 @@ impl Submission {
         };
         let mut payload = refusal(RejectReason::RateLimited, why, None);
         payload.suggestion = Some(format!("submit again in {seconds} s"));
-        Ok(Self {
+        Self {
             retry_after: Some(std::time::Duration::from_secs(seconds)),
-            ..Self::refused(payload)?
-        })
+            ..Self::refused(payload)
+        }
     }
 }
 
@@ -342,15 +327,6 @@ pub fn refusal(
     }
 }
 
-/// The `task_rejected` message of `payload`.
-pub(super) fn rejected_answer(payload: TaskRejected) -> Result<Value> {
-    Ok(serde_json::to_value(Envelope::new(
-        MessageType::TaskRejected,
-        None,
-        payload,
-    )?)?)
-}
-
 /// What a transport carries with a `task_submit` besides the message
 /// ([`Host::submit_task_carried`]).
 #[derive(Debug, Clone, Copy, Default)]
@@ -374,7 +350,7 @@ impl Host {
     pub fn submit(&self, message: &Value, auth: Auth<'_>) -> Result<Submission> {
         match TaskMessage::parse(message.clone()) {
             Ok(m) => self.submit_task(m, auth),
-            Err(not) => Submission::refused(not.refusal()),
+            Err(not) => Ok(Submission::refused(not.refusal())),
         }
     }
 
@@ -441,7 +417,13 @@ impl Host {
         let policy = self.policy();
         let caller = match auth.caller(&policy, &submit.caller_id) {
             Ok(caller) => caller,
-            Err(who) => return Submission::refused(refusal(RejectReason::Unauthorized, who, None)),
+            Err(who) => {
+                return Ok(Submission::refused(refusal(
+                    RejectReason::Unauthorized,
+                    who,
+                    None,
+                )));
+            }
         };
         // The caller's limits, before anything is recorded under its name.
         let size = message.size();
@@ -450,22 +432,22 @@ impl Host {
             .meters
             .take(&self.store, caller.id.as_str(), &limits, size)?
         {
-            return Submission::limited(caller.id.as_str(), &over);
+            return Ok(Submission::limited(caller.id.as_str(), &over));
         }
         // Refused before it is recorded, as an unauthenticated one is: it
         // is not kept either.
         if let Some(refused) = auth.refuses_data(submit) {
-            return Submission::refused(refused);
+            return Ok(Submission::refused(refused));
         }
         if let Some(remote) = lamport
             && let Err(e) = self.observe_lamport(remote)
         {
             return match e.downcast_ref::<crate::evidence::ClockOutOfRange>() {
-                Some(range) => Submission::refused(refusal(
+                Some(range) => Ok(Submission::refused(refusal(
                     RejectReason::InvalidInput,
                     format!("the Lamport clock the message brought: {range}"),
                     None,
-                )),
+                ))),
                 None => Err(e),
             };
         }
@@ -491,12 +473,17 @@ impl Host {
             Submitted::New(task) => task,
         };
         drop(record);
+        // Checked once: the check travels with the task (to its run).
         let check = phase!("submit.check");
-        let checked = message.submit.check();
+        let task = TaskRecord {
+            checked: Some(CheckedPayload::of(message.submit)),
+            ..task
+        };
         drop(check);
-        let answered = match checked {
-            Ok(checked) => self.admit(&policy, &task, caller, &checked),
-            Err(p) => self.refuse_invalid(&policy, &task, caller, &p),
+        let answered = match task.checked() {
+            Ok(Ok(checked)) => self.admit(&policy, &task, caller, checked),
+            Ok(Err(p)) => self.refuse_invalid(&policy, &task, caller, p),
+            Err(e) => Err(e),
         };
         self.settle_submission(&task, answered)
     }

@@ -8,8 +8,9 @@
 use super::Host;
 use super::submission::{TaskMessage, refusal};
 use anyhow::{Context as _, Result};
+use hcp_contracts::answer::Answer;
 use hcp_contracts::manifest::Manifest;
-use hcp_contracts::message::{CheckedSubmit, Envelope, RejectReason, TaskRejected};
+use hcp_contracts::message::{CheckedSubmit, RejectReason, TaskRejected};
 use hcp_contracts::{DataClass, problem};
 use hcp_sandbox::pep::Standalone;
 use hcp_sandbox::tasklog::LogEntry;
@@ -33,7 +34,7 @@ pub struct UngatedTask {
 #[derive(Debug)]
 pub struct UngatedRun {
     /// The answer (`task_completed` or `task_failed`).
-    pub answer: Envelope,
+    pub answer: Answer,
     /// The task's log.
     pub log: Vec<LogEntry>,
     /// The task.
@@ -185,12 +186,14 @@ impl Host {
         .await??;
         let store: Arc<dyn TaskStore> = self.store.clone();
         let run = prepared.run(request, store).await;
-        let mut answer = crate::lifecycle::answer(&manifest, &checked, &session_id, &run)?;
+        let answer = crate::lifecycle::answer(&manifest, &checked, &session_id, &run);
         // Granted environment variables' values are withheld from the
         // answer (`crate::withhold`).
-        self.store
-            .withhold()
-            .granted_env(&manifest.grants.env, &mut answer.payload);
+        let answer = super::answer::withhold_granted_env(
+            self.store.withhold(),
+            &manifest.grants.env,
+            answer,
+        )?;
         // Receipts are durable before the task is answered, every one of
         // them: a session that lost some to a failed write while it ran (a
         // full disk that had space again by the end) is not answered as if
@@ -208,7 +211,7 @@ impl Host {
         }
         self.recorder.record_message(
             &task_id,
-            &format!("{}.json", answer.kind.as_str()),
+            &format!("{}.json", answer.kind_name()),
             &serde_json::to_vec_pretty(&answer)?,
         )?;
         Ok(UngatedRun {

@@ -9,7 +9,7 @@ use super::error::ApiError;
 use super::listen::Transport;
 use super::request::{PathArgs, bearer, caller, json_body};
 use super::state::{AppState, spawn_run};
-use crate::engine::{AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status_of};
+use crate::engine::{Answer, AnswerKind, Auth, NotATask, Submission, TaskMessage, job_status_of};
 use crate::store::{TaskState, TaskStatus};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -137,14 +137,15 @@ async fn submit(
         Err(NotATask::Invalid(p)) => {
             return Err(ApiError::invalid("not a valid HCP message", &p));
         }
-        Err(not) => Submission::refused(not.refusal())?,
+        Err(not) => Submission::refused(not.refusal()),
     };
     if let AnswerKind::Rejected(reason) = submission.kind
         && let Some(error) = ApiError::rejected(
             reason,
-            submission.answer["payload"]["reason_message"]
-                .as_str()
-                .unwrap_or("not authenticated"),
+            submission
+                .answer
+                .rejected_payload()
+                .map_or("not authenticated", |r| r.reason_message.as_str()),
         )
     {
         return Err(error);
@@ -236,7 +237,7 @@ async fn status(
     State(state): State<AppState>,
     headers: HeaderMap,
     PathArgs(id): PathArgs<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Answer>, ApiError> {
     let who = caller(&state, &headers)?;
     let t = visible_status(&state, &who, &id)?;
     Ok(Json(job_status_of(&t, status_message(t.state))))

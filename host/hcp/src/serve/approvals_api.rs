@@ -67,7 +67,7 @@ pub(crate) async fn decide(
     headers: HeaderMap,
     PathArgs(id): PathArgs<String>,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<crate::engine::Answer>, ApiError> {
     let op = operator(&state, &headers)?.id.as_str().to_owned();
     let body: DecisionBody = body_as(
         &headers,

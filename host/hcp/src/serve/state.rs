@@ -183,10 +183,7 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
         };
         let ran = match run {
             Ok(Some(answer)) => {
-                tracing::info!(
-                    "task {task_id}: {}",
-                    answer["type"].as_str().unwrap_or("answered")
-                );
+                tracing::info!("task {task_id}: {}", answer.kind_name());
                 true
             }
             Ok(None) => {

@@ -41,7 +41,8 @@ pub use registry::{Installed, Selection, same_precedence_message};
 pub(crate) use settle::SettleWrite;
 pub(crate) use tasks::TaskWrite;
 pub use tasks::{
-    SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskStatus, TaskUpdate,
+    CheckedPayload, SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskStatus,
+    TaskUpdate,
 };
 pub(crate) use tasks::{seals_messages, stored_messages};
 pub use trust::{Added, TrustedPublisher};
@@ -346,7 +347,7 @@ mod tests {
             caller_id: "c".into(),
             state: TaskState::Completed,
             updated_at: "2026-12-05T17:00:00.000Z".into(),
-            result: Some(serde_json::json!({"type": "task_completed"})),
+            result: Some(tasks::tests::completed()),
             answer: None,
         };
         store.task_settled(status.clone());

@@ -6,8 +6,8 @@
 
 use super::{Store, TaskState, TaskStatus, now};
 use anyhow::Result;
+use hcp_contracts::answer::Answer;
 use rusqlite::params;
-use serde_json::Value;
 
 /// A final state waiting to be written.
 #[derive(Debug, Clone)]
@@ -15,7 +15,7 @@ pub(super) struct Unsettled {
     task_id: String,
     from: TaskState,
     to: TaskState,
-    result: Value,
+    result: Answer,
 }
 
 /// A final state, to be written on a connection the caller holds.
@@ -50,11 +50,14 @@ impl SettleWrite {
         task_id: &str,
         from: TaskState,
         to: TaskState,
-        result: &Value,
+        result: &Answer,
     ) -> Result<Self> {
-        let text = result.to_string();
+        // Its JSON once: the text stored, and the strings the credential
+        // detector reads.
+        let value = result.to_value()?;
+        let text = value.to_string();
         let sealed = super::tasks::seal_message(key, task_id, "result", &text)?;
-        let result = if crate::withhold::holds_credential(result) {
+        let result = if crate::withhold::holds_credential(&value) {
             sealed.clone()
         } else {
             text
@@ -72,7 +75,7 @@ impl SettleWrite {
     /// The status of the task once this is written (as
     /// [`Store::task_status`] reads it back), for a task of `caller_id`
     /// whose final answer is `result` (the answer this was made from).
-    pub(crate) fn status(&self, caller_id: &str, result: Value) -> TaskStatus {
+    pub(crate) fn status(&self, caller_id: &str, result: Answer) -> TaskStatus {
         TaskStatus {
             task_id: self.task_id.clone(),
             caller_id: caller_id.to_owned(),
@@ -123,7 +126,7 @@ impl Store {
         task_id: &str,
         from: TaskState,
         to: TaskState,
-        result: Value,
+        result: Answer,
     ) -> Result<bool> {
         let u = Unsettled {
             task_id: task_id.to_owned(),
@@ -155,12 +158,7 @@ impl Store {
     /// # Errors
     ///
     /// The database fails (nothing is written).
-    pub fn abandon(
-        &self,
-        task_id: &str,
-        from: TaskState,
-        result: &serde_json::Value,
-    ) -> Result<bool> {
+    pub fn abandon(&self, task_id: &str, from: TaskState, result: &Answer) -> Result<bool> {
         self.fail_released(task_id, from, result, true)
     }
 
@@ -172,12 +170,7 @@ impl Store {
     /// # Errors
     ///
     /// The database fails (nothing is written).
-    pub fn fail_unanswered(
-        &self,
-        task_id: &str,
-        from: TaskState,
-        result: &serde_json::Value,
-    ) -> Result<bool> {
+    pub fn fail_unanswered(&self, task_id: &str, from: TaskState, result: &Answer) -> Result<bool> {
         self.fail_released(task_id, from, result, false)
     }
 
@@ -185,7 +178,7 @@ impl Store {
         &self,
         task_id: &str,
         from: TaskState,
-        result: &serde_json::Value,
+        result: &Answer,
         close_route: bool,
     ) -> Result<bool> {
         let mut db = self.db();
@@ -255,6 +248,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tasks::tests::{accepted, completed, failed};
     use super::*;
     use serde_json::json;
 
@@ -271,6 +265,7 @@ mod tests {
             store.unanswered().expect("unanswered"),
             std::slice::from_ref(&task.task_id)
         );
+        let two = failed("2");
         // Not from another state.
         assert!(
             !store
@@ -278,7 +273,7 @@ mod tests {
                     &task.task_id,
                     TaskState::Running,
                     TaskState::Failed,
-                    json!(1)
+                    failed("1")
                 )
                 .expect("settle")
         );
@@ -288,12 +283,12 @@ mod tests {
                     &task.task_id,
                     TaskState::Received,
                     TaskState::Failed,
-                    json!(2)
+                    two.clone()
                 )
                 .expect("settle")
         );
         let t = store.task(&task.task_id).expect("task").expect("exists");
-        assert_eq!((t.state, t.result), (TaskState::Failed, Some(json!(2))));
+        assert_eq!((t.state, t.result), (TaskState::Failed, Some(two)));
         assert!(store.unanswered().expect("unanswered").is_empty());
         assert_eq!(store.settle_pending(), 0);
     }
@@ -305,14 +300,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::open(dir.path()).expect("open");
         for (i, (to, answer)) in [
-            (
-                TaskState::Completed,
-                json!({"type": "task_completed", "payload": {"outputs": {"n": 1.5}}}),
-            ),
-            (
-                TaskState::Failed,
-                json!({"type": "task_failed", "payload": {"error_code": "TIMEOUT"}}),
-            ),
+            (TaskState::Completed, completed()),
+            (TaskState::Failed, failed("late")),
         ]
         .into_iter()
         .enumerate()
@@ -328,7 +317,7 @@ mod tests {
                     &task.task_id,
                     TaskState::Queued,
                     super::super::TaskUpdate {
-                        answer: Some(json!({"type": "task_accepted"})),
+                        answer: Some(accepted()),
                         ..Default::default()
                     },
                 )

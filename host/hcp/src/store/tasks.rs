@@ -7,7 +7,9 @@
 use super::{Store, now};
 use crate::seal::DataKey;
 use anyhow::{Context as _, Result};
-use hcp_contracts::message::{Envelope, MessageType, TaskAccepted, TaskSubmit};
+use hcp_contracts::Problem;
+use hcp_contracts::answer::Answer;
+use hcp_contracts::message::{CheckedSubmit, TaskSubmit};
 use hcp_policy::Admission;
 use rusqlite::{OptionalExtension, params};
 use serde::Deserialize as _;
@@ -94,20 +96,86 @@ pub struct TaskRecord {
     /// The `task_submit` envelope as received.
     pub submit: Value,
     /// The gate's answer (`task_accepted` or `task_rejected`).
-    pub answer: Option<Value>,
+    pub answer: Option<Answer>,
     /// The final answer (`task_completed` or `task_failed`).
-    pub result: Option<Value>,
+    pub result: Option<Answer>,
     /// When it was received.
     pub created_at: String,
     /// Last change.
     pub updated_at: String,
     /// The gate's admission, once admitted.
     pub admission: Option<Admission>,
-    /// The `task_submit` payload, when it reads as one (a message the gate
-    /// refused as invalid may not).
-    pub payload: Option<TaskSubmit>,
+    /// The `task_submit` payload as checked, when it reads as one (a
+    /// message the gate refused as invalid may not): the gate's check,
+    /// kept with the task it made (`None` until then for a new task); for
+    /// a task read from the database, checked when first asked.
+    pub checked: Option<CheckedPayload>,
     /// The session the gate issued, once it accepted the task.
     pub session: Option<SessionIssued>,
+}
+
+/// A `task_submit` payload checked ([`TaskSubmit::check`]: its version
+/// range, duration and expected-output schema parsed), or the problems
+/// that check found. Checked once per task: the gate checks it and the
+/// record carries the check to the run; a task read back from the
+/// database is checked there, when first asked ([`TaskRecord::checked`]),
+/// so that reads that never ask (listings, the outbox) do not check.
+#[derive(Debug, Clone)]
+pub struct CheckedPayload {
+    checked: std::sync::OnceLock<Result<CheckedSubmit, Vec<Problem>>>,
+    /// The payload while it is not checked (a task read back).
+    unchecked: Option<TaskSubmit>,
+}
+
+impl CheckedPayload {
+    /// `submit`, checked now.
+    pub fn of(submit: TaskSubmit) -> Self {
+        Self {
+            checked: std::sync::OnceLock::from(submit.check()),
+            unchecked: None,
+        }
+    }
+
+    /// `submit` as read back, checked when first asked.
+    fn read(submit: TaskSubmit) -> Self {
+        Self {
+            checked: std::sync::OnceLock::new(),
+            unchecked: Some(submit),
+        }
+    }
+
+    /// The check.
+    pub fn get(&self) -> &Result<CheckedSubmit, Vec<Problem>> {
+        self.checked.get_or_init(|| match &self.unchecked {
+            Some(submit) => submit.clone().check(),
+            // `of` sets the check: never here.
+            None => Err(vec![Problem::new("/payload", "not read")]),
+        })
+    }
+
+    /// The payload, when known without checking it.
+    fn payload(&self) -> Option<&TaskSubmit> {
+        self.unchecked.as_ref().or_else(|| {
+            self.checked
+                .get()
+                .and_then(|c| c.as_ref().ok())
+                .map(|c| &c.submit)
+        })
+    }
+}
+
+impl PartialEq for CheckedPayload {
+    /// The same payload (what is parsed of it follows from it).
+    fn eq(&self, other: &Self) -> bool {
+        match (self.payload(), other.payload()) {
+            (Some(a), Some(b)) => a == b,
+            _ => match (self.get(), other.get()) {
+                (Ok(a), Ok(b)) => a.submit == b.submit,
+                (Err(a), Err(b)) => a == b,
+                _ => false,
+            },
+        }
+    }
 }
 
 /// A task as its status shows it (`job_status`, its event stream): read
@@ -124,17 +192,17 @@ pub struct TaskStatus {
     pub updated_at: String,
     /// The final answer (`task_completed` or `task_failed`), once the
     /// task is in a final state.
-    pub result: Option<Value>,
+    pub result: Option<Answer>,
     /// The gate's answer, only when the task is in a final state without a
     /// final answer: a `task_rejected`, or the `task_accepted` of a task
     /// failed without one.
-    pub answer: Option<Value>,
+    pub answer: Option<Answer>,
 }
 
 impl TaskStatus {
     /// The answer a task in a final state ends with: its final answer, or
     /// else the gate's; `None` while it is not final.
-    pub fn final_answer(&self) -> Option<&Value> {
+    pub fn final_answer(&self) -> Option<&Answer> {
         if !self.state.is_final() {
             return None;
         }
@@ -143,6 +211,21 @@ impl TaskStatus {
 }
 
 impl TaskRecord {
+    /// The task's `task_submit` payload as checked, or the problems its
+    /// check found.
+    ///
+    /// # Errors
+    ///
+    /// The task has no payload that reads as a `task_submit`, or (a new
+    /// task) the gate has not checked it yet.
+    pub fn checked(&self) -> Result<std::result::Result<&CheckedSubmit, &[Problem]>> {
+        match self.checked.as_ref().map(CheckedPayload::get) {
+            Some(Ok(c)) => Ok(Ok(c)),
+            Some(Err(p)) => Ok(Err(p)),
+            None => anyhow::bail!("task {} without its task_submit", self.task_id),
+        }
+    }
+
     /// The task as its status shows it ([`TaskStatus`]).
     pub fn status(&self) -> TaskStatus {
         let final_state = self.state.is_final();
@@ -170,17 +253,14 @@ pub struct SessionIssued {
 }
 
 impl SessionIssued {
-    /// The session of a stored gate answer, if it is a `task_accepted`.
-    fn of(answer: &Value) -> Option<Self> {
-        // Read from the stored value itself, not a copy of it.
-        let envelope = Envelope::deserialize(answer).ok()?;
-        if envelope.kind != MessageType::TaskAccepted {
+    /// The session of a gate answer, if it is a `task_accepted`.
+    fn of(answer: &Answer) -> Option<Self> {
+        let Answer::Accepted(accepted) = answer else {
             return None;
-        }
-        let accepted: TaskAccepted = envelope.payload_as().ok()?;
+        };
         Some(Self {
-            token: accepted.session_token,
-            accepted_at: envelope.timestamp,
+            token: accepted.payload.session_token.clone(),
+            accepted_at: accepted.timestamp.clone(),
         })
     }
 }
@@ -213,8 +293,9 @@ pub enum Submitted {
 const TASK_COLUMNS: &str = "task_id, caller_id, message_id, capability, version, session_id, state, risk, \
      data_class, submit, answer, result, created_at, updated_at, admission";
 
-fn json(text: Option<String>) -> Result<Option<Value>> {
-    text.map(|t| serde_json::from_str(&t).context("stored JSON"))
+/// An answer as stored (its JSON text), read.
+fn answer_of(text: Option<String>) -> Result<Option<Answer>> {
+    text.map(|t| serde_json::from_str(&t).context("stored answer"))
         .transpose()
 }
 
@@ -262,14 +343,14 @@ fn open_message(key: &DataKey, task_id: &str, column: &str, text: String) -> Res
     String::from_utf8(plain).with_context(|| format!("task {task_id}: sealed {column}"))
 }
 
-/// A stored message as JSON, opened when sealed.
+/// A stored answer, opened when sealed.
 fn message(
     key: &DataKey,
     task_id: &str,
     column: &str,
     text: Option<String>,
-) -> Result<Option<Value>> {
-    json(
+) -> Result<Option<Answer>> {
+    answer_of(
         text.map(|t| open_message(key, task_id, column, t))
             .transpose()?,
     )
@@ -292,12 +373,13 @@ fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<[Option<String>; 15]> {
     Ok(out)
 }
 
-/// The `task_submit` payload of a message as received, when it reads as
-/// one.
-fn payload_of(submit: &Value) -> Option<TaskSubmit> {
+/// The `task_submit` payload of a message as stored, when it reads as
+/// one (the database's edge: a task read back), to be checked when asked.
+fn checked_of(submit: &Value) -> Option<CheckedPayload> {
     submit
         .get("payload")
         .and_then(|p| TaskSubmit::deserialize(p).ok())
+        .map(CheckedPayload::read)
 }
 
 fn task_record(key: &DataKey, row: [Option<String>; 15]) -> Result<TaskRecord> {
@@ -327,7 +409,7 @@ fn task_record(key: &DataKey, row: [Option<String>; 15]) -> Result<TaskRecord> {
         .map(|a| serde_json::from_str(&a).context("stored admission"))
         .transpose()?;
     Ok(TaskRecord {
-        payload: payload_of(&submit),
+        checked: checked_of(&submit),
         session: answer.as_ref().and_then(SessionIssued::of),
         result: message(key, &task_id, "result", result)?,
         task_id,
@@ -359,9 +441,9 @@ pub struct TaskUpdate {
     /// Data class.
     pub data_class: Option<String>,
     /// The gate's answer.
-    pub answer: Option<Value>,
+    pub answer: Option<Answer>,
     /// The final answer.
-    pub result: Option<Value>,
+    pub result: Option<Answer>,
     /// The gate's admission.
     pub admission: Option<Admission>,
 }
@@ -393,8 +475,9 @@ impl TaskWrite {
     ///
     /// # Errors
     ///
-    /// The admission cannot be encoded.
+    /// The admission or an answer cannot be encoded.
     pub(crate) fn new(task_id: &str, state: TaskState, u: TaskUpdate) -> Result<Self> {
+        let text = |a: Option<Answer>| a.as_ref().map(serde_json::to_string).transpose();
         Ok(Self {
             task_id: task_id.to_owned(),
             state,
@@ -402,8 +485,8 @@ impl TaskWrite {
             session_id: u.session_id,
             risk: u.risk,
             data_class: u.data_class,
-            answer: u.answer.map(|v| v.to_string()),
-            result: u.result.map(|v| v.to_string()),
+            answer: text(u.answer)?,
+            result: text(u.result)?,
             admission: u
                 .admission
                 .as_ref()
@@ -429,8 +512,9 @@ impl TaskWrite {
     /// # Errors
     ///
     /// The cipher or the random source failed.
-    pub(crate) fn sealing_flagged_answer(mut self, key: &DataKey, answer: &Value) -> Result<Self> {
-        if crate::withhold::holds_credential(answer) {
+    pub(crate) fn sealing_flagged_answer(mut self, key: &DataKey, answer: &Answer) -> Result<Self> {
+        let answer = answer.to_value()?;
+        if crate::withhold::holds_credential(&answer) {
             self.answer = Some(seal_message(
                 key,
                 &self.task_id,
@@ -621,7 +705,8 @@ impl Store {
             return Ok(Submitted::Duplicate(task_record(&self.data_key, row)?));
         }
         let record = TaskRecord {
-            payload: payload_of(submit),
+            // Checked by the gate, which has the payload parsed.
+            checked: None,
             task_id,
             caller_id: caller_id.to_owned(),
             message_id: message_id.to_owned(),
@@ -1064,9 +1149,104 @@ const PENDING_OF: &str =
     "SELECT COUNT(*) FROM tasks WHERE caller_id = ?1 AND state = 'pending_approval'";
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+    use hcp_contracts::message::{RejectReason, TaskCompleted, TaskRejected};
     use serde_json::json;
+
+    /// A task read back carries its payload unchecked, and checks it once,
+    /// when first asked: a listing or the outbox, which never ask, do not
+    /// check; the gate's check is carried as it was made.
+    #[test]
+    fn a_task_read_back_is_checked_when_first_asked_and_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let message = json!({"payload": {
+            "capability": "cap", "caller_id": "c1", "intent": "i", "inputs": {},
+            "capability_version": "1.x",
+            "constraints": {"max_duration": "PT5S"}
+        }});
+        let Submitted::New(task) = store
+            .submit("c1", "m-checked", "cap", &message)
+            .expect("submit")
+        else {
+            panic!("not new");
+        };
+        assert!(
+            task.checked.is_none(),
+            "a new task waits for the gate's check"
+        );
+        let read = store.task(&task.task_id).expect("read").expect("task");
+        let payload = read.checked.as_ref().expect("a payload");
+        assert!(payload.checked.get().is_none(), "checked as it was read");
+        let checked = read.checked().expect("payload").expect("checks");
+        assert_eq!(
+            checked.max_duration,
+            Some(std::time::Duration::from_secs(5))
+        );
+        assert!(payload.checked.get().is_some());
+        let first: *const CheckedSubmit = checked;
+        let again: *const CheckedSubmit = read.checked().expect("payload").expect("checks");
+        assert_eq!(first, again, "checked twice");
+        // The gate's check, carried: the same payload as the one read back.
+        let gate = CheckedPayload::of(payload.payload().expect("payload").clone());
+        assert!(gate.checked.get().is_some());
+        assert_eq!(&gate, payload);
+        // A payload that does not check: its problems, once.
+        let bad = json!({"payload": {
+            "capability": "cap", "caller_id": "c1", "intent": "i", "inputs": {},
+            "capability_version": "one"
+        }});
+        let Submitted::New(task) = store.submit("c1", "m-bad", "cap", &bad).expect("submit") else {
+            panic!("not new");
+        };
+        let read = store.task(&task.task_id).expect("read").expect("task");
+        let problems = read.checked().expect("payload").expect_err("refused");
+        assert_eq!(problems[0].pointer, "/payload/capability_version");
+    }
+
+    /// A `task_completed` to store.
+    pub(in crate::store) fn completed() -> Answer {
+        Answer::completed(
+            Some("session-1".into()),
+            TaskCompleted {
+                outputs: json!({"n": 1.5}),
+                artifacts: Vec::new(),
+                execution_summary: None,
+            },
+        )
+    }
+
+    /// A `task_failed` to store.
+    pub(in crate::store) fn failed(message: &str) -> Answer {
+        Answer::failed(
+            None,
+            hcp_contracts::message::TaskFailed {
+                error_code: hcp_contracts::message::ErrorCode::Timeout,
+                error_message: message.into(),
+                error_details: None,
+                partial_outputs: None,
+                artifacts: Vec::new(),
+                execution_summary: None,
+            },
+        )
+    }
+
+    /// A `task_accepted` to store.
+    pub(in crate::store) fn accepted() -> Answer {
+        Answer::accepted(
+            "session-1".into(),
+            hcp_contracts::message::TaskAccepted {
+                session_token: "t".into(),
+                risk_level: hcp_contracts::RiskLevel::R1,
+                data_classification: hcp_contracts::DataClass::T1,
+                safety_envelope: json!({}),
+                constraints: json!({}),
+                issued_at: None,
+                expires_at: None,
+            },
+        )
+    }
 
     /// The claim on every task's path is compiled once: a state bound as a
     /// parameter made SQLite compile it again at every run (the partial
@@ -1152,8 +1332,8 @@ mod tests {
             assert_eq!(alone, whole, "{id}");
             alone
         };
-        let accepted = json!({"type": "task_accepted", "payload": {"session_token": "t"}});
-        let done = json!({"type": "task_completed", "payload": {"outputs": {}}});
+        let accepted = accepted();
+        let done = completed();
         let task = new("m-1");
         assert_eq!(same(&task).state, TaskState::Received);
         let with_answer = TaskUpdate {
@@ -1182,7 +1362,12 @@ mod tests {
         assert_eq!(completed.answer, None, "the gate's answer is not read");
 
         let rejected = new("m-2");
-        let refusal = json!({"type": "task_rejected", "payload": {"reason_code": "x"}});
+        let refusal = Answer::rejected(TaskRejected {
+            reason_code: RejectReason::Forbidden,
+            reason_message: "x".into(),
+            assessed_risk_level: None,
+            suggestion: None,
+        });
         store
             .set_task(
                 &rejected,

@@ -160,7 +160,7 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
                 hcp_contracts::message::RejectReason::InvalidInput,
                 why,
                 None,
-            ))?,
+            )),
         }))
     };
     if delivery.data.len() > BODY_LIMIT {
@@ -205,7 +205,7 @@ fn read(delivery: &Delivery) -> Result<std::result::Result<Read, Malformed>> {
         Ok(message) => Ok(Ok(Read { message, lamport })),
         Err(not) => Ok(Err(Malformed {
             message_id,
-            answer: Submission::refused(not.refusal())?,
+            answer: Submission::refused(not.refusal()),
         })),
     }
 }
@@ -243,9 +243,11 @@ async fn handle(
     let Read { message, lamport } = match read(delivery)? {
         Ok(read) => read,
         Err(malformed) => {
-            let reason = malformed.answer.answer["payload"]["reason_message"]
-                .as_str()
-                .unwrap_or("malformed")
+            let reason = malformed
+                .answer
+                .answer
+                .rejected_payload()
+                .map_or("malformed", |r| r.reason_message.as_str())
                 .to_owned();
             tracing::warn!(target: "hcp::amqp", "dead-lettered a malformed message: {reason}");
             if let Some(reply_to) = &reply_to {
@@ -304,7 +306,7 @@ async fn handle(
         task = submission.task_id.as_deref().unwrap_or("-"),
         message_id = %message_id,
         "{}",
-        submission.answer["type"].as_str().unwrap_or("job_status")
+        submission.answer.kind_name()
     );
     if reply_to.is_none() {
         // Nobody to answer: the task stands all the same (it is in the

@@ -11,7 +11,6 @@ use anyhow::{Context as _, Result};
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation};
-use serde_json::Value;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -50,7 +49,7 @@ pub(super) async fn publish_answer(
     reply_to: &str,
     correlation_id: &str,
     task_id: Option<&str>,
-    answer: &Value,
+    answer: &crate::engine::Answer,
     flags: Flags,
 ) -> Result<()> {
     let body = serde_json::to_vec(answer)?;
@@ -76,8 +75,8 @@ pub(super) async fn publish_answer(
     let mut props = BasicProperties::default();
     // The answer's own message_id: the same on every copy of it, so a
     // caller keeps the first and drops a repeat.
-    if let Some(id) = answer["message_id"]
-        .as_str()
+    if let Some(id) = answer
+        .message_id()
         .and_then(|id| ShortString::try_new(id).ok())
     {
         props = props.with_message_id(id);
@@ -239,7 +238,7 @@ pub(super) async fn run(state: AppState, answering: Answering, capacity: Capacit
                 target: "hcp::amqp",
                 task = %route.task_id,
                 "{}",
-                answer["type"].as_str().unwrap_or("answered")
+                answer.kind_name()
             );
         }
         let _ = tokio::time::timeout(SWEEP, changes.changed()).await;
