@@ -22,7 +22,8 @@ capabilities/<name>/<version>/ with one rename and recorded. A refusal leaves no
 Exit status: 0 installed, 1 refused, 2 the host could not do its part."
 )]
 pub struct InstallArgs {
-    /// The bundle (.hcpb).
+    /// The bundle (.hcpb), or oci://<registry>/<repository>[:<tag>|@sha256:<digest>]
+    /// to fetch it from a registry (verified in memory before anything is written).
     bundle: PathBuf,
     /// Install an unsigned bundle. For local development only: a loud
     /// warning, and the install receipt records it.
@@ -38,12 +39,14 @@ pub struct InstallArgs {
     json: bool,
     #[command(flatten)]
     dirs: HostDirs,
+    #[command(flatten)]
+    registry: super::oci::RegistryArgs,
 }
 
 pub(super) fn install(args: InstallArgs) -> Outcome {
     let paths = &args.dirs.paths()?;
     let shown = args.bundle.display().to_string();
-    let file = match install::read_bundle_file(&args.bundle) {
+    let file = match super::oci::read_or_fetch(&args.bundle, &args.registry) {
         Ok(f) => f,
         Err(InstallError::Refused(reason)) => return refused(&shown, &reason),
         Err(e) => return Err(e.into()),
@@ -101,6 +104,7 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
             "previous": outcome.previous.as_ref().map(|(p, _)| p.clone()),
             "accepted_new_grants": accepted,
             "replaced_leftover": outcome.replaced_leftover,
+            "origin": r.origin,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -110,6 +114,12 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
         None => println!("  publisher  UNSIGNED (--allow-unsigned)"),
     }
     println!("  component  {}", r.component);
+    if let Some(o) = &r.origin {
+        println!(
+            "  from       oci://{}/{}@{}",
+            o.registry, o.repository, o.digest
+        );
+    }
     println!("  directory  {}", i.dir.display());
     println!(
         "  receipt    {RECEIPT_FILE}, signed by {} (key {})",
