@@ -28,6 +28,17 @@ impl Registry {
     ///
     /// It does not start within 30 seconds (a test helper).
     pub fn start(users: &[(&str, &str)]) -> Self {
+        Self::start_with(users, false)
+    }
+
+    /// [`Registry::start`]; with `tls`, serving HTTPS with a certificate
+    /// for `localhost` and `127.0.0.1` from a CA of its own
+    /// ([`Registry::ca`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`Registry::start`].
+    pub fn start_with(users: &[(&str, &str)], tls: bool) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -55,9 +66,19 @@ impl Registry {
                 htpasswd.display()
             );
         }
+        let mut http_tls = String::new();
+        if tls {
+            let certs = dir.path().join("certs");
+            crate::broker::make_certificates(&certs).expect("certificates (openssl)");
+            http_tls = format!(
+                "  tls:\n    certificate: {}\n    key: {}\n",
+                certs.join("server.pem").display(),
+                certs.join("server.key").display()
+            );
+        }
         let config = format!(
             "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\n\
-             http:\n  addr: {addr}\n{auth}",
+             http:\n  addr: {addr}\n{http_tls}{auth}",
             dir.path().join("data").display()
         );
         let config_path = dir.path().join("config.yml");
@@ -87,6 +108,11 @@ impl Registry {
     /// `127.0.0.1:<port>`.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The CA that signed a TLS registry's certificate (PEM).
+    pub fn ca(&self) -> std::path::PathBuf {
+        self.dir.path().join("certs/ca.pem")
     }
 
     /// What the registry logged.

@@ -325,6 +325,7 @@ fn refused(lab: &Lab, reference: &str, says: &str) -> String {
     assert!(err.contains(says), "expected {says:?} in:\n{err}");
     assert!(err.ends_with("nothing was installed\n"), "{err}");
     lab.nothing_half_installed(&[]);
+    eprintln!("refused as expected: {err}");
     err
 }
 
@@ -556,10 +557,15 @@ fn an_error_mid_stream_is_refused() {
             )
         })
     });
+    let half = artifact.layers[0].1.len() / 2;
     refused(
         &lab,
         &format!("oci://{}/{REPO}:1", registry.addr()),
-        "layer component.wasm",
+        &format!(
+            "layer component.wasm ({}): the transfer failed after {half} of {} bytes",
+            artifact.layers[0].0.digest,
+            artifact.layers[0].1.len()
+        ),
     );
 }
 
@@ -614,5 +620,67 @@ fn the_token_flow_fetches_with_a_bearer_token() {
             .contains("scope=repository%3Aacme%2Fdocument-analysis%3Apull"),
         "{}",
         token.path
+    );
+}
+
+#[test]
+fn a_tls_registry_is_reached_with_the_ca_file_given() {
+    let registry = Registry::start_with(&[], true);
+    let lab = Lab::new();
+    lab.trust("hcp-examples");
+    let bundle = lab.example("document-analysis");
+    let ca = registry.ca();
+    // With a CA file, a loopback registry is spoken to over HTTPS.
+    let tagged = format!("oci://127.0.0.1:{}/{REPO}:1.0.0", registry.addr().port());
+    ok(
+        &lab,
+        &["push", s(&bundle), &tagged, "--registry-ca", s(&ca)],
+    );
+    // Without it, plain HTTP to a TLS registry goes nowhere.
+    let out = run(&lab, &["install", &tagged]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    lab.nothing_half_installed(&[]);
+    // A CA that did not sign the registry's certificate: refused.
+    let stranger = lab.work.path().join("stranger");
+    hcp_tests::broker::make_certificates(&stranger).expect("certificates");
+    let out = run(
+        &lab,
+        &[
+            "install",
+            &tagged,
+            "--registry-ca",
+            s(&stranger.join("ca.pem")),
+        ],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).to_lowercase().contains("certificate"),
+        "{}",
+        stderr(&out)
+    );
+    lab.nothing_half_installed(&[]);
+    ok(&lab, &["install", &tagged, "--registry-ca", s(&ca)]);
+    assert_eq!(lab.installed(), ["document-analysis@1.0.0"]);
+}
+
+#[test]
+fn a_token_service_in_plain_http_off_loopback_is_refused() {
+    let lab = Lab::new();
+    let artifact = artifact(&lab);
+    let registry = hostile(&artifact, |_, _| {
+        Some(Reply::new(
+            "401 Unauthorized",
+            &[(
+                "WWW-Authenticate",
+                r#"Bearer realm="http://tokens.example/token",service="x""#,
+            )],
+            b"",
+            false,
+        ))
+    });
+    refused(
+        &lab,
+        &format!("oci://{}/{REPO}:1", registry.addr()),
+        "the token service \"http://tokens.example/token\" is not HTTPS: refused",
     );
 }
