@@ -325,7 +325,6 @@ fn refused(lab: &Lab, reference: &str, says: &str) -> String {
     assert!(err.contains(says), "expected {says:?} in:\n{err}");
     assert!(err.ends_with("nothing was installed\n"), "{err}");
     lab.nothing_half_installed(&[]);
-    eprintln!("refused as expected: {err}");
     err
 }
 
