@@ -683,3 +683,71 @@ fn a_token_service_in_plain_http_off_loopback_is_refused() {
         "the token service \"http://tokens.example/token\" is not HTTPS: refused",
     );
 }
+
+/// `artifact` with the layer at `path` replaced by `bytes`, its
+/// descriptor and the manifest made to match: a consistent artifact whose
+/// content the publisher never signed.
+fn with_layer(artifact: &Artifact, path: &str, bytes: Vec<u8>) -> Arc<Artifact> {
+    let mut layers = artifact.layers.clone();
+    let (descriptor, old) = layers
+        .iter_mut()
+        .find(|(d, _)| {
+            d.annotations
+                .get(hcp_oci::layout::TITLE)
+                .map(String::as_str)
+                == Some(path)
+        })
+        .expect("layer");
+    descriptor.digest = hcp_contracts::jcs::sha256_bytes_tagged(&bytes);
+    descriptor.size = bytes.len() as u64;
+    *old = bytes;
+    let mut m: Value = serde_json::from_slice(&artifact.manifest).expect("json");
+    m["layers"] =
+        serde_json::to_value(layers.iter().map(|(d, _)| d).collect::<Vec<_>>()).expect("json");
+    let manifest = serde_json::to_vec(&m).expect("json");
+    Arc::new(Artifact {
+        config: artifact.config.clone(),
+        digest: hcp_contracts::jcs::sha256_bytes_tagged(&manifest),
+        manifest,
+        layers,
+    })
+}
+
+#[test]
+fn a_layer_the_publisher_did_not_sign_is_refused_by_the_signature() {
+    let lab = Lab::new();
+    let signed = artifact(&lab);
+    // The bundle manifest changed (its description): every digest of the
+    // artifact matches, the publisher's signature does not.
+    let manifest = &signed.layers[1].1;
+    let mut m: Value = serde_json::from_slice(manifest).expect("json");
+    m["capability"]["description"] = "changed in the registry".into();
+    let changed = with_layer(
+        &signed,
+        "manifest.json",
+        serde_json::to_vec(&m).expect("json"),
+    );
+    let registry = hostile(&changed, |_, _| None);
+    let reference = format!("oci://{}/{REPO}:1", registry.addr());
+    refused(&lab, &reference, "the manifest changed after signing");
+    // `hcp pull` writes nothing either.
+    let pulled = lab.work.path().join("pulled.hcpb");
+    let out = run(&lab, &["pull", &reference, "-o", s(&pulled)]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).ends_with("nothing was written\n"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!pulled.exists());
+    // The component swapped: the signed manifest pins the original.
+    let mut component = signed.layers[0].1.clone();
+    component.extend_from_slice(b"\0");
+    let swapped = with_layer(&signed, "component.wasm", component);
+    let registry = hostile(&swapped, |_, _| None);
+    refused(
+        &lab,
+        &format!("oci://{}/{REPO}:1", registry.addr()),
+        "the layers do not form a valid bundle",
+    );
+}
