@@ -78,7 +78,8 @@ pub struct RegistryOrigin {
     pub registry: String,
     /// The repository.
     pub repository: String,
-    /// The tag named, when one was (resolved once, to `digest`).
+    /// The tag, when one was resolved (once, to `digest`); `None` for an
+    /// install by digest.
     pub tag: Option<String>,
     /// `sha256:` of the image manifest everything was fetched by.
     pub digest: String,

@@ -36,6 +36,9 @@ use std::time::Duration;
 
 /// Most redirects followed within the registry's origin.
 const MAX_REDIRECTS: u32 = 3;
+/// Longest one request may take, its body read (a bundle's largest
+/// component, 256 MiB, at about 1 Mbit/s).
+const CALL_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 /// Largest token answer or error body read.
 const MAX_SMALL_BODY: u64 = 64 << 10;
 
@@ -134,6 +137,9 @@ impl Session {
             .timeout_connect(Some(Duration::from_secs(30)))
             .timeout_recv_response(Some(Duration::from_secs(120)))
             .timeout_per_read(Some(Duration::from_secs(60)))
+            // A registry trickling bytes cannot hold a call for good: no
+            // request, body included, takes longer than this.
+            .timeout_per_call(Some(CALL_TIMEOUT))
             .tls_config(tls.build());
         if reference.is_loopback() {
             // A proxy from the environment never stands between this host

@@ -93,7 +93,13 @@ pub fn fetch(reference: &Reference, access: &Access) -> Result<Fetched, OciError
         origin: RegistryOrigin {
             registry: reference.registry.clone(),
             repository: reference.repository.clone(),
-            tag: reference.tag.clone(),
+            // A tag beside a digest is not what was fetched by: only a
+            // tag resolved here is recorded.
+            tag: reference
+                .digest
+                .is_none()
+                .then(|| reference.tag.clone())
+                .flatten(),
             digest,
         },
     })

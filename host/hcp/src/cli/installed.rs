@@ -19,6 +19,10 @@ the policy directory, --policies); what it may do beyond the highest installed v
 capability; the surface audit. The component is compiled (the cache is left warm), the install \
 is staged next to its final place, signed by the host key (install-receipt.json), moved into \
 capabilities/<name>/<version>/ with one rename and recorded. A refusal leaves nothing behind.\n\n\
+A bundle named oci://<registry>/<repository>[:<tag>|@sha256:<digest>] is fetched into memory \
+first (a tag resolved to a digest once, every blob fetched by digest and checked as it streams, \
+sizes bounded before download; docs/oci.md), then checked as above; the receipt records the \
+registry, repository, tag and digest.\n\n\
 Exit status: 0 installed, 1 refused, 2 the host could not do its part."
 )]
 pub struct InstallArgs {
