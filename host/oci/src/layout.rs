@@ -311,3 +311,90 @@ pub fn assemble(
         .map_err(|e| OciError::Refused(format!("the layers do not form a valid bundle: {e}")))?;
     Ok((bundle, file))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn layer(media_type: &str, title: &str, size: u64) -> Value {
+        json!({
+            "mediaType": media_type,
+            "digest": format!("sha256:{}", "ab".repeat(32)),
+            "size": size,
+            "annotations": {TITLE: title},
+        })
+    }
+
+    fn manifest(layers: Vec<Value>) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "mediaType": MANIFEST_MEDIA_TYPE,
+            "config": {"mediaType": WASM_CONFIG_MEDIA_TYPE, "digest": format!("sha256:{}", "cd".repeat(32)), "size": 2},
+            "layers": layers,
+        }))
+        .expect("json")
+    }
+
+    fn refusal(layers: Vec<Value>) -> String {
+        Plan::read(&manifest(layers), &Limits::default())
+            .expect_err("refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_bundles_layout_reads_as_its_entries() {
+        let plan = Plan::read(
+            &manifest(vec![
+                layer(WASM_LAYER_MEDIA_TYPE, COMPONENT, 10),
+                layer(HCP_MANIFEST_MEDIA_TYPE, MANIFEST, 5),
+                layer(HCP_FILE_MEDIA_TYPE, "wit/log.wit", 3),
+            ]),
+            &Limits::default(),
+        )
+        .expect("plan");
+        let paths: Vec<&str> = plan.entries.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(paths, [COMPONENT, MANIFEST, "wit/log.wit"]);
+    }
+
+    #[test]
+    fn layouts_no_bundle_has_are_refused_before_any_blob() {
+        let base = || {
+            vec![
+                layer(WASM_LAYER_MEDIA_TYPE, COMPONENT, 10),
+                layer(HCP_MANIFEST_MEDIA_TYPE, MANIFEST, 5),
+            ]
+        };
+        let mut traversal = base();
+        traversal.push(layer(HCP_FILE_MEDIA_TYPE, "../etc/passwd", 1));
+        assert!(refusal(traversal).contains("names a layer path"));
+        let mut twice = base();
+        twice.push(layer(WASM_LAYER_MEDIA_TYPE, COMPONENT, 10));
+        assert!(refusal(twice).contains("lists component.wasm twice"));
+        let mut foreign = base();
+        foreign.push(layer("application/vnd.oci.image.layer.v1.tar+gzip", "x", 1));
+        assert!(refusal(foreign).contains("which no bundle holds"));
+        assert!(
+            refusal(vec![layer(WASM_LAYER_MEDIA_TYPE, COMPONENT, 10)])
+                .contains("has no manifest.json layer")
+        );
+        let mut mistitled = base();
+        mistitled[0] = layer(WASM_LAYER_MEDIA_TYPE, "other.wasm", 10);
+        assert!(refusal(mistitled).contains("in a bundle it is component.wasm"));
+        let mut big_manifest = base();
+        big_manifest[1] = layer(HCP_MANIFEST_MEDIA_TYPE, MANIFEST, 2 << 20);
+        assert!(refusal(big_manifest).contains("larger than the manifest may be"));
+        let too_many: Vec<Value> = (0..5000)
+            .map(|i| layer(HCP_FILE_MEDIA_TYPE, &format!("d/{i}"), 1))
+            .collect();
+        assert!(refusal(too_many).contains("more than a bundle's 4096 entries"));
+        let image = serde_json::to_vec(&json!({
+            "schemaVersion": 2,
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": format!("sha256:{}", "cd".repeat(32)), "size": 2},
+            "layers": [],
+        }))
+        .expect("json");
+        let e = Plan::read(&image, &Limits::default()).expect_err("an image");
+        assert!(e.to_string().contains("not a Wasm artifact"), "{e}");
+    }
+}
