@@ -147,6 +147,12 @@ fn a_pushed_bundle_installs_by_tag_and_by_digest_and_runs() {
         })
     );
     assert_eq!(r["receipt"]["publisher"]["name"], "hcp-examples");
+    let out = ok(&lab, &["inspect", "document-analysis@1.0.0"]);
+    assert!(
+        stdout(&out).contains(&format!("from        {tagged}@{digest}\n")),
+        "{}",
+        stdout(&out)
+    );
     assert_eq!(submit(&lab)["type"], "task_completed");
 
     // By digest, on another host: the same, with no tag recorded.

@@ -273,6 +273,13 @@ pub(super) fn inspect(args: InspectArgs) -> Outcome {
         None => println!("publisher   UNSIGNED (installed with --allow-unsigned)"),
     }
     println!("installed   {} by {}", r.installed_at, r.host_id);
+    if let Some(o) = &r.origin {
+        let tag = o.tag.as_ref().map(|t| format!(":{t}")).unwrap_or_default();
+        println!(
+            "from        oci://{}/{}{tag}@{}",
+            o.registry, o.repository, o.digest
+        );
+    }
     println!("world       {}", r.world);
     println!("risk        ceiling {}", r.risk_ceiling);
     println!("manifest    {}", r.manifest);
