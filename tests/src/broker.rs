@@ -48,7 +48,7 @@ fn free_port() -> io::Result<u16> {
 
 /// A CA (`ca.pem`) and a server certificate it signed for `localhost` and
 /// `127.0.0.1` (`server.pem`, `server.key`) in `dir`, made with `openssl`.
-fn make_certificates(dir: &Path) -> io::Result<()> {
+pub fn make_certificates(dir: &Path) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let openssl = |args: &[&str]| -> io::Result<()> {
         let out = Command::new("openssl")

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub mod broker;
 pub mod phases;
+pub mod registry;
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));
 

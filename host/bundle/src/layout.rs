@@ -52,6 +52,14 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// The size limit of the entry at `path` (by its kind: manifest,
+    /// component, signature, WIT file, data file), and its kind's name for
+    /// messages: what a reader that receives entries one by one (an OCI
+    /// registry's layers) bounds each by before it downloads it.
+    pub fn entry_bytes(&self, path: &str) -> (u64, &'static str) {
+        EntryKind::of(path).limit(self)
+    }
+
     /// The largest tar archive these limits admit: every entry's bytes, a
     /// header and at most a block of padding per entry, and the end marker.
     /// A compressed bundle is never decompressed past it.

@@ -64,6 +64,25 @@ pub struct InstallRecord {
     pub previous: Option<String>,
     /// Widening changes the operator accepted (`--accept-new-grants`).
     pub accepted_widening: Vec<String>,
+    /// The OCI registry the bundle was fetched from (`hcp install
+    /// oci://...`); absent for a bundle file or a manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<RegistryOrigin>,
+}
+
+/// Where an installed bundle came from in an OCI registry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryOrigin {
+    /// `host[:port]`.
+    pub registry: String,
+    /// The repository.
+    pub repository: String,
+    /// The tag, when one was resolved (once, to `digest`); `None` for an
+    /// install by digest.
+    pub tag: Option<String>,
+    /// `sha256:` of the image manifest everything was fetched by.
+    pub digest: String,
 }
 
 /// A publisher as recorded in a receipt.

@@ -249,6 +249,7 @@ fn install_receipts_verify_under_the_host_key_only() {
         install_policy: Some("sha256:11".into()),
         previous: None,
         accepted_widening: vec![],
+        origin: None,
     };
     let receipt = InstallReceipt::sign(record, &host).expect("sign");
     assert_eq!(receipt.verify(host.public()), Ok(()));

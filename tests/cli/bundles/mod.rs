@@ -7,6 +7,7 @@
 
 mod bombs;
 mod lifecycle;
+mod oci;
 mod refusals;
 mod review;
 

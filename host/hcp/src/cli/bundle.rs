@@ -214,7 +214,7 @@ fn trusted_name(data_dir: &Path, key: &HostKey) -> anyhow::Result<PublisherName>
 }
 
 /// Writes `bytes` to a temporary file next to `path`, then renames it.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write as _;
     let dir = path
         .parent()

@@ -19,10 +19,15 @@ the policy directory, --policies); what it may do beyond the highest installed v
 capability; the surface audit. The component is compiled (the cache is left warm), the install \
 is staged next to its final place, signed by the host key (install-receipt.json), moved into \
 capabilities/<name>/<version>/ with one rename and recorded. A refusal leaves nothing behind.\n\n\
+A bundle named oci://<registry>/<repository>[:<tag>|@sha256:<digest>] is fetched into memory \
+first (a tag resolved to a digest once, every blob fetched by digest and checked as it streams, \
+sizes bounded before download; docs/oci.md), then checked as above; the receipt records the \
+registry, repository, tag and digest.\n\n\
 Exit status: 0 installed, 1 refused, 2 the host could not do its part."
 )]
 pub struct InstallArgs {
-    /// The bundle (.hcpb).
+    /// The bundle (.hcpb), or oci://<registry>/<repository>[:<tag>|@sha256:<digest>]
+    /// to fetch it from a registry (verified in memory before anything is written).
     bundle: PathBuf,
     /// Install an unsigned bundle. For local development only: a loud
     /// warning, and the install receipt records it.
@@ -38,12 +43,14 @@ pub struct InstallArgs {
     json: bool,
     #[command(flatten)]
     dirs: HostDirs,
+    #[command(flatten)]
+    registry: super::oci::RegistryArgs,
 }
 
 pub(super) fn install(args: InstallArgs) -> Outcome {
     let paths = &args.dirs.paths()?;
     let shown = args.bundle.display().to_string();
-    let file = match install::read_bundle_file(&args.bundle) {
+    let file = match super::oci::read_or_fetch(&args.bundle, &args.registry) {
         Ok(f) => f,
         Err(InstallError::Refused(reason)) => return refused(&shown, &reason),
         Err(e) => return Err(e.into()),
@@ -101,6 +108,7 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
             "previous": outcome.previous.as_ref().map(|(p, _)| p.clone()),
             "accepted_new_grants": accepted,
             "replaced_leftover": outcome.replaced_leftover,
+            "origin": r.origin,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -110,6 +118,12 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
         None => println!("  publisher  UNSIGNED (--allow-unsigned)"),
     }
     println!("  component  {}", r.component);
+    if let Some(o) = &r.origin {
+        println!(
+            "  from       oci://{}/{}@{}",
+            o.registry, o.repository, o.digest
+        );
+    }
     println!("  directory  {}", i.dir.display());
     println!(
         "  receipt    {RECEIPT_FILE}, signed by {} (key {})",
@@ -259,6 +273,13 @@ pub(super) fn inspect(args: InspectArgs) -> Outcome {
         None => println!("publisher   UNSIGNED (installed with --allow-unsigned)"),
     }
     println!("installed   {} by {}", r.installed_at, r.host_id);
+    if let Some(o) = &r.origin {
+        let tag = o.tag.as_ref().map(|t| format!(":{t}")).unwrap_or_default();
+        println!(
+            "from        oci://{}/{}{tag}@{}",
+            o.registry, o.repository, o.digest
+        );
+    }
     println!("world       {}", r.world);
     println!("risk        ceiling {}", r.risk_ceiling);
     println!("manifest    {}", r.manifest);

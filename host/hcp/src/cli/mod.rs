@@ -18,6 +18,7 @@ mod installed;
 mod keys;
 mod manifest;
 mod new;
+mod oci;
 mod output;
 mod policy;
 mod replay;
@@ -93,8 +94,12 @@ pub enum Command {
     Bundle(bundle::BundleCommand),
     /// The publishers whose signed bundles this host installs.
     Trust(trust::TrustArgs),
-    /// Check a bundle and install it (exit 1 when refused).
+    /// Check a bundle (a file, or oci://...) and install it (exit 1 when refused).
     Install(installed::InstallArgs),
+    /// Push a bundle to an OCI registry (oci://<registry>/<repository>:<tag>).
+    Push(oci::PushArgs),
+    /// Fetch a bundle from an OCI registry into a bundle file.
+    Pull(oci::PullArgs),
     /// List installed capabilities.
     List(installed::ListArgs),
     /// Show an installed capability and check its install receipt.
@@ -160,6 +165,8 @@ pub fn main() -> ExitCode {
         Command::Bundle(cmd) => bundle::run(cmd),
         Command::Trust(args) => trust::run(args),
         Command::Install(args) => installed::install(args),
+        Command::Push(args) => oci::push(args),
+        Command::Pull(args) => oci::pull(args),
         Command::List(args) => installed::list(args),
         Command::Inspect(args) => installed::inspect(args),
         Command::Remove(args) => installed::remove(args),

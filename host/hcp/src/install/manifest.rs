@@ -89,6 +89,7 @@ pub fn install_manifest(
         install_policy: None,
         previous: None,
         accepted_widening: Vec::new(),
+        origin: None,
     };
     let (installed, _, _) = commit(store, &caps, staging, record, None, host)?;
     // The staged directory is now the installed one.

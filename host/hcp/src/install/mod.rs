@@ -108,6 +108,8 @@ pub struct BundleFile {
     pub bytes: Vec<u8>,
     /// `sha256:` of them.
     pub sha256: String,
+    /// The OCI registry it was fetched from (recorded in the receipt).
+    pub origin: Option<hcp_bundle::receipt::RegistryOrigin>,
 }
 
 /// Reads a bundle file, refusing one larger than any bundle can be.
@@ -137,6 +139,7 @@ pub fn read_bundle_file(path: &Path) -> Result<BundleFile, InstallError> {
         path: path.to_owned(),
         sha256: hcp_contracts::jcs::sha256_bytes_tagged(&bytes),
         bytes,
+        origin: None,
     })
 }
 
@@ -392,6 +395,7 @@ pub fn install(
         install_policy: Some(policy.hash().to_owned()),
         previous: previous.as_ref().map(|(id, _)| id.clone()),
         accepted_widening: accepted,
+        origin: file.origin.clone(),
     };
     let (installed, receipt, replaced_leftover) =
         commit(store, &caps, staging, record, signer.as_ref(), host)?;
