@@ -20,12 +20,13 @@ pub mod evidence;
 pub mod hid;
 pub mod hostkey;
 pub mod install;
-mod keyfile;
 pub mod lifecycle;
-mod private_dir;
-pub mod seal;
 pub mod serve;
-pub mod store;
 pub mod token;
 mod views;
-pub mod withhold;
+
+// The layers below, each a crate of its own, under the names the host's
+// modules and its tests have always used.
+pub use hcp_store as store;
+use hcp_store::private_dir;
+pub use hcp_store::{seal, withhold};
