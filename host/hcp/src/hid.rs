@@ -5,6 +5,10 @@
 //! database. Only the process given an executor (`hcp serve --hid-device`)
 //! opens the serial port; any other starts in OBSERVE with no device, so
 //! what its guests propose is recorded and never executed.
+//!
+//! Its witness, which records each of its decisions as a receipt decided
+//! by the policy in force, is the engine's (`engine/hid_witness.rs`): this
+//! room imports nothing of the engine.
 
 use hcp_hid::action::{Action, Mode, OperatorId, ProposalId};
 use hcp_hid::device::DeviceConfig;
@@ -17,10 +21,6 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-
-mod receipts;
-
-pub use receipts::HidReceipts;
 
 /// The key of the HID session log's keyed digests, shared with what the
 /// host withholds (`hcp_store::withhold`, where it is made).

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// receipt of the guest's `hid.propose` call and decided by the same
 /// functions `hcp replay` uses.
 #[derive(Debug)]
-pub struct HidReceipts {
+pub(crate) struct HidReceipts {
     pub(crate) appender: Appender,
     pub(crate) store: Arc<Store>,
     /// The policy in force (read once per decision).
