@@ -265,7 +265,7 @@ impl Store {
     }
 
     /// A task was recorded in, or moved to, `state`: logged at info (target
-    /// `hcp::task`), then [`Store::task_changed`]. Every write of a task's
+    /// `hcp::task`), then `Store::task_changed`. Every write of a task's
     /// state calls it once the write is done.
     pub fn task_moved(&self, task_id: &str, state: TaskState) {
         log_move(task_id, state);
