@@ -5,6 +5,10 @@
 //! database. Only the process given an executor (`hcp serve --hid-device`)
 //! opens the serial port; any other starts in OBSERVE with no device, so
 //! what its guests propose is recorded and never executed.
+//!
+//! Its witness, which records each of its decisions as a receipt decided
+//! by the policy in force, is the engine's (`engine/hid_witness.rs`): this
+//! room imports nothing of the engine.
 
 use hcp_hid::action::{Action, Mode, OperatorId, ProposalId};
 use hcp_hid::device::DeviceConfig;
@@ -18,23 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-mod receipts;
-
-pub use receipts::HidReceipts;
-
-/// The key of the session log's keyed digest of a withheld credential
-/// text (`payload_hmac_sha256`): `data_dir/keys/hid-digest.key`, 32 random
-/// bytes created with mode 0600 on first use. Whoever holds it can confirm
-/// a guessed text against the log; whoever holds only the log cannot. The
-/// log's chain does not depend on it.
-///
-/// # Errors
-///
-/// The key cannot be read or created, is malformed, or is readable by
-/// others.
-pub fn digest_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
-    Ok(crate::keyfile::load_or_create(data_dir, "hid-digest.key")?.to_vec())
-}
+/// The key of the HID session log's keyed digests, shared with what the
+/// host withholds (`hcp_store::withhold`, where it is made).
+pub use crate::withhold::digest_key;
 
 /// The mediator, as the sandbox and the operator's interfaces use it.
 #[derive(Debug)]

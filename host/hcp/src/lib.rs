@@ -1,7 +1,9 @@
-//! The HCP host: the `hcp` command line, the task lifecycle and the store.
+//! The HCP host: the `hcp` command line, the task lifecycle and the engine.
 //!
 //! This crate wires the pure crates (`hcp-contracts`) to the sandbox and to
-//! durable state; it is the only one that touches the data directory.
+//! durable state: the store (`hcp-store`) and the receipts
+//! (`hcp-evidence`), the layers below it and, with it, the only crates
+//! that touch the data directory.
 #![deny(missing_docs)]
 
 /// A phase of a task's path (`name`), as a span that lives until dropped:
@@ -16,16 +18,17 @@ macro_rules! phase {
 pub mod cli;
 pub mod compile_child;
 pub mod engine;
-pub mod evidence;
 pub mod hid;
-pub mod hostkey;
 pub mod install;
-mod keyfile;
 pub mod lifecycle;
-mod private_dir;
-pub mod seal;
 pub mod serve;
-pub mod store;
 pub mod token;
 mod views;
-pub mod withhold;
+
+// The layers below, each a crate of its own, under the names the host's
+// modules and its tests have always used.
+pub use hcp_evidence as evidence;
+pub use hcp_evidence::hostkey;
+pub use hcp_store as store;
+use hcp_store::private_dir;
+pub use hcp_store::{seal, withhold};

@@ -21,6 +21,7 @@ mod answers;
 mod approvals;
 mod capabilities;
 mod handoff;
+mod hid_witness;
 mod limits;
 mod policy;
 mod receipts;
@@ -169,7 +170,7 @@ impl Host {
             ..SandboxConfig::default()
         })?;
         let capabilities = Arc::new(Capabilities::load(&store)?);
-        let witness = crate::hid::HidReceipts {
+        let witness = hid_witness::HidReceipts {
             appender: recorder.appender(),
             store: store.clone(),
             policy: policy.clone(),

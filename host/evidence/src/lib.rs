@@ -1,6 +1,12 @@
 //! Receipts of every verdict, durable in the data directory, and evidence
 //! packs of them.
 //!
+//! The second layer of the host (store → evidence → engine → serve → cli):
+//! it stands on `hcp_store` alone of the host's layers, and on the pure
+//! crates (`hcp_receipts`, `hcp_policy`, `hcp_contracts`; the sandbox for
+//! its verdict sink). Beside the receipts, the host's identity
+//! ([`hostkey`]), the key that signs them.
+//!
 //! # The pipeline
 //!
 //! The PEP decides on the task's own thread (`hcp_sandbox::pep`) and hands
@@ -37,8 +43,8 @@
 //! # Storage
 //!
 //! Tables (their schema is in the data directory's schema history,
-//! `crate::store::schema`; only this module reads or writes their rows,
-//! but for the hashes `crate::store::receipt_hashes` reads):
+//! `hcp_store::schema`; only this crate reads or writes their rows,
+//! but for the hashes `hcp_store::receipt_hashes` reads):
 //! `receipt_blocks` (a batch's receipts, up to 1024 a row: their hashes,
 //! then the receipts and their decision inputs in the compact form of
 //! `block`, about a fifth of their JSON; read back through `stored`),
@@ -52,17 +58,29 @@
 //! only ever inserted (and a session's range extended). Several processes
 //! (`hcp serve`, the command line) may append to the same log: each batch
 //! is written under SQLite's write lock from the stored log state.
+#![deny(missing_docs)]
+
+/// A phase of a task's path (`name`), as a span that lives until dropped:
+/// timed by a subscriber that asks for target `hcp::phase` and level
+/// TRACE (the `task_path` bench), free otherwise. The same as the `hcp`
+/// crate's, so that the bench sees the writer's phases as before.
+macro_rules! phase {
+    ($name:literal) => {
+        tracing::trace_span!(target: "hcp::phase", $name)
+    };
+}
 
 mod block;
 mod channel;
 mod export;
+pub mod hostkey;
 mod marker;
 mod recorder;
 mod stored;
 pub mod view;
 mod writer;
 
-pub(crate) use channel::StoreWrite;
+pub use channel::StoreWrite;
 pub use channel::{Entry, Follows};
 pub use export::{Selection, export};
 pub use recorder::{Appender, ClockOutOfRange, MAX_LAMPORT_LEAD, MAX_RECEIVED_LAMPORT, Recorder};
@@ -75,20 +93,17 @@ pub use hcp_receipts::Parent;
 
 /// The WIT package, as evidence packs carry it (`manifests/wit/`).
 pub const WIT_FILES: &[(&str, &str)] = &[
-    (
-        "artifacts.wit",
-        include_str!("../../../../wit/artifacts.wit"),
-    ),
+    ("artifacts.wit", include_str!("../../../wit/artifacts.wit")),
     (
         "checkpoints.wit",
-        include_str!("../../../../wit/checkpoints.wit"),
+        include_str!("../../../wit/checkpoints.wit"),
     ),
-    ("hid.wit", include_str!("../../../../wit/hid.wit")),
+    ("hid.wit", include_str!("../../../wit/hid.wit")),
     (
         "instrument.wit",
-        include_str!("../../../../wit/instrument.wit"),
+        include_str!("../../../wit/instrument.wit"),
     ),
-    ("log.wit", include_str!("../../../../wit/log.wit")),
-    ("types.wit", include_str!("../../../../wit/types.wit")),
-    ("world.wit", include_str!("../../../../wit/world.wit")),
+    ("log.wit", include_str!("../../../wit/log.wit")),
+    ("types.wit", include_str!("../../../wit/types.wit")),
+    ("world.wit", include_str!("../../../wit/world.wit")),
 ];

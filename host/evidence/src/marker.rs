@@ -1,4 +1,4 @@
-//! The store's mark (`crate::store::durable`), written by a thread of its
+//! The store's mark (`hcp_store::durable`), written by a thread of its
 //! own: the receipt writer hands it what each sealed batch left in the
 //! store, after that batch committed, and goes on with the next batch while
 //! a record of the mark's file is overwritten and synced
@@ -7,7 +7,7 @@
 //! arrive while one is being written, only the newest is written. Dropping
 //! the marker waits for the last mark handed to it.
 
-use crate::store::durable::{Mark, MarkFile};
+use hcp_store::durable::{Mark, MarkFile};
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;

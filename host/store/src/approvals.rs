@@ -71,7 +71,7 @@ fn undecided(a: &ApprovalRecord, at: &str) -> Result<()> {
 /// # Errors
 ///
 /// The database fails.
-pub(crate) fn request_approval(
+pub fn request_approval(
     db: &rusqlite::Connection,
     task_id: &str,
     expires_at: &str,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// receipt of the guest's `hid.propose` call and decided by the same
 /// functions `hcp replay` uses.
 #[derive(Debug)]
-pub struct HidReceipts {
+pub(crate) struct HidReceipts {
     pub(crate) appender: Appender,
     pub(crate) store: Arc<Store>,
     /// The policy in force (read once per decision).
@@ -386,7 +386,12 @@ mod tests {
     fn a_decision_is_recorded_while_the_sessions_opening_is_still_queued() {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let (store, recorder) = Recorder::for_tests(&data);
+        let store = Arc::new(Store::open(&data).expect("store"));
+        let key = hcp_receipts::HostKey::generate().expect("key");
+        let host_id = format!("host-{}", key.key_id());
+        let identity = crate::hostkey::HostIdentity { key, host_id };
+        let signing = hcp_receipts::SigningPolicy::default();
+        let recorder = Recorder::open(store.clone(), identity, signing).expect("recorder");
         let set = PolicySet::load(&Path::new(REPO_ROOT).join("policies")).expect("policies");
         let manifest = ManifestBuilder::new("probe", hcp_tests::PROBE)
             .set("/grants/devices", json!([HID_GRANT]))

@@ -20,7 +20,7 @@ pub(super) struct Unsettled {
 
 /// A final state, to be written on a connection the caller holds.
 #[derive(Debug)]
-pub(crate) struct SettleWrite {
+pub struct SettleWrite {
     task_id: String,
     from: TaskState,
     to: TaskState,
@@ -45,7 +45,7 @@ impl SettleWrite {
     /// # Errors
     ///
     /// The cipher or the random source failed.
-    pub(crate) fn new(
+    pub fn new(
         key: &crate::seal::DataKey,
         task_id: &str,
         from: TaskState,
@@ -75,7 +75,7 @@ impl SettleWrite {
     /// The status of the task once this is written (as
     /// [`Store::task_status`] reads it back), for a task of `caller_id`
     /// whose final answer is `result` (the answer this was made from).
-    pub(crate) fn status(&self, caller_id: &str, result: Answer) -> TaskStatus {
+    pub fn status(&self, caller_id: &str, result: Answer) -> TaskStatus {
         TaskStatus {
             task_id: self.task_id.clone(),
             caller_id: caller_id.to_owned(),
@@ -92,7 +92,7 @@ impl SettleWrite {
     /// # Errors
     ///
     /// The database fails.
-    pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<bool> {
+    pub fn apply(&self, db: &rusqlite::Connection) -> Result<bool> {
         Ok(db
             .prepare_cached(
                 "UPDATE tasks SET state = ?3, updated_at = ?5,

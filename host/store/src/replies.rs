@@ -143,7 +143,7 @@ impl Store {
     /// Closes the route of a task whose first answer was its last (the
     /// gate refused it), once that answer is published. Not synced: a
     /// host that stops before this commit is durable closes the route at
-    /// startup ([`crate::engine::Host::abandon_unacknowledged`] leaves a
+    /// startup (`hcp::engine::Host::abandon_unacknowledged` leaves a
     /// finished task as it is).
     ///
     /// # Errors

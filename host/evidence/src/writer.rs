@@ -176,7 +176,7 @@ impl Writer {
                             .threads
                             .retain(|_, t| &t.session != s || t.parents.len() > 1);
                     }
-                    let full = crate::store::durable::storage_full(&e).is_some();
+                    let full = hcp_store::durable::storage_full(&e).is_some();
                     tracing::error!("receipts: {e:#}");
                     failure.set(format!("{e:#}"), full, touched);
                     // Every message of the batch is refused, also those the
@@ -210,7 +210,7 @@ impl Writer {
     }
 
     /// Records what the store now holds in its mark (see
-    /// [`crate::store::durable`]), through the marker's thread; a mark that
+    /// [`hcp_store::durable`]), through the marker's thread; a mark that
     /// cannot be written stays behind the store, which the startup check
     /// allows.
     fn mark(&mut self) {
@@ -218,7 +218,7 @@ impl Writer {
         if self.marked == Some(receipts) {
             return;
         }
-        let mark = crate::store::durable::Mark {
+        let mark = hcp_store::durable::Mark {
             receipts,
             head: self.core.log.state().head.map(|d| hex::encode(d.0)),
         };

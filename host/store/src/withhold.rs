@@ -22,7 +22,7 @@
 //!   exported with flagged strings withheld ([`Withhold::json`]);
 //! - **the database**: a task's `task_submit` and its final answer are
 //!   sealed with the data key (`crate::seal`) when they hold a flagged
-//!   string or the task is T3/T4 (`store/tasks.rs`);
+//!   string or the task is T3/T4 (`tasks.rs`);
 //! - **the caller's answer**: the value of an environment variable the
 //!   capability was granted is the operator's secret, not the caller's: it
 //!   is withheld from the outputs before anything is answered or stored
@@ -47,6 +47,20 @@ use std::path::Path;
 /// nor flagged inputs in the messages that quote them.
 pub const MIN_ENV_VALUE_CHARS: usize = 6;
 
+/// The key of the session log's keyed digest of a withheld credential
+/// text (`payload_hmac_sha256`): `data_dir/keys/hid-digest.key`, 32 random
+/// bytes created with mode 0600 on first use. Whoever holds it can confirm
+/// a guessed text against the log; whoever holds only the log cannot. The
+/// log's chain does not depend on it.
+///
+/// # Errors
+///
+/// The key cannot be read or created, is malformed, or is readable by
+/// others.
+pub fn digest_key(data_dir: &Path) -> anyhow::Result<Vec<u8>> {
+    Ok(crate::keyfile::load_or_create(data_dir, "hid-digest.key")?.to_vec())
+}
+
 /// The keyed digests of withheld text.
 pub struct Withhold {
     key: Vec<u8>,
@@ -63,10 +77,10 @@ impl Withhold {
     ///
     /// # Errors
     ///
-    /// As [`crate::hid::digest_key`].
+    /// As [`digest_key`].
     pub fn load_or_create(data_dir: &Path) -> anyhow::Result<Self> {
         Ok(Self {
-            key: crate::hid::digest_key(data_dir)?,
+            key: digest_key(data_dir)?,
         })
     }
 

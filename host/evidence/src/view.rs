@@ -18,10 +18,10 @@
 use super::block::Stored;
 use super::export::{Selection, export};
 use super::stored::{self, Order};
-use crate::store::Store;
 use anyhow::{Context as _, Result};
 use hcp_contracts::RiskLevel;
 use hcp_receipts::{Digest, LogState, PublicKey, Receipt, Verdict, VerifyOptions};
+use hcp_store::Store;
 use rusqlite::{OptionalExtension as _, params};
 use serde::Serialize;
 use std::str::FromStr as _;

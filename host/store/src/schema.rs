@@ -8,7 +8,7 @@
 //! `trusted_publishers` and `amqp_replies` the store's own modules; the
 //! receipt tables (`receipt_log`, `receipts`, `receipt_blocks`, `receipt_marks`,
 //! `receipt_checkpoints`, `receipt_sessions`, `policy_snapshots`,
-//! `capability_manifests`, `task_messages`) `crate::evidence`.
+//! `capability_manifests`, `task_messages`) `hcp_evidence`.
 
 /// Schema migrations, applied in order; `PRAGMA user_version` records how
 /// many ran.
@@ -108,7 +108,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         added_at TEXT NOT NULL
     ) STRICT;
 ",
-    // Receipts (append-only). Only `crate::evidence` reads and writes these
+    // Receipts (append-only). Only `hcp_evidence` reads and writes these
     // tables' rows.
     r"
     CREATE TABLE receipt_log (
@@ -185,7 +185,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r"
     CREATE INDEX tasks_pending_by_caller ON tasks (caller_id) WHERE state = 'pending_approval';
 ",
-    // Receipts in blocks (`crate::evidence::block`): one row holds up to
+    // Receipts in blocks (`hcp_evidence::block`): one row holds up to
     // 1024 consecutive receipts of a batch, their hashes apart from the
     // rest so that the chain and the proofs read only those. Nothing is
     // written to `receipts` any more; the rows older hosts wrote there stay

@@ -6,9 +6,9 @@
 //! Reads and creates `keys/host.key` under the data directory (mode 0600).
 //! The private key is never printed.
 
-use crate::private_dir::create_private_dir;
 use anyhow::{Context as _, Result};
 use hcp_receipts::HostKey;
+use hcp_store::private_dir::create_private_dir;
 use std::path::{Path, PathBuf};
 
 /// The host key and the host id it implies.
@@ -62,7 +62,7 @@ fn create(data_dir: &Path) -> Result<Option<HostKey>> {
     let dir = path.parent().unwrap_or(data_dir);
     create_private_dir(dir).with_context(|| format!("{}", dir.display()))?;
     let key = HostKey::generate()?;
-    let made = crate::private_dir::create_whole(&path, |tmp| Ok(key.save(tmp)?))?;
+    let made = hcp_store::private_dir::create_whole(&path, |tmp| Ok(key.save(tmp)?))?;
     Ok(made.then_some(key))
 }
 

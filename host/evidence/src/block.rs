@@ -158,7 +158,7 @@ pub(crate) fn prepare(
     buffer: Vec<u8>,
     host_id: &str,
     signing: &hcp_receipts::SigningPolicy,
-    withhold: &crate::withhold::Withhold,
+    withhold: &hcp_store::withhold::Withhold,
 ) -> Result<Prepared, String> {
     let (args_hash, input, input_hash) = match withhold.call(&d.call) {
         Some(withheld) => withheld_input(d, &withheld)?,
@@ -185,7 +185,7 @@ pub(crate) fn prepare(
 
 /// [`hashed`] for a call whose arguments hold a credential: recorded as
 /// `withheld` (its flagged strings replaced by their keyed digests, see
-/// `crate::withhold`) with the facts of the whole call a bounded call
+/// `hcp_store::withhold`) with the facts of the whole call a bounded call
 /// records (the bytes it charges and the threat signals its decision
 /// found), so that replay decides from those and not from text it does not
 /// have. Its `args_hash` is the SHA-256 of the withheld form: a hash of the

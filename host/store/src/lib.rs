@@ -2,12 +2,21 @@
 //! for indexes and small records, `blobs/sha256/` for artifact contents,
 //! content-addressed.
 //!
+//! The bottom layer of the host (store → evidence → engine → serve → cli):
+//! it imports none of the layers above it. The schema of every table of
+//! `hcp.db` is here (`schema.rs`); the rows of the receipt tables are
+//! `hcp_evidence`'s. Beside the tables, the keys of what rests on disk:
+//! the data key that seals messages and artifacts ([`seal`]), the digest
+//! key of what the host withholds ([`withhold`]), and owner-only
+//! directories ([`private_dir`]).
+//!
 //! Every write is durable before it is acknowledged: blobs are written to a
 //! temporary file, synced and renamed; SQLite commits with `synchronous=FULL`.
 //!
 //! # Ambient authority
 //!
 //! Opens and writes files under the data directory only.
+#![deny(missing_docs)]
 
 use crate::private_dir::{create_private_dir, sync_dir};
 use crate::seal::DataKey;
@@ -18,39 +27,43 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 mod approvals;
 mod artifacts;
-pub(crate) mod busy;
+pub mod busy;
 mod checkpoints;
 pub mod durable;
-pub(crate) mod receipt_hashes;
+mod keyfile;
+pub mod private_dir;
+pub mod receipt_hashes;
 mod registry;
 mod replies;
 mod schema;
 pub use replies::{Replies, ReplyRoute};
 mod lease;
 mod resources;
+pub mod seal;
 mod settle;
 mod tasks;
 mod trust;
 mod wal;
+pub mod withhold;
 
-pub(crate) use approvals::request_approval;
+pub use approvals::request_approval;
 pub use approvals::{ApprovalRecord, EXPIRY_LEASE, NotPending};
 pub use artifacts::{NoSuchArtifact, parse_artifact_uri};
 pub use lease::RunLease;
 pub use registry::{Installed, Selection, same_precedence_message};
-pub(crate) use settle::SettleWrite;
-pub(crate) use tasks::TaskWrite;
+pub use settle::SettleWrite;
+pub use tasks::TaskWrite;
 pub use tasks::{
     CheckedPayload, SessionIssued, SlotClaim, Submitted, TaskRecord, TaskState, TaskStatus,
     TaskUpdate,
 };
-pub(crate) use tasks::{seals_messages, stored_messages};
+pub use tasks::{StoredMessages, seals_messages, stored_messages};
 pub use trust::{Added, TrustedPublisher};
 pub use wal::Checkpointer;
 
 /// How many prepared statements a connection of the store keeps: more
 /// than the store and the receipt log use.
-pub(crate) const STATEMENT_CACHE: usize = 128;
+pub const STATEMENT_CACHE: usize = 128;
 
 /// What [`Store::task_changes`] carries: how many changes there were, and
 /// the last one's final status when it was a task of this process settled
@@ -194,7 +207,7 @@ impl Store {
     /// # Errors
     ///
     /// SQLite refuses the hook.
-    pub(crate) fn watch_wal(&self, db: &mut Connection) -> Result<()> {
+    pub fn watch_wal(&self, db: &mut Connection) -> Result<()> {
         match self.wal.get() {
             Some(checkpointer) => checkpointer.watch(db),
             None => Ok(()),
@@ -203,7 +216,7 @@ impl Store {
 
     /// The data key (`crate::seal`): T3/T4 artifacts and the task messages
     /// that rest sealed.
-    pub(crate) fn data_key(&self) -> &DataKey {
+    pub fn data_key(&self) -> &DataKey {
         &self.data_key
     }
 
@@ -239,7 +252,7 @@ impl Store {
     /// Whether anything follows [`Store::task_changes`] now (an event
     /// stream, the AMQP outbox): a task's final status is made for them
     /// only then ([`Store::task_settled`]).
-    pub(crate) fn followed(&self) -> bool {
+    pub fn followed(&self) -> bool {
         self.changes.receiver_count() > 0
     }
 
@@ -247,20 +260,23 @@ impl Store {
     /// (its write committed): as [`Store::task_moved`], and the status
     /// goes with the change, so that a stream waiting for it need not read
     /// back what was just written.
-    pub(crate) fn task_settled(&self, status: TaskStatus) {
+    pub fn task_settled(&self, status: TaskStatus) {
         log_move(&status.task_id, status.state);
         self.change(Some(Arc::new(status)));
     }
 
     /// A task was recorded in, or moved to, `state`: logged at info (target
-    /// `hcp::task`), then [`Store::task_changed`]. Every write of a task's
+    /// `hcp::task`), then `Store::task_changed`. Every write of a task's
     /// state calls it once the write is done.
-    pub(crate) fn task_moved(&self, task_id: &str, state: TaskState) {
+    pub fn task_moved(&self, task_id: &str, state: TaskState) {
         log_move(task_id, state);
         self.task_changed();
     }
 
-    pub(crate) fn db(&self) -> MutexGuard<'_, Connection> {
+    /// The store's connection. The tables are the store's, but for the
+    /// receipt tables, whose rows only `hcp_evidence` reads and writes
+    /// (on this connection, for its views and packs).
+    pub fn db(&self) -> MutexGuard<'_, Connection> {
         self.db.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -324,7 +340,8 @@ fn migrate(db: &Connection) -> Result<()> {
     }
 }
 
-pub(crate) fn now() -> String {
+/// Now, as the store records times (RFC 3339, UTC).
+pub fn now() -> String {
     hcp_contracts::message::now_rfc3339()
 }
 

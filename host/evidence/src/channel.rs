@@ -2,11 +2,11 @@
 //! thread, and the state they share: the two sides meet here, and the
 //! writer imports nothing of the handle's.
 
-use crate::store::durable::StorageFull;
 use anyhow::Result;
 use hcp_contracts::RiskLevel;
 use hcp_policy::pep::{Decision, Op, Scope, SessionFacts};
 use hcp_receipts::{Digest, Parent, Verdict};
+use hcp_store::durable::StorageFull;
 use serde_json::Value;
 use std::collections::HashSet;
 use std::sync::Mutex;
@@ -82,7 +82,7 @@ pub(super) struct Open {
 /// (with the checkpoint that covers every receipt before it), after those
 /// receipts: it is durable exactly when they are, in one commit. It fails
 /// only as SQLite fails (the whole batch then fails with it).
-pub(crate) type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Result<()> + Send>;
+pub type StoreWrite = Box<dyn FnOnce(&rusqlite::Connection) -> anyhow::Result<()> + Send>;
 
 /// A host call's verdict, with what its receipt needs of the call made
 /// on the thread that decided it (see [`super::block::prepare`]).

@@ -4,12 +4,12 @@
 use super::channel::{Entry, Failure, Msg, Open, Spent, ToWriter};
 use super::writer::Writer;
 use crate::hostkey::HostIdentity;
-use crate::store::Store;
 use anyhow::{Context as _, Result};
 use hcp_policy::PolicySet;
 use hcp_policy::pep::{self, Decision, SessionFacts};
 use hcp_receipts::{Digest, HostLog, LogState, Parent, SigningPolicy, Verdict};
 use hcp_sandbox::pep::{DecidedCall, VerdictSink};
+use hcp_store::Store;
 use rusqlite::{Connection, params};
 use std::path::Path;
 use std::str::FromStr as _;
@@ -33,12 +33,12 @@ fn message_binding(task_id: &str, name: &str) -> String {
 ///
 /// A sealed body that does not open with this host's data key.
 pub(crate) fn open_message(
-    key: &crate::seal::DataKey,
+    key: &hcp_store::seal::DataKey,
     task_id: &str,
     name: &str,
     body: Vec<u8>,
 ) -> Result<Vec<u8>> {
-    if !crate::seal::is_sealed(&body) {
+    if !hcp_store::seal::is_sealed(&body) {
         return Ok(body);
     }
     key.open(&body, &message_binding(task_id, name))
@@ -54,7 +54,7 @@ struct Sink {
     host_id: Arc<str>,
     signing: Arc<SigningPolicy>,
     /// What a call's receipt withholds of its arguments.
-    withhold: Arc<crate::withhold::Withhold>,
+    withhold: Arc<hcp_store::withhold::Withhold>,
 }
 
 impl VerdictSink for Sink {
@@ -148,7 +148,7 @@ impl Appender {
     /// # Errors
     ///
     /// As [`Appender::append_sealed`]; `write` failing fails its batch.
-    pub(crate) fn append_sealed_with(
+    pub fn append_sealed_with(
         &self,
         entry: Entry,
         write: Option<super::StoreWrite>,
@@ -185,7 +185,7 @@ fn ask<T>(
 }
 
 /// The receipt pipeline of one data directory (see the module doc of
-/// [`crate::evidence`]).
+/// [`crate`]).
 pub struct Recorder {
     tx: ToWriter,
     failure: Arc<Failure>,
@@ -243,8 +243,8 @@ impl std::fmt::Debug for Recorder {
 fn open_db(dir: &Path) -> Result<Connection> {
     let path = dir.join("hcp.db");
     let mut db = Connection::open(&path).with_context(|| format!("database {}", path.display()))?;
-    crate::store::busy::wait_for_lock(&mut db, crate::store::busy::LOCK_WAIT)?;
-    db.set_prepared_statement_cache_capacity(crate::store::STATEMENT_CACHE);
+    hcp_store::busy::wait_for_lock(&mut db, hcp_store::busy::LOCK_WAIT)?;
+    db.set_prepared_statement_cache_capacity(hcp_store::STATEMENT_CACHE);
     db.pragma_update(None, "journal_mode", "WAL")?;
     db.pragma_update(None, "synchronous", "FULL")?;
     // A batch holds up to thousands of receipts: keep its pages in memory
@@ -294,7 +294,7 @@ impl Recorder {
         let (stored_host, saved): (String, String) = opening
             .prepare_cached("SELECT host_id, state FROM receipt_log WHERE id = 1")?
             .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let head = crate::store::receipt_hashes::last(&opening)?.map(|(_, hash)| hash);
+        let head = hcp_store::receipt_hashes::last(&opening)?.map(|(_, hash)| hash);
         opening.commit()?;
         if stored_host != host_id {
             anyhow::bail!(
@@ -430,11 +430,7 @@ impl Recorder {
     /// # Errors
     ///
     /// As [`Appender::append_sealed_with`].
-    pub(crate) fn append_sealed_with(
-        &self,
-        entry: Entry,
-        write: super::StoreWrite,
-    ) -> Result<Parent> {
+    pub fn append_sealed_with(&self, entry: Entry, write: super::StoreWrite) -> Result<Parent> {
         self.appender().append_sealed_with(entry, Some(write))
     }
 
@@ -482,7 +478,7 @@ impl Recorder {
     }
 
     /// Records a session's opening as the engine decided it
-    /// (`crate::engine`'s session): the `session.open` receipt (parents:
+    /// (`hcp::engine`'s session): the `session.open` receipt (parents:
     /// `causes`, e.g. the admission receipt) with the facts, the decision
     /// taken at `at_ms`, the policy snapshot and the capability's
     /// `manifest` (bytes as written), durably. Decides nothing.
@@ -561,7 +557,7 @@ impl Recorder {
     ///
     /// As [`Recorder::flush`]; `write` failing fails the flush (nothing of
     /// its batch is stored).
-    pub(crate) fn flush_with<T: Send + 'static>(
+    pub fn flush_with<T: Send + 'static>(
         &self,
         session: &str,
         write: impl FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -598,7 +594,7 @@ impl Recorder {
         // A message that holds a credential, or claims T3/T4, rests sealed
         // (as `tasks` keeps such a task's messages).
         let sealed = match serde_json::from_slice::<serde_json::Value>(body) {
-            Ok(v) if crate::store::seals_messages(&v) => Some(
+            Ok(v) if hcp_store::seals_messages(&v) => Some(
                 self.store
                     .data_key()
                     .seal(body, &message_binding(task_id, name))?,
@@ -669,8 +665,8 @@ impl Drop for Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Submitted, TaskState, TaskUpdate, TaskWrite};
     use hcp_contracts::RiskLevel;
+    use hcp_store::{Submitted, TaskState, TaskUpdate, TaskWrite};
     use std::time::Duration;
 
     /// Receipts queued behind the writer's first batch: one batch of them.
@@ -708,7 +704,7 @@ mod tests {
         }
 
         fn receipts(&self) -> u64 {
-            let check = crate::evidence::verify_store(&self.store).expect("verify");
+            let check = crate::verify_store(&self.store).expect("verify");
             assert!(check.problems.is_empty(), "{:?}", check.problems);
             check.receipts
         }

@@ -360,7 +360,7 @@ fn message(
 /// T3/T4 artifacts): its `task_submit` claims T3 or T4
 /// (`constraints.data_classification`), or holds a string the credential
 /// detector flags (`crate::withhold`).
-pub(crate) fn seals_messages(submit: &Value) -> bool {
+pub fn seals_messages(submit: &Value) -> bool {
     let claimed = submit["payload"]["constraints"]["data_classification"].as_str();
     matches!(claimed, Some("T3" | "T4")) || crate::withhold::holds_credential(submit)
 }
@@ -454,7 +454,7 @@ pub struct TaskUpdate {
 /// receipt that records the decision (then [`Store::task_moved`] once it
 /// is durable).
 #[derive(Debug)]
-pub(crate) struct TaskWrite {
+pub struct TaskWrite {
     task_id: String,
     state: TaskState,
     version: Option<String>,
@@ -476,7 +476,7 @@ impl TaskWrite {
     /// # Errors
     ///
     /// The admission or an answer cannot be encoded.
-    pub(crate) fn new(task_id: &str, state: TaskState, u: TaskUpdate) -> Result<Self> {
+    pub fn new(task_id: &str, state: TaskState, u: TaskUpdate) -> Result<Self> {
         let text = |a: Option<Answer>| a.as_ref().map(serde_json::to_string).transpose();
         Ok(Self {
             task_id: task_id.to_owned(),
@@ -500,7 +500,7 @@ impl TaskWrite {
     /// This write, and `submit` kept as the task's submission in place of
     /// the message as received (a refused task keeps what its answer and
     /// its receipt need, not a whole large body).
-    pub(crate) fn keeping_submit(mut self, submit: &Value) -> Self {
+    pub fn keeping_submit(mut self, submit: &Value) -> Self {
         self.submit = Some(submit.to_string());
         self
     }
@@ -512,7 +512,7 @@ impl TaskWrite {
     /// # Errors
     ///
     /// The cipher or the random source failed.
-    pub(crate) fn sealing_flagged_answer(mut self, key: &DataKey, answer: &Answer) -> Result<Self> {
+    pub fn sealing_flagged_answer(mut self, key: &DataKey, answer: &Answer) -> Result<Self> {
         let answer = answer.to_value()?;
         if crate::withhold::holds_credential(&answer) {
             self.answer = Some(seal_message(
@@ -526,12 +526,12 @@ impl TaskWrite {
     }
 
     /// The task written to.
-    pub(crate) fn task_id(&self) -> &str {
+    pub fn task_id(&self) -> &str {
         &self.task_id
     }
 
     /// The state written.
-    pub(crate) fn state(&self) -> TaskState {
+    pub fn state(&self) -> TaskState {
         self.state
     }
 
@@ -540,7 +540,7 @@ impl TaskWrite {
     /// # Errors
     ///
     /// No such task, or the database fails.
-    pub(crate) fn apply(&self, db: &rusqlite::Connection) -> Result<()> {
+    pub fn apply(&self, db: &rusqlite::Connection) -> Result<()> {
         if !self.write(db, None)? {
             anyhow::bail!("no task {}", self.task_id);
         }
@@ -553,7 +553,7 @@ impl TaskWrite {
     /// # Errors
     ///
     /// The database fails.
-    pub(crate) fn apply_from(&self, db: &rusqlite::Connection, from: TaskState) -> Result<bool> {
+    pub fn apply_from(&self, db: &rusqlite::Connection, from: TaskState) -> Result<bool> {
         self.write(db, Some(from))
     }
 
@@ -588,7 +588,7 @@ impl TaskWrite {
 impl TaskRecord {
     /// The task as the gate's [`TaskWrite`] of `u` to `queued` leaves it:
     /// what was just written, without reading it back.
-    pub(crate) fn accepted(self, u: TaskUpdate) -> Self {
+    pub fn accepted(self, u: TaskUpdate) -> Self {
         Self {
             session: u
                 .answer
@@ -759,7 +759,7 @@ impl Store {
     /// # Errors
     ///
     /// No such task, or the database fails.
-    pub(crate) fn write_task(&self, write: &TaskWrite) -> Result<()> {
+    pub fn write_task(&self, write: &TaskWrite) -> Result<()> {
         write.apply(&self.db())?;
         self.task_moved(write.task_id(), write.state());
         Ok(())
@@ -772,7 +772,7 @@ impl Store {
     /// # Errors
     ///
     /// The database fails.
-    pub(crate) fn write_task_from(&self, write: &TaskWrite, from: TaskState) -> Result<bool> {
+    pub fn write_task_from(&self, write: &TaskWrite, from: TaskState) -> Result<bool> {
         let moved = write.apply_from(&self.db(), from)?;
         if moved {
             self.task_moved(write.task_id(), write.state());
@@ -1087,7 +1087,7 @@ impl Store {
 
 /// A task's messages as stored: `task_submit`, the gate's answer, the
 /// final answer (JSON text).
-pub(crate) type StoredMessages = (String, Option<String>, Option<String>);
+pub type StoredMessages = (String, Option<String>, Option<String>);
 
 /// A task's [`StoredMessages`], read on a connection the caller holds (an
 /// evidence pack reads many tables in one go).
@@ -1095,7 +1095,7 @@ pub(crate) type StoredMessages = (String, Option<String>, Option<String>);
 /// # Errors
 ///
 /// The database fails.
-pub(crate) fn stored_messages(
+pub fn stored_messages(
     db: &rusqlite::Connection,
     key: &DataKey,
     task_id: &str,
@@ -1206,7 +1206,7 @@ pub(super) mod tests {
     }
 
     /// A `task_completed` to store.
-    pub(in crate::store) fn completed() -> Answer {
+    pub(crate) fn completed() -> Answer {
         Answer::completed(
             Some("session-1".into()),
             TaskCompleted {
@@ -1218,7 +1218,7 @@ pub(super) mod tests {
     }
 
     /// A `task_failed` to store.
-    pub(in crate::store) fn failed(message: &str) -> Answer {
+    pub(crate) fn failed(message: &str) -> Answer {
         Answer::failed(
             None,
             hcp_contracts::message::TaskFailed {
@@ -1233,7 +1233,7 @@ pub(super) mod tests {
     }
 
     /// A `task_accepted` to store.
-    pub(in crate::store) fn accepted() -> Answer {
+    pub(crate) fn accepted() -> Answer {
         Answer::accepted(
             "session-1".into(),
             hcp_contracts::message::TaskAccepted {

@@ -6,7 +6,7 @@
 //! claim or submission about every 25 tasks, which then waited for a few
 //! hundred page copies and a database fsync of about 1 ms (measured with
 //! `strace -T`, docs/benchmarks.md). A host that runs tasks
-//! ([`crate::engine::Host`]) starts a [`Checkpointer`] instead: a thread
+//! (`hcp::engine::Host`) starts a [`Checkpointer`] instead: a thread
 //! with its own connection, which a commit of the host's connections that
 //! leaves [`THRESHOLD`] pages or more in the log wakes to run a `PASSIVE`
 //! checkpoint (which never waits for readers or writers). The log is
@@ -161,7 +161,7 @@ mod tests {
     #[test]
     fn a_store_asked_twice_keeps_its_checkpoints() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = crate::store::Store::open(dir.path()).expect("store");
+        let store = crate::Store::open(dir.path()).expect("store");
         store.checkpoint_in_background().expect("first");
         store.checkpoint_in_background().expect("second");
         let path = dir.path().join("hcp.db");

@@ -1,6 +1,6 @@
 //! The stored receipts' hashes, by `seq`, without the receipts: what the
 //! store's mark, the receipt log's opening and evidence packs' proofs
-//! read. The receipts themselves are `crate::evidence`'s to read and write
+//! read. The receipts themselves are `hcp_evidence`'s to read and write
 //! (`evidence::block`); this module knows only where their hashes are:
 //! `receipt_blocks.hashes` (32 bytes per receipt, in order, from the
 //! block's `first_seq`), after the rows of `receipts` that hosts before
@@ -46,7 +46,7 @@ fn in_block(first: i64, count: i64, hashes: &[u8], seq: u64) -> Result<Digest> {
 /// # Errors
 ///
 /// The database fails, or a block's hashes do not fit it.
-pub(crate) fn last(db: &Connection) -> Result<Option<(u64, Digest)>> {
+pub fn last(db: &Connection) -> Result<Option<(u64, Digest)>> {
     if has_table(db, "receipt_blocks")? {
         let block: Option<(i64, i64, Vec<u8>)> = db
             .prepare_cached(
@@ -81,7 +81,7 @@ pub(crate) fn last(db: &Connection) -> Result<Option<(u64, Digest)>> {
 /// # Errors
 ///
 /// The database fails, or a block's hashes do not fit it.
-pub(crate) fn at(db: &Connection, seq: u64) -> Result<Option<Digest>> {
+pub fn at(db: &Connection, seq: u64) -> Result<Option<Digest>> {
     let at = i64::try_from(seq)?;
     if has_table(db, "receipt_blocks")? {
         let block: Option<(i64, i64, Vec<u8>)> = db
@@ -112,7 +112,7 @@ pub(crate) fn at(db: &Connection, seq: u64) -> Result<Option<Digest>> {
 /// # Errors
 ///
 /// The database fails, or the stored log has a gap or ends before `end`.
-pub(crate) fn below(db: &Connection, end: u64) -> Result<Vec<Digest>> {
+pub fn below(db: &Connection, end: u64) -> Result<Vec<Digest>> {
     let mut out: Vec<Digest> = Vec::with_capacity(usize::try_from(end)?);
     let bound = i64::try_from(end)?;
     if has_table(db, "receipts")? {

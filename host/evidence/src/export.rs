@@ -9,13 +9,13 @@
 //! gives the same bytes.
 
 use super::WIT_FILES;
-use crate::store::Store;
 use anyhow::{Context as _, Result};
 use hcp_policy::pep::scope_file;
 use hcp_receipts::checkpoint::Checkpoint;
 use hcp_receipts::merkle::Tree;
 use hcp_receipts::pack::{self, DecisionInput, HostSection, Pack};
 use hcp_receipts::{Digest, LogState, PublicKey, Receipt};
+use hcp_store::Store;
 use rusqlite::{OptionalExtension, params};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::str::FromStr as _;
@@ -116,7 +116,7 @@ fn policy_snapshots(
 /// A message as a pack carries it: a JSON message with every string the
 /// credential detector flags withheld as its keyed digest; anything else
 /// as it is.
-fn withheld(withhold: &crate::withhold::Withhold, body: Vec<u8>) -> Vec<u8> {
+fn withheld(withhold: &hcp_store::withhold::Withhold, body: Vec<u8>) -> Vec<u8> {
     match serde_json::from_slice::<serde_json::Value>(&body)
         .ok()
         .and_then(|v| withhold.json(&v))
@@ -190,7 +190,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     };
 
     // Every leaf from 0 to the last checkpoint, for the proofs.
-    let hashes = crate::store::receipt_hashes::below(&db, end)?;
+    let hashes = hcp_store::receipt_hashes::below(&db, end)?;
     let mut receipts = Vec::new();
     let mut inputs = Vec::new();
     super::stored::each(&db, first, end - 1, super::stored::Order::Oldest, |s| {
@@ -278,7 +278,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
         .collect();
 
     // The messages of the selected tasks, opened when they rest sealed,
-    // and their credentials withheld (`crate::withhold`).
+    // and their credentials withheld (`hcp_store::withhold`).
     let withhold = store.withhold();
     let mut messages = BTreeMap::new();
     for task in &selected_tasks {
@@ -296,7 +296,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
             );
         }
         if let Some((submit, answer, result)) =
-            crate::store::stored_messages(&db, store.data_key(), task)?
+            hcp_store::stored_messages(&db, store.data_key(), task)?
         {
             for (name, body) in [
                 ("submit.json", Some(submit)),

@@ -203,11 +203,11 @@ pub(crate) fn get(db: &Connection, seq: u64) -> Result<Option<Stored>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{Entry, Recorder, Selection, export, verify_store};
     use crate::hostkey::HostIdentity;
-    use crate::store::Store;
+    use crate::{Entry, Recorder, Selection, export, verify_store};
     use hcp_contracts::RiskLevel;
     use hcp_receipts::{HostKey, SigningPolicy, Verdict};
+    use hcp_store::Store;
     use std::sync::Arc;
 
     fn open(data: &std::path::Path) -> (Arc<Store>, Recorder) {

@@ -13,7 +13,7 @@ use rusqlite::Connection;
 use std::time::{Duration, Instant};
 
 /// How long a transaction waits for the write lock before it fails busy.
-pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(10);
+pub const LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The pause before try `count` (0 for the first retry).
 fn pause(count: i32) -> Duration {
@@ -26,7 +26,7 @@ fn pause(count: i32) -> Duration {
 /// # Errors
 ///
 /// SQLite refuses the handler.
-pub(crate) fn wait_for_lock(db: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
+pub fn wait_for_lock(db: &mut Connection, limit: Duration) -> rusqlite::Result<()> {
     let mut since: Option<Instant> = None;
     db.busy_handler(Some(move |count: i32| {
         let start = if count == 0 {

@@ -13,7 +13,7 @@ use std::path::Path;
 /// # Errors
 ///
 /// A directory cannot be created.
-pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt as _;
@@ -31,7 +31,7 @@ pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 /// Flushes `dir`'s entries (a file created or renamed in it) to disk, as
 /// far as the platform allows; a directory that cannot be opened is
 /// skipped (the rename it follows has happened already).
-pub(crate) fn sync_dir(dir: &Path) {
+pub fn sync_dir(dir: &Path) {
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
@@ -46,7 +46,7 @@ pub(crate) fn sync_dir(dir: &Path) {
 /// # Errors
 ///
 /// `write` fails, or the file cannot be linked.
-pub(crate) fn create_whole(
+pub fn create_whole(
     path: &Path,
     write: impl FnOnce(&Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<bool> {
