@@ -9,6 +9,7 @@
 //! *narrows*. Limits and constraints are not compared.
 
 use hcp_contracts::RiskLevel;
+use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::{Access, EnvelopeParameter, ManifestDoc};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,16 +36,11 @@ pub fn compare(old: &ManifestDoc, new: &ManifestDoc) -> Vec<Change> {
     let mut d = Diff::default();
     d.filesystem(old, new);
     d.network(old, new);
-    for (what, o, n) in [
-        ("grants.env", &old.grants.env, &new.grants.env),
-        (
-            "grants.instruments",
-            &old.grants.instruments,
-            &new.grants.instruments,
-        ),
-        ("grants.devices", &old.grants.devices, &new.grants.devices),
-    ] {
-        d.names(what, o, n, true);
+    // The grants that are lists of names (the structured ones above).
+    for grant in Grant::ALL {
+        if let (Some(o), Some(n)) = (grant.names(&old.grants), grant.names(&new.grants)) {
+            d.names(&format!("grants.{}", grant.field()), o, n, true);
+        }
     }
     d.safety(old, new);
     d.envelope(old, new);

@@ -8,6 +8,7 @@
 
 pub mod credential;
 pub mod duration;
+pub mod interfaces;
 pub mod jcs;
 pub mod levels;
 pub mod manifest;
