@@ -9,6 +9,9 @@
 //! except for instrument plans, whose floats [`Call::canonical_bytes`] hands
 //! to the JCS serializer.
 
+use super::interfaces::{
+    InterfaceRules, artifacts, checkpoints, filesystem, hid, http, instrument, log, sockets,
+};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
@@ -17,7 +20,7 @@ use std::fmt;
 pub type Text<'a> = Cow<'a, str>;
 
 macro_rules! ops {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal;)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $rules:expr;)*) => {
         /// A kind of host call: `interface.operation`. The names are stable:
         /// receipts record them as `call`. Each is an operation of a row of
         /// [`hcp_contracts::interfaces::INTERFACES`] (a test checks both
@@ -42,6 +45,12 @@ macro_rules! ops {
                 hcp_contracts::interfaces::by_operation(self.name()).map_or("", |(_, o)| o.wit)
             }
 
+            /// The PEP's rules of the call's interface (its module of
+            /// [`super::interfaces`]).
+            pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
+                match self { $(Op::$variant => &$rules,)* }
+            }
+
             /// The operation named `name`.
             pub fn from_name(name: &str) -> Option<Op> {
                 match name { $($name => Some(Op::$variant),)* _ => None }
@@ -52,62 +61,62 @@ macro_rules! ops {
 
 ops! {
     /// `log.write`: a structured log line.
-    LogWrite = "log.write";
+    LogWrite = "log.write" => log::Log;
     /// `artifacts.create`.
-    ArtifactCreate = "artifacts.create";
+    ArtifactCreate = "artifacts.create" => artifacts::Artifacts;
     /// `checkpoints.save`.
-    CheckpointSave = "checkpoints.save";
+    CheckpointSave = "checkpoints.save" => checkpoints::Checkpoints;
     /// `checkpoints.load`.
-    CheckpointLoad = "checkpoints.load";
+    CheckpointLoad = "checkpoints.load" => checkpoints::Checkpoints;
     /// `instrument.command`: a command to an instrument.
-    InstrumentCommand = "instrument.command";
+    InstrumentCommand = "instrument.command" => instrument::Instrument;
     /// `instrument.read`: a reading, no side effect.
-    InstrumentRead = "instrument.read";
+    InstrumentRead = "instrument.read" => instrument::Instrument;
     /// `descriptor.open-at`.
-    FsOpen = "fs.open";
+    FsOpen = "fs.open" => filesystem::Filesystem;
     /// `descriptor.stat-at`.
-    FsStat = "fs.stat";
+    FsStat = "fs.stat" => filesystem::Filesystem;
     /// `descriptor.metadata-hash-at`.
-    FsMetadataHash = "fs.metadata_hash";
+    FsMetadataHash = "fs.metadata_hash" => filesystem::Filesystem;
     /// `descriptor.readlink-at`.
-    FsReadlink = "fs.readlink";
+    FsReadlink = "fs.readlink" => filesystem::Filesystem;
     /// `descriptor.create-directory-at`.
-    FsMkdir = "fs.mkdir";
+    FsMkdir = "fs.mkdir" => filesystem::Filesystem;
     /// `descriptor.remove-directory-at`.
-    FsRmdir = "fs.rmdir";
+    FsRmdir = "fs.rmdir" => filesystem::Filesystem;
     /// `descriptor.unlink-file-at`.
-    FsUnlink = "fs.unlink";
+    FsUnlink = "fs.unlink" => filesystem::Filesystem;
     /// `descriptor.rename-at`.
-    FsRename = "fs.rename";
+    FsRename = "fs.rename" => filesystem::Filesystem;
     /// `descriptor.link-at`.
-    FsLink = "fs.link";
+    FsLink = "fs.link" => filesystem::Filesystem;
     /// `descriptor.symlink-at`.
-    FsSymlink = "fs.symlink";
+    FsSymlink = "fs.symlink" => filesystem::Filesystem;
     /// `descriptor.set-times-at`.
-    FsSetTimes = "fs.set_times";
+    FsSetTimes = "fs.set_times" => filesystem::Filesystem;
     /// Bytes written into a file of a read-write grant (`write`, an output
     /// stream, `set-size` growth), asked for before they are written.
-    FsWrite = "fs.write";
+    FsWrite = "fs.write" => filesystem::Filesystem;
     /// A TCP connect.
-    NetConnect = "net.connect";
+    NetConnect = "net.connect" => sockets::Sockets;
     /// A TCP bind (only the implicit bind of a client connect is admissible).
-    NetBind = "net.bind";
+    NetBind = "net.bind" => sockets::Sockets;
     /// A TCP listen: never admissible.
-    NetListen = "net.listen";
+    NetListen = "net.listen" => sockets::Sockets;
     /// A TCP accept: never admissible.
-    NetAccept = "net.accept";
+    NetAccept = "net.accept" => sockets::Sockets;
     /// Any UDP use: never admissible.
-    NetUdp = "net.udp";
+    NetUdp = "net.udp" => sockets::Sockets;
     /// A name lookup.
-    NetLookup = "net.lookup";
+    NetLookup = "net.lookup" => sockets::Sockets;
     /// Creating a TCP socket (the target is the address family).
-    NetSocket = "net.socket";
+    NetSocket = "net.socket" => sockets::Sockets;
     /// An outgoing HTTP request.
-    HttpRequest = "http.request";
+    HttpRequest = "http.request" => http::Http;
     /// `hid.propose`: a keyboard or mouse action proposed to the operator.
-    HidPropose = "hid.propose";
+    HidPropose = "hid.propose" => hid::Hid;
     /// `hid.wait`: waiting for a proposal's outcome.
-    HidWait = "hid.wait";
+    HidWait = "hid.wait" => hid::Hid;
 }
 
 impl fmt::Display for Op {
