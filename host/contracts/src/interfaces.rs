@@ -102,6 +102,17 @@ impl Grant {
         }
     }
 
+    /// The grant's field as resolved when it is a list of names; `None`
+    /// for the structured ones (directories, destinations).
+    pub fn resolved_names(self, grants: &Grants) -> Option<&[String]> {
+        match self {
+            Self::Filesystem | Self::Network => None,
+            Self::Env => Some(&grants.env),
+            Self::Instruments => Some(&grants.instruments),
+            Self::Hid => Some(&grants.devices),
+        }
+    }
+
     /// The interfaces it enables.
     pub fn interfaces(self) -> impl Iterator<Item = &'static Interface> {
         INTERFACES.iter().filter(move |i| i.grant == Some(self))
