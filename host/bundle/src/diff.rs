@@ -34,12 +34,22 @@ impl fmt::Display for Change {
 /// Every difference of `new` from `old`, widening ones first.
 pub fn compare(old: &ManifestDoc, new: &ManifestDoc) -> Vec<Change> {
     let mut d = Diff::default();
-    d.filesystem(old, new);
-    d.network(old, new);
-    // The grants that are lists of names (the structured ones above).
     for grant in Grant::ALL {
-        if let (Some(o), Some(n)) = (grant.names(&old.grants), grant.names(&new.grants)) {
-            d.names(&format!("grants.{}", grant.field()), o, n, true);
+        let what = format!("grants.{}", grant.field());
+        match grant {
+            Grant::Filesystem => d.filesystem(old, new),
+            Grant::Network => d.network(old, new),
+            _ => match (grant.names(&old.grants), grant.names(&new.grants)) {
+                (Some(o), Some(n)) => d.names(&what, o, n, true),
+                // A structured grant without rules of its own here: what
+                // it names, added or removed.
+                _ => d.names(
+                    &what,
+                    &grant.named(&old.grants),
+                    &grant.named(&new.grants),
+                    true,
+                ),
+            },
         }
     }
     d.safety(old, new);

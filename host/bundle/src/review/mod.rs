@@ -567,10 +567,10 @@ fn limits(doc: &ManifestDoc) -> Vec<LimitLine> {
         .each()
         .zip(Limits::DEFAULT.each())
         .map(|((name, declared), (_, default))| (name, declared, default))
-    .map(|(name, declared, default)| LimitLine {
-        name,
-        value: declared.unwrap_or(default),
-        declared: declared.is_some(),
-    })
-    .collect()
+        .map(|(name, declared, default)| LimitLine {
+            name,
+            value: declared.unwrap_or(default),
+            declared: declared.is_some(),
+        })
+        .collect()
 }

@@ -86,7 +86,8 @@ pub(super) fn grant_lines(r: &Review) -> Vec<(&'static str, Vec<String>)> {
             let lines = match grant.names(g) {
                 Some(names) => names.to_vec(),
                 None if grant == Grant::Filesystem => fs(),
-                None => net(),
+                None if grant == Grant::Network => net(),
+                None => grant.named(g),
             };
             (grant.field(), lines)
         })
