@@ -632,22 +632,6 @@ impl HostDescriptor for GovernedFs<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::resolve;
-
-    #[test]
-    fn paths_resolve_lexically() {
-        assert_eq!(resolve("/data", "hello.txt"), "/data/hello.txt");
-        assert_eq!(resolve("/data", "./a/../b"), "/data/b");
-        assert_eq!(resolve("/data", "../secret.txt"), "/secret.txt");
-        assert_eq!(resolve("/data", "../../../etc/passwd"), "/etc/passwd");
-        assert_eq!(resolve("/data", "/etc/passwd"), "/etc/passwd");
-        assert_eq!(resolve("/", "data"), "/data");
-        assert_eq!(resolve("/data", ""), "/data");
-    }
-}
-
 /// The sandbox unit of `wasi:filesystem`: linked for every capability,
 /// governed by the PEP when enforcement is on; the granted directories are
 /// the only preopens (see `task::wasi_ctx`), so with none granted it is
@@ -663,7 +647,7 @@ pub(crate) const UNIT: crate::units::Unit = crate::units::Unit {
             },
         )
     },
-    link: link,
+    link,
 };
 
 fn link(
@@ -691,5 +675,21 @@ fn link(
     } else {
         types::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)?;
         preopens::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::resolve;
+
+    #[test]
+    fn paths_resolve_lexically() {
+        assert_eq!(resolve("/data", "hello.txt"), "/data/hello.txt");
+        assert_eq!(resolve("/data", "./a/../b"), "/data/b");
+        assert_eq!(resolve("/data", "../secret.txt"), "/secret.txt");
+        assert_eq!(resolve("/data", "../../../etc/passwd"), "/etc/passwd");
+        assert_eq!(resolve("/data", "/etc/passwd"), "/etc/passwd");
+        assert_eq!(resolve("/", "data"), "/data");
+        assert_eq!(resolve("/data", ""), "/data");
     }
 }

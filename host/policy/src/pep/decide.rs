@@ -1,8 +1,6 @@
 //! The decision: one call, under one session's scope and counters.
 
 use super::call::{Args, Call};
-#[cfg(doc)]
-use super::call::Op;
 use super::scope::Scope;
 use super::threat::{Signals, scan};
 use hcp_contracts::ReasonCode;
@@ -150,7 +148,7 @@ pub struct Recorded {
 ///    `THREAT_SIGNAL_DETECTED`.
 ///
 /// Checks 2, 3, 5 and the interface's part of 4 are the rules of the
-/// call's interface (its module of `pep/interfaces/`, [`Op`]'s `rules`);
+/// call's interface (its module of `pep/interfaces/`, `Op::rules`);
 /// this function alone runs them, in this order. Arguments that do not fit
 /// the operation (a malformed [`Call`]) fail closed: `FAIL_CLOSED_ERROR`.
 pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -> Decision {
