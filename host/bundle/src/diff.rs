@@ -9,6 +9,7 @@
 //! *narrows*. Limits and constraints are not compared.
 
 use hcp_contracts::RiskLevel;
+use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::{Access, EnvelopeParameter, ManifestDoc};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,18 +34,23 @@ impl fmt::Display for Change {
 /// Every difference of `new` from `old`, widening ones first.
 pub fn compare(old: &ManifestDoc, new: &ManifestDoc) -> Vec<Change> {
     let mut d = Diff::default();
-    d.filesystem(old, new);
-    d.network(old, new);
-    for (what, o, n) in [
-        ("grants.env", &old.grants.env, &new.grants.env),
-        (
-            "grants.instruments",
-            &old.grants.instruments,
-            &new.grants.instruments,
-        ),
-        ("grants.devices", &old.grants.devices, &new.grants.devices),
-    ] {
-        d.names(what, o, n, true);
+    for grant in Grant::ALL {
+        let what = format!("grants.{}", grant.field());
+        match grant {
+            Grant::Filesystem => d.filesystem(old, new),
+            Grant::Network => d.network(old, new),
+            _ => match (grant.names(&old.grants), grant.names(&new.grants)) {
+                (Some(o), Some(n)) => d.names(&what, o, n, true),
+                // A structured grant without rules of its own here: what
+                // it names, added or removed.
+                _ => d.names(
+                    &what,
+                    &grant.named(&old.grants),
+                    &grant.named(&new.grants),
+                    true,
+                ),
+            },
+        }
     }
     d.safety(old, new);
     d.envelope(old, new);

@@ -9,6 +9,7 @@
 pub mod answer;
 pub mod credential;
 pub mod duration;
+pub mod interfaces;
 pub mod jcs;
 pub mod levels;
 pub mod manifest;

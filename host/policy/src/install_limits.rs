@@ -6,61 +6,46 @@
 //! ([`BUILT_IN`]) applies; a limit the manifest does not set is checked at
 //! the host's default for it.
 
-use hcp_contracts::manifest::{LimitsDoc, Manifest};
+use hcp_contracts::manifest::{Limits, Manifest};
 use hcp_contracts::{IsoDuration, Problem};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// The bounds as written; each optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitBounds {
-    /// Linear memory, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Elements of any one table.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table_elements: Option<u64>,
-    /// Core instances.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instances: Option<u64>,
-    /// Bytes of the `outputs` JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_bytes: Option<u64>,
-    /// Bytes of the task log.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_bytes: Option<u64>,
-    /// Number of artifacts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifacts: Option<u64>,
-    /// Bytes of all artifacts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_bytes: Option<u64>,
-    /// Number of checkpoints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoints: Option<u64>,
-    /// Bytes of one checkpoint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_bytes: Option<u64>,
-    /// The longest `max_duration` (ISO 8601).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_duration: Option<String>,
-    /// The highest `concurrent_limit`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrent_limit: Option<u64>,
+macro_rules! bounds {
+    ($($name:ident: $about:literal, $default:expr, $max:expr;)*) => {
+        /// The bounds as written; each optional: one per limit of the
+        /// manifest's limit set ([`hcp_contracts::limit_set`]), then the
+        /// declaration's two.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct LimitBounds {
+            $(
+                #[doc = $about]
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $name: Option<u64>,
+            )*
+            /// The longest `max_duration` (ISO 8601).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub max_duration: Option<String>,
+            /// The highest `concurrent_limit`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub concurrent_limit: Option<u64>,
+        }
+
+        impl LimitBounds {
+            /// The bound of each limit of the set, by name, in the set's order.
+            fn each(&self) -> impl Iterator<Item = (&'static str, Option<u64>)> {
+                [$((stringify!($name), self.$name),)*].into_iter()
+            }
+        }
+    };
 }
+
+hcp_contracts::limit_set!(bounds);
 
 /// The built-in maxima, where `install.json` sets no bound.
 pub const BUILT_IN: BuiltIn = BuiltIn {
-    memory_bytes: 1 << 30,
-    table_elements: 1_000_000,
-    instances: 256,
-    output_bytes: 16 << 20,
-    log_bytes: 16 << 20,
-    artifacts: 1_024,
-    artifact_bytes: 1 << 30,
-    checkpoints: 1_024,
-    checkpoint_bytes: 64 << 20,
+    limits: Limits::BUILT_IN_MAX,
     max_duration: Duration::from_secs(7 * 86_400),
     concurrent_limit: 64,
 };
@@ -68,24 +53,11 @@ pub const BUILT_IN: BuiltIn = BuiltIn {
 /// Every bound, set (see [`BUILT_IN`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BuiltIn {
-    /// Linear memory, bytes (1 GiB).
-    pub memory_bytes: u64,
-    /// Elements of any one table (1,000,000).
-    pub table_elements: u64,
-    /// Core instances (256).
-    pub instances: u64,
-    /// Bytes of the `outputs` JSON (16 MiB).
-    pub output_bytes: u64,
-    /// Bytes of the task log (16 MiB).
-    pub log_bytes: u64,
-    /// Number of artifacts (1,024).
-    pub artifacts: u64,
-    /// Bytes of all artifacts (1 GiB).
-    pub artifact_bytes: u64,
-    /// Number of checkpoints (1,024).
-    pub checkpoints: u64,
-    /// Bytes of one checkpoint (64 MiB).
-    pub checkpoint_bytes: u64,
+    /// Each limit of the manifest's limit set ([`Limits::BUILT_IN_MAX`]:
+    /// memory 1 GiB, table elements 1,000,000, instances 256, output and
+    /// log 16 MiB, 1,024 artifacts of 1 GiB in all, 1,024 checkpoints of
+    /// 64 MiB each).
+    pub limits: Limits,
     /// The longest `max_duration` (P7D).
     pub max_duration: Duration,
     /// The highest `concurrent_limit` (64).
@@ -104,76 +76,16 @@ impl LimitBounds {
 
     /// Every limit of `manifest` above its bound, each with both values.
     pub(crate) fn check(&self, manifest: &Manifest) -> Vec<String> {
-        let doc: &LimitsDoc = &manifest.doc.limits;
-        let l = &manifest.limits;
         let b = &BUILT_IN;
         let mut reasons = Vec::new();
-        let counts = [
-            (
-                "memory_bytes",
-                doc.memory_bytes,
-                l.memory_bytes,
-                self.memory_bytes,
-                b.memory_bytes,
-            ),
-            (
-                "table_elements",
-                doc.table_elements,
-                l.table_elements,
-                self.table_elements,
-                b.table_elements,
-            ),
-            (
-                "instances",
-                doc.instances,
-                l.instances,
-                self.instances,
-                b.instances,
-            ),
-            (
-                "output_bytes",
-                doc.output_bytes,
-                l.output_bytes,
-                self.output_bytes,
-                b.output_bytes,
-            ),
-            (
-                "log_bytes",
-                doc.log_bytes,
-                l.log_bytes,
-                self.log_bytes,
-                b.log_bytes,
-            ),
-            (
-                "artifacts",
-                doc.artifacts,
-                l.artifacts,
-                self.artifacts,
-                b.artifacts,
-            ),
-            (
-                "artifact_bytes",
-                doc.artifact_bytes,
-                l.artifact_bytes,
-                self.artifact_bytes,
-                b.artifact_bytes,
-            ),
-            (
-                "checkpoints",
-                doc.checkpoints,
-                l.checkpoints,
-                self.checkpoints,
-                b.checkpoints,
-            ),
-            (
-                "checkpoint_bytes",
-                doc.checkpoint_bytes,
-                l.checkpoint_bytes,
-                self.checkpoint_bytes,
-                b.checkpoint_bytes,
-            ),
-        ];
-        for (name, written, asked, bound, built_in) in counts {
+        let counts = manifest
+            .doc
+            .limits
+            .each()
+            .zip(manifest.limits.each())
+            .zip(self.each())
+            .zip(b.limits.each());
+        for ((((name, written), (_, asked)), (_, bound)), (_, built_in)) in counts {
             let field = format!("limits.{name}");
             if let Some(reason) = above(&field, written.is_some(), asked, bound, built_in) {
                 reasons.push(reason);
@@ -236,4 +148,29 @@ fn above(
             source(&bound_field, bound.is_some())
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `install.json`'s schema bounds exactly the limit set, and the two
+    /// limits of the declaration.
+    #[test]
+    fn the_install_schema_bounds_the_limit_set() {
+        let schema: serde_json::Value =
+            serde_json::from_str(crate::install::INSTALL_SCHEMA).expect("schema");
+        let props = schema
+            .pointer("/properties/limits/properties")
+            .and_then(|p| p.as_object())
+            .expect("limits properties");
+        let mut listed: Vec<&str> = props.keys().map(String::as_str).collect();
+        let mut set: Vec<&str> = Limits::NAMES.to_vec();
+        set.extend(["max_duration", "concurrent_limit"]);
+        listed.sort_unstable();
+        set.sort_unstable();
+        assert_eq!(listed, set);
+        let bounds = LimitBounds::default();
+        assert_eq!(bounds.each().count(), Limits::NAMES.len());
+    }
 }

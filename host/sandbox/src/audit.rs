@@ -28,6 +28,7 @@
 //! Every other ungranted import (`instrument`, `hid`, `wasi:http`, an
 //! environment the host does not provide) still refuses the component.
 
+use hcp_contracts::interfaces::{self, Grant};
 use hcp_contracts::manifest::{Grants, HOST_WIT_PACKAGE, HOST_WIT_VERSION, Manifest};
 use serde::Serialize;
 use std::fmt;
@@ -73,13 +74,13 @@ impl GrantedBy {
         match self {
             Self::Always => "always granted",
             Self::AlwaysEmptyEnv => "always linked; holds only grants.env variables, none here",
-            Self::Filesystem => "grants.filesystem",
-            Self::Network => "grants.network",
+            Self::Filesystem => Grant::Filesystem.describe(),
+            Self::Network => Grant::Network.describe(),
             Self::NetworkName => "grants.network (a host name)",
             Self::NetworkUdpInert => "grants.network; linked but every UDP use is denied",
-            Self::Env => "grants.env",
-            Self::Instruments => "grants.instruments",
-            Self::DeviceHid => "grants.devices: hid",
+            Self::Env => Grant::Env.describe(),
+            Self::Instruments => Grant::Instruments.describe(),
+            Self::DeviceHid => Grant::Hid.describe(),
             Self::FilesystemInert => {
                 "linked, inert: no directory is granted (grants.filesystem), so there is none to open"
             }
@@ -89,6 +90,25 @@ impl GrantedBy {
             Self::NameLookupInert => {
                 "linked, inert: no host name is granted (grants.network); every lookup is denied and receipted"
             }
+        }
+    }
+
+    /// The grant the import puts to use; `None` for what every capability
+    /// has and for imports linked without any authority.
+    pub fn grant(self) -> Option<Grant> {
+        match self {
+            // Linked, but every use is refused: it exercises no grant.
+            Self::Always
+            | Self::AlwaysEmptyEnv
+            | Self::NetworkUdpInert
+            | Self::FilesystemInert
+            | Self::NetworkInert
+            | Self::NameLookupInert => None,
+            Self::Filesystem => Some(Grant::Filesystem),
+            Self::Network | Self::NetworkName => Some(Grant::Network),
+            Self::Env => Some(Grant::Env),
+            Self::Instruments => Some(Grant::Instruments),
+            Self::DeviceHid => Some(Grant::Hid),
         }
     }
 
@@ -147,26 +167,19 @@ pub struct SurfaceReport {
     pub allowed: bool,
 }
 
-/// The grants in printable form.
-#[derive(Debug, Clone, Serialize)]
-pub struct GrantsSummary {
-    /// `host_path -> guest_path (access)`.
-    pub filesystem: Vec<String>,
-    /// `host:port`.
-    pub network: Vec<String>,
-    /// Variable names.
-    pub env: Vec<String>,
-    /// Instruments.
-    pub instruments: Vec<String>,
-    /// Devices.
-    pub devices: Vec<String>,
-}
+/// The grants in printable form: each field of `grants` (the table's
+/// grant list, in its order) with a line per item. Serialized as an object
+/// of those fields.
+#[derive(Debug, Clone)]
+pub struct GrantsSummary(Vec<(Grant, Vec<String>)>);
 
 impl GrantsSummary {
-    /// Summarizes resolved grants.
+    /// Summarizes resolved grants: `host_path -> guest_path (access)`,
+    /// `host:port`, names.
     pub fn of(grants: &Grants) -> Self {
-        Self {
-            filesystem: grants
+        let line = |grant: Grant| match grant.resolved_names(grants) {
+            Some(names) => names.to_vec(),
+            None if grant == Grant::Filesystem => grants
                 .filesystem
                 .iter()
                 .map(|g| {
@@ -178,7 +191,7 @@ impl GrantsSummary {
                     )
                 })
                 .collect(),
-            network: grants
+            None if grant == Grant::Network => grants
                 .network
                 .iter()
                 .map(|g| {
@@ -190,10 +203,36 @@ impl GrantsSummary {
                     format!("{}:{}{private}", g.host, g.port)
                 })
                 .collect(),
-            env: grants.env.clone(),
-            instruments: grants.instruments.clone(),
-            devices: grants.devices.clone(),
+            // A structured grant without a line format of its own here.
+            None => Vec::new(),
+        };
+        Self(Grant::ALL.into_iter().map(|g| (g, line(g))).collect())
+    }
+
+    /// Each field of `grants` (`filesystem`, ...) with its lines.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &[String])> {
+        self.0
+            .iter()
+            .map(|(g, lines)| (g.field(), lines.as_slice()))
+    }
+
+    /// The lines of `grant`, to rewrite them.
+    pub fn lines_mut(&mut self, grant: Grant) -> impl Iterator<Item = &mut String> {
+        self.0
+            .iter_mut()
+            .filter(move |(g, _)| *g == grant)
+            .flat_map(|(_, lines)| lines.iter_mut())
+    }
+}
+
+impl Serialize for GrantsSummary {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = s.serialize_map(Some(self.0.len()))?;
+        for (field, lines) in self.iter() {
+            map.serialize_entry(field, lines)?;
         }
+        map.end()
     }
 }
 
@@ -230,14 +269,7 @@ impl fmt::Display for SurfaceReport {
         }
         writeln!(f)?;
         writeln!(f, "grants:")?;
-        let g = &self.grants;
-        for (what, list) in [
-            ("filesystem", &g.filesystem),
-            ("network", &g.network),
-            ("env", &g.env),
-            ("instruments", &g.instruments),
-            ("devices", &g.devices),
-        ] {
+        for (what, list) in self.grants.iter() {
             if list.is_empty() {
                 writeln!(f, "  {what}: none")?;
             } else {
@@ -352,31 +384,10 @@ impl SurfaceReport {
     }
 }
 
-/// WASI interfaces (package/interface) every capability may import.
-const ALWAYS_WASI: &[&str] = &[
-    "io/error",
-    "io/poll",
-    "io/streams",
-    "clocks/wall-clock",
-    "clocks/monotonic-clock",
-    "random/random",
-    "random/insecure",
-    "random/insecure-seed",
-    "cli/exit",
-    "cli/stdin",
-    "cli/stdout",
-    "cli/stderr",
-    "cli/terminal-input",
-    "cli/terminal-output",
-    "cli/terminal-stdin",
-    "cli/terminal-stdout",
-    "cli/terminal-stderr",
-];
-
-/// `hcp:capability` interfaces every capability may import.
-const ALWAYS_HCP: &[&str] = &["types", "log", "artifacts", "checkpoints"];
-
-/// Classifies one import name against the grants.
+/// Classifies one import name against the grants: the interface it
+/// belongs to is looked up in the table of interfaces
+/// ([`hcp_contracts::interfaces::INTERFACES`]), and that interface's
+/// sandbox unit rules on it.
 pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
     let refused = |reason: String| ImportVerdict::Refused { reason };
     let Some((path, version)) = name.split_once('@') else {
@@ -388,8 +399,7 @@ pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
     let Ok(version) = semver::Version::parse(version) else {
         return refused(format!("{version:?} is not a semantic version"));
     };
-    let allowed = |granted_by| ImportVerdict::Allowed { granted_by };
-    if package == HOST_WIT_PACKAGE {
+    let row = if package == HOST_WIT_PACKAGE {
         let host =
             semver::Version::parse(HOST_WIT_VERSION).unwrap_or(semver::Version::new(1, 0, 0));
         if version.major != host.major || version > host {
@@ -397,63 +407,32 @@ pub fn classify(name: &str, grants: &Grants) -> ImportVerdict {
                 "{package}@{version} is not provided: this host implements {package}@{host}"
             ));
         }
-        if ALWAYS_HCP.contains(&interface) {
-            return allowed(GrantedBy::Always);
+        match interfaces::by_wit(path) {
+            Some(row) => row,
+            None => {
+                return refused(format!(
+                    "{package}/{interface} is not an interface of this host"
+                ));
+            }
         }
-        return match interface {
-            "instrument" if !grants.instruments.is_empty() => allowed(GrantedBy::Instruments),
-            "instrument" => refused("no instrument is granted (grants.instruments)".into()),
-            "hid" if grants.devices.iter().any(|d| d == "hid") => allowed(GrantedBy::DeviceHid),
-            "hid" => refused("the hid device is not granted (grants.devices)".into()),
-            _ => refused(format!(
-                "{package}/{interface} is not an interface of this host"
-            )),
+    } else {
+        let Some(wasi) = package.strip_prefix("wasi:") else {
+            return refused(format!("{package} is not provided by this host"));
         };
-    }
-    let Some(wasi) = package.strip_prefix("wasi:") else {
-        return refused(format!("{package} is not provided by this host"));
+        if version.major != 0 || version.minor != 2 {
+            return refused(format!(
+                "wasi:{wasi}@{version} is not provided: this host implements WASI 0.2"
+            ));
+        }
+        match interfaces::by_wit(path) {
+            Some(row) => row,
+            None => return refused(format!("{path} is not provided by this host")),
+        }
     };
-    if version.major != 0 || version.minor != 2 {
-        return refused(format!(
-            "wasi:{wasi}@{version} is not provided: this host implements WASI 0.2"
-        ));
-    }
-    let key = format!("{wasi}/{interface}");
-    if ALWAYS_WASI.contains(&key.as_str()) {
-        return allowed(GrantedBy::Always);
-    }
-    let net = !grants.network.is_empty();
-    match key.as_str() {
-        "cli/environment" if !grants.env.is_empty() => allowed(GrantedBy::Env),
-        "cli/environment" => allowed(GrantedBy::AlwaysEmptyEnv),
-        "filesystem/types" | "filesystem/preopens" if !grants.filesystem.is_empty() => {
-            allowed(GrantedBy::Filesystem)
-        }
-        "filesystem/types" | "filesystem/preopens" => allowed(GrantedBy::FilesystemInert),
-        "sockets/network"
-        | "sockets/instance-network"
-        | "sockets/tcp"
-        | "sockets/tcp-create-socket"
-        | "http/types"
-        | "http/outgoing-handler"
-            if net =>
-        {
-            allowed(GrantedBy::Network)
-        }
-        "sockets/ip-name-lookup" if grants.grants_names() => allowed(GrantedBy::NetworkName),
-        "sockets/ip-name-lookup" if net => allowed(GrantedBy::NameLookupInert),
-        "sockets/udp" | "sockets/udp-create-socket" if net => allowed(GrantedBy::NetworkUdpInert),
-        "sockets/network"
-        | "sockets/instance-network"
-        | "sockets/tcp"
-        | "sockets/tcp-create-socket"
-        | "sockets/udp"
-        | "sockets/udp-create-socket"
-        | "sockets/ip-name-lookup" => allowed(GrantedBy::NetworkInert),
-        "http/types" | "http/outgoing-handler" => {
-            refused("no destination is granted (grants.network)".into())
-        }
-        _ => refused(format!("wasi:{key} is not provided by this host")),
+    match crate::units::unit(row).map(|unit| (unit.audit)(path, grants)) {
+        Some(Ok(granted_by)) => ImportVerdict::Allowed { granted_by },
+        Some(Err(reason)) => refused(reason),
+        None => refused(format!("{path} is not provided by this host")),
     }
 }
 

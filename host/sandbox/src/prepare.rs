@@ -6,18 +6,10 @@
 use crate::audit::{self, SurfaceReport};
 use crate::bindings::CapabilityPre;
 use crate::engine::SharedEngine;
-use crate::net::lookup::{GovernedLookup, GovernedLookupData};
-use crate::net::sockets::{GovernedSockets, GovernedSocketsData};
 use crate::task::TaskState;
-use crate::units::context::HcpData;
 use hcp_contracts::manifest::{Grants, Manifest};
 use std::sync::Arc;
-use wasmtime::component::{Component, HasData, Linker, ResourceTable};
-use wasmtime_wasi::cli::{WasiCli, WasiCliView as _};
-use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView as _};
-use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
-use wasmtime_wasi::random::WasiRandom;
-use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
+use wasmtime::component::{Component, Linker};
 
 /// Why a capability could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -174,146 +166,18 @@ pub(crate) fn audit_compiled(
 }
 
 /// Links exactly the interfaces `grants` allow, plus `wasi:filesystem` and
-/// `wasi:sockets` inert when not granted, nothing else; an import the audit
-/// let through but the linker lacks fails `instantiate_pre`.
+/// `wasi:sockets` inert when not granted, nothing else: each sandbox unit
+/// ([`crate::units::UNITS`]) adds its own. An import the audit let through
+/// but the linker lacks fails `instantiate_pre`.
 pub(crate) fn linker(
     engine: &SharedEngine,
     grants: &Grants,
 ) -> wasmtime::Result<Linker<TaskState>> {
-    use crate::bindings::hcp::capability as hcp;
-    use crate::fs::{GovernedFs, GovernedFsData};
-    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sockets};
-
     let mut l = Linker::<TaskState>::new(&engine.engine);
-
-    // Always: hcp basics, wasi:io, clocks, random, stdio, exit, environment.
-    hcp::types::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    hcp::log::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    hcp::artifacts::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    hcp::checkpoints::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<TaskState, TableData>(
-        &mut l, table,
-    )?;
-    wasmtime_wasi_io::bindings::wasi::io::poll::add_to_linker::<TaskState, TableData>(
-        &mut l, table,
-    )?;
-    wasmtime_wasi_io::bindings::wasi::io::streams::add_to_linker::<TaskState, TableData>(
-        &mut l, table,
-    )?;
-    clocks::wall_clock::add_to_linker::<TaskState, WasiClocks>(&mut l, TaskState::clocks)?;
-    clocks::monotonic_clock::add_to_linker::<TaskState, WasiClocks>(&mut l, TaskState::clocks)?;
-    random::random::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
-    random::insecure::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
-    random::insecure_seed::add_to_linker::<TaskState, WasiRandom>(&mut l, |s| s.wasi.random())?;
-    cli::exit::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::stdin::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::stdout::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::stderr::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::terminal_input::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::terminal_output::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::terminal_stdin::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::terminal_stdout::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-    cli::terminal_stderr::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-
-    // Holds only the grants.env variables (none by default) and no args.
-    cli::environment::add_to_linker::<TaskState, WasiCli>(&mut l, TaskState::cli)?;
-
-    // wasi:filesystem, always: the granted directories are the only
-    // preopens (see `task::wasi_ctx`); with none granted it is inert, the
-    // guest holding no descriptor to name a path with.
-    if engine.config.enforcement {
-        // Every path a call resolves passes the PEP (see `fs`).
-        fn governed(s: &mut TaskState) -> GovernedFs<'_> {
-            GovernedFs {
-                inner: wasmtime_wasi::filesystem::WasiFilesystemCtxView {
-                    ctx: s.wasi.filesystem(),
-                    table: &mut s.table,
-                },
-                paths: &mut s.fs_paths,
-                hcp: &mut s.hcp,
-                writes: &s.fs_writes,
-            }
-        }
-        filesystem::types::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
-        filesystem::preopens::add_to_linker::<TaskState, GovernedFsData>(&mut l, governed)?;
-    } else {
-        filesystem::types::add_to_linker::<TaskState, WasiFilesystem>(
-            &mut l,
-            TaskState::filesystem,
-        )?;
-        filesystem::preopens::add_to_linker::<TaskState, WasiFilesystem>(
-            &mut l,
-            TaskState::filesystem,
-        )?;
-    }
-
-    // wasi:sockets, always: with no grants.network it is inert, every
-    // socket created and every name looked up denied by the PEP (with a
-    // receipt), and the WASI context allows no TCP, UDP or lookup anyway.
-    let options = sockets::network::LinkOptions::default();
-    sockets::network::add_to_linker::<TaskState, WasiSockets>(
-        &mut l,
-        &options,
-        TaskState::sockets,
-    )?;
-    sockets::instance_network::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
-    // Creating a socket passes the PEP (see `net::sockets`).
-    fn governed_sockets(s: &mut TaskState) -> GovernedSockets<'_> {
-        GovernedSockets {
-            inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
-                ctx: s.wasi.sockets(),
-                table: &mut s.table,
-            },
-            log: &s.hcp.log,
-            pep: &s.hcp.pep,
-        }
-    }
-    sockets::tcp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
-        &mut l,
-        governed_sockets,
-    )?;
-    sockets::tcp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
-    // Every use of a UDP socket passes `socket_addr_check`, whose PEP
-    // never grants it (with enforcement off, creating one fails).
-    sockets::udp_create_socket::add_to_linker::<TaskState, GovernedSocketsData>(
-        &mut l,
-        governed_sockets,
-    )?;
-    sockets::udp::add_to_linker::<TaskState, WasiSockets>(&mut l, TaskState::sockets)?;
-    // Every lookup passes the PEP, which allows only granted host names.
-    sockets::ip_name_lookup::add_to_linker::<TaskState, GovernedLookupData>(&mut l, |s| {
-        GovernedLookup {
-            policy: &s.net,
-            log: &s.hcp.log,
-            pep: &s.hcp.pep,
-            inner: wasmtime_wasi::sockets::WasiSocketsCtxView {
-                ctx: s.wasi.sockets(),
-                table: &mut s.table,
-            },
-        }
-    })?;
-
-    // Only what the grants allow: HTTP, instruments, the HID device.
-    if !grants.network.is_empty() {
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut l)?;
-    }
-    if !grants.instruments.is_empty() {
-        hcp::instrument::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
-    }
-    if grants.devices.iter().any(|d| d == "hid") {
-        hcp::hid::add_to_linker::<TaskState, HcpData>(&mut l, |s| &mut s.hcp)?;
+    for unit in crate::units::UNITS {
+        (unit.link)(&mut l, engine, grants)?;
     }
     Ok(l)
-}
-
-struct TableData;
-
-impl HasData for TableData {
-    type Data<'a> = &'a mut ResourceTable;
-}
-
-fn table(s: &mut TaskState) -> &mut ResourceTable {
-    &mut s.table
 }
 
 /// How a prepared capability is instantiated for each task.

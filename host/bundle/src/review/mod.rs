@@ -35,21 +35,9 @@ pub struct AuditedImport {
     pub because: String,
 }
 
-/// A kind of grant an import can put to use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GrantKind {
-    /// `grants.filesystem` (`wasi:filesystem`).
-    Filesystem,
-    /// `grants.network` (`wasi:sockets`, `wasi:http`).
-    Network,
-    /// `grants.env` (`wasi:cli/environment`).
-    Env,
-    /// `grants.instruments` (`hcp:capability/instrument`).
-    Instruments,
-    /// `grants.devices: hid` (`hcp:capability/hid`).
-    Hid,
-}
+/// A kind of grant an import can put to use: the grants of the table of
+/// interfaces.
+pub use hcp_contracts::interfaces::Grant as GrantKind;
 
 /// The surface audit's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -575,24 +563,14 @@ fn import_docs(name: &str, host: Option<&WitPackage>) -> ImportDocs {
 }
 
 fn limits(doc: &ManifestDoc) -> Vec<LimitLine> {
-    let d = Limits::DEFAULT;
-    let l = &doc.limits;
-    [
-        ("memory_bytes", l.memory_bytes, d.memory_bytes),
-        ("table_elements", l.table_elements, d.table_elements),
-        ("instances", l.instances, d.instances),
-        ("output_bytes", l.output_bytes, d.output_bytes),
-        ("log_bytes", l.log_bytes, d.log_bytes),
-        ("artifacts", l.artifacts, d.artifacts),
-        ("artifact_bytes", l.artifact_bytes, d.artifact_bytes),
-        ("checkpoints", l.checkpoints, d.checkpoints),
-        ("checkpoint_bytes", l.checkpoint_bytes, d.checkpoint_bytes),
-    ]
-    .into_iter()
-    .map(|(name, declared, default)| LimitLine {
-        name,
-        value: declared.unwrap_or(default),
-        declared: declared.is_some(),
-    })
-    .collect()
+    doc.limits
+        .each()
+        .zip(Limits::DEFAULT.each())
+        .map(|((name, declared), (_, default))| (name, declared, default))
+        .map(|(name, declared, default)| LimitLine {
+            name,
+            value: declared.unwrap_or(default),
+            declared: declared.is_some(),
+        })
+        .collect()
 }

@@ -3,6 +3,7 @@
 //! limits ([`super::text`] and [`super::markdown`] lay them out).
 
 use super::{Review, Status};
+use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::{EnvelopeParameter, FloorSource};
 use std::fmt::Write as _;
 
@@ -42,46 +43,55 @@ pub(super) fn list_or_none(items: &[String]) -> String {
     }
 }
 
+/// Each grant of the manifest (the table's grant list, in its order) with
+/// a line per item it names.
 pub(super) fn grant_lines(r: &Review) -> Vec<(&'static str, Vec<String>)> {
     let g = &r.grants;
-    let fs = g
-        .filesystem
-        .iter()
-        .map(|f| {
-            let guest = f.guest_path.as_deref().unwrap_or(&f.path);
-            let mut line = format!("{} -> {guest} ({})", f.path, f.access.as_str());
-            let bundled = crate::layout::bundled_dir(&f.path);
-            if let Some(d) = r.data.iter().find(|d| bundled == Some(d.dir.as_str())) {
-                let _ = write!(
-                    line,
-                    ", shipped in the bundle: {} file{}, {} bytes",
-                    d.files,
-                    if d.files == 1 { "" } else { "s" },
-                    d.bytes
-                );
-            }
-            line
-        })
-        .collect();
-    let net = g
-        .network
-        .iter()
-        .map(|n| {
-            let private = if n.allow_private {
-                " (private addresses allowed)"
-            } else {
-                ""
+    let fs = || {
+        g.filesystem
+            .iter()
+            .map(|f| {
+                let guest = f.guest_path.as_deref().unwrap_or(&f.path);
+                let mut line = format!("{} -> {guest} ({})", f.path, f.access.as_str());
+                let bundled = crate::layout::bundled_dir(&f.path);
+                if let Some(d) = r.data.iter().find(|d| bundled == Some(d.dir.as_str())) {
+                    let _ = write!(
+                        line,
+                        ", shipped in the bundle: {} file{}, {} bytes",
+                        d.files,
+                        if d.files == 1 { "" } else { "s" },
+                        d.bytes
+                    );
+                }
+                line
+            })
+            .collect()
+    };
+    let net = || {
+        g.network
+            .iter()
+            .map(|n| {
+                let private = if n.allow_private {
+                    " (private addresses allowed)"
+                } else {
+                    ""
+                };
+                format!("{}:{}{private}", n.host, n.port)
+            })
+            .collect()
+    };
+    Grant::ALL
+        .into_iter()
+        .map(|grant| {
+            let lines = match grant.names(g) {
+                Some(names) => names.to_vec(),
+                None if grant == Grant::Filesystem => fs(),
+                None if grant == Grant::Network => net(),
+                None => grant.named(g),
             };
-            format!("{}:{}{private}", n.host, n.port)
+            (grant.field(), lines)
         })
-        .collect();
-    vec![
-        ("filesystem", fs),
-        ("network", net),
-        ("env", g.env.clone()),
-        ("instruments", g.instruments.clone()),
-        ("devices", g.devices.clone()),
-    ]
+        .collect()
 }
 
 pub(super) fn safety_lines(r: &Review) -> Vec<(&'static str, String)> {

@@ -12,52 +12,24 @@ pub fn same_component_note(installed: &str) -> String {
     format!("component byte-identical to {version}: only the manifest changed")
 }
 
-/// The kinds of grant the manifest gives, each with what it names.
-fn granted(doc: &ManifestDoc) -> Vec<(GrantKind, String, &'static str)> {
-    let g = &doc.grants;
-    let mut out = Vec::new();
-    if !g.filesystem.is_empty() {
-        let dirs: Vec<&str> = g.filesystem.iter().map(|f| f.path.as_str()).collect();
-        out.push((
-            GrantKind::Filesystem,
-            format!("grants.filesystem ({})", dirs.join(", ")),
-            "no wasi:filesystem import",
-        ));
-    }
-    if !g.network.is_empty() {
-        let to: Vec<String> = g
-            .network
-            .iter()
-            .map(|n| format!("{}:{}", n.host, n.port))
-            .collect();
-        out.push((
-            GrantKind::Network,
-            format!("grants.network ({})", to.join(", ")),
-            "no wasi:sockets or wasi:http import",
-        ));
-    }
-    if !g.env.is_empty() {
-        out.push((
-            GrantKind::Env,
-            format!("grants.env ({})", g.env.join(", ")),
-            "no wasi:cli/environment import",
-        ));
-    }
-    if !g.instruments.is_empty() {
-        out.push((
-            GrantKind::Instruments,
-            format!("grants.instruments ({})", g.instruments.join(", ")),
-            "no hcp:capability/instrument import",
-        ));
-    }
-    if g.devices.iter().any(|d| d == "hid") {
-        out.push((
-            GrantKind::Hid,
-            "grants.devices (hid)".to_owned(),
-            "no hcp:capability/hid import",
-        ));
-    }
-    out
+/// The kinds of grant the manifest gives, each with what it names and
+/// which imports would use it.
+fn granted(doc: &ManifestDoc) -> Vec<(GrantKind, String, String)> {
+    GrantKind::ALL
+        .into_iter()
+        .filter_map(|grant| {
+            let named = grant.named(&doc.grants);
+            if named.is_empty() {
+                return None;
+            }
+            let imports: Vec<&str> = grant.interfaces().map(|i| i.name).collect();
+            Some((
+                grant,
+                format!("grants.{} ({})", grant.field(), named.join(", ")),
+                format!("no {} import", imports.join(" or ")),
+            ))
+        })
+        .collect()
 }
 
 /// Flags every grant no import of the component puts to use: authority

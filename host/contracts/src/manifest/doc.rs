@@ -24,7 +24,7 @@ pub struct ManifestDoc {
     pub grants: GrantsDoc,
     /// Resource limits.
     #[serde(default)]
-    pub limits: LimitsDoc,
+    pub limits: super::LimitsDoc,
     /// Default safety envelope.
     #[serde(default)]
     pub safety_envelope: SafetyEnvelope,
@@ -189,39 +189,6 @@ pub struct NetGrantDoc {
     /// Admit private addresses a name resolves to.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_private: bool,
-}
-
-/// Limits as written; absent ones take the host's defaults.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsDoc {
-    /// Linear memory, bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory_bytes: Option<u64>,
-    /// Table elements.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub table_elements: Option<u64>,
-    /// Core instances.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instances: Option<u64>,
-    /// Bytes of the `outputs` JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_bytes: Option<u64>,
-    /// Bytes of the task log (log lines, stdout, stderr).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub log_bytes: Option<u64>,
-    /// Number of artifacts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifacts: Option<u64>,
-    /// Bytes of all artifacts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub artifact_bytes: Option<u64>,
-    /// Number of checkpoints.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoints: Option<u64>,
-    /// Bytes of one checkpoint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_bytes: Option<u64>,
 }
 
 /// The safety envelope of seed 000.

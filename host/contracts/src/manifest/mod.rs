@@ -11,14 +11,16 @@
 mod doc;
 mod fs_grant;
 mod hashed;
+mod limits;
 mod load;
 
 pub use doc::{
     Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FloorSource,
-    FsGrantDoc, GrantsDoc, LimitsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
+    FsGrantDoc, GrantsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
 };
 pub use fs_grant::dir_identity;
 pub use hashed::component_hashes;
+pub use limits::{Limits, LimitsDoc};
 pub use load::{LoadOptions, ManifestError, from_value, load, load_installed};
 
 use crate::levels::RiskLevel;
@@ -203,59 +205,6 @@ impl std::fmt::Display for NetHost {
             Self::Ip(IpAddr::V6(a)) => write!(f, "[{a}]"),
             Self::Ip(a) => write!(f, "{a}"),
             Self::Name(n) => f.write_str(n),
-        }
-    }
-}
-
-/// Limits of one task, every one set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Linear memory of all memories together, bytes.
-    pub memory_bytes: u64,
-    /// Elements of any one table.
-    pub table_elements: u64,
-    /// Core instances.
-    pub instances: u64,
-    /// Bytes of the `outputs` JSON.
-    pub output_bytes: u64,
-    /// Bytes of the task log.
-    pub log_bytes: u64,
-    /// Number of artifacts.
-    pub artifacts: u64,
-    /// Bytes of all artifacts.
-    pub artifact_bytes: u64,
-    /// Number of checkpoints.
-    pub checkpoints: u64,
-    /// Bytes of one checkpoint.
-    pub checkpoint_bytes: u64,
-}
-
-impl Limits {
-    /// The host's defaults.
-    pub const DEFAULT: Limits = Limits {
-        memory_bytes: 128 << 20,
-        table_elements: 20_000,
-        instances: 32,
-        output_bytes: 1 << 20,
-        log_bytes: 64 << 10,
-        artifacts: 32,
-        artifact_bytes: 64 << 20,
-        checkpoints: 32,
-        checkpoint_bytes: 1 << 20,
-    };
-
-    fn from_doc(doc: &LimitsDoc) -> Self {
-        let d = Self::DEFAULT;
-        Self {
-            memory_bytes: doc.memory_bytes.unwrap_or(d.memory_bytes),
-            table_elements: doc.table_elements.unwrap_or(d.table_elements),
-            instances: doc.instances.unwrap_or(d.instances),
-            output_bytes: doc.output_bytes.unwrap_or(d.output_bytes),
-            log_bytes: doc.log_bytes.unwrap_or(d.log_bytes),
-            artifacts: doc.artifacts.unwrap_or(d.artifacts),
-            artifact_bytes: doc.artifact_bytes.unwrap_or(d.artifact_bytes),
-            checkpoints: doc.checkpoints.unwrap_or(d.checkpoints),
-            checkpoint_bytes: doc.checkpoint_bytes.unwrap_or(d.checkpoint_bytes),
         }
     }
 }

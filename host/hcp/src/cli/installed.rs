@@ -6,6 +6,7 @@ use crate::install::{self, InstallError, InstallOptions};
 use crate::store::{Installed, Store};
 use anyhow::Context as _;
 use hcp_bundle::receipt::{InstallReceipt, RECEIPT_FILE};
+use hcp_contracts::interfaces::Grant;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -297,31 +298,34 @@ pub(super) fn inspect(args: InspectArgs) -> Outcome {
     }
     println!("imports     {}", r.imports.join(", "));
     let g = &r.grants;
-    let fs: Vec<String> = g
-        .filesystem
-        .iter()
-        .map(|f| {
-            format!(
-                "{} -> {} ({})",
-                f.path,
-                f.guest_path.as_deref().unwrap_or(&f.path),
-                f.access.as_str()
-            )
-        })
-        .collect();
-    let net: Vec<String> = g
-        .network
-        .iter()
-        .map(|n| format!("{}:{}", n.host, n.port))
-        .collect();
+    let fs = || -> Vec<String> {
+        g.filesystem
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} -> {} ({})",
+                    f.path,
+                    f.guest_path.as_deref().unwrap_or(&f.path),
+                    f.access.as_str()
+                )
+            })
+            .collect()
+    };
+    let net = || -> Vec<String> {
+        g.network
+            .iter()
+            .map(|n| format!("{}:{}", n.host, n.port))
+            .collect()
+    };
     println!("grants");
-    for (what, list) in [
-        ("filesystem", &fs),
-        ("network", &net),
-        ("env", &g.env),
-        ("instruments", &g.instruments),
-        ("devices", &g.devices),
-    ] {
+    for grant in Grant::ALL {
+        let what = grant.field();
+        let list = match grant.names(g) {
+            Some(names) => names.to_vec(),
+            None if grant == Grant::Filesystem => fs(),
+            None if grant == Grant::Network => net(),
+            None => grant.named(g),
+        };
         let shown = if list.is_empty() {
             "none".to_owned()
         } else {

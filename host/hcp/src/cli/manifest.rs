@@ -73,13 +73,7 @@ pub(super) fn run(cmd: ManifestCommand) -> Outcome {
                 "  world      {}/{}@{}",
                 m.world.package, m.world.world, m.world.version
             );
-            for (what, list) in [
-                ("filesystem", &g.filesystem),
-                ("network", &g.network),
-                ("env", &g.env),
-                ("instruments", &g.instruments),
-                ("devices", &g.devices),
-            ] {
+            for (what, list) in g.iter() {
                 println!(
                     "  {what:<12}{}",
                     if list.is_empty() {

@@ -4,6 +4,7 @@
 use super::{CacheDirs, Outcome, load_manifest, print_json, sandbox_caching_in};
 use anyhow::Context as _;
 use hcp_bundle::{Bundle, Limits};
+use hcp_contracts::interfaces::Grant;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -61,7 +62,7 @@ pub(super) fn run(args: SurfaceArgs) -> Outcome {
             let (dir, manifest) = unpack(&args.manifest)?;
             let mut report = sandbox.audit(&manifest)?;
             let base = dir.path().canonicalize()?.display().to_string();
-            for grant in &mut report.grants.filesystem {
+            for grant in report.grants.lines_mut(Grant::Filesystem) {
                 *grant = grant.replace(&base, "${manifest_dir}");
             }
             report

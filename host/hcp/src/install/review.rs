@@ -4,11 +4,11 @@
 use super::{BundleFile, InstallError, highest_installed, open, unpacked};
 use crate::store::Store;
 use hcp_bundle::review::{
-    ApprovalFinding, Audit, AuditedImport, EffectiveEnvelope, Findings, GrantKind, Review,
+    ApprovalFinding, Audit, AuditedImport, EffectiveEnvelope, Findings, Review,
 };
 use hcp_contracts::manifest::ManifestDoc;
 use hcp_policy::{InstallPolicy, PolicyFile, PolicySet};
-use hcp_sandbox::audit::{GrantedBy, ImportVerdict};
+use hcp_sandbox::audit::ImportVerdict;
 use hcp_sandbox::{Sandbox, SurfaceReport};
 use std::path::Path;
 
@@ -111,32 +111,13 @@ fn approval(doc: &ManifestDoc, policy_dir: &Path) -> Option<Result<ApprovalFindi
     })
 }
 
-/// The grant an allowed import puts to use; `None` for what every
-/// capability has and for imports linked without any authority.
-fn grant_used(by: GrantedBy) -> Option<GrantKind> {
-    match by {
-        // Linked, but every use is refused: it exercises no grant.
-        GrantedBy::Always
-        | GrantedBy::AlwaysEmptyEnv
-        | GrantedBy::NetworkUdpInert
-        | GrantedBy::FilesystemInert
-        | GrantedBy::NetworkInert
-        | GrantedBy::NameLookupInert => None,
-        GrantedBy::Filesystem => Some(GrantKind::Filesystem),
-        GrantedBy::Network | GrantedBy::NetworkName => Some(GrantKind::Network),
-        GrantedBy::Env => Some(GrantKind::Env),
-        GrantedBy::Instruments => Some(GrantKind::Instruments),
-        GrantedBy::DeviceHid => Some(GrantKind::Hid),
-    }
-}
-
 fn audit_of(report: &SurfaceReport) -> Audit {
     Audit {
         uses: report
             .imports
             .iter()
             .filter_map(|i| match &i.verdict {
-                ImportVerdict::Allowed { granted_by } => grant_used(*granted_by),
+                ImportVerdict::Allowed { granted_by } => granted_by.grant(),
                 ImportVerdict::Refused { .. } => None,
             })
             .collect(),

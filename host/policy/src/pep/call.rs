@@ -9,6 +9,9 @@
 //! except for instrument plans, whose floats [`Call::canonical_bytes`] hands
 //! to the JCS serializer.
 
+use super::interfaces::{
+    InterfaceRules, artifacts, checkpoints, filesystem, hid, http, instrument, log, sockets,
+};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::fmt;
@@ -17,9 +20,11 @@ use std::fmt;
 pub type Text<'a> = Cow<'a, str>;
 
 macro_rules! ops {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal, $interface:literal;)*) => {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal => $rules:expr;)*) => {
         /// A kind of host call: `interface.operation`. The names are stable:
-        /// receipts record them as `call`.
+        /// receipts record them as `call`. Each is an operation of a row of
+        /// [`hcp_contracts::interfaces::INTERFACES`] (a test checks both
+        /// list the same operations).
         #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         pub enum Op {
             $($(#[$doc])* #[serde(rename = $name)] $variant,)*
@@ -34,9 +39,16 @@ macro_rules! ops {
                 match self { $(Op::$variant => $name,)* }
             }
 
-            /// The WIT interface the call belongs to.
+            /// The WIT interface the call belongs to, as the table of
+            /// interfaces ([`hcp_contracts::interfaces`]) gives it.
             pub fn interface(self) -> &'static str {
-                match self { $(Op::$variant => $interface,)* }
+                hcp_contracts::interfaces::by_operation(self.name()).map_or("", |(_, o)| o.wit)
+            }
+
+            /// The PEP's rules of the call's interface (its module of
+            /// [`super::interfaces`]).
+            pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
+                match self { $(Op::$variant => &$rules,)* }
             }
 
             /// The operation named `name`.
@@ -49,62 +61,62 @@ macro_rules! ops {
 
 ops! {
     /// `log.write`: a structured log line.
-    LogWrite = "log.write", "hcp:capability/log";
+    LogWrite = "log.write" => log::Log;
     /// `artifacts.create`.
-    ArtifactCreate = "artifacts.create", "hcp:capability/artifacts";
+    ArtifactCreate = "artifacts.create" => artifacts::Artifacts;
     /// `checkpoints.save`.
-    CheckpointSave = "checkpoints.save", "hcp:capability/checkpoints";
+    CheckpointSave = "checkpoints.save" => checkpoints::Checkpoints;
     /// `checkpoints.load`.
-    CheckpointLoad = "checkpoints.load", "hcp:capability/checkpoints";
+    CheckpointLoad = "checkpoints.load" => checkpoints::Checkpoints;
     /// `instrument.command`: a command to an instrument.
-    InstrumentCommand = "instrument.command", "hcp:capability/instrument";
+    InstrumentCommand = "instrument.command" => instrument::Instrument;
     /// `instrument.read`: a reading, no side effect.
-    InstrumentRead = "instrument.read", "hcp:capability/instrument";
+    InstrumentRead = "instrument.read" => instrument::Instrument;
     /// `descriptor.open-at`.
-    FsOpen = "fs.open", "wasi:filesystem/types";
+    FsOpen = "fs.open" => filesystem::Filesystem;
     /// `descriptor.stat-at`.
-    FsStat = "fs.stat", "wasi:filesystem/types";
+    FsStat = "fs.stat" => filesystem::Filesystem;
     /// `descriptor.metadata-hash-at`.
-    FsMetadataHash = "fs.metadata_hash", "wasi:filesystem/types";
+    FsMetadataHash = "fs.metadata_hash" => filesystem::Filesystem;
     /// `descriptor.readlink-at`.
-    FsReadlink = "fs.readlink", "wasi:filesystem/types";
+    FsReadlink = "fs.readlink" => filesystem::Filesystem;
     /// `descriptor.create-directory-at`.
-    FsMkdir = "fs.mkdir", "wasi:filesystem/types";
+    FsMkdir = "fs.mkdir" => filesystem::Filesystem;
     /// `descriptor.remove-directory-at`.
-    FsRmdir = "fs.rmdir", "wasi:filesystem/types";
+    FsRmdir = "fs.rmdir" => filesystem::Filesystem;
     /// `descriptor.unlink-file-at`.
-    FsUnlink = "fs.unlink", "wasi:filesystem/types";
+    FsUnlink = "fs.unlink" => filesystem::Filesystem;
     /// `descriptor.rename-at`.
-    FsRename = "fs.rename", "wasi:filesystem/types";
+    FsRename = "fs.rename" => filesystem::Filesystem;
     /// `descriptor.link-at`.
-    FsLink = "fs.link", "wasi:filesystem/types";
+    FsLink = "fs.link" => filesystem::Filesystem;
     /// `descriptor.symlink-at`.
-    FsSymlink = "fs.symlink", "wasi:filesystem/types";
+    FsSymlink = "fs.symlink" => filesystem::Filesystem;
     /// `descriptor.set-times-at`.
-    FsSetTimes = "fs.set_times", "wasi:filesystem/types";
+    FsSetTimes = "fs.set_times" => filesystem::Filesystem;
     /// Bytes written into a file of a read-write grant (`write`, an output
     /// stream, `set-size` growth), asked for before they are written.
-    FsWrite = "fs.write", "wasi:filesystem/types";
+    FsWrite = "fs.write" => filesystem::Filesystem;
     /// A TCP connect.
-    NetConnect = "net.connect", "wasi:sockets/tcp";
+    NetConnect = "net.connect" => sockets::Sockets;
     /// A TCP bind (only the implicit bind of a client connect is admissible).
-    NetBind = "net.bind", "wasi:sockets/tcp";
+    NetBind = "net.bind" => sockets::Sockets;
     /// A TCP listen: never admissible.
-    NetListen = "net.listen", "wasi:sockets/tcp";
+    NetListen = "net.listen" => sockets::Sockets;
     /// A TCP accept: never admissible.
-    NetAccept = "net.accept", "wasi:sockets/tcp";
+    NetAccept = "net.accept" => sockets::Sockets;
     /// Any UDP use: never admissible.
-    NetUdp = "net.udp", "wasi:sockets/udp";
+    NetUdp = "net.udp" => sockets::Sockets;
     /// A name lookup.
-    NetLookup = "net.lookup", "wasi:sockets/ip-name-lookup";
+    NetLookup = "net.lookup" => sockets::Sockets;
     /// Creating a TCP socket (the target is the address family).
-    NetSocket = "net.socket", "wasi:sockets/tcp-create-socket";
+    NetSocket = "net.socket" => sockets::Sockets;
     /// An outgoing HTTP request.
-    HttpRequest = "http.request", "wasi:http/outgoing-handler";
+    HttpRequest = "http.request" => http::Http;
     /// `hid.propose`: a keyboard or mouse action proposed to the operator.
-    HidPropose = "hid.propose", "hcp:capability/hid";
+    HidPropose = "hid.propose" => hid::Hid;
     /// `hid.wait`: waiting for a proposal's outcome.
-    HidWait = "hid.wait", "hcp:capability/hid";
+    HidWait = "hid.wait" => hid::Hid;
 }
 
 impl fmt::Display for Op {
@@ -588,5 +600,32 @@ impl<'a> Call<'a> {
         // Strings and integers only, fields in key order: serde_json's
         // compact form is the canonical one.
         serde_json::to_writer(&mut *out, self).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Op;
+    use hcp_contracts::interfaces::INTERFACES;
+
+    /// The PEP's operations are exactly those of the table of interfaces,
+    /// each under the WIT interface the table gives it.
+    #[test]
+    fn operations_are_the_tables() {
+        let table: Vec<&str> = INTERFACES
+            .iter()
+            .flat_map(|i| i.operations.iter().map(|o| o.name))
+            .collect();
+        let mut ops: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+        let mut sorted = table.clone();
+        ops.sort_unstable();
+        sorted.sort_unstable();
+        assert_eq!(ops, sorted);
+        for op in Op::ALL {
+            assert!(op.interface().contains(':'), "{op}");
+            assert_eq!(Op::from_name(op.name()), Some(*op));
+        }
+        assert_eq!(Op::NetUdp.interface(), "wasi:sockets/udp");
+        assert_eq!(Op::HttpRequest.interface(), "wasi:http/outgoing-handler");
     }
 }

@@ -33,6 +33,7 @@ mod error;
 pub mod gate;
 pub mod hid;
 pub mod input;
+mod interfaces;
 pub mod reload;
 mod replay;
 mod scope;

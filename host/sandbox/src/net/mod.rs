@@ -27,6 +27,7 @@ pub(crate) mod http;
 pub(crate) mod lookup;
 mod policy;
 pub(crate) mod sockets;
+pub(crate) mod units;
 
 pub(crate) use policy::NetPolicy;
 pub(crate) use sockets::socket_check;

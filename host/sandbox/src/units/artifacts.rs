@@ -39,3 +39,15 @@ impl artifacts::Host for HcpCtx {
         }
     }
 }
+
+/// The sandbox unit of `hcp:capability/artifacts`: every capability has it.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/artifacts",
+    audit: super::always,
+    link: |l, _, _| {
+        crate::bindings::hcp::capability::artifacts::add_to_linker::<
+            crate::task::TaskState,
+            super::context::HcpData,
+        >(l, |s| &mut s.hcp)
+    },
+};

@@ -54,3 +54,15 @@ impl checkpoints::Host for HcpCtx {
         }
     }
 }
+
+/// The sandbox unit of `hcp:capability/checkpoints`: every capability has it.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/checkpoints",
+    audit: super::always,
+    link: |l, _, _| {
+        crate::bindings::hcp::capability::checkpoints::add_to_linker::<
+            crate::task::TaskState,
+            super::context::HcpData,
+        >(l, |s| &mut s.hcp)
+    },
+};

@@ -130,3 +130,25 @@ impl hid::Host for HcpCtx {
         })
     }
 }
+
+/// The sandbox unit of `hcp:capability/hid`: audited and linked only
+/// with `grants.devices: hid`.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/hid",
+    audit: |_, grants| {
+        if hcp_contracts::interfaces::Grant::Hid.is_granted(grants) {
+            Ok(crate::audit::GrantedBy::DeviceHid)
+        } else {
+            Err("the hid device is not granted (grants.devices)".into())
+        }
+    },
+    link: |l, _, grants| {
+        if hcp_contracts::interfaces::Grant::Hid.is_granted(grants) {
+            crate::bindings::hcp::capability::hid::add_to_linker::<
+                crate::task::TaskState,
+                super::context::HcpData,
+            >(l, |s| &mut s.hcp)?;
+        }
+        Ok(())
+    },
+};

@@ -159,3 +159,25 @@ impl instrument::Host for HcpCtx {
         })
     }
 }
+
+/// The sandbox unit of `hcp:capability/instrument`: audited and linked only
+/// with `grants.instruments`.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/instrument",
+    audit: |_, grants| {
+        if hcp_contracts::interfaces::Grant::Instruments.is_granted(grants) {
+            Ok(crate::audit::GrantedBy::Instruments)
+        } else {
+            Err("no instrument is granted (grants.instruments)".into())
+        }
+    },
+    link: |l, _, grants| {
+        if hcp_contracts::interfaces::Grant::Instruments.is_granted(grants) {
+            crate::bindings::hcp::capability::instrument::add_to_linker::<
+                crate::task::TaskState,
+                super::context::HcpData,
+            >(l, |s| &mut s.hcp)?;
+        }
+        Ok(())
+    },
+};

@@ -29,3 +29,15 @@ impl wit_log::Host for HcpCtx {
         Ok(())
     }
 }
+
+/// The sandbox unit of `hcp:capability/log`: every capability has it.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/log",
+    audit: super::always,
+    link: |l, _, _| {
+        crate::bindings::hcp::capability::log::add_to_linker::<
+            crate::task::TaskState,
+            super::context::HcpData,
+        >(l, |s| &mut s.hcp)
+    },
+};

@@ -1,8 +1,16 @@
-//! The `hcp:capability` host interfaces, one unit per WIT interface and
-//! named after it: [`log`], [`artifacts`], [`checkpoints`], [`instrument`],
+//! The sandbox units: one per row of the table of interfaces
+//! ([`hcp_contracts::interfaces::INTERFACES`]), each with its audit rule
+//! and its linker entry ([`Unit`]). The surface audit and the linker
+//! iterate [`UNITS`]; a test checks that every row has its unit.
+//!
+//! The `hcp:capability` host interfaces are units named after their WIT
+//! interface: [`log`], [`artifacts`], [`checkpoints`], [`instrument`],
 //! [`hid`] and [`types`] (the reason codes). Each implements its
 //! interface's `Host` trait on the task's [`context::HcpCtx`] and asks the
-//! PEP through it before doing anything.
+//! PEP through it before doing anything. The WASI ones are [`wasi`] (the
+//! basics every capability has, and the environment), `crate::fs`
+//! (`wasi:filesystem`) and `crate::net::units` (`wasi:sockets`,
+//! `wasi:http`).
 
 pub(crate) mod artifacts;
 pub(crate) mod checkpoints;
@@ -11,3 +19,78 @@ pub(crate) mod hid;
 pub(crate) mod instrument;
 pub(crate) mod log;
 pub(crate) mod types;
+pub(crate) mod wasi;
+
+use crate::audit::GrantedBy;
+use crate::engine::SharedEngine;
+use crate::task::TaskState;
+use hcp_contracts::interfaces::Interface;
+use hcp_contracts::manifest::Grants;
+use wasmtime::component::Linker;
+
+/// An interface's sandbox unit.
+#[derive(Debug)]
+pub(crate) struct Unit {
+    /// The name of its row in the table of interfaces.
+    pub(crate) interface: &'static str,
+    /// Its audit rule: the verdict on one of its WIT interfaces
+    /// (`package/interface`, no version) under `grants`: what allows it,
+    /// or why it is refused.
+    pub(crate) audit: fn(&str, &Grants) -> Result<GrantedBy, String>,
+    /// Adds it to a task's linker: only what `grants` allow (an interface
+    /// linked inert when not granted is linked whatever the grants).
+    pub(crate) link: Link,
+}
+
+/// A unit's linker entry.
+pub(crate) type Link = fn(&mut Linker<TaskState>, &SharedEngine, &Grants) -> wasmtime::Result<()>;
+
+/// Every unit, in the order of the table's rows.
+pub(crate) const UNITS: &[Unit] = &[
+    wasi::IO,
+    wasi::CLOCKS,
+    wasi::RANDOM,
+    wasi::CLI,
+    wasi::ENVIRONMENT,
+    crate::fs::UNIT,
+    crate::net::units::SOCKETS,
+    crate::net::units::HTTP,
+    types::UNIT,
+    log::UNIT,
+    artifacts::UNIT,
+    checkpoints::UNIT,
+    instrument::UNIT,
+    hid::UNIT,
+];
+
+/// The unit of a row of the table.
+pub(crate) fn unit(interface: &Interface) -> Option<&'static Unit> {
+    UNITS.iter().find(|u| u.interface == interface.name)
+}
+
+/// The audit rule of an interface every capability has.
+pub(crate) fn always(_: &str, _: &Grants) -> Result<GrantedBy, String> {
+    Ok(GrantedBy::Always)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hcp_contracts::interfaces::INTERFACES;
+
+    /// Every row of the table has exactly one unit, and every unit a row.
+    #[test]
+    fn every_interface_has_its_unit() {
+        for row in INTERFACES {
+            let n = UNITS.iter().filter(|u| u.interface == row.name).count();
+            assert_eq!(n, 1, "{}", row.name);
+        }
+        for u in UNITS {
+            assert!(
+                INTERFACES.iter().any(|i| i.name == u.interface),
+                "{}",
+                u.interface
+            );
+        }
+    }
+}

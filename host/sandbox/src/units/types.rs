@@ -34,3 +34,15 @@ pub fn reason_name(code: ReasonCode) -> &'static str {
         ReasonCode::FailClosedError => "FAIL_CLOSED_ERROR",
     }
 }
+
+/// The sandbox unit of `hcp:capability/types`: every capability has it.
+pub(crate) const UNIT: super::Unit = super::Unit {
+    interface: "hcp:capability/types",
+    audit: super::always,
+    link: |l, _, _| {
+        crate::bindings::hcp::capability::types::add_to_linker::<
+            crate::task::TaskState,
+            super::context::HcpData,
+        >(l, |s| &mut s.hcp)
+    },
+};
