@@ -7,7 +7,6 @@
 #![deny(missing_docs)]
 
 pub mod cli;
-pub mod serve;
 
 // The layers below, each a crate of its own, under the names the host's
 // modules and its tests have always used.
@@ -16,5 +15,6 @@ use hcp_engine::views;
 pub use hcp_engine::{compile_child, hid, install, lifecycle, token};
 pub use hcp_evidence as evidence;
 pub use hcp_evidence::hostkey;
+pub use hcp_serve as serve;
 pub use hcp_store as store;
 pub use hcp_store::{seal, withhold};
