@@ -1,9 +1,11 @@
-//! The HCP host: the `hcp` command line, the task lifecycle and the engine.
+//! The HCP host: the `hcp` command line.
 //!
-//! This crate wires the pure crates (`hcp-contracts`) to the sandbox and to
-//! durable state: the store (`hcp-store`) and the receipts
-//! (`hcp-evidence`), the layers below it and, with it, the only crates
-//! that touch the data directory.
+//! The top layer of the host (store → evidence → engine → serve → cli):
+//! the command line drives the engine (`hcp-engine`) and starts the server
+//! (`hcp-serve`); below them the store (`hcp-store`) and the receipts
+//! (`hcp-evidence`), with this crate the only ones that touch the data
+//! directory. Each layer is a crate of its own, re-exported here under the
+//! names the host's modules and its tests have always used.
 #![deny(missing_docs)]
 
 pub mod cli;
