@@ -41,7 +41,7 @@ pub fn approval_record(a: &ApprovalRecord) -> Value {
 
 /// An approval as the operator's endpoints show it (`GET /v1/approvals`,
 /// `GET /v1/approvals/{id}`, `GET /v1/decisions`): the task's summary and
-/// its installed declaration ([`declaration`]) before the decision.
+/// its installed declaration (`declaration`) before the decision.
 pub fn approval(host: &Host, t: &TaskRecord, a: &ApprovalRecord) -> Value {
     let mut lead = Map::new();
     lead.insert("task".into(), t.summary());
