@@ -11,6 +11,12 @@
 //! tasks finish (up to a grace period), fails those still running then
 //! (each with a receipt) and exits, logging when the shutdown began and
 //! how it ended ([`Stopped`]).
+//!
+//! The fourth layer of the host (store → evidence → engine → serve → cli):
+//! it drives the engine (`hcp_engine`) and reads the store and the
+//! receipts, and imports nothing of the command line (`hcp`), which starts
+//! it (`hcp serve`). The AMQP transport ([`amqp`]) is here too.
+#![deny(missing_docs)]
 
 pub mod amqp;
 mod api;
@@ -28,6 +34,13 @@ mod tls;
 
 pub use listen::ConnLimits;
 pub use tls::{Tls, TlsFiles};
+
+// The layers below, each a crate of its own, under the names the server's
+// modules have always used.
+use hcp_engine as engine;
+use hcp_engine::{hid, views};
+use hcp_evidence as evidence;
+use hcp_store as store;
 
 use crate::engine::Host;
 use anyhow::{Context as _, Result};

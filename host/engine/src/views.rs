@@ -3,7 +3,7 @@
 //! and `hcp approvals`/`hcp tasks`/`hcp hid` say the same thing in the
 //! same order.
 
-use crate::engine::Host;
+use crate::Host;
 use crate::store::{ApprovalRecord, Installed, TaskRecord};
 use anyhow::Context as _;
 use hcp_contracts::manifest::ManifestDoc;
@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 /// `decision`, `operator_id`, `reason`, `decided_at` (the last four null
 /// until an operator decides; `decision` `expired` with `decided_at` once
 /// nobody did in time). `hcp tasks show` shows this.
-pub(crate) fn approval_decision(a: &ApprovalRecord) -> Map<String, Value> {
+pub fn approval_decision(a: &ApprovalRecord) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert("requested_at".into(), json!(a.requested_at));
     out.insert("expires_at".into(), json!(a.expires_at));
@@ -33,7 +33,7 @@ fn approval_after(mut lead: Map<String, Value>, a: &ApprovalRecord) -> Value {
 }
 
 /// An approval named by its task's id, as `hcp approvals show` prints it.
-pub(crate) fn approval_record(a: &ApprovalRecord) -> Value {
+pub fn approval_record(a: &ApprovalRecord) -> Value {
     let mut lead = Map::new();
     lead.insert("task_id".into(), json!(a.task_id));
     approval_after(lead, a)
@@ -41,8 +41,8 @@ pub(crate) fn approval_record(a: &ApprovalRecord) -> Value {
 
 /// An approval as the operator's endpoints show it (`GET /v1/approvals`,
 /// `GET /v1/approvals/{id}`, `GET /v1/decisions`): the task's summary and
-/// its installed declaration ([`declaration`]) before the decision.
-pub(crate) fn approval(host: &Host, t: &TaskRecord, a: &ApprovalRecord) -> Value {
+/// its installed declaration (`declaration`) before the decision.
+pub fn approval(host: &Host, t: &TaskRecord, a: &ApprovalRecord) -> Value {
     let mut lead = Map::new();
     lead.insert("task".into(), t.summary());
     lead.insert("declaration".into(), declaration(host, t));
@@ -98,7 +98,7 @@ fn unavailable(t: &TaskRecord, why: &str) -> Value {
 
 /// The HID session log's verification: `{"ok": true, "entries", "head"}`
 /// when the chain holds, `{"ok": false, "error"}` with its first break.
-pub(crate) fn log_verification<E: std::fmt::Display>(
+pub fn log_verification<E: std::fmt::Display>(
     verdict: &Result<hcp_hid::log::Verified, E>,
 ) -> Value {
     match verdict {

@@ -6,9 +6,9 @@
 
 use super::capacity::{Capacity, Place};
 use super::outbox::{Answering, Flags, LAMPORT_HEADER, NO_QUEUE, Refused, publish_answer};
+use crate::BODY_LIMIT;
 use crate::engine::{AnswerKind, Auth, Carried, Submission, TaskMessage, refusal};
-use crate::serve::BODY_LIMIT;
-use crate::serve::state::{AppState, spawn_run};
+use crate::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions};

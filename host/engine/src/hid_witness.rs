@@ -26,9 +26,9 @@ pub(crate) struct HidReceipts {
     pub(crate) appender: Appender,
     pub(crate) store: Arc<Store>,
     /// The policy in force (read once per decision).
-    pub(crate) policy: Arc<crate::engine::LivePolicy>,
+    pub(crate) policy: Arc<crate::LivePolicy>,
     /// The installed capabilities, read once (the engine's).
-    pub(crate) capabilities: Arc<crate::engine::Capabilities>,
+    pub(crate) capabilities: Arc<crate::Capabilities>,
 }
 
 /// What a session's receipts say of it.
@@ -152,7 +152,7 @@ impl HidReceipts {
         args: Value,
         input: Canonical,
         decision: &Decision,
-        policy: &crate::engine::CurrentPolicy,
+        policy: &crate::CurrentPolicy,
         follows: Follows,
     ) -> Result<(), String> {
         let session = self.session(session_id)?;
@@ -445,8 +445,8 @@ mod tests {
         let witness = HidReceipts {
             appender: recorder.appender(),
             store: store.clone(),
-            policy: Arc::new(crate::engine::LivePolicy::new(set).expect("live policy")),
-            capabilities: Arc::new(crate::engine::Capabilities::load(&store).expect("caps")),
+            policy: Arc::new(crate::LivePolicy::new(set).expect("live policy")),
+            capabilities: Arc::new(crate::Capabilities::load(&store).expect("caps")),
         };
         let decided = witness.decided(&Decided {
             proposal: &proposal,

@@ -6,7 +6,7 @@
 
 use super::capacity::Capacity;
 use crate::engine::Host;
-use crate::serve::state::AppState;
+use crate::state::AppState;
 use anyhow::{Context as _, Result};
 use lapin::options::BasicPublishOptions;
 use lapin::types::{AMQPValue, FieldTable, ShortString};

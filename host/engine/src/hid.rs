@@ -7,7 +7,7 @@
 //! what its guests propose is recorded and never executed.
 //!
 //! Its witness, which records each of its decisions as a receipt decided
-//! by the policy in force, is the engine's (`engine/hid_witness.rs`): this
+//! by the policy in force, is the engine's (`hid_witness.rs`): this
 //! room imports nothing of the engine.
 
 use hcp_hid::action::{Action, Mode, OperatorId, ProposalId};

@@ -14,6 +14,39 @@
 //! and every host call the task makes, each decided by the PEP
 //! (`hcp_sandbox::pep::PolicyGovernor`) before dispatch. The admission and
 //! approval receipts are the DAG parents of the session's first receipts.
+//!
+//! The third layer of the host (store → evidence → engine → serve → cli):
+//! it stands on `hcp_store` and `hcp_evidence` and imports neither the
+//! transports (`hcp_serve`) nor the command line (`hcp`). Beside the
+//! engine it holds what the engine stands on and what both edges show:
+//! the task lifecycle's answers ([`lifecycle`]), session tokens
+//! ([`token`]), installing bundles ([`install`]) and compiling an unvetted
+//! component in a child process ([`compile_child`]), the HID mediator
+//! ([`hid`]), and what `hcp serve` and the command line both show of an
+//! approval ([`views`]).
+#![deny(missing_docs)]
+
+/// A phase of a task's path (`name`), as a span that lives until dropped:
+/// timed by a subscriber that asks for target `hcp::phase` and level
+/// TRACE (the `task_path` bench), free otherwise.
+macro_rules! phase {
+    ($name:literal) => {
+        tracing::trace_span!(target: "hcp::phase", $name)
+    };
+}
+
+pub mod compile_child;
+pub mod hid;
+pub mod install;
+pub mod lifecycle;
+pub mod token;
+pub mod views;
+
+// The layers below, each a crate of its own, under the names the engine's
+// modules have always used.
+use hcp_evidence as evidence;
+use hcp_store as store;
+use hcp_store::{private_dir, withhold};
 
 mod admit;
 mod answer;
@@ -43,12 +76,12 @@ pub use submission::{AnswerKind, Auth, Carried, NotATask, Submission, TaskMessag
 pub use ungated::{UngatedRun, UngatedTask};
 
 use crate::evidence::Recorder;
-use crate::hostkey::{self, HostIdentity};
 use crate::store::{Installed, Store};
 use crate::token::TokenKeys;
 use anyhow::{Context as _, Result};
 pub(crate) use capabilities::Capabilities;
 use capabilities::Capability;
+use hcp_evidence::hostkey::{self, HostIdentity};
 use hcp_policy::PolicySet;
 use hcp_sandbox::{Sandbox, SandboxConfig};
 use std::path::{Path, PathBuf};

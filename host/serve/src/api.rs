@@ -280,11 +280,11 @@ async fn events(
     let held = state
         .open_stream(who.id.as_str())
         .map_err(|limit| match limit {
-            crate::serve::state::StreamLimit::Caller(n) => ApiError::too_many(format!(
+            crate::state::StreamLimit::Caller(n) => ApiError::too_many(format!(
                 "{} has {n} event streams open, the most one caller may; close one first",
                 who.id.as_str()
             )),
-            crate::serve::state::StreamLimit::Server(n) => ApiError::unavailable(format!(
+            crate::state::StreamLimit::Server(n) => ApiError::unavailable(format!(
                 "the server has {n} event streams open, its most; try again later"
             )),
         })?;
@@ -450,7 +450,7 @@ async fn whoami(
 async fn openapi() -> Response {
     (
         [(header::CONTENT_TYPE, "application/json")],
-        include_str!("../../../../docs/openapi.json"),
+        include_str!("../../../docs/openapi.json"),
     )
         .into_response()
 }

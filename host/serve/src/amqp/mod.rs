@@ -366,7 +366,7 @@ fn broker_login(url: &str) -> String {
 }
 
 /// The URL without its password, for logs.
-pub(crate) fn redact(url: &str) -> String {
+pub fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let userinfo = &url[scheme + 3..at];

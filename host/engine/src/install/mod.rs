@@ -196,7 +196,7 @@ fn unpacked(bundle: &Bundle) -> Result<(tempfile::TempDir, Result<Manifest, Inst
 /// # Errors
 ///
 /// The directory or a file cannot be made.
-pub(crate) fn unpack_to_temp(bundle: &Bundle, prefix: &str) -> Result<tempfile::TempDir> {
+pub fn unpack_to_temp(bundle: &Bundle, prefix: &str) -> Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir()

@@ -107,7 +107,7 @@ mod tests {
     /// that takes it sees the task it would have read.
     #[test]
     fn an_accepted_task_is_handed_over_as_the_store_holds_it() {
-        use crate::engine::{Auth, Host, HostConfig, HostPaths};
+        use crate::{Auth, Host, HostConfig, HostPaths};
         use std::path::Path;
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let dir = tempfile::tempdir().expect("tempdir");
@@ -176,7 +176,7 @@ mod tests {
     /// JSON written again is the same text).
     #[tokio::test(flavor = "multi_thread")]
     async fn answers_are_stored_and_answered_byte_for_byte() {
-        use crate::engine::Auth;
+        use crate::Auth;
         let (_dir, host) = host();
         let message = example("m-bytes");
         let caller = message["payload"]["caller_id"]
@@ -217,8 +217,8 @@ mod tests {
 
     /// A host with the document-analysis example installed, its gate on a
     /// weekday morning.
-    fn host() -> (tempfile::TempDir, crate::engine::Host) {
-        use crate::engine::{Host, HostConfig, HostPaths};
+    fn host() -> (tempfile::TempDir, crate::Host) {
+        use crate::{Host, HostConfig, HostPaths};
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let dir = tempfile::tempdir().expect("tempdir");
         let host = Host::open(
