@@ -49,7 +49,9 @@ fn files(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
 }
 
 #[test]
@@ -112,7 +114,10 @@ fn config_values_and_secrets_through_the_pep() {
     let answer = parse_answer(&out);
     let got = &answer.payload["outputs"]["get"];
     // A plain value, granted and provided.
-    assert_eq!(got["greeting"], json!({"ok": true, "value": "hello-operator"}));
+    assert_eq!(
+        got["greeting"],
+        json!({"ok": true, "value": "hello-operator"})
+    );
     // The secret reached the guest (it answered it), but the caller gets
     // its keyed digest, never the value.
     let token = got["api_token"]["value"].as_str().expect("a value");
@@ -148,13 +153,25 @@ fn config_values_and_secrets_through_the_pep() {
     // Every call has its receipt; the pack names the secret by its keyed
     // digest and never holds it in clear.
     let pack = tmp.path().join("all.hcpe");
-    let o = hcp.run(&["evidence", "export", "--all", "-o", pack.to_str().expect("utf8")]);
+    let o = hcp.run(&[
+        "evidence",
+        "export",
+        "--all",
+        "-o",
+        pack.to_str().expect("utf8"),
+    ]);
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let bytes = std::fs::read(&pack).expect("pack");
     let text = String::from_utf8_lossy(&bytes);
     assert!(!contains(&bytes, SECRET), "the secret is in the pack");
-    assert!(!contains(&bytes, OTHER_SECRET), "the other secret is in the pack");
-    assert!(contains(&bytes, token), "the secret's digest is not in the pack");
+    assert!(
+        !contains(&bytes, OTHER_SECRET),
+        "the other secret is in the pack"
+    );
+    assert!(
+        contains(&bytes, token),
+        "the secret's digest is not in the pack"
+    );
     for (op, n) in [("\"config.get\"", 5), ("\"config.get_all\"", 1)] {
         assert!(text.matches(op).count() >= n, "{op} receipts");
     }
@@ -170,7 +187,10 @@ fn config_values_and_secrets_through_the_pep() {
     assert!(all.iter().any(|(p, _)| p.ends_with("api_token.sealed")));
     for (path, bytes) in &all {
         assert!(!contains(bytes, SECRET), "{path} holds the secret");
-        assert!(!contains(bytes, OTHER_SECRET), "{path} holds the other secret");
+        assert!(
+            !contains(bytes, OTHER_SECRET),
+            "{path} holds the other secret"
+        );
     }
     let _: Value = answer.payload.clone();
 }

@@ -174,11 +174,7 @@ impl PolicySet {
         // Optional: without it, no value is provided.
         let config: Option<ConfigFile> = match text(PolicyFile::Config) {
             None => Some(ConfigFile::default()),
-            Some(t) => loader.json(
-                PolicyFile::Config,
-                Some(t),
-                crate::files::config::check,
-            ),
+            Some(t) => loader.json(PolicyFile::Config, Some(t), crate::files::config::check),
         };
         let authz = match text(PolicyFile::Authz) {
             None => {
@@ -354,11 +350,9 @@ impl PolicyFile {
             Self::Budgets => drop(loader.json::<BudgetsFile>(self, text, |_| Vec::new())),
             Self::Envelopes => drop(loader.json::<EnvelopesFile>(self, text, check::envelopes)),
             Self::Dispatch => drop(loader.json::<DispatchFile>(self, text, check::dispatch)),
-            Self::Config => drop(loader.json::<ConfigFile>(
-                self,
-                text,
-                crate::files::config::check,
-            )),
+            Self::Config => {
+                drop(loader.json::<ConfigFile>(self, text, crate::files::config::check))
+            }
             Self::Authz => {}
         }
         if loader.problems.is_empty() {

@@ -9,8 +9,8 @@
 use crate::authz::Authz;
 use crate::caller::Caller;
 use crate::files::{
-    BudgetsFile, CapabilityRisk, ConfigEntry, ConfigFile, ContextFile, DispatchFile,
-    EnvelopesFile, RiskFile,
+    BudgetsFile, CapabilityRisk, ConfigEntry, ConfigFile, ContextFile, DispatchFile, EnvelopesFile,
+    RiskFile,
 };
 use crate::ids::CallerId;
 use hcp_contracts::manifest::SafetyEnvelope;

@@ -64,7 +64,13 @@ fn aad(capability: &str, key: &str) -> String {
 ///
 /// A malformed name or key, an empty or oversized value, or the file
 /// cannot be written.
-pub fn set(data_dir: &Path, data_key: &DataKey, capability: &str, key: &str, value: &str) -> Result<()> {
+pub fn set(
+    data_dir: &Path,
+    data_key: &DataKey,
+    capability: &str,
+    key: &str,
+    value: &str,
+) -> Result<()> {
     checked(capability, key)?;
     if value.is_empty() {
         bail!("the secret is empty");
@@ -104,7 +110,12 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 ///
 /// A malformed name or key, or a sealed file that does not open (altered,
 /// or moved from another key).
-pub fn open(data_dir: &Path, data_key: &DataKey, capability: &str, key: &str) -> Result<Option<String>> {
+pub fn open(
+    data_dir: &Path,
+    data_key: &DataKey,
+    capability: &str,
+    key: &str,
+) -> Result<Option<String>> {
     checked(capability, key)?;
     let file = path(data_dir, capability, key);
     let sealed = match std::fs::read(&file) {
@@ -156,10 +167,15 @@ mod tests {
         let bytes = std::fs::read(&file).expect("read");
         assert!(!bytes.windows(6).any(|w| w == b"5ecret"));
         assert_eq!(
-            open(dir.path(), &key, "probe", "api_token").expect("open").as_deref(),
+            open(dir.path(), &key, "probe", "api_token")
+                .expect("open")
+                .as_deref(),
             Some("tok-5ecret-value")
         );
-        assert_eq!(open(dir.path(), &key, "probe", "other").expect("open"), None);
+        assert_eq!(
+            open(dir.path(), &key, "probe", "other").expect("open"),
+            None
+        );
         // Moved to another key, it does not open.
         std::fs::copy(&file, path(dir.path(), "probe", "moved")).expect("copy");
         assert!(open(dir.path(), &key, "probe", "moved").is_err());

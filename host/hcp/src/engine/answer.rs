@@ -122,8 +122,11 @@ pub(super) fn withhold_config_secrets(
 ) -> Result<Answer> {
     let mut values = Vec::new();
     for key in keys {
-        let opened = hcp_store::config_secrets::open(store.dir(), store.data_key(), capability, key)?;
-        if let Some(v) = opened.filter(|v| v.chars().count() >= crate::withhold::MIN_ENV_VALUE_CHARS) {
+        let opened =
+            hcp_store::config_secrets::open(store.dir(), store.data_key(), capability, key)?;
+        if let Some(v) =
+            opened.filter(|v| v.chars().count() >= crate::withhold::MIN_ENV_VALUE_CHARS)
+        {
             values.push(v);
         }
     }

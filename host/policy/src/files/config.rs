@@ -54,7 +54,11 @@ pub(crate) fn check(file: &ConfigFile) -> Vec<hcp_contracts::Problem> {
         for (key, entry) in keys {
             if entry.value.is_some() == entry.secret {
                 problems.push(hcp_contracts::Problem::new(
-                    format!("/capabilities/{}/{}", cap.as_str(), key.replace('~', "~0").replace('/', "~1")),
+                    format!(
+                        "/capabilities/{}/{}",
+                        cap.as_str(),
+                        key.replace('~', "~0").replace('/', "~1")
+                    ),
                     "give either a plain \"value\" or \"secret\": true".to_owned(),
                 ));
             }

@@ -10,8 +10,7 @@
 //! to the JCS serializer.
 
 use super::interfaces::{
-    InterfaceRules, artifacts, checkpoints, config, filesystem, hid, http, instrument, log,
-    sockets,
+    InterfaceRules, artifacts, checkpoints, config, filesystem, hid, http, instrument, log, sockets,
 };
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

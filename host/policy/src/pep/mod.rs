@@ -42,9 +42,8 @@ pub mod threat;
 pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
 pub use call::{
     Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConfigArgs, ConnectArgs,
-    Empty, FsAccess,
-    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op, PlanArgs, SettingArgs,
-    Text,
+    Empty, FsAccess, FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op,
+    PlanArgs, SettingArgs, Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};

@@ -440,7 +440,11 @@ fn config_keys_need_a_grant_and_a_value() {
     let digest = "[withheld: hmac-sha256:00]".to_owned();
     let ok = |c: &Call<'_>| assert_eq!(verdict(&s, c).0, reason::ALLOW, "{c:?}");
     ok(&Call::config("greeting", vec!["greeting".into()], vec![]));
-    ok(&Call::config("api_token", vec!["api_token".into()], vec![digest.clone()]));
+    ok(&Call::config(
+        "api_token",
+        vec!["api_token".into()],
+        vec![digest.clone()],
+    ));
     ok(&Call::config(
         "",
         vec!["api_token".into(), "greeting".into()],
@@ -448,7 +452,11 @@ fn config_keys_need_a_grant_and_a_value() {
     ));
     let denied = |c: &Call<'_>| verdict(&s, c);
     assert_eq!(
-        denied(&Call::config("not_granted", vec!["not_granted".into()], vec![])),
+        denied(&Call::config(
+            "not_granted",
+            vec!["not_granted".into()],
+            vec![]
+        )),
         (
             reason::DENY_TOOL_NOT_FOUND,
             "config key \"not_granted\" is not granted to document-analysis@1.0.0 (grants.config)"

@@ -64,10 +64,7 @@ impl HcpCtx {
 impl wit::Host for HcpCtx {
     fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<String>, Error>> {
         self.host_calls += 1;
-        let provided = self
-            .pep
-            .scope()
-            .and_then(|s| s.config_value(&key).cloned());
+        let provided = self.pep.scope().and_then(|s| s.config_value(&key).cloned());
         Ok(match provided {
             // Not granted, or not provided: the PEP says which.
             None => self

@@ -41,7 +41,9 @@ impl InterfaceRules for Config {
 
     fn arguments(&self, call: &Call<'_>) -> Result<(), Decision> {
         match &call.args {
-            Args::Config(a) if call.op == Op::ConfigGet && a.keys.iter().any(|k| *k != call.target) => {
+            Args::Config(a)
+                if call.op == Op::ConfigGet && a.keys.iter().any(|k| *k != call.target) =>
+            {
                 args_invalid("config.get answers only the key asked for".into())
             }
             _ => Ok(()),
