@@ -56,6 +56,50 @@ fn contains(haystack: &[u8], needle: &str) -> bool {
 
 #[test]
 fn config_values_and_secrets_through_the_pep() {
+    check_config_guest(hcp_tests::CONFIG_PROBE);
+}
+
+/// The same from a Python guest (`tests/guests/python/config`, built with
+/// componentize-py 0.25.1 for the world `configured` of `wit/`).
+#[test]
+fn config_values_and_secrets_from_a_python_guest() {
+    let build = tempfile::tempdir().expect("tempdir");
+    for (from, into) in [
+        ("tests/guests/python/config", "app"),
+        ("plugins/python/hcp_guest", "hcp_guest"),
+    ] {
+        let into = build.path().join(into);
+        std::fs::create_dir(&into).expect("mkdir");
+        for entry in std::fs::read_dir(format!("{REPO_ROOT}/{from}")).expect("sources") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "py") {
+                std::fs::copy(&path, into.join(path.file_name().expect("name"))).expect("copy");
+            }
+        }
+    }
+    let wasm = build.path().join("config.wasm");
+    let out = Command::new("componentize-py")
+        .args([
+            "-d",
+            &format!("{REPO_ROOT}/wit"),
+            "-w",
+            "configured",
+            "componentize",
+            "app",
+            "-p",
+        ])
+        .arg(build.path().join("app"))
+        .arg("-p")
+        .arg(build.path())
+        .arg("-o")
+        .arg(&wasm)
+        .output()
+        .expect("componentize-py (pip install componentize-py==0.25.1)");
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    check_config_guest(wasm.to_str().expect("utf8"));
+}
+
+fn check_config_guest(component: &str) {
     let hcp = Hcp::new();
     let tmp = tempfile::tempdir().expect("tempdir");
     // The shipped policy set, with this capability's values.
@@ -80,7 +124,7 @@ fn config_values_and_secrets_through_the_pep() {
     set_secret(&hcp, "config-probe", "api_token", SECRET);
     set_secret(&hcp, "config-probe", "other_secret", OTHER_SECRET);
 
-    let manifest = ManifestBuilder::new("config-probe", hcp_tests::CONFIG_PROBE)
+    let manifest = ManifestBuilder::new("config-probe", component)
         .set("/grants/config", json!(["greeting", "api_token", "unset"]))
         .write(tmp.path());
     let submit = json!({
