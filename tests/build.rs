@@ -30,6 +30,7 @@ const WORKSPACES: &[(&str, &[&str])] = &[
             "undeclared-import",
             "no-run-export",
             "sleeper",
+            "config-probe",
         ],
     ),
 ];

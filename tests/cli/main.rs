@@ -8,6 +8,7 @@
 mod author;
 mod budgets;
 mod bundles;
+mod config;
 mod conventions;
 mod fs_containment;
 mod lost;

@@ -29,16 +29,19 @@ pub enum Grant {
     Instruments,
     /// `grants.devices: hid` (`hcp:capability/hid`).
     Hid,
+    /// `grants.config` (`wasi:config/store`).
+    Config,
 }
 
 impl Grant {
     /// Every grant, in the order reports list them.
-    pub const ALL: [Grant; 5] = [
+    pub const ALL: [Grant; 6] = [
         Grant::Filesystem,
         Grant::Network,
         Grant::Env,
         Grant::Instruments,
         Grant::Hid,
+        Grant::Config,
     ];
 
     /// The field of `grants` that holds it.
@@ -49,6 +52,7 @@ impl Grant {
             Self::Env => "env",
             Self::Instruments => "instruments",
             Self::Hid => "devices",
+            Self::Config => "config",
         }
     }
 
@@ -60,6 +64,7 @@ impl Grant {
             Self::Env => "grants.env",
             Self::Instruments => "grants.instruments",
             Self::Hid => "grants.devices: hid",
+            Self::Config => "grants.config",
         }
     }
 
@@ -71,6 +76,7 @@ impl Grant {
             Self::Env => !grants.env.is_empty(),
             Self::Instruments => !grants.instruments.is_empty(),
             Self::Hid => grants.devices.iter().any(|d| d == "hid"),
+            Self::Config => !grants.config.is_empty(),
         }
     }
 
@@ -88,17 +94,19 @@ impl Grant {
             Self::Instruments => doc.instruments.clone(),
             Self::Hid if doc.devices.iter().any(|d| d == "hid") => vec!["hid".to_owned()],
             Self::Hid => Vec::new(),
+            Self::Config => doc.config.clone(),
         }
     }
 
     /// The grant's field as written when it is a list of names
-    /// (`env`, `instruments`, `devices`); `None` for the structured ones.
+    /// (`env`, `instruments`, `devices`, `config`); `None` for the structured ones.
     pub fn names(self, doc: &GrantsDoc) -> Option<&[String]> {
         match self {
             Self::Filesystem | Self::Network => None,
             Self::Env => Some(&doc.env),
             Self::Instruments => Some(&doc.instruments),
             Self::Hid => Some(&doc.devices),
+            Self::Config => Some(&doc.config),
         }
     }
 
@@ -110,6 +118,7 @@ impl Grant {
             Self::Env => Some(&grants.env),
             Self::Instruments => Some(&grants.instruments),
             Self::Hid => Some(&grants.devices),
+            Self::Config => Some(&grants.config),
         }
     }
 
@@ -300,6 +309,16 @@ pub const INTERFACES: &[Interface] = &[
         operations: &[
             op("hid.propose", "hcp:capability/hid"),
             op("hid.wait", "hcp:capability/hid"),
+        ],
+        limits: &[],
+    },
+    Interface {
+        name: "wasi:config",
+        wit: &["wasi:config/store"],
+        grant: Some(Grant::Config),
+        operations: &[
+            op("config.get", "wasi:config/store"),
+            op("config.get_all", "wasi:config/store"),
         ],
         limits: &[],
     },

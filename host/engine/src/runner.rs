@@ -351,6 +351,7 @@ impl Host {
             }
         };
         drop(open);
+        let secrets = super::answer::config_secret_keys(Some(governor.scope()));
         let request = TaskRequest {
             task_id: task.task_id.clone(),
             session_id: session.to_owned(),
@@ -390,6 +391,14 @@ impl Host {
             // operator's secrets: withheld from the caller's answer and
             // from all that keeps it (`crate::withhold`).
             super::answer::withhold_granted_env(self.store.withhold(), &manifest.grants.env, answer)
+                .and_then(|answer| {
+                    super::answer::withhold_config_secrets(
+                        &self.store,
+                        manifest.name(),
+                        &secrets,
+                        answer,
+                    )
+                })
         });
         let answer = match answer {
             Ok(answer) => answer,

@@ -23,6 +23,8 @@ pub enum PolicyFile {
     Authz,
     /// `dispatch.json`.
     Dispatch,
+    /// `config.json` (optional: [`PolicyFile::is_optional`]).
+    Config,
 }
 
 /// An embedded policy schema that does not compile (a build fault,
@@ -45,6 +47,7 @@ static CONTEXT: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Contex
 static BUDGETS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Budgets));
 static ENVELOPES: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Envelopes));
 static DISPATCH: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Dispatch));
+static CONFIG: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Config));
 
 fn compile(file: PolicyFile) -> Compiled {
     let text = file
@@ -62,7 +65,7 @@ pub(crate) fn embedded(text: &str) -> Compiled {
 
 impl PolicyFile {
     /// Every file, in the order they are loaded and hashed.
-    pub const ALL: [PolicyFile; 7] = [
+    pub const ALL: [PolicyFile; 8] = [
         Self::Callers,
         Self::Risk,
         Self::Context,
@@ -70,6 +73,7 @@ impl PolicyFile {
         Self::Envelopes,
         Self::Authz,
         Self::Dispatch,
+        Self::Config,
     ];
 
     /// The file's name in the policy directory.
@@ -82,7 +86,14 @@ impl PolicyFile {
             Self::Envelopes => "envelopes.json",
             Self::Authz => "authz.cedar",
             Self::Dispatch => "dispatch.json",
+            Self::Config => "config.json",
         }
+    }
+
+    /// Whether a policy directory may go without it (`config.json`: no
+    /// value provided); an absent optional file is not hashed.
+    pub fn is_optional(self) -> bool {
+        self == Self::Config
     }
 
     /// The file whose name is `name`.
@@ -107,6 +118,7 @@ impl PolicyFile {
                 "../../../schemas/policy/envelopes.schema.json"
             )),
             Self::Dispatch => Some(include_str!("../../../schemas/policy/dispatch.schema.json")),
+            Self::Config => Some(include_str!("../../../schemas/policy/config.schema.json")),
             Self::Authz => None,
         }
     }
@@ -119,6 +131,7 @@ impl PolicyFile {
             Self::Budgets => Some(&BUDGETS),
             Self::Envelopes => Some(&ENVELOPES),
             Self::Dispatch => Some(&DISPATCH),
+            Self::Config => Some(&CONFIG),
             Self::Authz => None,
         }
     }

@@ -3,14 +3,16 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the seven policy files of the directory it is
+//! [`PolicySet::load`] reads the seven policy files (and the optional `config.json`) of the directory it is
 //! given, and nothing else.
 
 use crate::authz::Authz;
 use crate::caller::Caller;
 use crate::check;
 use crate::file_kind::PolicyFile;
-use crate::files::{BudgetsFile, CallersFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile};
+use crate::files::{
+    BudgetsFile, CallersFile, ConfigFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
+};
 use crate::policy_set::PolicySet;
 use hcp_contracts::Problem;
 use serde::de::DeserializeOwned;
@@ -84,6 +86,7 @@ impl PolicySet {
                 Ok(text) => {
                     sources.insert(file.name().to_owned(), text);
                 }
+                Err(e) if file.is_optional() && e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => loader.problem(
                     file.name(),
                     Problem::new("", format!("cannot read {}: {e}", path.display())),
@@ -168,6 +171,11 @@ impl PolicySet {
             text(PolicyFile::Dispatch),
             check::dispatch,
         );
+        // Optional: without it, no value is provided.
+        let config: Option<ConfigFile> = match text(PolicyFile::Config) {
+            None => Some(ConfigFile::default()),
+            Some(t) => loader.json(PolicyFile::Config, Some(t), crate::files::config::check),
+        };
         let authz = match text(PolicyFile::Authz) {
             None => {
                 loader.missing(PolicyFile::Authz);
@@ -188,7 +196,7 @@ impl PolicySet {
         }
         let hash = loader.hash(&sources);
         match (
-            callers, risk, context, budgets, envelopes, authz, dispatch, hash,
+            callers, risk, context, budgets, envelopes, authz, dispatch, config, hash,
         ) {
             (
                 Some(callers),
@@ -198,6 +206,7 @@ impl PolicySet {
                 Some(envelopes),
                 Some(authz),
                 Some(dispatch),
+                Some(config),
                 Some(hash),
             ) if loader.problems.is_empty() => {
                 let callers = callers
@@ -230,6 +239,7 @@ impl PolicySet {
                     envelopes,
                     authz,
                     dispatch,
+                    config,
                     hash,
                     // A map of strings to strings always has a JSON form.
                     sources_json: serde_json::to_string(&sources).unwrap_or_default().into(),
@@ -308,6 +318,7 @@ impl Loader {
             let content = match (self.parsed.get(file.name()), sources.get(file.name())) {
                 (Some(value), _) => value.clone(),
                 (None, Some(text)) if !file.is_json() => Value::String(text.clone()),
+                (None, None) if file.is_optional() => continue,
                 _ => return None,
             };
             canonical.insert(file.name().to_owned(), content);
@@ -339,6 +350,9 @@ impl PolicyFile {
             Self::Budgets => drop(loader.json::<BudgetsFile>(self, text, |_| Vec::new())),
             Self::Envelopes => drop(loader.json::<EnvelopesFile>(self, text, check::envelopes)),
             Self::Dispatch => drop(loader.json::<DispatchFile>(self, text, check::dispatch)),
+            Self::Config => {
+                drop(loader.json::<ConfigFile>(self, text, crate::files::config::check))
+            }
             Self::Authz => {}
         }
         if loader.problems.is_empty() {

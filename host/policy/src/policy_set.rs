@@ -3,13 +3,14 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the seven policy files of the directory it is
+//! [`PolicySet::load`] reads the seven policy files (and the optional `config.json`) of the directory it is
 //! given, and nothing else. Everything after loading is pure.
 
 use crate::authz::Authz;
 use crate::caller::Caller;
 use crate::files::{
-    BudgetsFile, CapabilityRisk, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
+    BudgetsFile, CapabilityRisk, ConfigEntry, ConfigFile, ContextFile, DispatchFile, EnvelopesFile,
+    RiskFile,
 };
 use crate::ids::CallerId;
 use hcp_contracts::manifest::SafetyEnvelope;
@@ -25,6 +26,8 @@ pub struct PolicySet {
     pub(crate) envelopes: EnvelopesFile,
     pub(crate) authz: Authz,
     pub(crate) dispatch: DispatchFile,
+    /// `config.json` (empty when the directory has none).
+    pub(crate) config: ConfigFile,
     pub(crate) hash: String,
     pub(crate) sources: BTreeMap<String, String>,
     /// `sources` as JSON (what [`PolicySet::sources_json`] gives).
@@ -128,6 +131,12 @@ impl PolicySet {
     /// `dispatch.json`: the PEP's threat scan and the calls turned off.
     pub fn dispatch_rules(&self) -> &DispatchFile {
         &self.dispatch
+    }
+
+    /// The `wasi:config` values `config.json` provides `capability` (a
+    /// name, without version), by key: plain values, and secrets marked.
+    pub fn config_values(&self, capability: &str) -> Option<&BTreeMap<String, ConfigEntry>> {
+        self.config.values(capability)
     }
 
     /// The budgets of a task of `declaration` from `caller` (the smaller of

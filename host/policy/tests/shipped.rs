@@ -92,7 +92,7 @@ fn every_problem_of_every_file_is_reported_at_once() {
         e.to_string(),
         "policies: invalid policy set:\n  \
          README.md: (document): not a policy file (expected callers.json, risk.json, \
-         context.json, budgets.json, envelopes.json, authz.cedar, dispatch.json)\n  \
+         context.json, budgets.json, envelopes.json, authz.cedar, dispatch.json, config.json)\n  \
          risk.json: /capabilities/cvd-material-synthesis/rules/0: Additional properties are not \
          allowed ('message' was unexpected)\n  \
          envelopes.json: (document): missing: every policy file is required (an empty one says \

@@ -58,6 +58,8 @@ pub enum GrantedBy {
     Instruments,
     /// `grants.devices` names `hid`.
     DeviceHid,
+    /// `grants.config` is not empty.
+    Config,
     /// Linked, inert: no `grants.filesystem`, so no preopened directory.
     FilesystemInert,
     /// Linked, inert: no `grants.network`; creating a socket is denied by
@@ -81,6 +83,7 @@ impl GrantedBy {
             Self::Env => Grant::Env.describe(),
             Self::Instruments => Grant::Instruments.describe(),
             Self::DeviceHid => Grant::Hid.describe(),
+            Self::Config => Grant::Config.describe(),
             Self::FilesystemInert => {
                 "linked, inert: no directory is granted (grants.filesystem), so there is none to open"
             }
@@ -109,6 +112,7 @@ impl GrantedBy {
             Self::Env => Some(Grant::Env),
             Self::Instruments => Some(Grant::Instruments),
             Self::DeviceHid => Some(Grant::Hid),
+            Self::Config => Some(Grant::Config),
         }
     }
 

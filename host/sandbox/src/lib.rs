@@ -46,7 +46,9 @@ pub use engine::{CompileGuard, EngineError, SandboxConfig};
 pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
-pub use store::{MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore, TaskStoreError};
+pub use store::{
+    ConfigSecret, MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore, TaskStoreError,
+};
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
 pub use units::types::reason_name;
 

@@ -64,6 +64,13 @@ pub trait Governor: Send + Sync + std::fmt::Debug + 'static {
     fn stop_reason(&self) -> Option<String> {
         None
     }
+
+    /// The session's compiled scope, when the governor decides over one:
+    /// what the operator's policy provides (`wasi:config` values) is read
+    /// from it. `None`: nothing is provided.
+    fn scope(&self) -> Option<&Arc<Scope>> {
+        None
+    }
 }
 
 /// Calls denied in a row for a spent budget (`BUDGET_EXCEEDED`) after which
@@ -257,6 +264,10 @@ impl PolicyGovernor {
 }
 
 impl Governor for PolicyGovernor {
+    fn scope(&self) -> Option<&Arc<Scope>> {
+        Some(&self.scope)
+    }
+
     fn check(&self, call: &Call<'_>) -> Result<Signals, Denial> {
         let (decision, counters, at_ms) = self.decide(call);
         {
@@ -319,6 +330,11 @@ pub(crate) struct Pep {
 impl Pep {
     pub(crate) fn new(governor: Option<Arc<dyn Governor>>) -> Self {
         Self { governor }
+    }
+
+    /// The session's scope (see [`Governor::scope`]).
+    pub(crate) fn scope(&self) -> Option<&Arc<Scope>> {
+        self.governor.as_ref().and_then(|g| g.scope())
     }
 
     /// Whether calls are governed (enforcement on).

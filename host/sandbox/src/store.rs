@@ -108,6 +108,40 @@ pub trait TaskStore: Send + Sync + 'static {
         session_id: &str,
         id: &str,
     ) -> Result<Option<Vec<u8>>, TaskStoreError>;
+
+    /// The `wasi:config` secret `key` of `capability` (a name, without
+    /// version), which the operator's policy marks secret, with its keyed
+    /// digest; `None` when the operator set none (the default: a store
+    /// without secrets).
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest (no host paths, never the value).
+    fn config_secret(
+        &self,
+        _capability: &str,
+        _key: &str,
+    ) -> Result<Option<ConfigSecret>, TaskStoreError> {
+        Ok(None)
+    }
+}
+
+/// A `wasi:config` secret, opened for a task that may read it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ConfigSecret {
+    /// The value, in clear: for the guest only.
+    pub value: String,
+    /// Its keyed digest (`[withheld: hmac-sha256:…]`): what receipts
+    /// record.
+    pub digest: String,
+}
+
+impl std::fmt::Debug for ConfigSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConfigSecret")
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
 }
 
 /// (session id, artifact name or checkpoint id).

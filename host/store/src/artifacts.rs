@@ -188,6 +188,14 @@ impl TaskStore for Store {
         Ok(stored)
     }
 
+    fn config_secret(
+        &self,
+        capability: &str,
+        key: &str,
+    ) -> Result<Option<hcp_sandbox::ConfigSecret>, TaskStoreError> {
+        self.config_secret_of(capability, key)
+    }
+
     fn save_checkpoint(
         &self,
         task: &TaskMeta,

@@ -29,6 +29,7 @@ mod approvals;
 mod artifacts;
 pub mod busy;
 mod checkpoints;
+pub mod config_secrets;
 pub mod durable;
 mod keyfile;
 pub mod private_dir;

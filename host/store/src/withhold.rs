@@ -285,6 +285,7 @@ fn call_flagged(call: &Call<'_>) -> bool {
         | Args::FsWrite(_)
         | Args::Connect(_)
         | Args::Lookup(_)
+        | Args::Config(_)
         | Args::Empty(_) => false,
     }
 }

@@ -143,6 +143,10 @@ pub struct GrantsDoc {
     /// Devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
+    /// `wasi:config` keys the capability may read (their values are the
+    /// operator's: `policies/config.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<String>,
 }
 
 /// A directory grant as written.

@@ -409,6 +409,7 @@ impl Checker<'_> {
             env: g.env.clone(),
             instruments: g.instruments.clone(),
             devices: g.devices.clone(),
+            config: g.config.clone(),
             ..Grants::default()
         };
         let mut guest_paths = BTreeSet::new();
@@ -442,6 +443,7 @@ impl Checker<'_> {
             ("env", &g.env),
             ("instruments", &g.instruments),
             ("devices", &g.devices),
+            ("config", &g.config),
         ] {
             let mut seen = BTreeSet::new();
             for (i, name) in list.iter().enumerate() {

@@ -135,6 +135,8 @@ pub struct Grants {
     pub instruments: Vec<String>,
     /// Devices.
     pub devices: Vec<String>,
+    /// `wasi:config` keys the capability may read.
+    pub config: Vec<String>,
 }
 
 impl Grants {

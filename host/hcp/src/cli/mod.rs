@@ -9,6 +9,7 @@
 )]
 
 mod bundle;
+mod config;
 mod dirs;
 mod docs;
 mod evidence;
@@ -128,6 +129,9 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Artifacts by their hcp:// URI.
     Artifacts(tasks::ArtifactsArgs),
+    /// The operator's `wasi:config` secrets: seal a value for a capability.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish,
     /// powershell).
     Completions(docs::CompletionsArgs),
@@ -177,6 +181,7 @@ pub fn main() -> ExitCode {
         Command::Tasks(args) => tasks::tasks(args),
         Command::Approvals(args) => tasks::approvals(args),
         Command::Artifacts(args) => tasks::artifacts(args),
+        Command::Config(cmd) => config::run(cmd),
         Command::Hid(cmd) => hid::run(cmd),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Completions(args) => docs::completions(&args),

@@ -169,6 +169,7 @@ impl Call<'_> {
                     a.action_type.len() + a.payload.len() + a.proposal.len() + a.rationale.len()
                 }
                 Args::Lookup(a) => list(&a.addresses),
+                Args::Config(a) => list(&a.keys) + list(&a.secrets),
                 Args::FsWrite(_) | Args::Empty(_) => 0,
             }
     }
@@ -267,6 +268,10 @@ impl Call<'_> {
                 addresses: a.addresses.iter().map(|s| c.cut(s)).collect(),
             }),
             Args::FsWrite(a) => Args::FsWrite(FsWriteArgs { bytes: a.bytes }),
+            Args::Config(a) => Args::Config(super::call::ConfigArgs {
+                keys: a.keys.iter().map(|k| c.cut(k)).collect(),
+                secrets: a.secrets.iter().map(|d| c.cut(d)).collect(),
+            }),
             Args::Empty(e) => Args::Empty(*e),
         };
         let target = c.cut(&self.target);

@@ -10,7 +10,7 @@
 //! to the JCS serializer.
 
 use super::interfaces::{
-    InterfaceRules, artifacts, checkpoints, filesystem, hid, http, instrument, log, sockets,
+    InterfaceRules, artifacts, checkpoints, config, filesystem, hid, http, instrument, log, sockets,
 };
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -117,6 +117,10 @@ ops! {
     HidPropose = "hid.propose" => hid::Hid;
     /// `hid.wait`: waiting for a proposal's outcome.
     HidWait = "hid.wait" => hid::Hid;
+    /// `wasi:config/store.get`: one key's value (the target is the key).
+    ConfigGet = "config.get" => config::Config;
+    /// `wasi:config/store.get-all`: every granted key's value.
+    ConfigGetAll = "config.get_all" => config::Config;
 }
 
 impl fmt::Display for Op {
@@ -165,6 +169,8 @@ pub enum Args<'a> {
     Hid(HidArgs<'a>),
     /// `net.lookup` with the host's resolution.
     Lookup(LookupArgs<'a>),
+    /// `config.get`, `config.get_all`.
+    Config(ConfigArgs<'a>),
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, ...).
     Empty(Empty),
@@ -305,6 +311,20 @@ pub struct LookupArgs<'a> {
     /// The addresses the guest may reach (public ones, and private ones
     /// only where the grant says `allow_private`); empty when none is.
     pub addresses: Vec<Text<'a>>,
+}
+
+/// `config.get` (the target is the key asked for) and `config.get_all`:
+/// what the host would answer, as receipts may show it. Values are not
+/// recorded; a secret's is named by its keyed digest
+/// (`[withheld: hmac-sha256:…]`, see `hcp_store::withhold`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigArgs<'a> {
+    /// The keys the answer would hold: granted keys the operator's policy
+    /// provides (for `config.get`, the target when it is one).
+    pub keys: Vec<Text<'a>>,
+    /// The keyed digests of the secret values among them.
+    pub secrets: Vec<Text<'a>>,
 }
 
 /// `http.request`: the target is `host:port`.
@@ -496,6 +516,24 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// `config.get` of `key` (`keys` holds it when the policy provides
+    /// it) or, with an empty `key`, `config.get_all`; `secrets` are the
+    /// keyed digests of the secret values the answer would hold.
+    pub fn config(key: &'a str, keys: Vec<String>, secrets: Vec<String>) -> Self {
+        Self {
+            op: if key.is_empty() {
+                Op::ConfigGetAll
+            } else {
+                Op::ConfigGet
+            },
+            target: t(key),
+            args: Args::Config(ConfigArgs {
+                keys: keys.into_iter().map(Text::Owned).collect(),
+                secrets: secrets.into_iter().map(Text::Owned).collect(),
+            }),
+        }
+    }
+
     /// Bytes the call moves through the host, for the `bytes` budget:
     /// log text, artifact and checkpoint content, bytes written into files,
     /// instrument arguments, the request path, the paths of a filesystem call.
@@ -564,6 +602,10 @@ impl<'a> Call<'a> {
             }),
             Args::Lookup(a) => Args::Lookup(LookupArgs {
                 addresses: a.addresses.into_iter().map(o).collect(),
+            }),
+            Args::Config(a) => Args::Config(ConfigArgs {
+                keys: a.keys.into_iter().map(o).collect(),
+                secrets: a.secrets.into_iter().map(o).collect(),
             }),
             Args::Empty(e) => Args::Empty(e),
         };

@@ -238,6 +238,7 @@ impl Call<'_> {
             Op::NetConnect => Args::Connect(de(op, raw)?),
             Op::HttpRequest => Args::Http(de(op, raw)?),
             Op::HidPropose => Args::Hid(de(op, raw)?),
+            Op::ConfigGet | Op::ConfigGetAll => Args::Config(de(op, raw)?),
             Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
             Op::InstrumentRead
             | Op::NetBind

@@ -41,15 +41,16 @@ pub mod threat;
 
 pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
 pub use call::{
-    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
-    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op, PlanArgs, SettingArgs,
-    Text,
+    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConfigArgs, ConnectArgs,
+    Empty, FsAccess, FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op,
+    PlanArgs, SettingArgs, Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
-    BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,
+    BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,
+    Surface,
 };
 pub use threat::{Detector, ScanMode, Signals};
 

@@ -106,6 +106,10 @@ pub struct Surface {
     pub instruments: Vec<String>,
     /// Destinations.
     pub network: Vec<NetSurface>,
+    /// `wasi:config` keys (`grants.config`); absent when none, so that
+    /// the facts of sessions without it hash as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<String>,
 }
 
 /// A granted directory.
@@ -153,7 +157,26 @@ impl Surface {
                     port: g.port,
                 })
                 .collect(),
+            config: grants.config.clone(),
         }
+    }
+}
+
+/// A `wasi:config` value the operator's policy provides a granted key with.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ConfigValue {
+    /// A plain value (`config.json`).
+    Plain(String),
+    /// A secret, sealed in the host's data directory.
+    Secret,
+}
+
+impl std::fmt::Debug for ConfigValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Plain(_) => "Plain(..)",
+            Self::Secret => "Secret",
+        })
     }
 }
 
@@ -185,6 +208,8 @@ pub struct Scope {
     pub(crate) guard: Guard,
     /// The smaller of the manifest's and the policy's artifact count.
     pub(crate) max_artifacts: u64,
+    /// Granted `wasi:config` keys the policy provides (`config.json`).
+    pub(crate) config: std::collections::BTreeMap<String, ConfigValue>,
 }
 
 // The calls turned off are a bit set of `u32`.
@@ -206,13 +231,26 @@ impl Scope {
         let name = facts
             .capability
             .split_once('@')
-            .map_or(facts.capability.as_str(), |(n, _)| n);
-        let (scan, denied) = policy.dispatch_rules().settings(name);
+            .map_or(facts.capability.as_str(), |(n, _)| n)
+            .to_owned();
+        let (scan, denied) = policy.dispatch_rules().settings(&name);
         let policy_hash = Digest::from_str(policy.policy_hash()).map_err(|reason| ScopeError {
             session_id: facts.session_id.clone(),
             reason: format!("policy hash: {reason}"),
         })?;
-        Self::with_settings(facts, scan, &denied, policy_hash)
+        let mut scope = Self::with_settings(facts, scan, &denied, policy_hash)?;
+        if let Some(values) = policy.config_values(&name) {
+            for key in &scope.facts.surface.config {
+                if let Some(entry) = values.get(key) {
+                    let value = match &entry.value {
+                        Some(v) if !entry.secret => ConfigValue::Plain(v.clone()),
+                        _ => ConfigValue::Secret,
+                    };
+                    scope.config.insert(key.clone(), value);
+                }
+            }
+        }
+        Ok(scope)
     }
 
     /// Compiles `facts` with explicit settings (hosts and tests without a
@@ -285,6 +323,7 @@ impl Scope {
             instruments: facts.surface.instruments.iter().cloned().collect(),
             guard: Guard::new(facts.envelope.clone()),
             max_artifacts: facts.limits.artifacts.min(facts.budgets.artifacts),
+            config: std::collections::BTreeMap::new(),
             facts,
         })
     }
@@ -307,6 +346,17 @@ impl Scope {
     /// SHA-256 of the effective envelope's canonical form.
     pub fn envelope_hash(&self) -> Digest {
         self.envelope_hash
+    }
+
+    /// The value the policy provides granted `wasi:config` key `key`
+    /// with; `None` when the key is not granted or not provided.
+    pub fn config_value(&self, key: &str) -> Option<&ConfigValue> {
+        self.config.get(key)
+    }
+
+    /// Every granted `wasi:config` key the policy provides, in order.
+    pub fn config_keys(&self) -> impl Iterator<Item = (&str, &ConfigValue)> {
+        self.config.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Whether the operator turned `op` off for this capability.

@@ -284,7 +284,7 @@ pub(crate) fn scan(s: &Scan, call: &Call<'_>) -> Signals {
             }
             s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
-        Args::FsWrite(_) | Args::Lookup(_) | Args::Empty(_) => {}
+        Args::FsWrite(_) | Args::Lookup(_) | Args::Config(_) | Args::Empty(_) => {}
     }
     signals
 }

@@ -423,3 +423,74 @@ proptest! {
         }
     }
 }
+
+/// `wasi:config`: a key is read only where the manifest grants it and the
+/// operator's `config.json` provides it; `get-all` cannot be made to
+/// answer a key that is not both, nor hide a secret among plain values.
+#[test]
+fn config_keys_need_a_grant_and_a_value() {
+    let config = r#"{"capabilities": {"document-analysis": {
+        "greeting": {"value": "hello"},
+        "api_token": {"secret": true},
+        "not_granted": {"value": "x"}
+    }}}"#;
+    let mut f = facts();
+    f.surface.config = vec!["greeting".into(), "api_token".into(), "unset".into()];
+    let s = Scope::compile(&with_file("config.json", config), f).expect("scope");
+    let digest = "[withheld: hmac-sha256:00]".to_owned();
+    let ok = |c: &Call<'_>| assert_eq!(verdict(&s, c).0, reason::ALLOW, "{c:?}");
+    ok(&Call::config("greeting", vec!["greeting".into()], vec![]));
+    ok(&Call::config(
+        "api_token",
+        vec!["api_token".into()],
+        vec![digest.clone()],
+    ));
+    ok(&Call::config(
+        "",
+        vec!["api_token".into(), "greeting".into()],
+        vec![digest.clone()],
+    ));
+    let denied = |c: &Call<'_>| verdict(&s, c);
+    assert_eq!(
+        denied(&Call::config(
+            "not_granted",
+            vec!["not_granted".into()],
+            vec![]
+        )),
+        (
+            reason::DENY_TOOL_NOT_FOUND,
+            "config key \"not_granted\" is not granted to document-analysis@1.0.0 (grants.config)"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        denied(&Call::config("unset", vec![], vec![])),
+        (
+            reason::DENY_TOOL_NOT_FOUND,
+            "config key \"unset\" is granted to document-analysis@1.0.0 but the operator's policy provides no value for it (config.json)"
+                .to_owned()
+        )
+    );
+    // get-all answering a key not granted, or a secret without its digest.
+    assert_eq!(
+        denied(&Call::config("", vec!["not_granted".into()], vec![])).0,
+        reason::DENY_TOOL_NOT_FOUND
+    );
+    assert_eq!(
+        denied(&Call::config("", vec!["api_token".into()], vec![])).0,
+        reason::FAIL_CLOSED_ERROR
+    );
+    // Without `config.json`, nothing is provided.
+    let mut f = facts();
+    f.surface.config = vec!["greeting".into()];
+    let bare = Scope::compile(&shipped(), f).expect("scope");
+    assert_eq!(
+        verdict(&bare, &Call::config("greeting", vec![], vec![])).0,
+        reason::DENY_TOOL_NOT_FOUND
+    );
+    // Nothing granted: get-all is refused too.
+    assert_eq!(
+        verdict(&scope(), &Call::config("", vec![], vec![])).0,
+        reason::DENY_TOOL_NOT_FOUND
+    );
+}

@@ -54,6 +54,7 @@ pub(crate) fn facts() -> SessionFacts {
         risk_level: RiskLevel::R1,
         session_id: "session-1".into(),
         surface: Surface {
+            config: vec![],
             devices: vec![],
             filesystem: vec![
                 FsSurface {

@@ -5,7 +5,8 @@
 //!
 //! The `hcp:capability` host interfaces are units named after their WIT
 //! interface: [`log`], [`artifacts`], [`checkpoints`], [`instrument`],
-//! [`hid`] and [`types`] (the reason codes). Each implements its
+//! [`hid`] and [`types`] (the reason codes); [`config`] implements
+//! `wasi:config/store` the same way. Each implements its
 //! interface's `Host` trait on the task's [`context::HcpCtx`] and asks the
 //! PEP through it before doing anything. The WASI ones are [`wasi`] (the
 //! basics every capability has, and the environment), `crate::fs`
@@ -14,6 +15,7 @@
 
 pub(crate) mod artifacts;
 pub(crate) mod checkpoints;
+pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod hid;
 pub(crate) mod instrument;
@@ -61,6 +63,7 @@ pub(crate) const UNITS: &[Unit] = &[
     checkpoints::UNIT,
     instrument::UNIT,
     hid::UNIT,
+    config::UNIT,
 ];
 
 /// The unit of a row of the table.

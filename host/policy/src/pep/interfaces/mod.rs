@@ -11,6 +11,7 @@
 
 pub(super) mod artifacts;
 pub(super) mod checkpoints;
+pub(super) mod config;
 pub(super) mod filesystem;
 pub(super) mod hid;
 pub(super) mod http;
