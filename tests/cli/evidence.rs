@@ -576,7 +576,9 @@ fn a_pack_of_receipts_under_two_policies_carries_both_and_replays_the_same() {
         .map(|k| k.split_once('/').expect("policy/<hex>/<file>").0.to_owned())
         .collect();
     assert_eq!(dirs, hashes);
-    assert_eq!(p.policy.len(), 14, "{:?}", p.policy.keys());
+    // Eight files each: the seven policy files and config.json (the
+    // operator's wasi:config values, here the shipped empty one).
+    assert_eq!(p.policy.len(), 16, "{:?}", p.policy.keys());
     assert_eq!(
         export(&hcp, &["--all"], &tmp.path().join("again.tar")),
         bytes

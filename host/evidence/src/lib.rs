@@ -106,4 +106,12 @@ pub const WIT_FILES: &[(&str, &str)] = &[
     ("log.wit", include_str!("../../../wit/log.wit")),
     ("types.wit", include_str!("../../../wit/types.wit")),
     ("world.wit", include_str!("../../../wit/world.wit")),
+    (
+        "deps/config/store.wit",
+        include_str!("../../../wit/deps/config/store.wit"),
+    ),
+    (
+        "deps/config/world.wit",
+        include_str!("../../../wit/deps/config/world.wit"),
+    ),
 ];
