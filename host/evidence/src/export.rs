@@ -8,7 +8,7 @@
 //! declared external). Only stored data is read: the same state always
 //! gives the same bytes.
 
-use super::WIT_FILES;
+use super::wit_files;
 use anyhow::{Context as _, Result};
 use hcp_policy::pep::scope_file;
 use hcp_receipts::checkpoint::Checkpoint;
@@ -229,8 +229,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let policy = policy_snapshots(&db, &section.receipts)?;
 
     // Manifests, WIT, and the facts of every session in the stretch.
-    let mut manifests: BTreeMap<String, Vec<u8>> = WIT_FILES
-        .iter()
+    let mut manifests: BTreeMap<String, Vec<u8>> = wit_files()
         .map(|(name, text)| (format!("wit/{name}"), text.as_bytes().to_vec()))
         .collect();
     let capabilities: BTreeSet<&str> = section

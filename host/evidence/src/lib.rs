@@ -91,21 +91,9 @@ pub use view::{
 
 pub use hcp_receipts::Parent;
 
-/// The WIT package, as evidence packs carry it (`manifests/wit/`).
-pub const WIT_FILES: &[(&str, &str)] = &[
-    ("artifacts.wit", include_str!("../../../wit/artifacts.wit")),
-    (
-        "checkpoints.wit",
-        include_str!("../../../wit/checkpoints.wit"),
-    ),
-    ("hid.wit", include_str!("../../../wit/hid.wit")),
-    (
-        "instrument.wit",
-        include_str!("../../../wit/instrument.wit"),
-    ),
-    ("log.wit", include_str!("../../../wit/log.wit")),
-    ("types.wit", include_str!("../../../wit/types.wit")),
-    ("world.wit", include_str!("../../../wit/world.wit")),
+/// The WASI packages the host implements beyond WASI 0.2's own, as
+/// `wit/deps/` holds them (`wasi:config`).
+pub const WIT_DEPS: &[(&str, &str)] = &[
     (
         "deps/config/store.wit",
         include_str!("../../../wit/deps/config/store.wit"),
@@ -115,3 +103,10 @@ pub const WIT_FILES: &[(&str, &str)] = &[
         include_str!("../../../wit/deps/config/world.wit"),
     ),
 ];
+
+/// The WIT package, as evidence packs carry it (`manifests/wit/`) and
+/// `hcp new` writes it: the host's own files (one list, the bundles'
+/// [`hcp_bundle::wit::HOST_WIT`]), then [`WIT_DEPS`].
+pub fn wit_files() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    hcp_bundle::wit::HOST_WIT.iter().chain(WIT_DEPS)
+}

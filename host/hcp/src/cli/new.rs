@@ -268,7 +268,7 @@ fn rust_project(name: &str) -> anyhow::Result<Vec<(PathBuf, String)>> {
     for (path, text) in SDK_FILES {
         files.push((Path::new(SDK_DIR).join(path), (*text).to_owned()));
     }
-    for (path, text) in crate::evidence::WIT_FILES {
+    for (path, text) in crate::evidence::wit_files() {
         files.push((Path::new("wit").join(path), (*text).to_owned()));
     }
     files.push(("Cargo.lock".into(), PLUGINS_LOCK.to_owned()));
@@ -285,7 +285,7 @@ fn python_project(name: &str) -> Vec<(PathBuf, String)> {
     for (path, text) in PYTHON_SDK_FILES {
         files.push((Path::new(PYTHON_SDK_DIR).join(path), (*text).to_owned()));
     }
-    for (path, text) in crate::evidence::WIT_FILES {
+    for (path, text) in crate::evidence::wit_files() {
         files.push((Path::new("wit").join(path), (*text).to_owned()));
     }
     files
