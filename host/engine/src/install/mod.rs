@@ -27,6 +27,7 @@
 //! Reads the bundle file and the install policy it is given; writes under
 //! `<data dir>/capabilities/` (see [`stage`]) and the store.
 
+pub mod development;
 mod dirs;
 mod manifest;
 mod review;
@@ -80,6 +81,11 @@ pub struct InstallOptions {
     pub accept_new_grants: bool,
     /// The operator's policy directory (holding `install.json`).
     pub policy_dir: PathBuf,
+    /// Replace the same version when it is installed already (`hcp dev`,
+    /// after every change). Honoured only in a development data directory
+    /// ([`development::is_development`]); anywhere else the install is
+    /// refused.
+    pub replace_same_version: bool,
 }
 
 /// What an install did.
@@ -97,6 +103,9 @@ pub struct InstallOutcome {
     /// For the operator's attention; the install went ahead (a human
     /// approval the declaration requires and the policy never asks for).
     pub warnings: Vec<String>,
+    /// The same version was installed and this install replaced it
+    /// ([`InstallOptions::replace_same_version`]).
+    pub replaced_same_version: bool,
 }
 
 /// A bundle file read into memory.
@@ -311,18 +320,31 @@ pub fn install(
     vet(sandbox, &bundle)?;
     let caps = Capabilities::lock(store.dir())?;
     // A version the manifest check would refuse cannot be installed.
+    let mut replacing = None;
     if let Ok(parsed) = semver::Version::parse(version)
         && let Some(same) = store.installed_equal(name, &parsed)?
     {
-        return Err(InstallError::Refused(if same.version == parsed {
-            format!(
-                "{} is already installed (hcp remove {} first to replace it)",
-                bundle.id(),
-                bundle.id()
-            )
+        if same.version == parsed && options.replace_same_version {
+            if !development::is_development(store.dir()) {
+                return Err(InstallError::Refused(format!(
+                    "{} is already installed, and {} is not a development data directory: only \
+                     there (one `hcp dev` made) may an install replace the same version",
+                    bundle.id(),
+                    store.dir().display()
+                )));
+            }
+            replacing = Some(same);
         } else {
-            crate::store::same_precedence_message(&bundle.id(), &same)
-        }));
+            return Err(InstallError::Refused(if same.version == parsed {
+                format!(
+                    "{} is already installed (hcp remove {} first to replace it)",
+                    bundle.id(),
+                    bundle.id()
+                )
+            } else {
+                crate::store::same_precedence_message(&bundle.id(), &same)
+            }));
+        }
     }
     let policy = InstallPolicy::load(&options.policy_dir)
         .map_err(|e| anyhow::anyhow!("install policy: {e}"))?;
@@ -397,8 +419,29 @@ pub fn install(
         accepted_widening: accepted,
         origin: file.origin.clone(),
     };
-    let (installed, receipt, replaced_leftover) =
-        commit(store, &caps, staging, record, signer.as_ref(), host)?;
+    // The version replaced goes out of its place and the registry only now,
+    // every check passed; it comes back if the new one cannot be placed.
+    let aside = match &replacing {
+        Some(old) => Some(take_out_for_replacement(store, &caps, old)?),
+        None => None,
+    };
+    let committed = commit(store, &caps, staging, record, signer.as_ref(), host);
+    let (installed, receipt, replaced_leftover) = match (committed, aside) {
+        (Ok(done), aside) => {
+            if let Some(aside) = aside.flatten() {
+                caps.remove_dir(&aside)?;
+            }
+            done
+        }
+        (Err(e), Some(aside)) => {
+            if let Some(old) = &replacing {
+                put_back(store, &caps, old, aside.as_deref())
+                    .with_context(|| format!("{e:#}; restoring {} failed too", old.id()))?;
+            }
+            return Err(e.into());
+        }
+        (Err(e), None) => return Err(e.into()),
+    };
     Ok(InstallOutcome {
         installed,
         receipt,
@@ -407,7 +450,53 @@ pub fn install(
         warnings: approval_warning(doc, &options.policy_dir)
             .into_iter()
             .collect(),
+        replaced_same_version: replacing.is_some(),
     })
+}
+
+/// Takes `old` (the version an install in a development data directory
+/// replaces) out of its place and out of the registry, as [`remove`] does,
+/// with the capabilities' lock already held; returns where its directory
+/// went. A version with unfinished tasks stays.
+fn take_out_for_replacement(
+    store: &Store,
+    caps: &Capabilities,
+    old: &Installed,
+) -> Result<Option<PathBuf>, InstallError> {
+    let version = old.version.to_string();
+    let unfinished = store.unfinished_tasks_of(&old.name, &version)?;
+    if !unfinished.is_empty() {
+        return Err(InstallError::Refused(format!(
+            "{} has {} unfinished task(s) and is not replaced: let them finish (hcp tasks list)",
+            old.id(),
+            unfinished.len()
+        )));
+    }
+    let aside = if old.dir.exists() {
+        Some(caps.take_out(&old.dir)?)
+    } else {
+        None
+    };
+    if let Err(e) = store.record_removal(&old.name, &version) {
+        if let Some(aside) = &aside {
+            caps.restore(aside, &old.dir)?;
+        }
+        return Err(e.into());
+    }
+    Ok(aside)
+}
+
+/// Undoes [`take_out_for_replacement`].
+fn put_back(
+    store: &Store,
+    caps: &Capabilities,
+    old: &Installed,
+    aside: Option<&Path>,
+) -> Result<()> {
+    if let Some(aside) = aside {
+        caps.restore(aside, &old.dir)?;
+    }
+    store.record_install(old)
 }
 
 /// The warning for a declaration that requires human approval the

@@ -1,5 +1,6 @@
 //! `hcp bundle`: pack a plugin directory into a bundle, sign a bundle.
 
+use super::progress::Progress;
 use super::{DataDir, Outcome, print_json};
 use crate::store::Store;
 use anyhow::Context as _;
@@ -74,9 +75,12 @@ pub(super) fn run(cmd: BundleCommand) -> Outcome {
 
 fn pack(dir: &Path, output: &Path, wit: Option<&Path>, json: bool) -> Outcome {
     let source = wit.map_or(WitSource::Host, WitSource::Dir);
-    let bundle = hcp_bundle::pack_dir(dir, source)?;
-    let bytes = bundle.to_bytes()?;
-    write_atomically(output, &bytes)?;
+    let (bundle, bytes) = Progress::during(format!("packing {}", dir.display()), json, || {
+        let bundle = hcp_bundle::pack_dir(dir, source)?;
+        let bytes = bundle.to_bytes()?;
+        write_atomically(output, &bytes)?;
+        anyhow::Ok((bundle, bytes))
+    })?;
     if json {
         print_json(&serde_json::json!({
             "bundle": bundle.id(),
@@ -146,15 +150,19 @@ fn sign(
         Some(p) => p,
         None => trusted_name(&data.path()?, &key)?,
     };
-    let file =
-        crate::install::read_bundle_file(path).with_context(|| format!("{}", path.display()))?;
-    let mut bundle = Bundle::read(&file.bytes, &Limits::default())
-        .with_context(|| format!("{}", path.display()))?;
-    let replaced = bundle.signature().map(|s| s.signed.publisher.clone());
-    bundle.sign(&key, publisher.clone())?;
-    let bytes = bundle.to_bytes()?;
     let out = output.unwrap_or(path);
-    write_atomically(out, &bytes)?;
+    let (bundle, bytes, replaced) =
+        Progress::during(format!("signing {}", path.display()), json, || {
+            let file = crate::install::read_bundle_file(path)
+                .with_context(|| format!("{}", path.display()))?;
+            let mut bundle = Bundle::read(&file.bytes, &Limits::default())
+                .with_context(|| format!("{}", path.display()))?;
+            let replaced = bundle.signature().map(|s| s.signed.publisher.clone());
+            bundle.sign(&key, publisher.clone())?;
+            let bytes = bundle.to_bytes()?;
+            write_atomically(out, &bytes)?;
+            anyhow::Ok((bundle, bytes, replaced))
+        })?;
     if json {
         print_json(&serde_json::json!({
             "bundle": bundle.id(),

@@ -327,3 +327,28 @@ pub(super) fn run(args: InitArgs) -> Outcome {
     println!("next: hcp new <name>  (a capability to build, run and install here)");
     Ok(ExitCode::SUCCESS)
 }
+
+/// The starting set of a development data directory (`hcp dev`): the
+/// policy set, host key and publisher key `hcp init` writes, with fresh
+/// tokens that are never shown (`hcp dev` acts with the data directory's
+/// authority, as `hcp submit` does). An existing policy set is kept.
+/// Returns the publisher key's path, the key and the name it is trusted
+/// under.
+pub(super) fn init_development(dir: &Path) -> anyhow::Result<(PathBuf, HostKey, &'static str)> {
+    let policies = dir.join("policies");
+    if !policies.exists() {
+        let callers = [DEVELOPER, OPERATOR].map(|id| NewCaller {
+            id,
+            token: String::new(),
+            summary: "",
+        });
+        let mut callers = callers;
+        for c in &mut callers {
+            c.token = token()?;
+        }
+        write_policies(&policies, &policy_files(&callers)?)?;
+    }
+    crate::hostkey::load_or_init(dir)?;
+    let (path, key, _) = publisher_key(dir)?;
+    Ok((path, key, PUBLISHER))
+}

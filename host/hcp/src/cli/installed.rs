@@ -63,8 +63,15 @@ pub(super) fn install(args: InstallArgs) -> Outcome {
         allow_unsigned: args.allow_unsigned,
         accept_new_grants: args.accept_new_grants,
         policy_dir: paths.policies_dir.clone(),
+        // Never here: only `hcp dev`, in a development data directory.
+        replace_same_version: false,
     };
-    let outcome = match install::install(&store, &sandbox, &host, &file, &options) {
+    let checked = super::progress::Progress::during(
+        format!("checking and compiling {shown}"),
+        args.json,
+        || install::install(&store, &sandbox, &host, &file, &options),
+    );
+    let outcome = match checked {
         Ok(o) => o,
         Err(InstallError::Refused(reason)) => return refused(&shown, &reason),
         Err(InstallError::Surface { message, report }) => {

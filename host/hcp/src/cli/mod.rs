@@ -10,6 +10,7 @@
 
 mod bundle;
 mod config;
+mod dev;
 mod dirs;
 mod docs;
 mod evidence;
@@ -22,6 +23,7 @@ mod new;
 mod oci;
 mod output;
 mod policy;
+mod progress;
 mod replay;
 mod review;
 mod run;
@@ -74,6 +76,9 @@ pub enum Command {
     Init(init::InitArgs),
     /// Create a new capability project that builds and runs at once.
     New(new::NewArgs),
+    /// Build, install and run a capability on every change to its project
+    /// (Ctrl-C stops; --once runs one cycle).
+    Dev(dev::DevArgs),
     /// Run one task_submit against a capability manifest and print the answer.
     Run(run::RunArgs),
     /// Show the imports and exports of a manifest's or a bundle's component
@@ -160,6 +165,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Init(args) => init::run(args),
         Command::New(args) => new::run(args),
+        Command::Dev(args) => dev::run(args),
         Command::Run(args) => args.paths().and_then(|p| run::run(&p, args)),
         Command::Surface(args) => surface::run(args),
         Command::Manifest(cmd) => manifest::run(cmd),

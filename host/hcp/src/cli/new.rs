@@ -53,6 +53,47 @@ pub(crate) enum Lang {
     Python,
 }
 
+impl Lang {
+    /// The language's name, as `--lang` takes it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Rust => "rust",
+            Self::Python => "python",
+        }
+    }
+}
+
+/// The one command that builds a project of `lang` into its component, run
+/// in the project's directory: what `hcp new` prints and its README gives,
+/// and what `hcp dev` runs. `python_output` is the component file a Python
+/// project builds (its manifest's `component.path`, `<name>.wasm` as `hcp
+/// new` writes it); a Rust project's is Cargo's.
+pub(crate) fn build_command(lang: Lang, python_output: &str) -> Vec<String> {
+    let argv: &[&str] = match lang {
+        Lang::Rust => &["cargo", "build", "--release", "--target", "wasm32-wasip2"],
+        Lang::Python => &[
+            "componentize-py",
+            "-d",
+            "wit",
+            "-w",
+            "basic",
+            "componentize",
+            "app",
+            "-o",
+            python_output,
+        ],
+    };
+    argv.iter().map(|a| (*a).to_owned()).collect()
+}
+
+/// How to install what [`build_command`] runs, when it is missing.
+pub(crate) fn build_tool_hint(lang: Lang) -> &'static str {
+    match lang {
+        Lang::Rust => "install Rust with rustup (rust-toolchain.toml asks for wasm32-wasip2)",
+        Lang::Python => "pip install componentize-py==0.25.1",
+    }
+}
+
 /// One file of a template: its path in the project and its text, in which
 /// `{{name}}` is the capability's name and `{{crate}}` its crate name (the
 /// component file's stem).
@@ -335,16 +376,8 @@ pub(super) fn run(args: NewArgs) -> Outcome {
     }
     write_project(&dest, &files)?;
     let name = &args.name;
-    let (lang, build) = match args.lang {
-        Lang::Rust => (
-            "rust",
-            "cargo build --release --target wasm32-wasip2".to_owned(),
-        ),
-        Lang::Python => (
-            "python",
-            format!("componentize-py -d wit -w basic componentize app -o {name}.wasm"),
-        ),
-    };
+    let lang = args.lang.as_str();
+    let build = build_command(args.lang, &format!("{name}.wasm")).join(" ");
     println!(
         "created {name}/ ({lang}): counts the lines, words and bytes of the files in its granted \
          data/ directory, writes a CSV artifact"
@@ -352,6 +385,7 @@ pub(super) fn run(args: NewArgs) -> Outcome {
     println!("next, in {name}/ (README.md explains each step and every grant):");
     println!("  {build}");
     println!("  hcp run --manifest manifest.json --input examples/task_submit.json");
+    println!("  (or `hcp dev`: builds, installs and runs the example on every change)");
     println!("  hcp bundle pack . -o {name}.hcpb");
     println!("  hcp bundle sign {name}.hcpb --key \"$HCP_DATA_DIR/keys/publisher.key\"");
     println!("  hcp install {name}.hcpb");

@@ -101,7 +101,16 @@ pub(super) fn run(paths: &Paths, args: RunArgs) -> Outcome {
         },
         HostConfig::default(),
     )?;
-    let ran = runtime()?.block_on(host.run_ungated(task))?;
+    // The first run of a component compiles it (a Python one for half a
+    // minute): shown on a terminal until the task's answer is in.
+    let ran = super::progress::Progress::during(
+        format!(
+            "running {} (compiling it first if it is new)",
+            args.manifest.display()
+        ),
+        false,
+        || runtime()?.block_on(host.run_ungated(task)),
+    )?;
     if !args.quiet {
         print_log(&ran.log);
     }

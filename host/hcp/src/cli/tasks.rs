@@ -224,7 +224,11 @@ pub(super) fn submit(paths: &Paths, args: SubmitArgs) -> Outcome {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let answer = runtime()?.block_on(host.run_task(&task_id))?;
+    let answer = super::progress::Progress::during(
+        format!("running task {task_id} (compiling its component first if it is new)"),
+        false,
+        || runtime()?.block_on(host.run_task(&task_id)),
+    )?;
     if let Some(answer) = &answer
         && let Err(e) = super::task_report::print(&host.store, &task_id, answer)
     {
