@@ -73,6 +73,14 @@ fn cargo_build(dir: &Path) -> Output {
     let mut cmd = Command::new("cargo");
     cmd.args(["build", "--release", "--target", "wasm32-wasip2"])
         .current_dir(dir);
+    without_cargo_env(&mut cmd);
+    cmd.output().expect("run cargo")
+}
+
+/// Removes from `cmd`'s environment what this test's own Cargo invocation
+/// set (target directory, flags, profile), so that a `cargo build` it
+/// starts builds as an author's would.
+pub(super) fn without_cargo_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let Some(key) = key.to_str() else { continue };
         let keep = matches!(key, "CARGO_HOME" | "CARGO_MAKEFLAGS")
@@ -86,7 +94,6 @@ fn cargo_build(dir: &Path) -> Output {
             cmd.env_remove(key);
         }
     }
-    cmd.output().expect("run cargo")
 }
 
 /// The `token` lines of `hcp init`, by caller.

@@ -10,6 +10,7 @@ mod budgets;
 mod bundles;
 mod config;
 mod conventions;
+mod dev;
 mod fs_containment;
 mod lost;
 mod physical;

@@ -66,10 +66,25 @@ impl Capability {
                 let manifest = self.manifest.clone();
                 let sandbox = sandbox.clone();
                 async move {
-                    tokio::task::spawn_blocking(move || sandbox.prepare(manifest))
+                    // The first compile of a component takes long (half a
+                    // minute for a Python one): `hcp serve`'s log says so.
+                    let id = manifest.id();
+                    tracing::info!(
+                        capability = %id,
+                        "preparing for its first task here (compiling it unless the compiled-code \
+                         cache holds it)"
+                    );
+                    let started = std::time::Instant::now();
+                    let prepared = tokio::task::spawn_blocking(move || sandbox.prepare(manifest))
                         .await
                         .context("preparing the capability")?
-                        .map_err(anyhow::Error::from)
+                        .map_err(anyhow::Error::from)?;
+                    tracing::info!(
+                        capability = %id,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "prepared"
+                    );
+                    anyhow::Ok(prepared)
                 }
             })
             .await?;

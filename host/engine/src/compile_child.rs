@@ -35,6 +35,17 @@ pub const MEMORY_BYTES: u64 = 8 << 30;
 /// A compile taking longer than this is announced on stderr.
 pub const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
+/// Set while the command line shows a progress indicator of its own on
+/// stderr (`hcp install`, `hcp dev` on a terminal): the announcement would
+/// tear its line and says nothing more.
+static INDICATOR_SHOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says whether the command line shows a progress indicator of its own,
+/// in place of the announcement of a long compile.
+pub fn indicator_shown(shown: bool) {
+    INDICATOR_SHOWN.store(shown, std::sync::atomic::Ordering::SeqCst);
+}
+
 /// The name of the hidden subcommand the child runs.
 pub const SUBCOMMAND: &str = "compile-component";
 
@@ -155,7 +166,10 @@ impl CompileGuard for ChildCompile {
                 Err(e) => break Err(format!("waiting for the compiling child: {e}")),
             }
             let elapsed = started.elapsed();
-            if !announced && elapsed >= PROGRESS_AFTER {
+            if !announced
+                && elapsed >= PROGRESS_AFTER
+                && !INDICATOR_SHOWN.load(std::sync::atomic::Ordering::SeqCst)
+            {
                 announced = true;
                 eprintln!(
                     "compiling {capability} ({} bytes) in a child process, within {cpu_seconds} s \

@@ -374,3 +374,72 @@ fn leftovers_of_an_interrupted_install_are_cleaned_up() {
         stdout(&out)
     );
 }
+
+/// An install replaces the same version only in a development data
+/// directory (`hcp dev`'s); asked to on a host's data directory it is
+/// refused as before, nothing changed, and that directory is never marked
+/// as a development one.
+#[test]
+fn the_same_version_is_replaced_only_in_a_development_data_directory() {
+    use hcp::install::{self, InstallError, InstallOptions, development};
+    let lab = Lab::new();
+    let dir = lab.plugin("trivial-1.0.0", |m| m);
+    let bundle = lab.pack(&dir, "trivial-1.0.0.hcpb");
+    lab.ok(&["install", s(&bundle), "--allow-unsigned"]);
+    let file = install::read_bundle_file(&bundle).expect("bundle");
+    let sandbox = hcp_sandbox::Sandbox::new(hcp_sandbox::SandboxConfig {
+        cache_dir: Some(hcp_tests::cache_dir()),
+        ..hcp_sandbox::SandboxConfig::default()
+    })
+    .expect("sandbox");
+    let install_into = |data: &Path, replace: bool| {
+        let store = hcp::store::Store::open(data).expect("store");
+        let host = hcp::hostkey::load_or_init(data).expect("host key");
+        let options = InstallOptions {
+            allow_unsigned: true,
+            accept_new_grants: false,
+            policy_dir: Path::new(REPO_ROOT).join("policies"),
+            replace_same_version: replace,
+        };
+        install::install(&store, &sandbox, &host, &file, &options)
+    };
+
+    // A host's data directory.
+    let host_dir = lab.hcp.data.path();
+    match install_into(host_dir, true) {
+        Err(InstallError::Refused(reason)) => assert!(
+            reason.contains("trivial@1.0.0 is already installed, and ")
+                && reason.contains(" is not a development data directory"),
+            "{reason}"
+        ),
+        other => panic!("replaced on a host's data directory: {other:?}"),
+    }
+    lab.nothing_half_installed(&["trivial@1.0.0".to_owned()]);
+    assert!(development::make(host_dir, Path::new("/")).is_err());
+    assert!(!development::is_development(host_dir));
+
+    // A development data directory.
+    let dev = lab.work.path().join("dev");
+    development::make(&dev, Path::new("/")).expect("a new directory");
+    let first = install_into(&dev, true).expect("first install");
+    assert!(!first.replaced_same_version);
+    match install_into(&dev, false) {
+        Err(InstallError::Refused(reason)) => {
+            assert!(reason.contains("is already installed"), "{reason}");
+        }
+        other => panic!("replaced without being asked: {other:?}"),
+    }
+    let again = install_into(&dev, true).expect("replaced");
+    assert!(again.replaced_same_version);
+    let store = hcp::store::Store::open(&dev).expect("store");
+    let installed = store.installed().expect("registry");
+    assert_eq!(installed.len(), 1, "{installed:?}");
+    assert_eq!(installed[0].installed_at, again.installed.installed_at);
+    assert!(installed[0].dir.join("install-receipt.json").is_file());
+    let leftovers: Vec<String> = std::fs::read_dir(dev.join("capabilities"))
+        .expect("capabilities")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n != ".lock")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

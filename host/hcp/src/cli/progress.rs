@@ -11,7 +11,9 @@
 //!
 //! Nothing else may write to stderr while a step is shown (its line would
 //! be torn): steps that print as they go (a build tool's own output, a
-//! task's log) are not wrapped.
+//! task's log) are not wrapped, and the compiling child's announcement of
+//! a long compile is left out while the indicator is shown
+//! ([`crate::compile_child::indicator_shown`]).
 
 use std::io::{IsTerminal as _, Write as _};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -51,10 +53,10 @@ impl Progress {
         let spawned = std::thread::Builder::new()
             .name("hcp-progress".to_owned())
             .spawn(move || spin(&label, &stopped));
-        Self {
-            // No thread (the system refused one): no indicator.
-            running: spawned.ok().map(|thread| (stop, thread)),
-        }
+        // No thread (the system refused one): no indicator.
+        let running = spawned.ok().map(|thread| (stop, thread));
+        crate::compile_child::indicator_shown(running.is_some());
+        Self { running }
     }
 
     /// Runs `step` while showing `label`.
@@ -72,6 +74,7 @@ impl Drop for Progress {
             let _ = stop.send(());
             // The thread ends at once: it waits on the channel.
             let _ = thread.join();
+            crate::compile_child::indicator_shown(false);
         }
     }
 }
@@ -82,11 +85,8 @@ fn spin(label: &str, stop: &mpsc::Receiver<()>) {
     let started = Instant::now();
     let mut drawn = false;
     let mut frame = 0usize;
-    loop {
-        match stop.recv_timeout(TICK) {
-            Err(RecvTimeoutError::Timeout) => {}
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-        }
+    // Until told to stop, or the sender is gone.
+    while let Err(RecvTimeoutError::Timeout) = stop.recv_timeout(TICK) {
         let elapsed = started.elapsed();
         if elapsed < DELAY {
             continue;
