@@ -14,6 +14,7 @@ mod fs_containment;
 mod fuzz;
 mod hid;
 mod limits;
+mod mcp;
 mod policy;
 mod shutdown;
 mod submissions;
