@@ -310,3 +310,346 @@ fn evidence_names_the_transport(server: &Server, data: &Path, transport: &str) {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("ok: "), "{out:?}");
 }
+
+/// One JSON-RPC request to `/mcp` as a 2026-07-28 client sends it (the
+/// protocol version in a header and in `_meta`, the method in
+/// `Mcp-Method`), with `extra` headers; the status and the JSON-RPC
+/// messages of the answer (a JSON body, or each event of a stream).
+fn rpc(
+    server: &Server,
+    token: Option<&str>,
+    extra: &[(&str, &str)],
+    method: &str,
+    params: Value,
+) -> (u16, Vec<Value>) {
+    let mut params = params;
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut headers = vec![("Mcp-Method", method.to_owned())];
+    if method == "tools/call" {
+        headers.push(("Mcp-Name", params["name"].as_str().unwrap_or("").to_owned()));
+    }
+    for (k, v) in extra {
+        headers.push((k, (*v).to_owned()));
+    }
+    post_mcp(server, token, &headers, body.to_string().into_bytes())
+}
+
+/// A POST to `/mcp` of `body` as it is.
+fn post_mcp(
+    server: &Server,
+    token: Option<&str>,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+) -> (u16, Vec<Value>) {
+    let mut req = server
+        .agent
+        .post(server.url("/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28");
+    if let Some(t) = token {
+        req = req.header("Authorization", format!("Bearer {t}"));
+    }
+    for (k, v) in headers {
+        req = req.header(*k, v);
+    }
+    let mut resp = req.send(&body[..]).expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let text = resp.body_mut().read_to_string().unwrap_or_default();
+    let messages = match serde_json::from_str::<Value>(&text) {
+        Ok(v) => vec![v],
+        Err(_) => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect(),
+    };
+    let messages = if messages.is_empty() && !text.is_empty() {
+        vec![Value::String(text)]
+    } else {
+        messages
+    };
+    (status, messages)
+}
+
+/// The response of a JSON-RPC exchange (the message with an id).
+fn response(messages: &[Value]) -> &Value {
+    messages
+        .iter()
+        .find(|m| m.get("result").is_some() || m.get("error").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in {messages:?}"))
+}
+
+/// A raw HTTP/1.1 exchange, for what an HTTP client will not send (a
+/// `Host` of another name).
+fn raw(server: &Server, request: &str) -> u16 {
+    use std::io::{Read as _, Write as _};
+    let addr = server.base.strip_prefix("http://").expect("http base");
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .expect("timeout");
+    // The server may answer and close before all of it is written.
+    let _ = stream.write_all(request.as_bytes());
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer)
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn hostile_requests_to_mcp_get_clear_errors_and_the_server_keeps_serving() {
+    let data = lab();
+    let server = Server::start(data.path());
+    let list = |token: Option<&str>, extra: &[(&str, &str)]| {
+        rpc(&server, token, extra, "tools/list", json!({}))
+    };
+
+    // No credential, or one that is nobody's: 401, as on the HTTP API.
+    let (status, body) = list(None, &[]);
+    assert_eq!(status, 401, "{body:?}");
+    let (status, body) = list(Some("not-a-credential"), &[]);
+    assert_eq!(status, 401, "{body:?}");
+    // A browser page of another origin (the request of a page a user
+    // opened, carrying the credential or not): 403.
+    let (status, body) = list(Some(LOCAL), &[("Origin", "http://evil.example")]);
+    assert_eq!(status, 403, "{body:?}");
+    // A name rebound to this host (DNS rebinding): 403.
+    let addr = server
+        .base
+        .strip_prefix("http://")
+        .expect("base")
+        .to_owned();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let status = raw(
+        &server,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: evil.example:8787\r\nAuthorization: Bearer {LOCAL}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status, 403);
+
+    // Malformed JSON-RPC, an unknown method: JSON-RPC errors.
+    let (status, body) = post_mcp(
+        &server,
+        Some(LOCAL),
+        &[],
+        b"{\"jsonrpc\": \"2.0\", \"id\": 1,".to_vec(),
+    );
+    assert!(
+        (400..500).contains(&status),
+        "malformed JSON is a client error: {status} {body:?}"
+    );
+    let (_, body) = rpc(&server, Some(LOCAL), &[], "no/such/method", json!({}));
+    assert_eq!(response(&body)["error"]["code"], -32601, "{body:?}");
+
+    // Oversized arguments: 413 before anything is parsed or recorded
+    // (sent raw: the server answers before the body is all sent, and may
+    // close the connection while the client still writes).
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "document-analysis", "arguments": {"document_uri": "x".repeat(2 << 20)}}})
+    .to_string();
+    let status = raw(
+        &server,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {LOCAL}\r\n\
+             Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{big}",
+            big.len()
+        ),
+    );
+    assert_eq!(status, 413);
+
+    // Arguments off the tool's schema: the gate's invalid_input, with the
+    // JSON pointer of what is wrong, and its receipt.
+    let (status, body) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "tools/call",
+        json!({"name": "document-analysis", "arguments": {"document_uri": 7, "analysis_type": "key_findings_extraction"}}),
+    );
+    assert_eq!(status, 200, "{body:?}");
+    let result = &response(&body)["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["structuredContent"]["reason_code"], "invalid_input",
+        "{result}"
+    );
+    assert!(
+        result["structuredContent"]["reason_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/inputs/document_uri")),
+        "{result}"
+    );
+    // A tool that is not installed: refused by the gate, not a crash.
+    let (_, body) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "tools/call",
+        json!({"name": "no-such-tool", "arguments": {}}),
+    );
+    assert_eq!(response(&body)["result"]["isError"], true, "{body:?}");
+
+    // `_meta` of the wrong shape: the client's error, naming it.
+    let (_, body) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "tools/call",
+        json!({"name": "document-analysis", "arguments": {}, "_meta": {"hcp/intent": 5}}),
+    );
+    assert_eq!(response(&body)["error"]["code"], -32602, "{body:?}");
+
+    // The server still serves.
+    let (status, body) = list(Some(LOCAL), &[]);
+    assert_eq!(status, 200, "{body:?}");
+    assert_eq!(
+        response(&body)["result"]["tools"][0]["name"],
+        "document-analysis",
+        "{body:?}"
+    );
+    let (status, _) = server.get("/healthz", None);
+    assert_eq!(status, 200);
+}
+
+#[test]
+fn rmcp_client_over_stdio() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::{ConfigureCommandExt as _, TokioChildProcess};
+
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_stdio(policies.path(), &["harness-local-01", "harness-beta-002"]);
+    let spawn = |caller: &str| {
+        TokioChildProcess::new(
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_hcp")).configure(|c| {
+                c.args(["mcp", "--as", caller])
+                    .env("HCP_DATA_DIR", data.path())
+                    .env("HCP_POLICIES", policies.path())
+                    .env("HCP_CACHE_DIR", cache_dir())
+                    .current_dir(REPO_ROOT);
+            }),
+        )
+        .expect("spawn hcp mcp")
+    };
+    let call = |name: &str, arguments: Value| {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments.as_object().cloned();
+        params
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let local = ().serve(spawn("harness-local-01")).await.expect("connect");
+        let tools = local.list_all_tools().await.expect("tools/list");
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, ["document-analysis"]);
+        let done = local
+            .call_tool(call(
+                "document-analysis",
+                serde_json::from_str(&document_args()).expect("json"),
+            ))
+            .await
+            .expect("tools/call");
+        assert_eq!(done.is_error, Some(false), "{done:?}");
+        assert!(
+            done.structured_content
+                .as_ref()
+                .is_some_and(|s| s["findings"].is_array()),
+            "{done:?}"
+        );
+        local.cancel().await.expect("close");
+
+        let beta = ().serve(spawn("harness-beta-002")).await.expect("connect");
+        let refused = beta
+            .call_tool(call(
+                "cvd-material-synthesis",
+                serde_json::from_str(&hot_cvd_args()).expect("json"),
+            ))
+            .await
+            .expect("tools/call");
+        assert_eq!(refused.is_error, Some(true), "{refused:?}");
+        let s = refused.structured_content.expect("structured");
+        assert_eq!(s["reason_code"], "risk_too_high", "{s}");
+        assert!(
+            s["suggestion"].as_str().is_some_and(|t| t.contains("800")),
+            "{s}"
+        );
+        beta.cancel().await.expect("close");
+    });
+}
+
+#[test]
+fn a_thousand_concurrent_calls_of_one_caller_are_held_by_its_slots_and_quotas() {
+    let data = lab();
+    let server = Server::start(data.path());
+    let args: Value = serde_json::from_str(&document_args()).expect("json");
+    let results: Vec<(u16, Vec<Value>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..250)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..4)
+                        .map(|_| {
+                            rpc(
+                                &server,
+                                Some(LOCAL),
+                                &[],
+                                "tools/call",
+                                json!({"name": "document-analysis", "arguments": args}),
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("thread"))
+            .collect()
+    });
+    assert_eq!(results.len(), 1000);
+    let (mut completed, mut held) = (0, 0);
+    let mut tasks = Vec::new();
+    for (status, body) in &results {
+        assert_eq!(*status, 200, "{body:?}");
+        let result = &response(body)["result"];
+        if let Some(t) = result["_meta"]["hcp/task_id"].as_str() {
+            tasks.push(t.to_owned());
+        }
+        if result["isError"] == false {
+            assert!(
+                result["structuredContent"]["findings"].is_array(),
+                "{result}"
+            );
+            completed += 1;
+        } else {
+            let code = result["structuredContent"]["reason_code"].as_str();
+            assert!(
+                matches!(code, Some("resource_unavailable" | "rate_limited")),
+                "a call beyond the caller's slots and quotas is refused as such: {result}"
+            );
+            held += 1;
+        }
+    }
+    assert!(completed > 0, "{held} held, none completed");
+    // Nothing lost: every task a call named is final, with its answer.
+    for task in &tasks {
+        let (status, body) = server.get(&format!("/v1/tasks/{task}/result"), Some(LOCAL));
+        assert_eq!(status, 200, "task {task}: {body}");
+    }
+    let (status, _) = server.get("/healthz", None);
+    assert_eq!(status, 200);
+}
