@@ -653,3 +653,167 @@ fn a_thousand_concurrent_calls_of_one_caller_are_held_by_its_slots_and_quotas() 
     let (status, _) = server.get("/healthz", None);
     assert_eq!(status, 200);
 }
+
+#[test]
+fn a_client_that_never_reads_its_answers_loses_nothing() {
+    use std::io::Write as _;
+    let data = lab();
+    let server = Server::start(data.path());
+    let addr = server
+        .base
+        .strip_prefix("http://")
+        .expect("base")
+        .to_owned();
+    // Ten calls sent on connections whose answers are never read, then
+    // dropped.
+    let streams: Vec<std::net::TcpStream> = (0..10)
+        .map(|i| {
+            let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "document-analysis",
+            "arguments": serde_json::from_str::<Value>(&document_args()).expect("json"),
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "hcp/message_id": format!("unread-{i}"),
+            }}})
+            .to_string();
+            let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+            write!(
+                stream,
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {LOCAL}\r\n\
+                 Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                 MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+                 Mcp-Name: document-analysis\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .expect("write");
+            stream
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    drop(streams);
+    // Every task ran to its final state, with its answer; the server
+    // serves the next caller.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (status, body) = server.get("/v1/tasks?limit=100", Some(LOCAL));
+        assert_eq!(status, 200, "{body}");
+        let tasks = body["tasks"].as_array().expect("tasks");
+        let done = tasks.iter().filter(|t| t["state"] == "completed").count();
+        if tasks.len() == 10 && done == 10 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not all final: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let (status, body) = rpc(&server, Some(LOCAL), &[], "tools/list", json!({}));
+    assert_eq!(status, 200, "{body:?}");
+}
+
+/// The task of `caller` waiting for an operator's approval, once there
+/// is one.
+fn pending_approval(server: &Server) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, body) = server.get("/v1/tasks?state=pending_approval", Some(OPERATOR));
+        assert_eq!(status, 200, "{body}");
+        if let Some(id) = body["tasks"][0]["task_id"].as_str() {
+            return id.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "no task waits");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn approve(server: &Server, task: &str) {
+    let (status, body, _) = server.post(
+        &format!("/v1/approvals/{task}"),
+        OPERATOR,
+        &json!({"decision": "approve", "reason": "recipe within the lab's SOP"}),
+    );
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn a_call_waits_through_an_operators_approval_and_a_bounded_wait_names_its_task() {
+    let data = lab();
+    let server = Server::start_with(data.path(), &["--mcp-wait", "PT8S"]);
+    let url = server.url("/mcp");
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/cvd-material-synthesis/examples/task_submit.json"),
+        )
+        .expect("example"),
+    )
+    .expect("json");
+    let inputs = seed["payload"]["inputs"].to_string();
+    let call = |meta: &str| {
+        let (url, inputs, meta) = (url.clone(), inputs.clone(), meta.to_owned());
+        std::thread::spawn(move || {
+            python(
+                &[
+                    "--http",
+                    &url,
+                    "--token",
+                    ALPHA,
+                    "--meta",
+                    &meta,
+                    "call",
+                    "cvd-material-synthesis",
+                    &inputs,
+                ],
+                &[],
+            )
+        })
+    };
+    // The seed's CVD task (R4, the declaration requires an operator): the
+    // call waits, with progress notifications, and completes once approved.
+    let waiting = call(r#"{"hcp/constraints": {"data_classification": "T2"}}"#);
+    let task = pending_approval(&server);
+    approve(&server, &task);
+    let (code, lines) = waiting.join().expect("python");
+    assert_eq!(code, 0, "{lines:?}");
+    let done = result(&lines);
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["_meta"]["hcp/task_id"], task.as_str(), "{done}");
+    assert!(done["structuredContent"].is_object(), "{done}");
+    assert!(
+        done["progress"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|m| m
+                .as_str()
+                .is_some_and(|m| m.contains("waiting for an operator's approval")))),
+        "{done}"
+    );
+
+    // Nobody approves within --mcp-wait: the result names the task and how
+    // to follow it; called again with the same hcp/message_id once it is
+    // approved, the call gets the same task's answer.
+    let meta =
+        r#"{"hcp/message_id": "mcp-cvd-2", "hcp/constraints": {"data_classification": "T2"}}"#;
+    let (code, lines) = call(meta).join().expect("python");
+    assert_eq!(code, 1, "{lines:?}");
+    let waited = result(&lines);
+    assert_eq!(waited["structuredContent"]["status"], "waiting", "{waited}");
+    assert_eq!(
+        waited["structuredContent"]["state"], "pending_approval",
+        "{waited}"
+    );
+    let task = waited["structuredContent"]["task_id"]
+        .as_str()
+        .expect("task id")
+        .to_owned();
+    assert!(
+        waited["text"][0]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("/v1/tasks/{task}"))),
+        "{waited}"
+    );
+    approve(&server, &task);
+    let (code, lines) = call(meta).join().expect("python");
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(result(&lines)["_meta"]["hcp/task_id"], task.as_str());
+}

@@ -178,9 +178,9 @@ fn task_message(
 /// How a wait for a task's final answer ended.
 enum Waited {
     /// Its final answer.
-    Final(Answer),
+    Final(Box<Answer>),
     /// The wait ran out; the task still waits (its status then).
-    Pending(TaskStatus),
+    Pending(Box<TaskStatus>),
     /// The client cancelled the call.
     Cancelled,
 }
@@ -214,7 +214,7 @@ async fn settle(
                 .ok_or_else(|| McpError::internal_error("the task is gone", None))?
         };
         if let Some(answer) = status.final_answer() {
-            return Ok(Waited::Final(answer.clone()));
+            return Ok(Waited::Final(Box::new(answer.clone())));
         }
         if last != Some(status.state) {
             last = Some(status.state);
@@ -228,7 +228,7 @@ async fn settle(
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Ok(Waited::Pending(status));
+            return Ok(Waited::Pending(Box::new(status)));
         }
         tokio::select! {
             () = context.ct.cancelled() => return Ok(Waited::Cancelled),
@@ -396,7 +396,7 @@ pub(super) async fn read_artifact(
     let (caller, uri_owned) = (who.caller.id.as_str().to_owned(), uri.to_owned());
     let read = tokio::task::spawn_blocking(move || -> anyhow::Result<Option<(String, Vec<u8>)>> {
         let owner = host.store.task_of_session(&session)?;
-        if !owner.is_some_and(|t| t.caller_id == caller) {
+        if owner.is_none_or(|t| t.caller_id != caller) {
             return Ok(None);
         }
         let (stored, bytes, class) = match host.store.artifact(&uri_owned) {
