@@ -76,6 +76,19 @@ async def run(args):
         elif args.op == "read":
             read = await client.read_resource(args.target)
             print(json.dumps({"read": dump(read)}), flush=True)
+        elif args.op == "listen":
+            # Tool list changes (2026-07-28 subscriptions/listen): each
+            # event, then the caller's tools as listed again.
+            count = int(args.target or "1")
+            async with client.listen(tools_list_changed=True) as sub:
+                print(json.dumps({"listening": True}), flush=True)
+                async for event in sub:
+                    tools = await client.list_tools()
+                    names = [t.name for t in tools.tools]
+                    print(json.dumps({"event": type(event).__name__, "tools": names}), flush=True)
+                    count -= 1
+                    if count == 0:
+                        break
     return 1 if failed else 0
 
 
@@ -88,8 +101,10 @@ def main():
     p.add_argument("--hcp", default="hcp", help="the hcp binary (--stdio-as)")
     p.add_argument("--meta", help="the call's _meta, JSON (hcp/intent, hcp/constraints, ...)")
     p.add_argument("--read-links", action="store_true", help="read the result's resource links")
-    p.add_argument("op", choices=["list", "call", "read"])
-    p.add_argument("target", nargs="?", help="the tool (call) or the resource URI (read)")
+    p.add_argument("op", choices=["list", "call", "read", "listen"])
+    p.add_argument(
+        "target", nargs="?", help="the tool (call), the resource URI (read), how many changes (listen)"
+    )
     p.add_argument("arguments", nargs="?", help="the tool's arguments, JSON (call)")
     args = p.parse_args()
     if args.op in ("call", "read") and not args.target:

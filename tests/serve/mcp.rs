@@ -817,3 +817,89 @@ fn a_call_waits_through_an_operators_approval_and_a_bounded_wait_names_its_task(
     assert_eq!(code, 0, "{lines:?}");
     assert_eq!(result(&lines)["_meta"]["hcp/task_id"], task.as_str());
 }
+
+#[test]
+fn list_changed_goes_out_on_install_remove_and_policy_reload() {
+    use std::io::BufRead as _;
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_stdio(policies.path(), &[]);
+    let dir = policies.path().to_str().expect("utf-8").to_owned();
+    let server = Server::start_with(data.path(), &["--policies", &dir]);
+    let mut child = Command::new("python3")
+        .current_dir(REPO_ROOT)
+        .args(["examples/mcp_client.py", "--http", &server.url("/mcp")])
+        .args(["--token", LOCAL, "listen", "3"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    // Read on a thread of its own: a notification that never comes fails
+    // the test after 30 s rather than holding it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("no notifications/tools/list_changed within 30 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    assert!(next().get("protocol_version").is_some());
+    assert_eq!(next()["listening"], true);
+    let hcp = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_hcp"))
+            .args(args)
+            .env("HCP_DATA_DIR", data.path())
+            .env("HCP_POLICIES", &dir)
+            .env("HCP_CACHE_DIR", cache_dir())
+            .current_dir(REPO_ROOT)
+            .output()
+            .expect("hcp");
+        assert!(out.status.success(), "{out:?}");
+    };
+
+    // A policy reload that lists one more capability for the caller.
+    let path = policies.path().join("callers.json");
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
+    for caller in doc["callers"].as_array_mut().expect("callers") {
+        if caller["id"] == "harness-local-01" {
+            caller["capabilities"] = json!(["document-analysis", "hid-assistant"]);
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).expect("json")).expect("write");
+    let (status, body, _) = server.post("/v1/policy/reload", OPERATOR, &json!({}));
+    assert_eq!(status, 200, "{body}");
+    let event = next();
+    assert_eq!(
+        event["tools"],
+        json!(["document-analysis", "hid-assistant"]),
+        "{event}"
+    );
+
+    // A removal, by the command line beside the server.
+    hcp(&["remove", "hid-assistant@1.0.0"]);
+    let event = next();
+    assert_eq!(event["tools"], json!(["document-analysis"]), "{event}");
+
+    // An install (the same manifest again).
+    let host =
+        hcp::engine::Host::open(super::paths(data.path()), Default::default()).expect("host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/hid-assistant/manifest.json"))
+        .expect("install");
+    let event = next();
+    assert_eq!(
+        event["tools"],
+        json!(["document-analysis", "hid-assistant"]),
+        "{event}"
+    );
+    let status = child.wait().expect("python");
+    assert!(status.success());
+}
