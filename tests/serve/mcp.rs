@@ -903,3 +903,73 @@ fn list_changed_goes_out_on_install_remove_and_policy_reload() {
     let status = child.wait().expect("python");
     assert!(status.success());
 }
+
+#[test]
+fn a_client_that_cancels_its_call_stops_the_task_with_a_receipt() {
+    use std::io::Write as _;
+    let data = super::shutdown::sleeper_lab(None);
+    let server = Server::start(data.path());
+    let addr = server
+        .base
+        .strip_prefix("http://")
+        .expect("base")
+        .to_owned();
+    // A call of a task that sleeps a minute, on a connection the client
+    // then closes (how a Streamable HTTP client cancels a call it waits
+    // for).
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "document-analysis",
+    "arguments": {"ms": 60_000},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "hcp/capability_version": "9.x",
+        "hcp/constraints": {"max_duration": "PT2M", "data_classification": "T1"},
+    }}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).expect("connect");
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {LOCAL}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+         Mcp-Name: document-analysis\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let task = loop {
+        let (_, body) = server.get("/v1/tasks?state=running", Some(LOCAL));
+        if let Some(id) = body["tasks"][0]["task_id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "never ran: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let cancelled = std::time::Instant::now();
+    drop(stream);
+    // Stopped within seconds (not the minute it sleeps), failed, with a
+    // gate.abandoned receipt.
+    let answer = server.wait_result(&task, LOCAL);
+    assert!(
+        cancelled.elapsed() < std::time::Duration::from_secs(30),
+        "the task ran on: {answer}"
+    );
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert!(
+        answer["payload"]["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled")),
+        "{answer}"
+    );
+    let (status, body) = server.get(&format!("/v1/receipts?task={task}"), Some(OPERATOR));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["receipts"]
+            .as_array()
+            .expect("receipts")
+            .iter()
+            .any(|r| r["call"] == "gate.abandoned"),
+        "{body}"
+    );
+}

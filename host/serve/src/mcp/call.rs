@@ -116,13 +116,51 @@ pub(super) async fn call(
     if submission.kind == AnswerKind::Finished {
         return Ok(result_of(&submission.answer, Some(&task_id)));
     }
-    match settle(state, &task_id, &context, wait).await? {
+    // The client cancels the call, or goes away while it waits (its
+    // request's stream closed: this future is dropped): the task's run
+    // here is stopped, and the task failed with its receipt.
+    let mut cancel = CancelOnDrop {
+        state,
+        task_id: &task_id,
+        transport,
+        armed: true,
+    };
+    let waited = settle(state, &task_id, &context, wait).await;
+    cancel.armed = matches!(waited, Ok(Waited::Cancelled));
+    drop(cancel);
+    match waited? {
         Waited::Final(answer) => Ok(result_of(&answer, Some(&task_id))),
         Waited::Pending(status) => Ok(still_waiting(&status, wait)),
         Waited::Cancelled => Err(McpError::invalid_request(
-            format!("the client cancelled the call; task {task_id} was not waited for"),
+            format!("the client cancelled the call; task {task_id} was stopped if it ran"),
             None,
         )),
+    }
+}
+
+/// Stops a call's task when the call ends without its answer: cancelled,
+/// or dropped with its client's connection.
+struct CancelOnDrop<'a> {
+    state: &'a AppState,
+    task_id: &'a str,
+    transport: &'static str,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed
+            && self.state.cancel_run(
+                self.task_id,
+                "the MCP client cancelled its tools/call or closed the connection".to_owned(),
+                self.transport,
+            )
+        {
+            tracing::info!(
+                "task {}: its MCP call was cancelled while it ran; stopping it",
+                self.task_id
+            );
+        }
     }
 }
 
