@@ -603,6 +603,7 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         "/v1/hid/log/verify",
         "/v1/receipts",
         "/v1/receipts/verify",
+        "/mcp",
     ] {
         assert!(
             kept["paths"].get(path).is_some(),
