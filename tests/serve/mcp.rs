@@ -330,6 +330,9 @@ fn rpc(
     if method == "tools/call" {
         headers.push(("Mcp-Name", params["name"].as_str().unwrap_or("").to_owned()));
     }
+    if method == "resources/read" {
+        headers.push(("Mcp-Name", params["uri"].as_str().unwrap_or("").to_owned()));
+    }
     for (k, v) in extra {
         headers.push((k, (*v).to_owned()));
     }
@@ -972,4 +975,98 @@ fn a_client_that_cancels_its_call_stops_the_task_with_a_receipt() {
             .any(|r| r["call"] == "gate.abandoned"),
         "{body}"
     );
+}
+
+#[test]
+fn artifacts_are_resource_links_readable_by_their_caller_only() {
+    let data = lab();
+    let src = tempfile::tempdir().expect("tempdir");
+    let host =
+        hcp::engine::Host::open(super::paths(data.path()), Default::default()).expect("host");
+    // The probe guest as document-analysis 7.0.0 (every interface it
+    // imports granted), which makes the artifacts it is asked for.
+    host.install_manifest(
+        &hcp_tests::ManifestBuilder::new("document-analysis", hcp_tests::PROBE)
+            .set("/capability/version", json!("7.0.0"))
+            .set(
+                "/grants/network",
+                json!([{"host": "localhost", "port": 9, "allow_private": true}]),
+            )
+            .set("/grants/instruments", json!(["cvd-rig"]))
+            .write(src.path()),
+    )
+    .expect("install the probe");
+    drop(host);
+    let server = Server::start(data.path());
+    let (status, body) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "tools/call",
+        json!({
+            "name": "document-analysis",
+            "arguments": {"action": "artifacts", "count": 1, "size": 5},
+            "_meta": {"hcp/capability_version": "=7.0.0",
+                      "hcp/constraints": {"data_classification": "T1"}},
+        }),
+    );
+    assert_eq!(status, 200, "{body:?}");
+    let result = &response(&body)["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    let link = result["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .find(|c| c["type"] == "resource_link")
+        .unwrap_or_else(|| panic!("no resource link: {result}"));
+    let uri = link["uri"].as_str().expect("uri");
+    assert!(uri.starts_with("hcp://"), "{link}");
+
+    // Its caller reads it.
+    let (status, body) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "resources/read",
+        json!({"uri": uri}),
+    );
+    assert_eq!(status, 200, "{body:?}");
+    let contents = &response(&body)["result"]["contents"][0];
+    assert_eq!(contents["uri"], uri, "{body:?}");
+    assert_eq!(contents["blob"], "BwcHBwc=", "five bytes of 7: {body:?}");
+    // Another caller (an operator too) finds nothing there, as for an
+    // artifact that does not exist.
+    for token in [ALPHA, OPERATOR] {
+        let (_, body) = rpc(
+            &server,
+            Some(token),
+            &[],
+            "resources/read",
+            json!({"uri": uri}),
+        );
+        assert!(response(&body).get("error").is_some(), "{body:?}");
+    }
+    let (_, missing) = rpc(
+        &server,
+        Some(LOCAL),
+        &[],
+        "resources/read",
+        json!({"uri": "hcp://session-nope/artifacts/x"}),
+    );
+    assert_eq!(
+        response(&missing)["error"]["code"],
+        response(&body_of(&server, uri))["error"]["code"],
+    );
+}
+
+/// Another caller's read of `uri`.
+fn body_of(server: &Server, uri: &str) -> Vec<Value> {
+    rpc(
+        server,
+        Some(ALPHA),
+        &[],
+        "resources/read",
+        json!({"uri": uri}),
+    )
+    .1
 }
