@@ -574,6 +574,7 @@ async fn a_store_whose_clock_was_moved_to_2_48_takes_its_own_clock_back_and_goes
             hcp::engine::Carried {
                 reply_to: Some("reply-q"),
                 lamport: Some(1 << 48),
+                transport: None,
             },
         )
         .expect("submit");
@@ -594,6 +595,7 @@ async fn a_store_whose_clock_was_moved_to_2_48_takes_its_own_clock_back_and_goes
             hcp::engine::Carried {
                 reply_to: Some("reply-q"),
                 lamport: Some(echoed),
+                transport: None,
             },
         )
         .expect("submit");
@@ -625,6 +627,7 @@ async fn a_clock_moves_only_with_an_authenticated_callers_message() {
             hcp::engine::Carried {
                 reply_to: None,
                 lamport: Some(lamport),
+                transport: None,
             },
         )
         .expect("submit")

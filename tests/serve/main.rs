@@ -14,6 +14,7 @@ mod fs_containment;
 mod fuzz;
 mod hid;
 mod limits;
+mod mcp;
 mod policy;
 mod shutdown;
 mod submissions;
@@ -602,6 +603,7 @@ fn bad_requests_get_json_errors_and_the_server_keeps_serving() {
         "/v1/hid/log/verify",
         "/v1/receipts",
         "/v1/receipts/verify",
+        "/mcp",
     ] {
         assert!(
             kept["paths"].get(path).is_some(),

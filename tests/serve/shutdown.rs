@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 /// A data directory with the sleeper guest installed as
 /// `document-analysis` 9.0.0 (granted `granted`, when given, so that its
 /// tasks run on a thread of their own).
-fn sleeper_lab(granted: Option<&Path>) -> tempfile::TempDir {
+pub(super) fn sleeper_lab(granted: Option<&Path>) -> tempfile::TempDir {
     let data = tempfile::tempdir().expect("tempdir");
     let host = Host::open(paths(data.path()), HostConfig::default()).expect("host");
     let src = tempfile::tempdir().expect("tempdir");

@@ -40,6 +40,7 @@ impl Host {
         task: &TaskRecord,
         caller: &hcp_policy::Caller,
         problems: &[hcp_contracts::Problem],
+        transport: Option<&str>,
     ) -> Result<Submission> {
         let facts = AdmissionFacts {
             policy,
@@ -47,6 +48,7 @@ impl Host {
             caller: caller.id.as_str(),
             busy: Vec::new(),
             capability: None,
+            transport,
         };
         self.refuse_at_gate(
             task,
@@ -88,6 +90,7 @@ impl Host {
         task: &TaskRecord,
         caller: &hcp_policy::Caller,
         checked: &CheckedSubmit,
+        transport: Option<&str>,
     ) -> Result<Submission> {
         let submit = &checked.submit;
         let mut facts = AdmissionFacts {
@@ -96,6 +99,7 @@ impl Host {
             caller: caller.id.as_str(),
             busy: Vec::new(),
             capability: None,
+            transport,
         };
         let refuse = |facts: &AdmissionFacts<'_>, code, text: String| {
             self.refuse_at_gate(task, facts, refusal(code, text, None), true)

@@ -47,8 +47,8 @@ impl Host {
         if task.state == TaskState::Received && task.answer.is_none() {
             // Checked as the store read it back.
             return match task.checked()? {
-                Ok(checked) => self.admit(policy, &task, caller, checked),
-                Err(p) => self.refuse_invalid(policy, &task, caller, p),
+                Ok(checked) => self.admit(policy, &task, caller, checked, None),
+                Err(p) => self.refuse_invalid(policy, &task, caller, p, None),
             };
         }
         let answer = match (&task.state, &task.answer) {

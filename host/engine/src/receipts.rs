@@ -33,6 +33,8 @@ pub(crate) struct AdmissionFacts<'a> {
     pub(crate) busy: Vec<String>,
     /// The capability selected, once one was.
     pub(crate) capability: Option<&'a super::Capability>,
+    /// The transport, where the receipt names it (MCP's).
+    pub(crate) transport: Option<&'a str>,
 }
 
 /// The manifest as installed (its file), or its document.
@@ -196,6 +198,7 @@ impl Host {
             submit,
             submit_bounded,
             context_bounded,
+            transport: facts.transport.map(str::to_owned),
         };
         let input = match facts.capability {
             Some(c) => Canonical::replacing(&input, "manifest", &c.manifest_canonical)

@@ -209,6 +209,33 @@ impl Host {
     ///
     /// The database or the receipt log fails.
     pub fn settle_interrupted(&self, task_id: &str, why: &str) -> Result<bool> {
+        self.settle_stopped(
+            task_id,
+            &format!("the host shut down while the task was running: {why}"),
+            None,
+        )
+    }
+
+    /// A running task of this process whose caller cancelled it (an MCP
+    /// client's cancellation, over `transport`), its run dropped (its
+    /// guest stopped): failed as [`Host::settle_interrupted`] fails one,
+    /// with a `gate.abandoned` receipt saying so. Returns whether it was
+    /// failed here (`false`: it was no longer running).
+    ///
+    /// # Errors
+    ///
+    /// The database or the receipt log fails.
+    pub fn settle_cancelled(&self, task_id: &str, why: &str, transport: &str) -> Result<bool> {
+        self.settle_stopped(
+            task_id,
+            &format!("the caller cancelled the task while it was running: {why}"),
+            Some(transport),
+        )
+    }
+
+    /// [`Host::settle_interrupted`] and [`Host::settle_cancelled`]: the
+    /// receipt names `transport`, else the task's own (AMQP or HTTP).
+    fn settle_stopped(&self, task_id: &str, reason: &str, transport: Option<&str>) -> Result<bool> {
         let Some(task) = self.store.task(task_id)? else {
             return Ok(false);
         };
@@ -217,16 +244,22 @@ impl Host {
         }
         let session = task.session_id.clone().unwrap_or_default();
         let last = self.store.last_checkpoint(&session)?;
-        let reason = format!("the host shut down while the task was running: {why}");
+        let reason = reason.to_owned();
         let answer = super::answer::stopped(session.clone(), reason.clone(), last);
-        let amqp = self
-            .store
-            .open_routes()?
-            .iter()
-            .any(|r| r.task_id == task_id);
+        let transport = match transport {
+            Some(t) => t,
+            None => {
+                let amqp = self
+                    .store
+                    .open_routes()?
+                    .iter()
+                    .any(|r| r.task_id == task_id);
+                if amqp { "amqp" } else { "http" }
+            }
+        };
         // The receipt first: the run abandoned is on the record before the
         // task's state says so.
-        self.record_abandoned(&task, if amqp { "amqp" } else { "http" }, &reason)?;
+        self.record_abandoned(&task, transport, &reason)?;
         self.recorder.close_session(&session);
         let settle = SettleWrite::new(
             self.store.data_key(),

@@ -337,6 +337,9 @@ pub struct Carried<'a> {
     /// A Lamport clock the caller brought back from an answer (AMQP's
     /// `x-hcp-lamport`).
     pub lamport: Option<u64>,
+    /// The transport, when the gate's receipt is to name it (`mcp/stdio`,
+    /// `mcp/http`: the host made the `task_submit` of an MCP call).
+    pub transport: Option<&'a str>,
 }
 
 impl Host {
@@ -388,6 +391,7 @@ impl Host {
             Carried {
                 reply_to,
                 lamport: None,
+                transport: None,
             },
         )
     }
@@ -411,7 +415,11 @@ impl Host {
         auth: Auth<'_>,
         carried: Carried<'_>,
     ) -> Result<Submission> {
-        let Carried { reply_to, lamport } = carried;
+        let Carried {
+            reply_to,
+            lamport,
+            transport,
+        } = carried;
         let submit = &message.submit;
         // The whole gate decides under the policy in force now.
         let policy = self.policy();
@@ -481,8 +489,8 @@ impl Host {
         };
         drop(check);
         let answered = match task.checked() {
-            Ok(Ok(checked)) => self.admit(&policy, &task, caller, checked),
-            Ok(Err(p)) => self.refuse_invalid(&policy, &task, caller, p),
+            Ok(Ok(checked)) => self.admit(&policy, &task, caller, checked, transport),
+            Ok(Err(p)) => self.refuse_invalid(&policy, &task, caller, p, transport),
             Err(e) => Err(e),
         };
         self.settle_submission(&task, answered)

@@ -24,6 +24,8 @@ pub struct Caller {
     /// The queues this caller's AMQP answers may go to (`amqp_reply_to`,
     /// anchored at both ends); `None`: `<amqp_user>.` and anything after.
     pub amqp_reply_to: Option<regex::Regex>,
+    /// May be used over MCP's stdio transport (`mcp_stdio`).
+    pub mcp_stdio: bool,
     /// Highest risk level.
     pub max_risk_level: RiskLevel,
     /// Highest data classification.

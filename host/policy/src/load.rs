@@ -224,6 +224,7 @@ impl PolicySet {
                                 .amqp_reply_to
                                 .as_deref()
                                 .and_then(|p| crate::reply_to::compile(p).ok()),
+                            mcp_stdio: c.mcp_stdio,
                             max_risk_level: c.max_risk_level,
                             max_data_classification: c.max_data_classification,
                             credential: c.credential,

@@ -25,6 +25,7 @@ mod decisions_api;
 mod error;
 mod hid_api;
 mod listen;
+pub mod mcp;
 mod page;
 mod policy_api;
 mod receipts_api;
@@ -33,6 +34,7 @@ mod state;
 mod tls;
 
 pub use listen::ConnLimits;
+pub use mcp::http::McpHttpConfig;
 pub use tls::{Tls, TlsFiles};
 
 // The layers below, each a crate of its own, under the names the server's
@@ -67,6 +69,8 @@ pub struct ServeConfig {
     pub amqp: Option<amqp::AmqpConfig>,
     /// Serve HTTPS with this certificate and key (reloadable: [`Tls::reload`]).
     pub tls: Option<Arc<Tls>>,
+    /// The MCP endpoint, `/mcp` ([`mcp`]).
+    pub mcp: McpHttpConfig,
 }
 
 impl Default for ServeConfig {
@@ -78,6 +82,7 @@ impl Default for ServeConfig {
             connections: ConnLimits::default(),
             amqp: None,
             tls: None,
+            mcp: McpHttpConfig::default(),
         }
     }
 }
@@ -135,6 +140,7 @@ pub async fn serve(
         .clone()
         .map(|c| tokio::spawn(amqp::run(state.clone(), c)));
     let app = api::router(state.clone(), config.request_timeout)
+        .merge(mcp::http::router(state.clone(), &config.mcp))
         .layer(axum::middleware::from_fn(log_request));
     let grace = config.shutdown_grace;
     let shutdown = {
@@ -236,7 +242,7 @@ async fn log_request(
 /// approvals, start queued tasks; every five, while
 /// HID execution is armed, ask the executor for its status (a disabled kill
 /// switch or a silent device halts execution).
-async fn maintain(state: AppState) {
+pub(crate) async fn maintain(state: AppState) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut ticks: u64 = 0;
     // The device check under way, if any: it waits for the mediator's

@@ -26,6 +26,16 @@ pub(crate) struct AppState {
     interrupted_why: Arc<OnceLock<String>>,
     /// How many tasks were stopped and failed so.
     interrupted: Arc<AtomicUsize>,
+    /// The runs under way, each with what stops it alone (a caller's
+    /// cancellation: [`AppState::cancel_run`]) and why.
+    stops: Arc<Mutex<std::collections::HashMap<String, Stop>>>,
+}
+
+/// What stops one run, and why once it did.
+#[derive(Clone)]
+struct Stop {
+    token: CancellationToken,
+    why: Arc<OnceLock<(String, String)>>,
 }
 
 /// The most event streams one caller may have open at once. A stream
@@ -47,7 +57,22 @@ impl AppState {
             interrupt: CancellationToken::new(),
             interrupted_why: Arc::default(),
             interrupted: Arc::default(),
+            stops: Arc::default(),
         }
+    }
+
+    /// Stops `task_id`'s run in this process, if it runs here: the run is
+    /// dropped (its guest stopped) and the task failed with a
+    /// `gate.abandoned` receipt naming `why` and `transport`
+    /// ([`Host::settle_cancelled`]). Whether a run was stopped.
+    pub(crate) fn cancel_run(&self, task_id: &str, why: String, transport: &str) -> bool {
+        let stops = self.stops.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(stop) = stops.get(task_id) else {
+            return false;
+        };
+        let _ = stop.why.set((why, transport.to_owned()));
+        stop.token.cancel();
+        true
     }
 
     /// Stops every task still running in the background (its run is
@@ -167,10 +192,50 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
     }
     let state = state.clone();
     let tracker = state.tracker.clone();
+    let stop = Stop {
+        token: CancellationToken::new(),
+        why: Arc::default(),
+    };
+    state
+        .stops
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(task_id.clone(), stop.clone());
     tracker.spawn(async move {
+        /// Forgets the run's stop however the run ends.
+        struct Forget(AppState, String);
+        impl Drop for Forget {
+            fn drop(&mut self) {
+                self.0
+                    .stops
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&self.1);
+            }
+        }
+        let _forget = Forget(state.clone(), task_id.clone());
         let run = tokio::select! {
             biased;
             run = state.host.run_task(&task_id) => run,
+            // Its caller cancelled it (an MCP client): the run is dropped
+            // here, and the task failed with its receipt.
+            () = stop.token.cancelled() => {
+                let (why, transport) = stop.why.get().cloned().unwrap_or_default();
+                let (host, id) = (state.host.clone(), task_id.clone());
+                match tokio::task::spawn_blocking(move || {
+                    host.settle_cancelled(&id, &why, &transport)
+                })
+                .await
+                {
+                    Ok(Ok(true)) => tracing::info!("task {task_id}: cancelled by its caller, answered task_failed"),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(e)) => tracing::error!("task {task_id}: cancelled, but its failure could not be recorded: {e:#}"),
+                    Err(e) => tracing::error!("task {task_id}: settling its cancellation: {e}"),
+                }
+                state.running_set().remove(&task_id);
+                start_queued(&state).await;
+                return;
+            }
             // The server stops and its grace ran out: the run is dropped
             // here, on a runtime still whole (dropped with the runtime,
             // its guest's timers panicked), and the task is failed with

@@ -19,6 +19,7 @@ mod init;
 mod installed;
 mod keys;
 mod manifest;
+mod mcp;
 mod new;
 mod oci;
 mod output;
@@ -121,6 +122,9 @@ pub enum Command {
     Store(store::StoreArgs),
     /// Submit a task_submit through the admission gate (and run it).
     Submit(tasks::SubmitArgs),
+    /// Serve the Model Context Protocol on stdin and stdout, as a caller
+    /// (callers.json "mcp_stdio": true): every tools/call is an HCP task.
+    Mcp(mcp::McpArgs),
     /// Tasks on this host.
     Tasks(tasks::TasksArgs),
     /// Tasks waiting for an operator's decision.
@@ -184,6 +188,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => serve::run(*args),
         Command::Store(args) => store::run(args),
         Command::Submit(args) => args.paths().and_then(|p| tasks::submit(&p, args)),
+        Command::Mcp(args) => mcp::run(args),
         Command::Tasks(args) => tasks::tasks(args),
         Command::Approvals(args) => tasks::approvals(args),
         Command::Artifacts(args) => tasks::artifacts(args),

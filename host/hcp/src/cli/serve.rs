@@ -115,6 +115,23 @@ pub struct ServeArgs {
     #[arg(long, env = "HCP_AMQP_PREFETCH", default_value_t = 8,
           value_parser = clap::value_parser!(u16).range(1..))]
     amqp_prefetch: u16,
+    /// An `Origin` a browser-based MCP client may send to /mcp
+    /// (`scheme://host[:port]`; repeatable). Requests with any other Origin
+    /// are refused 403; requests without one (MCP clients outside a
+    /// browser) are not affected.
+    #[arg(long = "mcp-allowed-origin", value_name = "ORIGIN")]
+    mcp_allowed_origins: Vec<String>,
+    /// A host name requests to /mcp may name in their Host header, beyond
+    /// IP addresses and localhost (repeatable): the server's DNS name when
+    /// it serves beyond loopback. Any other name is refused 403 (DNS
+    /// rebinding).
+    #[arg(long = "mcp-allowed-host", value_name = "NAME")]
+    mcp_allowed_hosts: Vec<String>,
+    /// How long an MCP tools/call waits for its task's final answer (ISO
+    /// 8601); a task still waiting then (for an operator's approval, say)
+    /// is answered with its id and how to follow it.
+    #[arg(long, env = "HCP_MCP_WAIT", default_value = "PT5M")]
+    mcp_wait: String,
     /// How log lines are written to stderr.
     #[arg(long, env = "HCP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -324,6 +341,11 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         connections,
         amqp,
         tls: tls.clone(),
+        mcp: crate::serve::McpHttpConfig {
+            allowed_origins: args.mcp_allowed_origins.clone(),
+            allowed_hosts: args.mcp_allowed_hosts.clone(),
+            wait: positive("mcp-wait", &args.mcp_wait)?,
+        },
         ..ServeConfig::default()
     };
     let scheme = if tls.is_some() { "https" } else { "http" };

@@ -48,6 +48,12 @@ pub struct CallerDoc {
     /// (direct reply-to) is always allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amqp_reply_to: Option<String>,
+    /// The caller may be used over MCP's stdio transport (`hcp mcp --as
+    /// <caller>`): an agent that starts the host as its subprocess acts
+    /// with the data directory's authority, so an operator says which
+    /// callers it may act as. Off by default.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mcp_stdio: bool,
     /// Highest risk level it may be admitted at.
     pub max_risk_level: RiskLevel,
     /// Highest data classification it may submit.

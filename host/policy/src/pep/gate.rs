@@ -98,6 +98,11 @@ pub struct AdmissionInput<M = ManifestDoc> {
     /// and `submit` without it. No decision reads `context`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_bounded: Option<super::BoundedText>,
+    /// The transport the task came by, where it is not the message's own
+    /// (`mcp/stdio`, `mcp/http`: an MCP `tools/call` the host made the
+    /// `task_submit` of). No decision reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
 }
 
 /// The decision input of `gate.approval`.

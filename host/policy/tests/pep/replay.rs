@@ -146,6 +146,7 @@ fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole
             submit: payload.clone(),
             submit_bounded: None,
             context_bounded: None,
+            transport: None,
         };
         let without = AdmissionInput::<()> {
             at: whole.at.clone(),
@@ -157,6 +158,7 @@ fn an_admission_input_with_its_manifest_put_in_place_is_the_input_rendered_whole
             submit: payload,
             submit_bounded: None,
             context_bounded: None,
+            transport: None,
         };
         let placed = Canonical::replacing(
             &without,
@@ -203,6 +205,7 @@ fn a_bounded_admission_input_decides_as_the_whole_one_or_fails_closed() {
         submit: payload.clone(),
         submit_bounded: None,
         context_bounded: None,
+        transport: None,
     };
     let mut without_context = payload.clone();
     without_context

@@ -296,6 +296,7 @@ async fn handle(
             Carried {
                 reply_to: Some(&route),
                 lamport,
+                transport: None,
             },
         )
     })
