@@ -11,9 +11,11 @@ mod bundles;
 mod config;
 mod conventions;
 mod fs_containment;
+mod init;
 mod lost;
 mod physical;
 mod python;
+mod reading;
 
 use hcp_contracts::message::{Envelope, MessageType};
 use hcp_tests::{ManifestBuilder, REPO_ROOT, cache_dir, http_server};
