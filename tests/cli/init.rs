@@ -9,7 +9,11 @@ use hcp_tests::REPO_ROOT;
 use serde_json::Value;
 use std::path::Path;
 
-const EXAMPLES: [&str; 3] = ["document-analysis", "cvd-material-synthesis", "hid-assistant"];
+const EXAMPLES: [&str; 3] = [
+    "document-analysis",
+    "cvd-material-synthesis",
+    "hid-assistant",
+];
 
 /// `hcp init --json` (with `extra` flags) of `data`, run in `root`.
 fn init_json(root: &Path, data: &Path, extra: &[&str]) -> Value {
@@ -40,7 +44,13 @@ fn pack_and_sign(root: &Path, data: &Path, plugin: &str) -> String {
         &hcp(
             root,
             data,
-            &["bundle", "sign", &bundle, "--key", key.to_str().expect("utf8")],
+            &[
+                "bundle",
+                "sign",
+                &bundle,
+                "--key",
+                key.to_str().expect("utf8"),
+            ],
         ),
         "hcp bundle sign",
     );
@@ -65,7 +75,10 @@ fn init_json_names_this_hosts_publisher_and_the_examples_install_with_with_examp
     );
     assert_eq!(
         std::fs::read_to_string(data.join("keys/publisher.pub")).expect("publisher.pub"),
-        format!("{}\n", publisher["public_key"].as_str().expect("public_key"))
+        format!(
+            "{}\n",
+            publisher["public_key"].as_str().expect("public_key")
+        )
     );
     assert_eq!(
         publisher["trust_command"],
@@ -88,7 +101,10 @@ fn init_json_names_this_hosts_publisher_and_the_examples_install_with_with_examp
         "{init:#}"
     );
     assert_eq!(init["examples_admitted"], true);
-    assert_eq!(init["install_policy_lacks_for_examples"], serde_json::json!([]));
+    assert_eq!(
+        init["install_policy_lacks_for_examples"],
+        serde_json::json!([])
+    );
 
     // Every example bundle installs on this host, signed by its own key.
     for plugin in EXAMPLES {
@@ -159,7 +175,10 @@ fn two_hosts_publish_under_their_own_names_and_trust_each_other_explicitly() {
         stderr(&out).contains(&format!(
             "publisher \"{a_name}\" (key {}) is not trusted on this host",
             a["publisher"]["key_id"].as_str().expect("key id")
-        )) && stderr(&out).contains(&format!("`hcp trust add {a_name} <public key>`")),
+        )) && stderr(&out).contains(&format!(
+            "`hcp trust add {a_name} <public key>` (the key, or the file holding it: `hcp init` \
+             writes a host's as keys/publisher.pub)"
+        )),
         "{}",
         stderr(&out)
     );

@@ -40,7 +40,13 @@ fn review_and_surface_run_in_an_empty_directory_and_write_nothing_there() {
     let plugin = Path::new(REPO_ROOT).join("plugins/cvd-material-synthesis");
     let out = bare_hcp(
         &here,
-        &["bundle", "pack", plugin.to_str().expect("utf8"), "-o", bundle],
+        &[
+            "bundle",
+            "pack",
+            plugin.to_str().expect("utf8"),
+            "-o",
+            bundle,
+        ],
     );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 
@@ -59,7 +65,7 @@ fn review_and_surface_run_in_an_empty_directory_and_write_nothing_there() {
     );
     assert!(
         text.contains(
-            "  operator-lab-01 operator (listed by name), risk up to R4, data up to T4; per task \
+            "  operator-lab-01    operator (listed by name), risk up to R4, data up to T4; per task \
              1000000 host calls, 1073741824 bytes, 32 artifacts; 4 sessions of the caller, 1 of \
              the capability at once\n"
         ),
@@ -74,7 +80,13 @@ fn review_and_surface_run_in_an_empty_directory_and_write_nothing_there() {
     let policies = Path::new(REPO_ROOT).join("policies");
     let out = bare_hcp(
         &here,
-        &["review", "--json", "--policies", policies.to_str().expect("utf8"), bundle],
+        &[
+            "review",
+            "--json",
+            "--policies",
+            policies.to_str().expect("utf8"),
+            bundle,
+        ],
     );
     let json: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
     assert_eq!(
@@ -84,7 +96,11 @@ fn review_and_surface_run_in_an_empty_directory_and_write_nothing_there() {
             policies.display()
         )
     );
-    assert!(json["callers"]["callers"].as_array().is_some_and(|c| !c.is_empty()));
+    assert!(
+        json["callers"]["callers"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty())
+    );
 
     // The surface report of the bundle.
     let out = bare_hcp(&here, &["surface", bundle]);

@@ -203,7 +203,11 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         open.contains(&(Allow, reason::ALLOW, "/data/hello.txt".into())),
         "{open:?}"
     );
-    assert!(open.contains(&(Deny, reason::DENY_IDENTITY_UNAUTHORIZED, "/secret.txt".into())));
+    assert!(open.contains(&(
+        Deny,
+        reason::DENY_IDENTITY_UNAUTHORIZED,
+        "/secret.txt".into()
+    )));
     assert!(open.contains(&(
         Deny,
         reason::DENY_IDENTITY_UNAUTHORIZED,

@@ -188,7 +188,12 @@ fn callers(o: &mut String, r: &Review) {
         let _ = writeln!(o, "Not found out: {}", cell(why));
         return;
     };
-    let _ = writeln!(o, "Policy set: {}. Approval: {}.\n", cell(&c.policy_set), cell(&c.approval));
+    let _ = writeln!(
+        o,
+        "Policy set: {}. Approval: {}.\n",
+        cell(&c.policy_set),
+        cell(&c.approval)
+    );
     if c.callers.is_empty() {
         let _ = writeln!(o, "No caller of this policy set lists it.");
         return;

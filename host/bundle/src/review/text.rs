@@ -222,13 +222,17 @@ fn caller_lines(o: &mut String, r: &Review) {
     let _ = writeln!(o, "  policy set  {}", c.policy_set);
     let _ = writeln!(o, "  approval    {}", c.approval);
     if c.callers.is_empty() {
-        let _ = writeln!(o, "  callers     none: no caller of this policy set lists it");
+        let _ = writeln!(
+            o,
+            "  callers     none: no caller of this policy set lists it"
+        );
     }
+    let w = c.callers.iter().map(|a| a.id.len()).max().unwrap_or(0);
     for a in &c.callers {
         let b = &a.budgets;
         let _ = writeln!(
             o,
-            "  {:<11} {} ({}), risk up to {}, data up to {}; per task {} host calls, {} bytes, \
+            "  {:<w$}  {} ({}), risk up to {}, data up to {}; per task {} host calls, {} bytes, \
              {} artifacts; {} sessions of the caller, {} of the capability at once",
             a.id,
             a.kind,

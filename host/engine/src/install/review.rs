@@ -4,8 +4,8 @@
 use super::{BundleFile, InstallError, highest_installed, open, unpacked};
 use crate::store::Store;
 use hcp_bundle::review::{
-    ApprovalFinding, Audit, AuditedImport, CallerAccess, CallerBudgets, Callers,
-    EffectiveEnvelope, Findings, Review,
+    ApprovalFinding, Audit, AuditedImport, CallerAccess, CallerBudgets, Callers, EffectiveEnvelope,
+    Findings, Review,
 };
 use hcp_contracts::manifest::ManifestDoc;
 use hcp_policy::{InstallPolicy, PolicyFile, PolicySet};

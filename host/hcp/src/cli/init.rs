@@ -98,15 +98,39 @@ pub(crate) const EXAMPLE_ADMISSIONS: [(&str, &str); 3] = [
 /// The policy set shipped with `hcp` (this repository's `policies/`): what
 /// `hcp review` reads where no policy set is given or found.
 pub(super) const SHIPPED_POLICIES: [(&str, &str); 9] = [
-    ("callers.json", include_str!("../../../../policies/callers.json")),
+    (
+        "callers.json",
+        include_str!("../../../../policies/callers.json"),
+    ),
     ("risk.json", include_str!("../../../../policies/risk.json")),
-    ("context.json", include_str!("../../../../policies/context.json")),
-    ("budgets.json", include_str!("../../../../policies/budgets.json")),
-    ("envelopes.json", include_str!("../../../../policies/envelopes.json")),
-    ("dispatch.json", include_str!("../../../../policies/dispatch.json")),
-    ("config.json", include_str!("../../../../policies/config.json")),
-    ("install.json", include_str!("../../../../policies/install.json")),
-    ("authz.cedar", include_str!("../../../../policies/authz.cedar")),
+    (
+        "context.json",
+        include_str!("../../../../policies/context.json"),
+    ),
+    (
+        "budgets.json",
+        include_str!("../../../../policies/budgets.json"),
+    ),
+    (
+        "envelopes.json",
+        include_str!("../../../../policies/envelopes.json"),
+    ),
+    (
+        "dispatch.json",
+        include_str!("../../../../policies/dispatch.json"),
+    ),
+    (
+        "config.json",
+        include_str!("../../../../policies/config.json"),
+    ),
+    (
+        "install.json",
+        include_str!("../../../../policies/install.json"),
+    ),
+    (
+        "authz.cedar",
+        include_str!("../../../../policies/authz.cedar"),
+    ),
 ];
 
 /// The policies when neither `--policies` nor `HCP_POLICIES` names them.
@@ -527,4 +551,22 @@ pub(super) fn run(args: InitArgs) -> Outcome {
     }
     println!("next: hcp new <name>  (a capability to build, run and install here)");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_publisher;
+    use hcp_receipts::HostKey;
+
+    #[test]
+    fn the_default_publisher_is_the_host_name_and_the_key_id() {
+        let key = HostKey::generate().expect("key");
+        let id = key.key_id().to_string();
+        let name = |host: &str| default_publisher(host, &key).expect(host).to_string();
+        assert_eq!(name("Lab-3.example.org"), format!("lab-3-{}", &id[..8]));
+        assert_eq!(name(""), format!("host-{}", &id[..8]));
+        assert_eq!(name("--_ü"), format!("host-{}", &id[..8]));
+        assert_eq!(name("a b"), format!("a-b-{}", &id[..8]));
+        assert_eq!(name(&"x".repeat(100)), format!("{}-{}", "x".repeat(40), &id[..8]));
+    }
 }

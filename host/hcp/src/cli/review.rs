@@ -1,8 +1,8 @@
 //! `hcp review`: everything a reviewer needs to approve a bundle, on one
 //! page.
 
-use super::output::for_terminal;
 use super::dirs::PolicySource;
+use super::output::for_terminal;
 use super::{HostDirs, Outcome, print_json, sandbox};
 use crate::install::{self, InstallError};
 use crate::store::Store;
