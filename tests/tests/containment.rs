@@ -86,7 +86,8 @@ fn verdicts(decided: &[DecidedCall<'_>], op: Op) -> Vec<(Verdict, &'static str)>
 async fn reads_outside_the_grants_are_denied_receipted_and_name_the_grants() {
     let tmp = tempfile::tempdir().expect("tempdir");
     std::fs::write(tmp.path().join("hello.txt"), "hi").expect("write");
-    let prepared = probe(tmp.path(), json!([]));
+    // A destination granted (the probe imports HTTP), none used.
+    let prepared = probe(tmp.path(), json!([{"host": "localhost", "port": 9}]));
     let secret = tmp.path().parent().expect("parent").join("secret.txt");
     let secret = secret.to_str().expect("utf8");
     for (path, resolved) in [
