@@ -126,7 +126,6 @@ impl Probe {
 }
 
 const EPERM: &str = "Operation not permitted (os error 63)";
-const ENOENT: &str = "No such file or directory (os error 44)";
 const EACCES: &str = "Permission denied (os error 2)";
 
 #[tokio::test(flavor = "multi_thread")]
