@@ -55,17 +55,17 @@ fn every_denial_has_its_reason() {
         (
             Call::fs(Op::FsOpen, "/secret.txt".into(), FsAccess::Read, None),
             reason::DENY_IDENTITY_UNAUTHORIZED,
-            "fs.open \"/secret.txt\": outside the granted directories (/data read-only, /data/out read-write)",
+            "fs.open \"/secret.txt\": outside the granted directories (/data/out read-write, /data read-only)",
         ),
         (
             Call::fs(Op::FsOpen, "/data/x".into(), FsAccess::Write, None),
             reason::DENY_IDENTITY_UNAUTHORIZED,
-            "fs.open \"/data/x\": the directory is granted read-only (granted: /data read-only, /data/out read-write)",
+            "fs.open \"/data/x\": the directory is granted read-only (granted: /data/out read-write, /data read-only)",
         ),
         (
             Call::fs(Op::FsOpen, "/database".into(), FsAccess::Read, None),
             reason::DENY_IDENTITY_UNAUTHORIZED,
-            "fs.open \"/database\": outside the granted directories (/data read-only, /data/out read-write)",
+            "fs.open \"/database\": outside the granted directories (/data/out read-write, /data read-only)",
         ),
         (
             Call::fs(
@@ -75,7 +75,7 @@ fn every_denial_has_its_reason() {
                 Some("/data/b".into()),
             ),
             reason::DENY_IDENTITY_UNAUTHORIZED,
-            "fs.rename \"/data/b\": the directory is granted read-only (granted: /data read-only, /data/out read-write)",
+            "fs.rename \"/data/b\": the directory is granted read-only (granted: /data/out read-write, /data read-only)",
         ),
         (
             Call::connect("127.0.0.1:9001".into(), None),
