@@ -490,7 +490,7 @@ pub(super) fn run(args: InitArgs) -> Outcome {
             })).collect::<Vec<_>>(),
             "examples_admitted": args.with_examples,
             "install_policy_lacks_for_examples": examples_missing,
-            "policies_shadowed_by": shadowed.then(|| "./policies"),
+            "policies_shadowed_by": shadowed.then_some("./policies"),
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
