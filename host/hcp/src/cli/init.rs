@@ -567,6 +567,9 @@ mod tests {
         assert_eq!(name(""), format!("host-{}", &id[..8]));
         assert_eq!(name("--_ü"), format!("host-{}", &id[..8]));
         assert_eq!(name("a b"), format!("a-b-{}", &id[..8]));
-        assert_eq!(name(&"x".repeat(100)), format!("{}-{}", "x".repeat(40), &id[..8]));
+        assert_eq!(
+            name(&"x".repeat(100)),
+            format!("{}-{}", "x".repeat(40), &id[..8])
+        );
     }
 }
