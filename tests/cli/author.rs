@@ -284,7 +284,8 @@ fn from_nothing_to_a_running_capability() {
     // only as hashes.
     let out = hcp(root, &data, &["init"]);
     ok(&out, "hcp init");
-    let tokens = tokens(&stdout(&out));
+    let init_stdout = stdout(&out);
+    let tokens = tokens(&init_stdout);
     assert_eq!(
         tokens.keys().collect::<Vec<_>>(),
         ["developer", "operator"],
@@ -353,8 +354,16 @@ fn from_nothing_to_a_running_capability() {
 
     // hcp run, then pack and sign with the key hcp init made.
     let (expected, out) = run_pack_sign(&project, &data);
+    // As this host's own publisher name (never a name every host shares).
+    let publisher = init_stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("  publisher  "))
+        .and_then(|l| l.split(',').next())
+        .expect("a publisher line")
+        .to_owned();
+    assert_ne!(publisher, "local-developer");
     assert!(
-        stdout(&out).starts_with("signed word-count@0.1.0 as local-developer"),
+        stdout(&out).starts_with(&format!("signed word-count@0.1.0 as {publisher} ")),
         "{}",
         stdout(&out)
     );

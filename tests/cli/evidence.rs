@@ -296,7 +296,7 @@ fn every_host_call_kind_shows_up_in_receipts_allowed_and_denied() {
         ("checkpoints.load", reason::ALLOW),
         ("checkpoints.load", reason::DENY_ARGS_INVALID),
         ("fs.open", reason::ALLOW),
-        ("fs.open", reason::DENY_TOOL_NOT_FOUND),
+        ("fs.open", reason::DENY_IDENTITY_UNAUTHORIZED),
         ("net.connect", reason::ALLOW),
         ("net.connect", reason::DENY_TOOL_NOT_FOUND),
         ("net.udp", reason::DENY_TOOL_NOT_FOUND),

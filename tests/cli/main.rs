@@ -12,9 +12,11 @@ mod config;
 mod conventions;
 mod dev;
 mod fs_containment;
+mod init;
 mod lost;
 mod physical;
 mod python;
+mod reading;
 
 use hcp_contracts::message::{Envelope, MessageType};
 use hcp_tests::{ManifestBuilder, REPO_ROOT, cache_dir, http_server};

@@ -1,7 +1,9 @@
 //! Containment at run time: name lookups and HTTP hand the guest only the
 //! addresses its grant allows, socket creation is a governed call, every
 //! task holds a bounded number of resources, and large or repeated denied
-//! calls stay bounded in the receipts and stop the guest.
+//! calls stay bounded in the receipts and stop the guest. A path outside
+//! the granted directories reaches the PEP: a DENY receipt and a note
+//! naming the granted directories.
 
 mod common;
 
@@ -72,6 +74,72 @@ fn verdicts(decided: &[DecidedCall<'_>], op: Op) -> Vec<(Verdict, &'static str)>
         .filter(|d| d.call.op == op)
         .map(|d| (d.verdict, d.reason))
         .collect()
+}
+
+/// A guest opening a path outside its granted directories, by an absolute
+/// path (which the guest's C library used to refuse unseen, `ENOENT`) or
+/// by `..` out of a granted one: the PEP decides it, a DENY receipt
+/// `DENY_IDENTITY_UNAUTHORIZED` on the path it resolves to, a host note
+/// naming the granted guest directories; the guest sees `EACCES`. The
+/// granted directory reads as before.
+#[tokio::test(flavor = "multi_thread")]
+async fn reads_outside_the_grants_are_denied_receipted_and_name_the_grants() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("hello.txt"), "hi").expect("write");
+    // A destination granted (the probe imports HTTP), none used.
+    let prepared = probe(tmp.path(), json!([{"host": "localhost", "port": 9}]));
+    let secret = tmp.path().parent().expect("parent").join("secret.txt");
+    let secret = secret.to_str().expect("utf8");
+    for (path, resolved) in [
+        ("/etc/passwd", "/etc/passwd"),
+        ("/data/../etc/passwd", "/etc/passwd"),
+        ("/", "/"),
+        (secret, secret),
+        ("relative.txt", "/relative.txt"),
+    ] {
+        let sink = Arc::new(MemorySink::new());
+        let action = if path == "/" { "list_dir" } else { "read_file" };
+        let ran = run(
+            &prepared,
+            UNLIMITED,
+            sink.clone(),
+            json!({"action": action, "path": path}),
+        )
+        .await;
+        let out = outputs(&ran);
+        assert_eq!(out["ok"], false, "{path}: {out}");
+        assert_eq!(out["error"], "Permission denied (os error 2)", "{path}");
+        let opened: Vec<(Verdict, &str, String)> = sink
+            .decided()
+            .iter()
+            .filter(|d| d.call.op == Op::FsOpen)
+            .map(|d| (d.verdict, d.reason, d.call.target.to_string()))
+            .collect();
+        assert_eq!(
+            opened,
+            [(
+                Verdict::Deny,
+                reason::DENY_IDENTITY_UNAUTHORIZED,
+                resolved.to_owned()
+            )],
+            "{path}"
+        );
+        let notes = host_notes(&ran);
+        let note = format!(
+            "denied (DENY_IDENTITY_UNAUTHORIZED): fs.open {resolved:?}: outside the granted \
+             directories (/data read-only)"
+        );
+        assert!(notes.contains(&note), "{path}: {notes:?}");
+    }
+    let sink = Arc::new(MemorySink::new());
+    let ran = run(
+        &prepared,
+        UNLIMITED,
+        sink,
+        json!({"action": "read_file", "path": "/data/hello.txt"}),
+    )
+    .await;
+    assert_eq!(outputs(&ran)["value"], "hi");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -203,15 +203,23 @@ async fn every_host_call_kind_is_decided_allowed_and_denied() {
         open.contains(&(Allow, reason::ALLOW, "/data/hello.txt".into())),
         "{open:?}"
     );
-    assert!(open.contains(&(Deny, reason::DENY_TOOL_NOT_FOUND, "/secret.txt".into())));
-    assert!(open.contains(&(Deny, reason::DENY_TOOL_NOT_FOUND, "/data/new.txt".into())));
+    assert!(open.contains(&(
+        Deny,
+        reason::DENY_IDENTITY_UNAUTHORIZED,
+        "/secret.txt".into()
+    )));
+    assert!(open.contains(&(
+        Deny,
+        reason::DENY_IDENTITY_UNAUTHORIZED,
+        "/data/new.txt".into()
+    )));
     assert_eq!(
         verdicts(&decided, Op::FsMkdir),
         [(Allow, reason::ALLOW, "/out/d".into())]
     );
     assert_eq!(
         verdicts(&decided, Op::FsRename),
-        [(Deny, reason::DENY_TOOL_NOT_FOUND, "/out/d".into())]
+        [(Deny, reason::DENY_IDENTITY_UNAUTHORIZED, "/out/d".into())]
     );
     let connect = verdicts(&decided, Op::NetConnect);
     assert_eq!(

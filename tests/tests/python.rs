@@ -397,7 +397,7 @@ async fn a_hostile_python_guest_is_denied_what_it_was_not_granted_with_receipts(
         verdicts(&decided, Op::FsOpen),
         [(
             Verdict::Deny,
-            reason::DENY_TOOL_NOT_FOUND,
+            reason::DENY_IDENTITY_UNAUTHORIZED,
             "/secret.txt".into()
         )]
     );
@@ -411,16 +411,26 @@ async fn a_hostile_python_guest_is_denied_what_it_was_not_granted_with_receipts(
         verdicts(&decided, Op::FsOpen),
         [(
             Verdict::Deny,
-            reason::DENY_TOOL_NOT_FOUND,
+            reason::DENY_IDENTITY_UNAUTHORIZED,
             "/data/new.txt".into()
         )]
     );
 
-    // A path under no granted directory never reaches the host: there is
-    // no descriptor to name it from.
+    // A path under no granted directory reaches the host through the
+    // guest's empty `/`: denied by the PEP, with a receipt.
     let (out, decided) = p.op(json!({"action": "read", "path": "/etc/passwd"})).await;
-    assert_eq!(out["ok"], false, "{out}");
-    assert!(verdicts(&decided, Op::FsOpen).is_empty(), "{decided:?}");
+    assert_eq!(
+        out["error"],
+        "PermissionError: [Errno 2] Permission denied: '/etc/passwd'"
+    );
+    assert_eq!(
+        verdicts(&decided, Op::FsOpen),
+        [(
+            Verdict::Deny,
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            "/etc/passwd".into()
+        )]
+    );
 
     // A connection, with no network granted: the lookup of the address
     // (Python's `create_connection` resolves even a numeric host) is

@@ -232,7 +232,9 @@ pub enum TrustError {
     },
     /// The publisher is trusted, with another key.
     #[error(
-        "the bundle is signed as publisher {:?} by key {key_id}, but this host trusts {:?} with key {trusted_key} only",
+        "the bundle is signed as publisher {:?} by key {key_id}, but this host trusts {:?} with key {trusted_key} only; \
+         a name belongs to one key: another publisher signs under a name of its own \
+         (`hcp bundle sign --publisher NAME`)",
         .publisher.as_str(),
         .publisher.as_str()
     )]
@@ -247,7 +249,8 @@ pub enum TrustError {
     /// Neither the key nor the publisher is trusted.
     #[error(
         "publisher {:?} (key {key_id}) is not trusted on this host; get the publisher's public key \
-         from the publisher and add it with `hcp trust add {publisher} <public key>`",
+         from the publisher and add it with `hcp trust add {publisher} <public key>` (the key, or \
+         the file holding it: `hcp init` writes a host's as keys/publisher.pub)",
         .publisher.as_str()
     )]
     Untrusted {

@@ -200,7 +200,8 @@ fn trust_is_by_key_and_name() {
             .to_string(),
         format!(
             "publisher \"acme\" (key {}) is not trusted on this host; get the publisher's public \
-             key from the publisher and add it with `hcp trust add acme <public key>`",
+             key from the publisher and add it with `hcp trust add acme <public key>` (the key, or \
+             the file holding it: `hcp init` writes a host's as keys/publisher.pub)",
             key.key_id()
         )
     );
@@ -218,7 +219,9 @@ fn trust_is_by_key_and_name() {
             .expect_err("other key")
             .to_string(),
         format!(
-            "the bundle is signed as publisher \"acme\" by key {}, but this host trusts \"acme\" with key {} only",
+            "the bundle is signed as publisher \"acme\" by key {}, but this host trusts \"acme\" with key {} only; \
+             a name belongs to one key: another publisher signs under a name of its own \
+             (`hcp bundle sign --publisher NAME`)",
             key.key_id(),
             other_key().key_id()
         )

@@ -31,6 +31,7 @@ mod engine;
 mod fs;
 mod fs_write;
 mod grant_dir;
+mod guest_root;
 mod hid_broker;
 mod limits;
 mod net;

@@ -213,6 +213,28 @@ pub(crate) fn wasi_ctx(
                 reason: format!("{e:#}"),
             })?;
     }
+    // The guest's `/`, empty, so that a path outside the granted
+    // directories reaches the PEP (a denial with a receipt) instead of
+    // failing in the guest's C library unseen (see [`crate::guest_root`]).
+    if pep.is_on()
+        && !grants.filesystem.is_empty()
+        && !grants.filesystem.iter().any(|d| d.guest_path == "/")
+    {
+        match crate::guest_root::proc_path() {
+            Ok(root) => {
+                b.preopened_dir(&root, "/", FsPerms::ReadOnly)
+                    .map_err(|e| Unavailable::Preopen {
+                        path: root.clone(),
+                        guest: "/".to_owned(),
+                        reason: format!("{e:#}"),
+                    })?;
+            }
+            Err(e) => tracing::warn!(
+                "the guest's empty / could not be made ({e}): paths outside the granted \
+                 directories fail in the guest without a receipt"
+            ),
+        }
+    }
     let has_net = !grants.network.is_empty();
     // UDP is never granted. With the PEP on, a UDP socket can be created
     // so that its first use (bind, connect, send) reaches the PEP, which

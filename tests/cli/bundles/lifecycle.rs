@@ -156,7 +156,8 @@ fn install_list_inspect_remove_on_a_fresh_data_directory() {
         &doc,
         &[],
         "publisher \"hcp-examples\" (key <key-id>) is not trusted on this host; get the publisher's \
-         public key from the publisher and add it with `hcp trust add hcp-examples <public key>`",
+         public key from the publisher and add it with `hcp trust add hcp-examples <public key>` (the key, \
+         or the file holding it: `hcp init` writes a host's as keys/publisher.pub)",
     );
 }
 

@@ -14,7 +14,8 @@ fn signatures_that_do_not_hold_are_refused() {
             &bundle,
             flags,
             "publisher \"acme\" (key <key-id>) is not trusted on this host; get the publisher's \
-             public key from the publisher and add it with `hcp trust add acme <public key>`",
+             public key from the publisher and add it with `hcp trust add acme <public key>` (the key, \
+         or the file holding it: `hcp init` writes a host's as keys/publisher.pub)",
         );
     }
     lab.trust("acme");

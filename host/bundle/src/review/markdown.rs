@@ -58,6 +58,7 @@ pub fn markdown(r: &Review) -> String {
             cell(&v.detail)
         );
     }
+    callers(&mut o, r);
     let _ = writeln!(o, "\n## Digests\n\n| file | sha256 |\n|---|---|");
     let _ = writeln!(
         o,
@@ -176,4 +177,47 @@ pub fn markdown(r: &Review) -> String {
         let _ = writeln!(o, "- `{e}`");
     }
     o
+}
+
+/// Who may call: the policy set read, when approval applies, and each
+/// caller with its ceilings and budgets.
+fn callers(o: &mut String, r: &Review) {
+    let _ = writeln!(o, "\n## Who may call\n");
+    let Some(c) = &r.callers else {
+        let why = r.callers_error.as_deref().unwrap_or("unknown");
+        let _ = writeln!(o, "Not found out: {}", cell(why));
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "Policy set: {}. Approval: {}.\n",
+        cell(&c.policy_set),
+        cell(&c.approval)
+    );
+    if c.callers.is_empty() {
+        let _ = writeln!(o, "No caller of this policy set lists it.");
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "| caller | kind | listed | risk up to | data up to | host calls | bytes | artifacts | \
+         sessions (caller / capability) |\n|---|---|---|---|---|---|---|---|---|"
+    );
+    for a in &c.callers {
+        let b = &a.budgets;
+        let _ = writeln!(
+            o,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            a.id,
+            a.kind,
+            a.listed,
+            a.max_risk_level,
+            a.max_data_classification,
+            b.host_calls,
+            b.bytes,
+            b.artifacts,
+            b.caller_concurrent_sessions,
+            b.capability_concurrent_sessions
+        );
+    }
 }

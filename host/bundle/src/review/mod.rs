@@ -101,6 +101,57 @@ pub struct Findings {
     /// found out (a policy that does not load). `None` when the
     /// declaration requires none.
     pub approval: Option<Result<ApprovalFinding, String>>,
+    /// Who may call the capability under the operator's policy, or why
+    /// that could not be found out (a policy that does not load).
+    pub callers: Result<Callers, String>,
+}
+
+/// Who may call a capability under a policy set, as the gate admits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Callers {
+    /// The policy set read, and where it came from (given, found, or the
+    /// shipped one).
+    pub policy_set: String,
+    /// When approval applies: the levels it is asked at, or that it is
+    /// never asked.
+    pub approval: String,
+    /// Every caller `callers.json` lets submit tasks of it (Cedar's
+    /// `forbid` rules may refuse some tasks still), by id.
+    pub callers: Vec<CallerAccess>,
+}
+
+/// One caller who may call the capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallerAccess {
+    /// The caller's id.
+    pub id: String,
+    /// `service`, `supervised_session`, `operator`, ...
+    pub kind: String,
+    /// Listed by name, or through `all_capabilities`.
+    pub listed: &'static str,
+    /// The highest assessed risk its tasks are admitted at (the lower of
+    /// its `max_risk_level` and the declaration's ceiling).
+    pub max_risk_level: String,
+    /// The most sensitive data class it may submit.
+    pub max_data_classification: String,
+    /// Its tasks' budgets.
+    pub budgets: CallerBudgets,
+}
+
+/// A caller's budgets for one task of the capability, as the gate computes
+/// them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CallerBudgets {
+    /// Host calls per task.
+    pub host_calls: u64,
+    /// Bytes moved through host calls per task.
+    pub bytes: u64,
+    /// Artifacts per task.
+    pub artifacts: u64,
+    /// Sessions of this caller at once.
+    pub caller_concurrent_sessions: u32,
+    /// Sessions of this capability at once.
+    pub capability_concurrent_sessions: u32,
 }
 
 /// Whether the gate can ever ask a human to approve a task of a
@@ -250,6 +301,12 @@ pub struct Review {
     pub exports: Vec<String>,
     /// The installed version compared with, and the differences.
     pub upgrade: Option<Upgrade>,
+    /// Who may call it under the operator's policy; `None` when that could
+    /// not be found out (`callers_error` says why).
+    pub callers: Option<Callers>,
+    /// Why `callers` is `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callers_error: Option<String>,
 }
 
 /// The comparison with the highest installed version.
@@ -457,6 +514,8 @@ impl Review {
             imports,
             exports,
             upgrade,
+            callers_error: findings.callers.as_ref().err().cloned(),
+            callers: findings.callers.ok(),
         }
     }
 }

@@ -49,6 +49,8 @@ pub fn text(r: &Review) -> String {
         );
     }
     let _ = writeln!(o);
+    caller_lines(&mut o, r);
+    let _ = writeln!(o);
     let _ = writeln!(o, "digests");
     let width = r
         .files
@@ -206,4 +208,42 @@ fn interface_text(i: &InterfaceDoc) -> String {
         }
     }
     o
+}
+
+/// Who may call: the policy set read, when approval applies, and each
+/// caller with its ceilings and budgets.
+fn caller_lines(o: &mut String, r: &Review) {
+    let _ = writeln!(o, "who may call");
+    let Some(c) = &r.callers else {
+        let why = r.callers_error.as_deref().unwrap_or("unknown");
+        let _ = writeln!(o, "  not found out: {why}");
+        return;
+    };
+    let _ = writeln!(o, "  policy set  {}", c.policy_set);
+    let _ = writeln!(o, "  approval    {}", c.approval);
+    if c.callers.is_empty() {
+        let _ = writeln!(
+            o,
+            "  callers     none: no caller of this policy set lists it"
+        );
+    }
+    let w = c.callers.iter().map(|a| a.id.len()).max().unwrap_or(0);
+    for a in &c.callers {
+        let b = &a.budgets;
+        let _ = writeln!(
+            o,
+            "  {:<w$}  {} ({}), risk up to {}, data up to {}; per task {} host calls, {} bytes, \
+             {} artifacts; {} sessions of the caller, {} of the capability at once",
+            a.id,
+            a.kind,
+            a.listed,
+            a.max_risk_level,
+            a.max_data_classification,
+            b.host_calls,
+            b.bytes,
+            b.artifacts,
+            b.caller_concurrent_sessions,
+            b.capability_concurrent_sessions
+        );
+    }
 }

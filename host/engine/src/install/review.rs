@@ -4,7 +4,8 @@
 use super::{BundleFile, InstallError, highest_installed, open, unpacked};
 use crate::store::Store;
 use hcp_bundle::review::{
-    ApprovalFinding, Audit, AuditedImport, EffectiveEnvelope, Findings, Review,
+    ApprovalFinding, Audit, AuditedImport, CallerAccess, CallerBudgets, Callers, EffectiveEnvelope,
+    Findings, Review,
 };
 use hcp_contracts::manifest::ManifestDoc;
 use hcp_policy::{InstallPolicy, PolicyFile, PolicySet};
@@ -13,24 +14,31 @@ use hcp_sandbox::{Sandbox, SurfaceReport};
 use std::path::Path;
 
 /// Everything `hcp review` reports: the same checks as an install, none of
-/// them refusing, nothing installed.
+/// them refusing, nothing installed; and who may call the capability
+/// under the policy set in `policy_dir`, which `policy_source` names for
+/// the reader (where it came from). Without a `store` (no data
+/// directory), no publisher is trusted and no version is installed.
 ///
 /// # Errors
 ///
 /// The bundle's format is refused (there is nothing to review), or the
 /// host cannot do its part.
 pub fn review(
-    store: &Store,
+    store: Option<&Store>,
     sandbox: &Sandbox,
     file: &BundleFile,
     policy_dir: &Path,
+    policy_source: &str,
 ) -> Result<Review, InstallError> {
     let bundle = open(file)?;
-    let trusted = store
-        .trusted_publishers()?
-        .iter()
-        .map(crate::store::TrustedPublisher::as_trusted_key)
-        .collect();
+    let trusted = match store {
+        Some(store) => store
+            .trusted_publishers()?
+            .iter()
+            .map(crate::store::TrustedPublisher::as_trusted_key)
+            .collect(),
+        None => Vec::new(),
+    };
     // Unpacked outside the capabilities directory: the review takes no
     // lock, so that a long compile never holds up an install.
     let (_unpacked, manifest) = unpacked(&bundle)?;
@@ -46,7 +54,10 @@ pub fn review(
         (Err(_), _) => Err("not checked: the manifest is invalid".to_owned()),
         (Ok(m), Ok(p)) => Ok((p.origin().to_owned(), p.check(m))),
     };
-    let installed = highest_installed(store, &bundle.doc().capability.name)?;
+    let installed = match store {
+        Some(store) => highest_installed(store, &bundle.doc().capability.name)?,
+        None => None,
+    };
     let installed_component = installed.as_ref().map(|(top, _)| top.digest.clone());
     let installed = installed.map(|(top, doc)| (top.id(), doc));
     let findings = Findings {
@@ -61,6 +72,7 @@ pub fn review(
         installed_component,
         effective_envelope: effective_envelope(bundle.doc(), policy_dir),
         approval: approval(bundle.doc(), policy_dir),
+        callers: callers(bundle.doc(), policy_dir, policy_source),
     };
     Ok(Review::new(&bundle, findings))
 }
@@ -108,6 +120,54 @@ fn approval(doc: &ManifestDoc, policy_dir: &Path) -> Option<Result<ApprovalFindi
                 detail: reach.detail,
             },
         )),
+    })
+}
+
+/// Who may call the capability under the policy set: when approval
+/// applies, and every caller `callers.json` lists it for, with the ceilings
+/// and budgets the gate gives its tasks.
+fn callers(doc: &ManifestDoc, policy_dir: &Path, source: &str) -> Result<Callers, String> {
+    let set = PolicySet::load(policy_dir)
+        .map_err(|e| format!("the operator's policy does not load: {e}"))?;
+    let declaration = &doc.capability;
+    let ceiling = declaration.safety.risk_ceiling;
+    let approval = match set.approval_reach(declaration) {
+        None => "never asked: the declaration requires none".to_owned(),
+        Some(reach) => reach.detail,
+    };
+    let callers = set
+        .callers()
+        .values()
+        .filter(|c| c.lists(&declaration.name))
+        .map(|c| {
+            let b = set.budgets_for(c.id.as_str(), declaration);
+            CallerAccess {
+                id: c.id.as_str().to_owned(),
+                kind: serde_json::to_value(c.kind)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                listed: if c.all_capabilities {
+                    "all_capabilities"
+                } else {
+                    "listed by name"
+                },
+                max_risk_level: c.max_risk_level.min(ceiling).to_string(),
+                max_data_classification: c.max_data_classification.to_string(),
+                budgets: CallerBudgets {
+                    host_calls: b.host_calls,
+                    bytes: b.bytes,
+                    artifacts: b.artifacts,
+                    caller_concurrent_sessions: b.caller_concurrent_sessions,
+                    capability_concurrent_sessions: b.capability_concurrent_sessions,
+                },
+            }
+        })
+        .collect();
+    Ok(Callers {
+        policy_set: source.to_owned(),
+        approval,
+        callers,
     })
 }
 

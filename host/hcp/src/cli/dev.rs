@@ -290,8 +290,6 @@ impl Dev {
         let made = !development::is_development(&data_dir);
         development::make(&data_dir, &project)?;
         let (_, key, publisher) = super::init::init_development(&data_dir)?;
-        let publisher =
-            PublisherName::try_from(publisher.to_owned()).map_err(anyhow::Error::msg)?;
         let cache_dir = match &args.cache_dir {
             Some(d) => std::path::absolute(d)?,
             None => data_dir.join("cache"),

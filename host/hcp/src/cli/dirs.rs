@@ -68,6 +68,21 @@ impl CacheDirs {
     }
 }
 
+impl CacheDirs {
+    /// The compiled-code cache of a command that only reads (`hcp surface`,
+    /// `hcp review`): `--cache-dir` / `HCP_CACHE_DIR`, or `cache/` of the
+    /// data directory when that exists; otherwise a temporary directory,
+    /// removed when the returned handle drops, so that the command makes
+    /// no `.hcp` where it is run.
+    pub(crate) fn cache_dir_or_temp(&self) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+        if self.cache_dir.is_some() || self.data.path()?.is_dir() {
+            return Ok((self.cache_dir()?, None));
+        }
+        let temp = tempfile::Builder::new().prefix("hcp-cache-").tempdir()?;
+        Ok((temp.path().to_path_buf(), Some(temp)))
+    }
+}
+
 /// `--data-dir`, `--cache-dir` and `--policies`: commands that run, admit
 /// or install capabilities.
 #[derive(Debug, Clone, clap::Args)]
@@ -109,6 +124,60 @@ impl HostDirs {
         };
         super::init::require_policies(&paths, self.policies.is_some())?;
         Ok(paths)
+    }
+}
+
+/// Where the policy set a command reads comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PolicySource {
+    /// `--policies` or `HCP_POLICIES`.
+    Given,
+    /// `./policies`, or `policies/` of the data directory.
+    Found,
+    /// None of them exists: the set shipped with `hcp` (this repository's
+    /// `policies/`), for commands that only read it.
+    Shipped,
+}
+
+impl HostDirs {
+    /// The directories of a command that reads the policy set and need not
+    /// have one of its own (`hcp review`): as [`HostDirs::paths`], but
+    /// where no policy set is found the shipped one stands in (written into
+    /// a temporary directory, removed when the returned handle drops), and
+    /// the cache is [`CacheDirs::cache_dir_or_temp`]'s.
+    pub(crate) fn paths_for_reading(
+        &self,
+    ) -> anyhow::Result<(super::Paths, PolicySource, Vec<tempfile::TempDir>)> {
+        let data_dir = self.dirs.data_dir()?;
+        let mut held = Vec::new();
+        let (cache_dir, temp) = self.dirs.cache_dir_or_temp()?;
+        held.extend(temp);
+        let (policies_dir, source) = match &self.policies {
+            Some(dir) => (std::path::absolute(dir)?, PolicySource::Given),
+            None => {
+                let found = super::init::default_policies(&data_dir)?;
+                if found.join("callers.json").is_file() {
+                    (found, PolicySource::Found)
+                } else {
+                    let temp = tempfile::Builder::new().prefix("hcp-policies-").tempdir()?;
+                    for (name, text) in super::init::SHIPPED_POLICIES {
+                        std::fs::write(temp.path().join(name), text)?;
+                    }
+                    let dir = temp.path().to_path_buf();
+                    held.push(temp);
+                    (dir, PolicySource::Shipped)
+                }
+            }
+        };
+        let paths = super::Paths {
+            cache_dir,
+            data_dir,
+            policies_dir,
+        };
+        if source == PolicySource::Given {
+            super::init::require_policies(&paths, true)?;
+        }
+        Ok((paths, source, held))
     }
 }
 

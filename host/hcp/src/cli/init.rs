@@ -18,15 +18,24 @@
 //!   local `developer` (supervised session) listed for every installed
 //!   capability up to R2 and T2, and an `operator` (approves, up to R4 and
 //!   T3). Cedar's rules are the shipped ones.
-//! - `<dir>/keys/publisher.key`: a publisher key (mode 0600), trusted in
-//!   this data directory as `local-developer`, so `hcp bundle sign --key`
-//!   signs the author's own bundles for `hcp install` here.
+//! - `<dir>/keys/publisher.key`: a publisher key (mode 0600), and its
+//!   public key in `keys/publisher.pub`, trusted in this data directory
+//!   under a name of this host's own: `--publisher`, or the host's name
+//!   and the key id's first 8 digits (`lab-3-5f0c9a1e`), so that two
+//!   hosts' authors never sign as the same publisher. `hcp bundle sign
+//!   --key` signs the author's own bundles as that name; another host
+//!   installs them after `hcp trust add <name> <publisher.pub>`.
 //! - The host key (`keys/host.key`), as `hcp keys init` makes it.
+//!
+//! `install.json` admits no destination, instrument or device; the example
+//! bundles of this repository (`plugins/`, `scripts/bundle-examples`) need
+//! [`EXAMPLE_ADMISSIONS`], which `--with-examples` adds and which the
+//! output names otherwise.
 //!
 //! An existing policy set is never replaced (its tokens were shown once).
 
-use super::{DataDir, Outcome, Paths};
-use crate::store::{Added, Store};
+use super::{DataDir, Outcome, Paths, print_json};
+use crate::store::Store;
 use anyhow::Context as _;
 use hcp_bundle::PublisherName;
 use hcp_policy::{InstallPolicy, PolicySet};
@@ -40,8 +49,12 @@ use std::process::ExitCode;
 #[command(
     long_about = "Makes a data directory that the host runs from outside this repository: \
 policies/ with a starting policy set (a local developer caller allowed every installed \
-capability up to R2, an operator), a publisher key trusted here as local-developer for signing \
-your own bundles, and the host key.\n\n\
+capability up to R2, an operator), a publisher key for signing your own bundles (trusted here \
+under this host's publisher name: --publisher, or the host name and the key's id, so that two \
+hosts never sign as the same publisher), and the host key.\n\n\
+The install policy admits no network destination, instrument or device: --with-examples admits \
+those the example bundles of the HCP repository need (plugins/, scripts/bundle-examples); \
+without it, the output names the lines to add.\n\n\
 The callers' tokens are printed once, on stdout; the policy keeps only their SHA-256. Nothing \
 is replaced: an existing policies/ refuses the command.\n\n\
 Commands find these policies by themselves when neither --policies nor HCP_POLICIES is given \
@@ -51,6 +64,20 @@ pub struct InitArgs {
     /// The data directory to make (default: --data-dir, HCP_DATA_DIR or
     /// `.hcp`).
     dir: Option<PathBuf>,
+    /// The publisher name this host's key signs as (letters, digits, `.`,
+    /// `_`, `-`; at most 64). Default: the host's name and the key id's
+    /// first 8 digits, e.g. `lab-3-5f0c9a1e`.
+    #[arg(long, value_name = "NAME")]
+    publisher: Option<PublisherName>,
+    /// Admit in install.json what the example bundles (plugins/) grant:
+    /// the destination example.com:443, the instrument cvd-rig, the device
+    /// hid.
+    #[arg(long)]
+    with_examples: bool,
+    /// Print the result as JSON (the callers' tokens included: they are
+    /// shown only now).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     data: DataDir,
 }
@@ -59,8 +86,52 @@ pub struct InitArgs {
 pub(crate) const DEVELOPER: &str = "developer";
 /// The operator `hcp init` writes.
 pub(crate) const OPERATOR: &str = "operator";
-/// The publisher name of the key `hcp init` makes.
-pub(crate) const PUBLISHER: &str = "local-developer";
+/// What the example bundles of this repository (`plugins/`, installed by
+/// `scripts/bundle-examples`) grant beyond bundled data, as `install.json`
+/// admits it: (field, value).
+pub(crate) const EXAMPLE_ADMISSIONS: [(&str, &str); 3] = [
+    ("network.allow", "example.com:443"),
+    ("instruments", "cvd-rig"),
+    ("devices", "hid"),
+];
+
+/// The policy set shipped with `hcp` (this repository's `policies/`): what
+/// `hcp review` reads where no policy set is given or found.
+pub(super) const SHIPPED_POLICIES: [(&str, &str); 9] = [
+    (
+        "callers.json",
+        include_str!("../../../../policies/callers.json"),
+    ),
+    ("risk.json", include_str!("../../../../policies/risk.json")),
+    (
+        "context.json",
+        include_str!("../../../../policies/context.json"),
+    ),
+    (
+        "budgets.json",
+        include_str!("../../../../policies/budgets.json"),
+    ),
+    (
+        "envelopes.json",
+        include_str!("../../../../policies/envelopes.json"),
+    ),
+    (
+        "dispatch.json",
+        include_str!("../../../../policies/dispatch.json"),
+    ),
+    (
+        "config.json",
+        include_str!("../../../../policies/config.json"),
+    ),
+    (
+        "install.json",
+        include_str!("../../../../policies/install.json"),
+    ),
+    (
+        "authz.cedar",
+        include_str!("../../../../policies/authz.cedar"),
+    ),
+];
 
 /// The policies when neither `--policies` nor `HCP_POLICIES` names them.
 ///
@@ -112,6 +183,7 @@ fn token() -> anyhow::Result<String> {
 
 struct NewCaller {
     id: &'static str,
+    kind: &'static str,
     token: String,
     summary: &'static str,
 }
@@ -137,8 +209,12 @@ fn caller(
     }))
 }
 
-/// The starting policy set: file name and content.
-fn policy_files(callers: &[NewCaller]) -> anyhow::Result<Vec<(&'static str, String)>> {
+/// The starting policy set: file name and content; `examples` admits
+/// [`EXAMPLE_ADMISSIONS`] in `install.json`.
+fn policy_files(
+    callers: &[NewCaller],
+    examples: bool,
+) -> anyhow::Result<Vec<(&'static str, String)>> {
     let [developer, operator] = callers else {
         anyhow::bail!("two callers expected");
     };
@@ -163,6 +239,13 @@ fn policy_files(callers: &[NewCaller]) -> anyhow::Result<Vec<(&'static str, Stri
             )?,
         ]
     });
+    let admitted = |field: &str| -> Vec<&str> {
+        EXAMPLE_ADMISSIONS
+            .iter()
+            .filter(|(f, _)| examples && *f == field)
+            .map(|(_, v)| *v)
+            .collect()
+    };
     let pretty = |v: &Value| -> anyhow::Result<String> {
         Ok(format!("{}\n", serde_json::to_string_pretty(v)?))
     };
@@ -208,10 +291,14 @@ fn policy_files(callers: &[NewCaller]) -> anyhow::Result<Vec<(&'static str, Stri
             pretty(&json!({
                 "max_risk_ceiling": "R4",
                 "filesystem": { "bundled_data": true, "roots": [] },
-                "network": { "allow": [], "deny": ["169.254.169.254"], "allow_private": false },
+                "network": {
+                    "allow": admitted("network.allow"),
+                    "deny": ["169.254.169.254"],
+                    "allow_private": false
+                },
                 "env": [],
-                "instruments": [],
-                "devices": []
+                "instruments": admitted("instruments"),
+                "devices": admitted("devices")
             }))?,
         ),
         (
@@ -244,22 +331,90 @@ fn write_policies(dest: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
     result
 }
 
-/// The publisher key of this data directory, made on first use, trusted as
-/// [`PUBLISHER`].
-fn publisher_key(dir: &Path) -> anyhow::Result<(PathBuf, HostKey, Added)> {
-    let path = dir.join("keys").join("publisher.key");
-    let key = if path.exists() {
-        HostKey::load(&path)?
+/// This data directory's publisher: its key file, the key, and the name it
+/// is trusted under here.
+struct Publisher {
+    key_path: PathBuf,
+    public_path: PathBuf,
+    key: HostKey,
+    name: PublisherName,
+}
+
+/// The publisher key of this data directory, made on first use, and its
+/// public key beside it; trusted as `chosen`, or as the name this trust
+/// store already gives it, or as [`default_publisher`].
+fn publisher_key(dir: &Path, chosen: Option<PublisherName>) -> anyhow::Result<Publisher> {
+    let keys = dir.join("keys");
+    let key_path = keys.join("publisher.key");
+    let public_path = keys.join("publisher.pub");
+    let key = if key_path.exists() {
+        HostKey::load(&key_path)?
     } else {
-        std::fs::create_dir_all(dir.join("keys"))
-            .with_context(|| format!("{}", dir.join("keys").display()))?;
+        std::fs::create_dir_all(&keys).with_context(|| format!("{}", keys.display()))?;
         let key = HostKey::generate()?;
-        key.save(&path)?;
+        key.save(&key_path)?;
         key
     };
-    let name = PublisherName::try_from(PUBLISHER.to_owned()).map_err(anyhow::Error::msg)?;
-    let added = Store::open(dir)?.trust_publisher(&name, key.public())?;
-    Ok((path, key, added))
+    std::fs::write(&public_path, format!("{}\n", key.public()))
+        .with_context(|| format!("{}", public_path.display()))?;
+    let store = Store::open(dir)?;
+    let known = store
+        .trusted_publishers()?
+        .into_iter()
+        .find(|t| &t.public_key == key.public())
+        .map(|t| t.name);
+    let name = match (chosen, known) {
+        (Some(chosen), Some(known)) if chosen != known => anyhow::bail!(
+            "{} is trusted here as publisher {known} already; a key has one publisher name \
+             (init without --publisher keeps it)",
+            key_path.display()
+        ),
+        (Some(name), _) | (None, Some(name)) => name,
+        (None, None) => default_publisher(&host_name(), &key)?,
+    };
+    store.trust_publisher(&name, key.public())?;
+    Ok(Publisher {
+        key_path,
+        public_path,
+        key,
+        name,
+    })
+}
+
+/// This machine's name, as the kernel gives it (`host` when it cannot be
+/// read).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The publisher name of a host called `host` with `key`: the host name's
+/// first label in lower case (other characters as `-`, at most 40), `-`,
+/// and the key id's first 8 digits. Two hosts' keys differ, so their names
+/// do even where the hosts' names are the same.
+fn default_publisher(host: &str, key: &HostKey) -> anyhow::Result<PublisherName> {
+    let label: String = host
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .skip_while(|c| *c == '-')
+        .take(40)
+        .collect();
+    let label = label.trim_end_matches('-');
+    let label = if label.is_empty() { "host" } else { label };
+    let id = key.key_id().to_string();
+    PublisherName::try_from(format!("{label}-{}", &id[..id.len().min(8)]))
+        .map_err(anyhow::Error::msg)
 }
 
 pub(super) fn run(args: InitArgs) -> Outcome {
@@ -280,18 +435,65 @@ pub(super) fn run(args: InitArgs) -> Outcome {
     let callers = [
         NewCaller {
             id: DEVELOPER,
+            kind: "supervised_session",
             token: token()?,
-            summary: "supervised_session  every installed capability, up to R2, data up to T2",
+            summary: "every installed capability, up to R2, data up to T2",
         },
         NewCaller {
             id: OPERATOR,
+            kind: "operator",
             token: token()?,
-            summary: "operator            approves every installed capability, up to R4, data up to T3",
+            summary: "approves every installed capability, up to R4, data up to T3",
         },
     ];
-    write_policies(&policies, &policy_files(&callers)?)?;
+    write_policies(&policies, &policy_files(&callers, args.with_examples)?)?;
     let host = crate::hostkey::load_or_init(&dir)?;
-    let (key_path, key, _) = publisher_key(&dir)?;
+    let publisher = publisher_key(&dir, args.publisher)?;
+    let trust = format!(
+        "hcp trust add {} {}",
+        publisher.name,
+        publisher.key.public()
+    );
+    let examples_missing: Vec<String> = if args.with_examples {
+        Vec::new()
+    } else {
+        EXAMPLE_ADMISSIONS
+            .iter()
+            .map(|(field, value)| format!("{field} \"{value}\""))
+            .collect()
+    };
+    let shadowed = Path::new("policies").is_dir();
+
+    if args.json {
+        print_json(&json!({
+            "data_dir": dir.display().to_string(),
+            "policies": policies.display().to_string(),
+            "host": {
+                "host_id": host.host_id,
+                "key_id": host.key.key_id().to_string(),
+                "public_key": host.key.public().to_string(),
+                "key_file": crate::hostkey::key_path(&dir).display().to_string(),
+            },
+            "publisher": {
+                "name": publisher.name.as_str(),
+                "key_id": publisher.key.key_id().to_string(),
+                "public_key": publisher.key.public().to_string(),
+                "key_file": publisher.key_path.display().to_string(),
+                "public_key_file": publisher.public_path.display().to_string(),
+                "trust_command": trust,
+            },
+            "callers": callers.iter().map(|c| json!({
+                "id": c.id,
+                "kind": c.kind,
+                "summary": c.summary,
+                "token": c.token,
+            })).collect::<Vec<_>>(),
+            "examples_admitted": args.with_examples,
+            "install_policy_lacks_for_examples": examples_missing,
+            "policies_shadowed_by": shadowed.then_some("./policies"),
+        }))?;
+        return Ok(ExitCode::SUCCESS);
+    }
 
     println!("initialized {}", dir.display());
     println!("  policies   {}", policies.display());
@@ -301,24 +503,47 @@ pub(super) fn run(args: InitArgs) -> Outcome {
         host.key.key_id()
     );
     println!(
-        "  publisher  {PUBLISHER}, key {} ({}), trusted here",
-        key_path.display(),
-        key.key_id()
+        "  publisher  {}, key {} ({}), trusted here",
+        publisher.name,
+        publisher.key_path.display(),
+        publisher.key.key_id()
     );
     println!();
     println!("callers (tokens are shown only now; the policy keeps their SHA-256):");
     for c in &callers {
-        println!("  {:<10} {}", c.id, c.summary);
+        println!("  {:<10} {:<19} {}", c.id, c.kind, c.summary);
         println!("  {:<10} token {}", "", c.token);
     }
     println!();
+    if args.with_examples {
+        println!(
+            "install.json admits the example bundles (plugins/): {}",
+            EXAMPLE_ADMISSIONS
+                .iter()
+                .map(|(field, value)| format!("{field} \"{value}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    } else {
+        println!(
+            "the example bundles (plugins/) install here once {} admits: {} (or init with \
+             --with-examples)",
+            policies.join("install.json").display(),
+            examples_missing.join(", ")
+        );
+    }
+    println!(
+        "other hosts install bundles signed here after: {} (or the file {})",
+        trust,
+        publisher.public_path.display()
+    );
     if dir != default_dir {
         println!(
             "use this data directory with: export HCP_DATA_DIR={}",
             dir.display()
         );
     }
-    if Path::new("policies").is_dir() {
+    if shadowed {
         println!(
             "note: ./policies exists here and is found first; give --policies {} to use these",
             policies.display()
@@ -334,21 +559,47 @@ pub(super) fn run(args: InitArgs) -> Outcome {
 /// authority, as `hcp submit` does). An existing policy set is kept.
 /// Returns the publisher key's path, the key and the name it is trusted
 /// under.
-pub(super) fn init_development(dir: &Path) -> anyhow::Result<(PathBuf, HostKey, &'static str)> {
+pub(super) fn init_development(dir: &Path) -> anyhow::Result<(PathBuf, HostKey, PublisherName)> {
     let policies = dir.join("policies");
     if !policies.exists() {
-        let callers = [DEVELOPER, OPERATOR].map(|id| NewCaller {
-            id,
-            token: String::new(),
-            summary: "",
-        });
-        let mut callers = callers;
-        for c in &mut callers {
-            c.token = token()?;
-        }
-        write_policies(&policies, &policy_files(&callers)?)?;
+        let callers = [
+            NewCaller {
+                id: DEVELOPER,
+                kind: "supervised_session",
+                token: token()?,
+                summary: "",
+            },
+            NewCaller {
+                id: OPERATOR,
+                kind: "operator",
+                token: token()?,
+                summary: "",
+            },
+        ];
+        write_policies(&policies, &policy_files(&callers, false)?)?;
     }
     crate::hostkey::load_or_init(dir)?;
-    let (path, key, _) = publisher_key(dir)?;
-    Ok((path, key, PUBLISHER))
+    let publisher = publisher_key(dir, None)?;
+    Ok((publisher.key_path, publisher.key, publisher.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_publisher;
+    use hcp_receipts::HostKey;
+
+    #[test]
+    fn the_default_publisher_is_the_host_name_and_the_key_id() {
+        let key = HostKey::generate().expect("key");
+        let id = key.key_id().to_string();
+        let name = |host: &str| default_publisher(host, &key).expect(host).to_string();
+        assert_eq!(name("Lab-3.example.org"), format!("lab-3-{}", &id[..8]));
+        assert_eq!(name(""), format!("host-{}", &id[..8]));
+        assert_eq!(name("--_ü"), format!("host-{}", &id[..8]));
+        assert_eq!(name("a b"), format!("a-b-{}", &id[..8]));
+        assert_eq!(
+            name(&"x".repeat(100)),
+            format!("{}-{}", "x".repeat(40), &id[..8])
+        );
+    }
 }

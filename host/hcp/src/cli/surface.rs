@@ -55,7 +55,10 @@ fn sniff(path: &Path) -> anyhow::Result<Input> {
 }
 
 pub(super) fn run(args: SurfaceArgs) -> Outcome {
-    let sandbox = sandbox_caching_in(&args.dirs.cache_dir()?)?;
+    // No `./.hcp` made where it runs: a temporary cache without a data
+    // directory.
+    let (cache_dir, _temp) = args.dirs.cache_dir_or_temp()?;
+    let sandbox = sandbox_caching_in(&cache_dir)?;
     let report = match sniff(&args.manifest)? {
         Input::Manifest => sandbox.audit(&load_manifest(&args.manifest)?)?,
         Input::Bundle => {

@@ -20,6 +20,7 @@
 //! | `DELEGATION_INVALID` | `session-invalid` | the session expired or was revoked |
 //! | `DENY_TOOL_NOT_FOUND` | `tool-not-found` | outside the granted surface, or turned off by `dispatch.json` |
 //! | `DENY_ARGS_INVALID` | `args-invalid` | arguments off the operation's schema |
+//! | `DENY_IDENTITY_UNAUTHORIZED` | `identity-unauthorized` | a path outside the granted directories, or a write into a read-only one |
 //! | `BUDGET_EXCEEDED` | `budget-exceeded` | host calls, bytes, artifacts, checkpoints used up |
 //! | `DENY_PROHIBITED_ACTION` | `prohibited-action` | an instrument command performs a prohibited action |
 //! | `DENY_ENVELOPE_HARD_LIMIT` | `envelope-hard-limit` | an instrument command crosses a hard limit, or instruments are shut down |

@@ -54,18 +54,18 @@ fn every_denial_has_its_reason() {
     let cases: Vec<(Call<'_>, &str, &str)> = vec![
         (
             Call::fs(Op::FsOpen, "/secret.txt".into(), FsAccess::Read, None),
-            reason::DENY_TOOL_NOT_FOUND,
-            "fs.open \"/secret.txt\": not inside a directory of grants.filesystem",
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            "fs.open \"/secret.txt\": outside the granted directories (/data/out read-write, /data read-only)",
         ),
         (
             Call::fs(Op::FsOpen, "/data/x".into(), FsAccess::Write, None),
-            reason::DENY_TOOL_NOT_FOUND,
-            "fs.open \"/data/x\": the directory is granted read-only",
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            "fs.open \"/data/x\": the directory is granted read-only (granted: /data/out read-write, /data read-only)",
         ),
         (
             Call::fs(Op::FsOpen, "/database".into(), FsAccess::Read, None),
-            reason::DENY_TOOL_NOT_FOUND,
-            "fs.open \"/database\": not inside a directory of grants.filesystem",
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            "fs.open \"/database\": outside the granted directories (/data/out read-write, /data read-only)",
         ),
         (
             Call::fs(
@@ -74,8 +74,8 @@ fn every_denial_has_its_reason() {
                 FsAccess::Write,
                 Some("/data/b".into()),
             ),
-            reason::DENY_TOOL_NOT_FOUND,
-            "fs.rename \"/data/b\": the directory is granted read-only",
+            reason::DENY_IDENTITY_UNAUTHORIZED,
+            "fs.rename \"/data/b\": the directory is granted read-only (granted: /data/out read-write, /data read-only)",
         ),
         (
             Call::connect("127.0.0.1:9001".into(), None),
