@@ -50,11 +50,12 @@ pub(crate) fn facts() -> SessionFacts {
             artifacts: 8,
             checkpoint_bytes: 100,
             checkpoints: 1,
+            table: Default::default(),
         },
         risk_level: RiskLevel::R1,
         session_id: "session-1".into(),
         surface: Surface {
-            config: vec![],
+            table: Default::default(),
             devices: vec![],
             filesystem: vec![
                 FsSurface {
