@@ -84,6 +84,22 @@ impl Grant {
         }
     }
 
+    /// Whether an install admits the grant's items by name, as it does
+    /// `env`, `instruments` and `devices`, for a grant of the table with a
+    /// shape: `install.json` lists them under the grant's field (`*`:
+    /// any; absent: none). `false`: the grant needs no admission (a
+    /// `wasi:config` key reads only what the operator's policy provides).
+    pub const fn admitted_by_name(self) -> bool {
+        match self {
+            Self::Filesystem
+            | Self::Network
+            | Self::Env
+            | Self::Instruments
+            | Self::Hid
+            | Self::Config => false,
+        }
+    }
+
     /// How reports name it: `grants.network`, `grants.devices: hid`.
     pub fn describe(self) -> &'static str {
         match self {
