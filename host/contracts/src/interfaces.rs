@@ -31,17 +31,20 @@ pub enum Grant {
     Hid,
     /// `grants.config` (`wasi:config/store`).
     Config,
+    /// `grants.keyvalue` (`wasi:keyvalue`).
+    Keyvalue,
 }
 
 impl Grant {
     /// Every grant, in the order reports list them.
-    pub const ALL: [Grant; 6] = [
+    pub const ALL: [Grant; 7] = [
         Grant::Filesystem,
         Grant::Network,
         Grant::Env,
         Grant::Instruments,
         Grant::Hid,
         Grant::Config,
+        Grant::Keyvalue,
     ];
 
     /// The field of `grants` that holds it.
@@ -53,6 +56,7 @@ impl Grant {
             Self::Instruments => "instruments",
             Self::Hid => "devices",
             Self::Config => "config",
+            Self::Keyvalue => "keyvalue",
         }
     }
 
@@ -81,6 +85,7 @@ impl Grant {
         match self {
             Self::Filesystem | Self::Network | Self::Env | Self::Instruments | Self::Hid => None,
             Self::Config => Some(GrantShape::Names),
+            Self::Keyvalue => Some(GrantShape::Items { name: "bucket" }),
         }
     }
 
@@ -97,6 +102,7 @@ impl Grant {
             | Self::Instruments
             | Self::Hid
             | Self::Config => false,
+            Self::Keyvalue => true,
         }
     }
 
@@ -109,6 +115,7 @@ impl Grant {
             Self::Instruments => "grants.instruments",
             Self::Hid => "grants.devices: hid",
             Self::Config => "grants.config",
+            Self::Keyvalue => "grants.keyvalue",
         }
     }
 
@@ -222,6 +229,7 @@ const fn op(name: &'static str, wit: &'static str) -> Operation {
 }
 
 const FS: &str = "wasi:filesystem/types";
+const KV: &str = "wasi:keyvalue/store";
 
 /// Every interface the host provides.
 pub const INTERFACES: &[Interface] = &[
@@ -384,6 +392,21 @@ pub const INTERFACES: &[Interface] = &[
             op("config.get_all", "wasi:config/store"),
         ],
         limits: &[],
+    },
+    Interface {
+        name: "wasi:keyvalue",
+        wit: &[KV, "wasi:keyvalue/atomics"],
+        grant: Some(Grant::Keyvalue),
+        operations: &[
+            op("kv.open", KV),
+            op("kv.get", KV),
+            op("kv.set", KV),
+            op("kv.delete", KV),
+            op("kv.exists", KV),
+            op("kv.list_keys", KV),
+            op("kv.increment", "wasi:keyvalue/atomics"),
+        ],
+        limits: &["kv_keys", "kv_value_bytes", "kv_bytes"],
     },
 ];
 

@@ -26,6 +26,7 @@ pub mod filesystem;
 pub mod hid;
 pub mod http;
 pub mod instrument;
+pub mod keyvalue;
 pub mod log;
 pub mod sockets;
 
@@ -181,6 +182,8 @@ macro_rules! interface_args {
 interface_args! {
     /// `config.get`, `config.get_all`.
     Config(config::ConfigArgs);
+    /// `kv.*`.
+    Keyvalue(keyvalue::KvArgs);
 }
 
 macro_rules! ops {
@@ -285,6 +288,20 @@ ops! {
     ConfigGet = "config.get" => config::Config;
     /// `wasi:config/store.get-all`: every granted key's value.
     ConfigGetAll = "config.get_all" => config::Config;
+    /// `wasi:keyvalue/store.open`: opening a granted bucket.
+    KvOpen = "kv.open" => keyvalue::Keyvalue;
+    /// `bucket.get`.
+    KvGet = "kv.get" => keyvalue::Keyvalue;
+    /// `bucket.set`: the value's size and what the bucket holds after it.
+    KvSet = "kv.set" => keyvalue::Keyvalue;
+    /// `bucket.delete`.
+    KvDelete = "kv.delete" => keyvalue::Keyvalue;
+    /// `bucket.exists`.
+    KvExists = "kv.exists" => keyvalue::Keyvalue;
+    /// `bucket.list-keys`.
+    KvListKeys = "kv.list_keys" => keyvalue::Keyvalue;
+    /// `wasi:keyvalue/atomics.increment`: a write, as `kv.set`.
+    KvIncrement = "kv.increment" => keyvalue::Keyvalue;
 }
 
 impl std::fmt::Display for Op {
