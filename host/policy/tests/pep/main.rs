@@ -7,6 +7,7 @@ mod calls;
 #[path = "../common/mod.rs"]
 mod common;
 mod hid;
+mod keyvalue;
 mod replay;
 
 use common::shipped;
