@@ -85,8 +85,18 @@ pub struct CallLimits {
     /// (`Grant::shape`) the manifest grants, by name (`kv_bytes`, ...),
     /// after the fields above; none when it grants none, so that the facts
     /// of such sessions hash as before.
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "table_limits")]
     pub table: BTreeMap<String, u64>,
+}
+
+/// The table limits of recorded facts: limits of the limit set only (an
+/// unknown field is refused here).
+fn table_limits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    let map = BTreeMap::<String, u64>::deserialize(d)?;
+    match map.keys().find(|k| !Limits::NAMES.contains(&k.as_str())) {
+        Some(k) => Err(serde::de::Error::unknown_field(k, Limits::NAMES)),
+        None => Ok(map),
+    }
 }
 
 impl From<&Limits> for CallLimits {
