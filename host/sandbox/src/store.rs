@@ -197,7 +197,7 @@ pub trait TaskStore: Send + Sync + 'static {
         &self,
         at: StateSpace<'_>,
         key: &str,
-        update: &mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>,
+        update: StateUpdate<'_>,
     ) -> Result<Vec<u8>, TaskStoreError> {
         let _ = (at, key, update);
         Err(no_state())
@@ -221,6 +221,10 @@ pub struct StateSpace<'a> {
     /// The space's name within (a bucket).
     pub space: &'a str,
 }
+
+/// How [`TaskStore::state_update`] makes the new value of an entry from
+/// the one it has (`None`: absent).
+pub type StateUpdate<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>;
 
 /// What a [`StateSpace`] holds ([`TaskStore::state_usage`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -399,7 +403,7 @@ impl TaskStore for MemoryStore {
         &self,
         at: StateSpace<'_>,
         key: &str,
-        update: &mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>,
+        update: StateUpdate<'_>,
     ) -> Result<Vec<u8>, TaskStoreError> {
         let mut state = self.state();
         let k = state_key(at, key);

@@ -5,7 +5,9 @@
 
 use super::{Store, now, sync_dir};
 use anyhow::{Context as _, Result};
-use hcp_sandbox::{StateSpace, StateUsage, StoredArtifact, TaskMeta, TaskStore, TaskStoreError};
+use hcp_sandbox::{
+    StateSpace, StateUpdate, StateUsage, StoredArtifact, TaskMeta, TaskStore, TaskStoreError,
+};
 use rusqlite::{OptionalExtension, params};
 use sha2::{Digest as _, Sha256};
 use std::io::Write as _;
@@ -247,7 +249,7 @@ impl TaskStore for Store {
         &self,
         at: StateSpace<'_>,
         key: &str,
-        update: &mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>,
+        update: StateUpdate<'_>,
     ) -> Result<Vec<u8>, TaskStoreError> {
         self.state_replace(at, key, update)
     }

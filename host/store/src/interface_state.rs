@@ -6,7 +6,7 @@
 //! before it returns.
 
 use super::{Store, now};
-use hcp_sandbox::{StateSpace, StateUsage, TaskStoreError};
+use hcp_sandbox::{StateSpace, StateUpdate, StateUsage, TaskStoreError};
 use rusqlite::{OptionalExtension, params};
 
 const WHERE_SPACE: &str = "interface = ?1 AND capability = ?2 AND space = ?3";
@@ -117,7 +117,7 @@ impl Store {
         &self,
         at: StateSpace<'_>,
         key: &str,
-        update: &mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>,
+        update: StateUpdate<'_>,
     ) -> Result<Vec<u8>, TaskStoreError> {
         let fault = |e: rusqlite::Error| TaskStoreError(e.to_string());
         let mut db = self.db();
