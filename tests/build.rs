@@ -31,6 +31,7 @@ const WORKSPACES: &[(&str, &[&str])] = &[
             "no-run-export",
             "sleeper",
             "config-probe",
+            "kv-probe",
         ],
     ),
 ];

@@ -6,8 +6,9 @@ mod common;
 
 use common::{ProbeTask, host_notes};
 use hcp_contracts::message::ErrorCode;
+use hcp_receipts::{Verdict, reason};
 use hcp_sandbox::audit::ImportVerdict;
-use hcp_sandbox::pep::NoReceipts;
+use hcp_sandbox::pep::{DecidedCall, MemorySink, NoReceipts};
 use hcp_sandbox::{
     MemoryStore, PrepareError, PreparedCapability, RunFailure, RunResult, Sandbox, TaskRun,
     TaskStore,
@@ -542,4 +543,214 @@ async fn arguments_larger_than_the_guest_memory_fail_with_both_sizes() {
             16 << 20
         )
     );
+}
+
+/// `(op, verdict, reason, bucket)` of every `kv.*` call decided.
+fn kv_receipts(decided: &[DecidedCall<'_>]) -> Vec<(String, Verdict, &'static str, String)> {
+    decided
+        .iter()
+        .filter(|d| d.call.op.to_string().starts_with("kv."))
+        .map(|d| {
+            (
+                d.call.op.to_string(),
+                d.verdict,
+                d.reason,
+                d.call.target.to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Runs one task of the kv-probe doing `steps` on `store`: each step's
+/// answer, and the `kv.*` receipts.
+async fn kv_run(
+    cap: &PreparedCapability,
+    store: &Arc<dyn TaskStore>,
+    steps: Value,
+) -> (Value, Vec<(String, Verdict, &'static str, String)>) {
+    let task = ProbeTask {
+        task_id: "task-kv",
+        session_id: "session-kv",
+        intent: "probe the key-value store",
+        deadline: Duration::from_secs(20),
+    };
+    let sink = Arc::new(MemorySink::new());
+    let governor = cap.standalone_governor(
+        task.task_id,
+        task.session_id,
+        task.deadline,
+        &Default::default(),
+        sink.clone(),
+    );
+    let request = task.request(json!({ "steps": steps }), Default::default(), governor);
+    let run = cap.run(request, store.clone()).await;
+    let RunResult::Completed { outputs, .. } = run.result else {
+        panic!("did not complete: {:?}", run.result);
+    };
+    (outputs["results"].clone(), kv_receipts(&sink.decided()))
+}
+
+/// `wasi:keyvalue` from the Rust kv-probe: granted buckets work and keep
+/// their values across tasks; a bucket not granted, a write to a
+/// read-only one, a value, a key count or a bucket over its limit are
+/// denied, each with its receipt naming the operation; two capabilities'
+/// buckets of one name never meet.
+#[tokio::test(flavor = "multi_thread")]
+async fn keyvalue_buckets_are_granted_bounded_and_apart() {
+    use Verdict::{Allow, Deny};
+    use reason::{ALLOW, BUDGET_EXCEEDED, DENY_TOOL_NOT_FOUND};
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The host's own store: what a task sets is durable, across a restart.
+    let data = tmp.path().join("data");
+    let host_store = || -> Arc<dyn TaskStore> {
+        Arc::new(hcp_store::Store::open(&data).expect("the host's store opens"))
+    };
+    let kv = |name: &str| {
+        let manifest = ManifestBuilder::new(name, hcp_tests::KV_PROBE)
+            .set(
+                "/grants/keyvalue",
+                json!([
+                    {"bucket": "counts", "access": "read-write"},
+                    {"bucket": "reference", "access": "read-only"}
+                ]),
+            )
+            .set("/limits/kv_value_bytes", json!(16))
+            .set("/limits/kv_keys", json!(3))
+            .set("/limits/kv_bytes", json!(50))
+            .load(tmp.path());
+        SANDBOX
+            .prepare(Arc::new(manifest))
+            .expect("kv-probe prepares")
+    };
+    let (a, b) = (kv("kv-a"), kv("kv-b"));
+    let store = host_store();
+    let (r, receipts) = kv_run(
+        &a,
+        &store,
+        json!([
+            {"op": "set", "bucket": "counts", "key": "k", "value": "v1"},
+            {"op": "increment", "bucket": "counts", "key": "n", "delta": 2},
+            {"op": "open", "bucket": "secrets"},
+            {"op": "set", "bucket": "reference", "key": "k", "value": "x"},
+            {"op": "get", "bucket": "reference", "key": "k"},
+            {"op": "set", "bucket": "counts", "key": "big", "size": 17},
+            {"op": "set", "bucket": "counts", "key": "gone", "value": "g"},
+            {"op": "exists", "bucket": "counts", "key": "gone"},
+            {"op": "delete", "bucket": "counts", "key": "gone"},
+            {"op": "exists", "bucket": "counts", "key": "gone"},
+            {"op": "get", "bucket": "counts", "key": "gone"},
+            {"op": "increment", "bucket": "counts", "key": "k"},
+        ]),
+    )
+    .await;
+    assert_eq!(r[0], json!({"ok": null}));
+    assert_eq!(r[1], json!({"ok": 2}));
+    assert_eq!(
+        r[2],
+        json!({"err": "access-denied"}),
+        "a bucket not granted"
+    );
+    assert_eq!(r[3], json!({"err": "access-denied"}), "a read-only bucket");
+    assert_eq!(r[4], json!({"ok": null}));
+    let over = r[5]["err"].as_str().expect("err");
+    assert!(
+        over.contains("BUDGET_EXCEEDED") && over.contains("kv_value_bytes"),
+        "{over}"
+    );
+    assert_eq!(r[6], json!({"ok": null}));
+    assert_eq!(r[7], json!({"ok": true}));
+    assert_eq!(r[8], json!({"ok": null}));
+    assert_eq!(r[9], json!({"ok": false}));
+    assert_eq!(r[10], json!({"ok": null}));
+    assert_eq!(
+        r[11],
+        json!({"err": "other: the value is not a decimal u64"})
+    );
+    // Every call has its receipt, naming the operation and the bucket (each
+    // step opens its bucket first).
+    let rc = |op: &str, verdict, reason, bucket: &str| {
+        (op.to_owned(), verdict, reason, bucket.to_owned())
+    };
+    let open = |bucket| rc("kv.open", Allow, ALLOW, bucket);
+    assert_eq!(
+        receipts,
+        [
+            open("counts"),
+            rc("kv.set", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.increment", Allow, ALLOW, "counts"),
+            rc("kv.open", Deny, DENY_TOOL_NOT_FOUND, "secrets"),
+            open("reference"),
+            rc("kv.set", Deny, DENY_TOOL_NOT_FOUND, "reference"),
+            open("reference"),
+            rc("kv.get", Allow, ALLOW, "reference"),
+            open("counts"),
+            rc("kv.set", Deny, BUDGET_EXCEEDED, "counts"),
+            open("counts"),
+            rc("kv.set", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.exists", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.delete", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.exists", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.get", Allow, ALLOW, "counts"),
+            open("counts"),
+            rc("kv.increment", Allow, ALLOW, "counts"),
+        ]
+    );
+    // The next task, after the host restarted, sees the values; the key
+    // count and the total bytes hold.
+    drop(store);
+    let store = host_store();
+    let (r, receipts) = kv_run(
+        &a,
+        &store,
+        json!([
+            {"op": "get", "bucket": "counts", "key": "k"},
+            {"op": "increment", "bucket": "counts", "key": "n", "delta": 1},
+            {"op": "set", "bucket": "counts", "key": "third", "value": "3"},
+            {"op": "set", "bucket": "counts", "key": "fourth", "value": "4"},
+            {"op": "set", "bucket": "counts", "key": "k", "size": 16},
+            {"op": "set", "bucket": "counts", "key": "third", "size": 16},
+            {"op": "set", "bucket": "counts", "key": "n", "size": 16},
+            {"op": "list", "bucket": "counts"},
+        ]),
+    )
+    .await;
+    assert_eq!(r[0], json!({"ok": "v1"}), "a value survives the task");
+    assert_eq!(r[1], json!({"ok": 3}));
+    assert_eq!(r[2], json!({"ok": null}));
+    let keys = r[3]["err"].as_str().expect("err");
+    assert!(keys.contains("kv_keys"), "{keys}");
+    assert_eq!(r[4], json!({"ok": null}));
+    assert_eq!(r[5], json!({"ok": null}));
+    let total = r[6]["err"].as_str().expect("err");
+    assert!(total.contains("kv_bytes"), "{total}");
+    assert_eq!(r[7], json!({"ok": ["k", "n", "third"]}));
+    let denied: Vec<_> = receipts.iter().filter(|r| r.1 == Deny).cloned().collect();
+    assert_eq!(
+        denied,
+        [
+            rc("kv.set", Deny, BUDGET_EXCEEDED, "counts"),
+            rc("kv.set", Deny, BUDGET_EXCEEDED, "counts"),
+        ]
+    );
+    assert_eq!(
+        receipts.last(),
+        Some(&rc("kv.list_keys", Allow, ALLOW, "counts"))
+    );
+    // Another capability's bucket of the same name is its own.
+    let (r, _) = kv_run(
+        &b,
+        &store,
+        json!([
+            {"op": "exists", "bucket": "counts", "key": "k"},
+            {"op": "list", "bucket": "counts"},
+        ]),
+    )
+    .await;
+    assert_eq!(r[0], json!({"ok": false}));
+    assert_eq!(r[1], json!({"ok": []}));
 }

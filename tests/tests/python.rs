@@ -19,7 +19,7 @@ use hcp_sandbox::audit::{GrantedBy, ImportVerdict};
 use hcp_sandbox::pep::{DecidedCall, MemorySink, Op};
 use hcp_sandbox::{
     MemoryStore, PrepareError, PreparedCapability, RunResult, Sandbox, SandboxConfig, TaskRequest,
-    TaskRun,
+    TaskRun, TaskStore,
 };
 use hcp_tests::{REPO_ROOT, cache_dir, listener};
 use serde_json::{Value, json};
@@ -151,6 +151,11 @@ fn probe() -> &'static Path {
     BUILT.get_or_init(|| build("tests/guests/python/probe", "basic"))
 }
 
+fn kv_probe() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("tests/guests/python/kv-probe", "with-keyvalue"))
+}
+
 fn full_world() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| build("tests/guests/python/full-world", "capability"))
@@ -197,6 +202,15 @@ fn guest_manifest(name: &str, component: &Path, grants: Value, base: &Path) -> M
 
 /// Runs one task with a governor recording into a fresh sink.
 async fn run(prepared: &PreparedCapability, inputs: Value) -> (TaskRun, Vec<DecidedCall<'static>>) {
+    run_in(prepared, inputs, Arc::new(MemoryStore::new())).await
+}
+
+/// [`run`] on the host's store `store` (what the task keeps there stays).
+async fn run_in(
+    prepared: &PreparedCapability,
+    inputs: Value,
+    store: Arc<dyn TaskStore>,
+) -> (TaskRun, Vec<DecidedCall<'static>>) {
     let deadline = Duration::from_secs(60);
     let sink = Arc::new(MemorySink::new());
     let request = TaskRequest {
@@ -221,7 +235,7 @@ async fn run(prepared: &PreparedCapability, inputs: Value) -> (TaskRun, Vec<Deci
         ),
         hid: None,
     };
-    let run = prepared.run(request, Arc::new(MemoryStore::new())).await;
+    let run = prepared.run(request, store).await;
     (run, sink.decided())
 }
 
@@ -629,5 +643,120 @@ async fn the_sdk_saves_checkpoints_reports_warnings_and_fails_with_a_code() {
             .any(|e| e.message == "ValueError: unknown action 'nonsense'"),
         "{:#?}",
         trapped.log.entries
+    );
+}
+
+/// `wasi:keyvalue` from a Python guest (the world `with-keyvalue`): the
+/// calls of a granted bucket work, each with its receipt naming the
+/// operation; values stay across tasks; a bucket not granted, a write to a
+/// read-only one and a value over `limits.kv_value_bytes` are denied, with
+/// a DENY receipt each.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_guest_keeps_values_in_its_granted_buckets_only() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut manifest = guest_manifest(
+        "py-kv",
+        kv_probe(),
+        json!({"keyvalue": [
+            {"bucket": "notes", "access": "read-write"},
+            {"bucket": "shared", "access": "read-only"}
+        ]}),
+        tmp.path(),
+    );
+    manifest.limits.kv_value_bytes = 8;
+    let prepared = tokio::task::spawn_blocking(move || SANDBOX.prepare(Arc::new(manifest)))
+        .await
+        .expect("join")
+        .expect("the kv probe prepares");
+    assert_eq!(
+        granted_by(&prepared, "wasi:keyvalue/store@"),
+        GrantedBy::Grant(hcp_contracts::interfaces::Grant::Keyvalue)
+    );
+    let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new());
+    let steps = |steps: Value| json!({ "steps": steps });
+
+    let (run, decided) = run_in(
+        &prepared,
+        steps(json!([
+            {"op": "set", "bucket": "notes", "key": "greeting", "value": "hello"},
+            {"op": "get", "bucket": "notes", "key": "greeting"},
+            {"op": "increment", "bucket": "notes", "key": "count", "delta": 5},
+            {"op": "set", "bucket": "notes", "key": "tmp", "value": "t"},
+            {"op": "exists", "bucket": "notes", "key": "tmp"},
+            {"op": "delete", "bucket": "notes", "key": "tmp"},
+            {"op": "exists", "bucket": "notes", "key": "tmp"},
+            {"op": "list", "bucket": "notes"},
+        ])),
+        store.clone(),
+    )
+    .await;
+    assert_eq!(
+        outputs(&run)["results"],
+        json!([
+            {"ok": null}, {"ok": "hello"}, {"ok": 5}, {"ok": null},
+            {"ok": true}, {"ok": null}, {"ok": false}, {"ok": ["count", "greeting"]},
+        ])
+    );
+    for (op, n) in [
+        (Op::KvOpen, 8),
+        (Op::KvSet, 2),
+        (Op::KvGet, 1),
+        (Op::KvIncrement, 1),
+        (Op::KvExists, 2),
+        (Op::KvDelete, 1),
+        (Op::KvListKeys, 1),
+    ] {
+        let v = verdicts(&decided, op);
+        assert_eq!(v.len(), n, "{op}: {v:?}");
+        assert!(
+            v.iter()
+                .all(|r| *r == (Verdict::Allow, reason::ALLOW, "notes".to_owned())),
+            "{op}: {v:?}"
+        );
+    }
+
+    // The next task sees the values; what is not granted is denied.
+    let (run, decided) = run_in(
+        &prepared,
+        steps(json!([
+            {"op": "get", "bucket": "notes", "key": "greeting"},
+            {"op": "increment", "bucket": "notes", "key": "count", "delta": 1},
+            {"op": "get", "bucket": "secrets", "key": "k"},
+            {"op": "set", "bucket": "shared", "key": "k", "value": "v"},
+            {"op": "set", "bucket": "notes", "key": "big", "size": 9},
+            {"op": "get", "bucket": "notes", "key": "big"},
+        ])),
+        store.clone(),
+    )
+    .await;
+    let results = &outputs(&run)["results"];
+    assert_eq!(
+        results[0],
+        json!({"ok": "hello"}),
+        "a value survives the task"
+    );
+    assert_eq!(results[1], json!({"ok": 6}));
+    assert_eq!(results[2], json!({"err": "access-denied"}));
+    assert_eq!(results[3], json!({"err": "access-denied"}));
+    let over = results[4]["err"].as_str().expect("err");
+    assert!(
+        over.starts_with("other: denied (BUDGET_EXCEEDED)") && over.contains("kv_value_bytes"),
+        "{over}"
+    );
+    assert_eq!(results[5], json!({"ok": null}), "nothing was written");
+    assert!(
+        verdicts(&decided, Op::KvOpen).contains(&(
+            Verdict::Deny,
+            reason::DENY_TOOL_NOT_FOUND,
+            "secrets".into()
+        )),
+        "{decided:?}"
+    );
+    assert_eq!(
+        verdicts(&decided, Op::KvSet),
+        [
+            (Verdict::Deny, reason::DENY_TOOL_NOT_FOUND, "shared".into()),
+            (Verdict::Deny, reason::BUDGET_EXCEEDED, "notes".into()),
+        ]
     );
 }

@@ -40,7 +40,7 @@ pub fn compare(old: &ManifestDoc, new: &ManifestDoc) -> Vec<Change> {
             Grant::Filesystem => d.filesystem(old, new),
             Grant::Network => d.network(old, new),
             _ => match (grant.names(&old.grants), grant.names(&new.grants)) {
-                (Some(o), Some(n)) => d.names(&what, o, n, true),
+                (Some(o), Some(n)) => d.names(&what, &o, &n, true),
                 // A structured grant without rules of its own here: what
                 // it names, added or removed.
                 _ => d.names(

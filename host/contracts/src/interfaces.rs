@@ -10,7 +10,7 @@
 //! docs/architecture.md ("Adding an interface") lists the files a new row
 //! brings with it.
 
-use crate::manifest::{Grants, GrantsDoc};
+use crate::manifest::{GrantItem, Grants, GrantsDoc};
 use serde::Serialize;
 
 /// A grant of the manifest that enables an interface: the grant list,
@@ -31,21 +31,24 @@ pub enum Grant {
     Hid,
     /// `grants.config` (`wasi:config/store`).
     Config,
+    /// `grants.keyvalue` (`wasi:keyvalue`).
+    Keyvalue,
 }
 
 impl Grant {
     /// Every grant, in the order reports list them.
-    pub const ALL: [Grant; 6] = [
+    pub const ALL: [Grant; 7] = [
         Grant::Filesystem,
         Grant::Network,
         Grant::Env,
         Grant::Instruments,
         Grant::Hid,
         Grant::Config,
+        Grant::Keyvalue,
     ];
 
     /// The field of `grants` that holds it.
-    pub fn field(self) -> &'static str {
+    pub const fn field(self) -> &'static str {
         match self {
             Self::Filesystem => "filesystem",
             Self::Network => "network",
@@ -53,6 +56,53 @@ impl Grant {
             Self::Instruments => "instruments",
             Self::Hid => "devices",
             Self::Config => "config",
+            Self::Keyvalue => "keyvalue",
+        }
+    }
+
+    /// The fields of `grants`, in [`Grant::ALL`]'s order.
+    pub const FIELDS: [&'static str; Self::ALL.len()] = {
+        let mut fields = [""; Self::ALL.len()];
+        let mut i = 0;
+        while i < Self::ALL.len() {
+            fields[i] = Self::ALL[i].field();
+            i += 1;
+        }
+        fields
+    };
+
+    /// The grant held by the field `field` of `grants`.
+    pub fn by_field(field: &str) -> Option<Grant> {
+        Self::ALL.into_iter().find(|g| g.field() == field)
+    }
+
+    /// How the grant is written when it has no typed field of its own in
+    /// `GrantsDoc` and `Grants` (the first interfaces' grants have one):
+    /// then it is an entry of their `table` ([`crate::manifest::TableGrants`]), and its
+    /// resolution, its checks (each name once) and how reports show it
+    /// follow from the shape.
+    pub const fn shape(self) -> Option<GrantShape> {
+        match self {
+            Self::Filesystem | Self::Network | Self::Env | Self::Instruments | Self::Hid => None,
+            Self::Config => Some(GrantShape::Names),
+            Self::Keyvalue => Some(GrantShape::Items { name: "bucket" }),
+        }
+    }
+
+    /// Whether an install admits the grant's items by name, as it does
+    /// `env`, `instruments` and `devices`, for a grant of the table with a
+    /// shape: `install.json` lists them under the grant's field (`*`:
+    /// any; absent: none). `false`: the grant needs no admission (a
+    /// `wasi:config` key reads only what the operator's policy provides).
+    pub const fn admitted_by_name(self) -> bool {
+        match self {
+            Self::Filesystem
+            | Self::Network
+            | Self::Env
+            | Self::Instruments
+            | Self::Hid
+            | Self::Config => false,
+            Self::Keyvalue => true,
         }
     }
 
@@ -65,6 +115,7 @@ impl Grant {
             Self::Instruments => "grants.instruments",
             Self::Hid => "grants.devices: hid",
             Self::Config => "grants.config",
+            Self::Keyvalue => "grants.keyvalue",
         }
     }
 
@@ -76,12 +127,12 @@ impl Grant {
             Self::Env => !grants.env.is_empty(),
             Self::Instruments => !grants.instruments.is_empty(),
             Self::Hid => grants.devices.iter().any(|d| d == "hid"),
-            Self::Config => !grants.config.is_empty(),
+            _ => !grants.table.items(self).is_empty(),
         }
     }
 
     /// What the grants as written give of it, one item each (a directory,
-    /// `host:port`, a name); empty when not granted.
+    /// `host:port`, a name, a name with its access); empty when not granted.
     pub fn named(self, doc: &GrantsDoc) -> Vec<String> {
         match self {
             Self::Filesystem => doc.filesystem.iter().map(|f| f.path.clone()).collect(),
@@ -94,31 +145,35 @@ impl Grant {
             Self::Instruments => doc.instruments.clone(),
             Self::Hid if doc.devices.iter().any(|d| d == "hid") => vec!["hid".to_owned()],
             Self::Hid => Vec::new(),
-            Self::Config => doc.config.clone(),
+            _ => doc.table.items(self).iter().map(GrantItem::line).collect(),
         }
     }
 
     /// The grant's field as written when it is a list of names
-    /// (`env`, `instruments`, `devices`, `config`); `None` for the structured ones.
-    pub fn names(self, doc: &GrantsDoc) -> Option<&[String]> {
+    /// (`env`, `instruments`, `devices`, and the table's grants of
+    /// [`GrantShape::Names`]); `None` for the structured ones.
+    pub fn names(self, doc: &GrantsDoc) -> Option<Vec<String>> {
         match self {
             Self::Filesystem | Self::Network => None,
-            Self::Env => Some(&doc.env),
-            Self::Instruments => Some(&doc.instruments),
-            Self::Hid => Some(&doc.devices),
-            Self::Config => Some(&doc.config),
+            Self::Env => Some(doc.env.clone()),
+            Self::Instruments => Some(doc.instruments.clone()),
+            Self::Hid => Some(doc.devices.clone()),
+            _ if self.shape() == Some(GrantShape::Names) => Some(doc.table.names(self)),
+            _ => None,
         }
     }
 
     /// The grant's field as resolved when it is a list of names; `None`
-    /// for the structured ones (directories, destinations).
-    pub fn resolved_names(self, grants: &Grants) -> Option<&[String]> {
+    /// for the structured ones (directories, destinations, items with an
+    /// access).
+    pub fn resolved_names(self, grants: &Grants) -> Option<Vec<String>> {
         match self {
             Self::Filesystem | Self::Network => None,
-            Self::Env => Some(&grants.env),
-            Self::Instruments => Some(&grants.instruments),
-            Self::Hid => Some(&grants.devices),
-            Self::Config => Some(&grants.config),
+            Self::Env => Some(grants.env.clone()),
+            Self::Instruments => Some(grants.instruments.clone()),
+            Self::Hid => Some(grants.devices.clone()),
+            _ if self.shape() == Some(GrantShape::Names) => Some(grants.table.names(self)),
+            _ => None,
         }
     }
 
@@ -126,6 +181,21 @@ impl Grant {
     pub fn interfaces(self) -> impl Iterator<Item = &'static Interface> {
         INTERFACES.iter().filter(move |i| i.grant == Some(self))
     }
+}
+
+/// How a grant of the table without a typed field is written
+/// ([`Grant::shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GrantShape {
+    /// A list of names: `"config": ["greeting", "api_token"]`.
+    Names,
+    /// A list of items, each a name under `name` and an `access`
+    /// (`read-only` or `read-write`): `"keyvalue": [{"bucket": "cache",
+    /// "access": "read-write"}]`.
+    Items {
+        /// The key of the item's name.
+        name: &'static str,
+    },
 }
 
 /// One host interface.
@@ -159,6 +229,7 @@ const fn op(name: &'static str, wit: &'static str) -> Operation {
 }
 
 const FS: &str = "wasi:filesystem/types";
+const KV: &str = "wasi:keyvalue/store";
 
 /// Every interface the host provides.
 pub const INTERFACES: &[Interface] = &[
@@ -321,6 +392,21 @@ pub const INTERFACES: &[Interface] = &[
             op("config.get_all", "wasi:config/store"),
         ],
         limits: &[],
+    },
+    Interface {
+        name: "wasi:keyvalue",
+        wit: &[KV, "wasi:keyvalue/atomics"],
+        grant: Some(Grant::Keyvalue),
+        operations: &[
+            op("kv.open", KV),
+            op("kv.get", KV),
+            op("kv.set", KV),
+            op("kv.delete", KV),
+            op("kv.exists", KV),
+            op("kv.list_keys", KV),
+            op("kv.increment", "wasi:keyvalue/atomics"),
+        ],
+        limits: &["kv_keys", "kv_value_bytes", "kv_bytes"],
     },
 ];
 

@@ -92,17 +92,9 @@ pub use view::{
 pub use hcp_receipts::Parent;
 
 /// The WASI packages the host implements beyond WASI 0.2's own, as
-/// `wit/deps/` holds them (`wasi:config`).
-pub const WIT_DEPS: &[(&str, &str)] = &[
-    (
-        "deps/config/store.wit",
-        include_str!("../../../wit/deps/config/store.wit"),
-    ),
-    (
-        "deps/config/world.wit",
-        include_str!("../../../wit/deps/config/world.wit"),
-    ),
-];
+/// `wit/deps/` holds them (`wasi:config`, ...): every `.wit` file of its
+/// folders, by path (listed by `build.rs`).
+pub const WIT_DEPS: &[(&str, &str)] = include!(concat!(env!("OUT_DIR"), "/wit_deps.rs"));
 
 /// The WIT package, as evidence packs carry it (`manifests/wit/`) and
 /// `hcp new` writes it: the host's own files (one list, the bundles'

@@ -21,11 +21,13 @@ use crate::dupkeys::duplicate_keys;
 use crate::file_kind::{EmbeddedSchemaError, embedded};
 use crate::install_limits::LimitBounds;
 use crate::load::{FileProblem, PolicyError};
+use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::{Access, Manifest, NetHost};
 use hcp_contracts::schema::validate_user;
 use hcp_contracts::{Problem, RiskLevel};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Component, Path};
 use std::sync::LazyLock;
@@ -60,9 +62,8 @@ enum PatternError {
     NotAPattern(String),
 }
 
-/// The file as written.
+/// The file as written (an unknown field is refused, by `admitted`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct InstallFile {
     /// Optional pointer to the schema, for editors.
     #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
@@ -88,7 +89,48 @@ pub struct InstallFile {
     /// maximum, [`crate::install_limits::BUILT_IN`]).
     #[serde(default)]
     pub limits: LimitBounds,
+    /// The names the table's grants admitted by name
+    /// (`Grant::admitted_by_name`) may list, by grant field (`*`: any;
+    /// absent: none), after the fields above.
+    #[serde(flatten)]
+    pub admitted: AdmittedNames,
 }
+
+/// The names an install admits of the table's grants admitted by name,
+/// by the grant's field.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AdmittedNames(BTreeMap<String, Vec<String>>);
+
+impl AdmittedNames {
+    /// What the install admits of `grant` (empty: nothing).
+    pub fn of(&self, grant: Grant) -> &[String] {
+        self.0.get(grant.field()).map_or(&[], Vec::as_slice)
+    }
+}
+
+impl<'de> Deserialize<'de> for AdmittedNames {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<String, Vec<String>>::deserialize(d)?;
+        if let Some(key) = map.keys().find(|k| {
+            !Grant::by_field(k).is_some_and(|g| g.shape().is_some() && g.admitted_by_name())
+        }) {
+            return Err(serde::de::Error::unknown_field(key, INSTALL_FIELDS));
+        }
+        Ok(Self(map))
+    }
+}
+
+/// The fields of `install.json` before the table's (for errors).
+const INSTALL_FIELDS: &[&str] = &[
+    "$schema",
+    "max_risk_ceiling",
+    "filesystem",
+    "network",
+    "env",
+    "instruments",
+    "devices",
+    "limits",
+];
 
 /// Which directories grants may name.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -412,11 +454,20 @@ impl InstallPolicy {
                 ));
             }
         }
-        for (what, granted, admitted) in [
+        let table: Vec<(&str, Vec<String>, &[String])> = manifest
+            .grants
+            .table
+            .iter()
+            .filter(|(g, _)| g.admitted_by_name())
+            .map(|(g, _)| (g.field(), manifest.grants.table.names(g), f.admitted.of(g)))
+            .collect();
+        let typed: [(&str, &[String], &[String]); 3] = [
             ("env", &manifest.grants.env, &f.env),
             ("instruments", &manifest.grants.instruments, &f.instruments),
             ("devices", &manifest.grants.devices, &f.devices),
-        ] {
+        ];
+        let table = table.iter().map(|(w, g, a)| (*w, g.as_slice(), *a));
+        for (what, granted, admitted) in typed.into_iter().chain(table) {
             let any = admitted.iter().any(|a| a == "*");
             for (i, name) in granted.iter().enumerate() {
                 if !any && !admitted.contains(name) {

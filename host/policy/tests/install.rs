@@ -185,6 +185,46 @@ fn every_reason_a_manifest_is_refused_is_reported() {
     );
 }
 
+/// `wasi:keyvalue` buckets are admitted by name (`install.json`
+/// `keyvalue`, `*`: any, absent: none); `wasi:config` keys need no
+/// admission (their values are the operator's).
+#[test]
+fn buckets_are_admitted_by_name_and_config_keys_need_none() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let root = data.path().canonicalize().expect("canonical");
+    let mut doc = base_manifest();
+    doc["grants"] = json!({
+        "config": ["greeting"],
+        "keyvalue": [
+            {"bucket": "counts", "access": "read-write"},
+            {"bucket": "cache", "access": "read-only"}
+        ]
+    });
+    let manifest = checked(doc, &root);
+    let policy = |admitted: Value| {
+        let mut file = json!({"max_risk_ceiling": "R3"});
+        if !admitted.is_null() {
+            file["keyvalue"] = admitted;
+        }
+        InstallPolicy::from_text("test", &file.to_string()).unwrap_or_else(|e| panic!("{e}"))
+    };
+    assert_eq!(
+        policy(Value::Null).check(&manifest),
+        [
+            "grants.keyvalue[0] counts is not admitted (keyvalue lists nothing)",
+            "grants.keyvalue[1] cache is not admitted (keyvalue lists nothing)",
+        ]
+    );
+    assert_eq!(
+        policy(json!(["counts"])).check(&manifest),
+        ["grants.keyvalue[1] cache is not admitted (keyvalue lists counts)"]
+    );
+    assert_eq!(policy(json!(["*"])).check(&manifest), Vec::<String>::new());
+    assert!(
+        InstallPolicy::from_text("test", r#"{"max_risk_ceiling": "R3", "config": ["x"]}"#).is_err()
+    );
+}
+
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("json")
 }

@@ -58,8 +58,6 @@ pub enum GrantedBy {
     Instruments,
     /// `grants.devices` names `hid`.
     DeviceHid,
-    /// `grants.config` is not empty.
-    Config,
     /// Linked, inert: no `grants.filesystem`, so no preopened directory.
     FilesystemInert,
     /// Linked, inert: no `grants.network`; creating a socket is denied by
@@ -68,6 +66,11 @@ pub enum GrantedBy {
     /// Linked, inert: `grants.network` names no host; every lookup is
     /// denied by the PEP, with a receipt.
     NameLookupInert,
+    /// The table's grant that enables the interface is given (a grant of
+    /// the table with a shape, `Grant::shape`: `grants.config`, ...);
+    /// serialized as the grant (`config`).
+    #[serde(untagged)]
+    Grant(Grant),
 }
 
 impl GrantedBy {
@@ -83,7 +86,7 @@ impl GrantedBy {
             Self::Env => Grant::Env.describe(),
             Self::Instruments => Grant::Instruments.describe(),
             Self::DeviceHid => Grant::Hid.describe(),
-            Self::Config => Grant::Config.describe(),
+            Self::Grant(g) => g.describe(),
             Self::FilesystemInert => {
                 "linked, inert: no directory is granted (grants.filesystem), so there is none to open"
             }
@@ -112,7 +115,7 @@ impl GrantedBy {
             Self::Env => Some(Grant::Env),
             Self::Instruments => Some(Grant::Instruments),
             Self::DeviceHid => Some(Grant::Hid),
-            Self::Config => Some(Grant::Config),
+            Self::Grant(g) => Some(g),
         }
     }
 
@@ -206,6 +209,13 @@ impl GrantsSummary {
                     };
                     format!("{}:{}{private}", g.host, g.port)
                 })
+                .collect(),
+            // A table grant of items: `name (access)`.
+            None if grant.shape().is_some() => grants
+                .table
+                .items(grant)
+                .iter()
+                .map(hcp_contracts::manifest::GrantItem::line)
                 .collect(),
             // A structured grant without a line format of its own here.
             None => Vec::new(),

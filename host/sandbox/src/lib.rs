@@ -48,7 +48,8 @@ pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
 pub use store::{
-    ConfigSecret, MemoryStore, ResumeFrom, StoredArtifact, TaskMeta, TaskStore, TaskStoreError,
+    ConfigSecret, MemoryStore, ResumeFrom, StateSpace, StateUpdate, StateUsage, StoredArtifact,
+    TaskMeta, TaskStore, TaskStoreError,
 };
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};
 pub use units::types::reason_name;

@@ -391,7 +391,7 @@ impl Standalone<'_> {
             data_classification: self.data_classification,
             envelope: self.envelope.clone(),
             expires_at_ms: self.expires_at_ms,
-            limits: (&manifest.limits).into(),
+            limits: hcp_policy::pep::CallLimits::of(manifest),
             risk_level: self.risk_level,
             session_id: self.session_id.to_owned(),
             surface: Surface::of(&manifest.grants),

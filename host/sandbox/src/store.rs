@@ -124,6 +124,117 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> Result<Option<ConfigSecret>, TaskStoreError> {
         Ok(None)
     }
+
+    // The durable state a host interface keeps of its own (its sandbox
+    // unit asks the PEP before each call; these only read and write), in
+    // spaces apart by interface, capability and space name
+    // ([`StateSpace`]). A store without it answers every call with an
+    // error.
+
+    /// The value of `key` in `at`.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn state_get(&self, at: StateSpace<'_>, key: &str) -> Result<Option<Vec<u8>>, TaskStoreError> {
+        let _ = (at, key);
+        Err(no_state())
+    }
+
+    /// Sets `key` to `value` in `at`, durably.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn state_set(&self, at: StateSpace<'_>, key: &str, value: &[u8]) -> Result<(), TaskStoreError> {
+        let _ = (at, key, value);
+        Err(no_state())
+    }
+
+    /// Removes `key` from `at` (nothing when absent).
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn state_delete(&self, at: StateSpace<'_>, key: &str) -> Result<(), TaskStoreError> {
+        let _ = (at, key);
+        Err(no_state())
+    }
+
+    /// Up to `limit` keys of `at` in byte order, from the `offset`-th.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn state_keys(
+        &self,
+        at: StateSpace<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, TaskStoreError> {
+        let _ = (at, offset, limit);
+        Err(no_state())
+    }
+
+    /// What `at` holds, and the entry of `key` in it.
+    ///
+    /// # Errors
+    ///
+    /// A message for the guest.
+    fn state_usage(&self, at: StateSpace<'_>, key: &str) -> Result<StateUsage, TaskStoreError> {
+        let _ = (at, key);
+        Err(no_state())
+    }
+
+    /// Replaces the value of `key` in `at` by what `update` makes of it
+    /// (`None`: absent), in one step no other call interleaves with, and
+    /// returns the new value.
+    ///
+    /// # Errors
+    ///
+    /// `update`'s error, or a message for the guest.
+    fn state_update(
+        &self,
+        at: StateSpace<'_>,
+        key: &str,
+        update: StateUpdate<'_>,
+    ) -> Result<Vec<u8>, TaskStoreError> {
+        let _ = (at, key, update);
+        Err(no_state())
+    }
+}
+
+fn no_state() -> TaskStoreError {
+    TaskStoreError("this host keeps no interface state".into())
+}
+
+/// A space of durable interface state: the entries one capability keeps
+/// through one interface under one name (a `wasi:keyvalue` bucket).
+/// Spaces never meet: another interface, capability or name is another
+/// space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StateSpace<'a> {
+    /// The interface, as its row of the table names it (`wasi:keyvalue`).
+    pub interface: &'a str,
+    /// The capability's name (without version).
+    pub capability: &'a str,
+    /// The space's name within (a bucket).
+    pub space: &'a str,
+}
+
+/// How [`TaskStore::state_update`] makes the new value of an entry from
+/// the one it has (`None`: absent).
+pub type StateUpdate<'a> = &'a mut dyn FnMut(Option<&[u8]>) -> Result<Vec<u8>, TaskStoreError>;
+
+/// What a [`StateSpace`] holds ([`TaskStore::state_usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateUsage {
+    /// Keys.
+    pub keys: u64,
+    /// Bytes of its keys and values.
+    pub bytes: u64,
+    /// Bytes of the entry of the key asked about (key and value), if any.
+    pub entry: Option<u64>,
 }
 
 /// A `wasi:config` secret, opened for a task that may read it.
@@ -147,12 +258,17 @@ impl std::fmt::Debug for ConfigSecret {
 /// (session id, artifact name or checkpoint id).
 type Key = (String, String);
 
+/// (interface, capability, space, key) of an entry of interface state.
+type StateKey = (String, String, String, String);
+
 /// Keeps everything in memory: for tests and benchmarks.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     artifacts: Mutex<BTreeMap<Key, (StoredArtifact, Vec<u8>)>>,
     /// Checkpoint label and state.
     checkpoints: Mutex<BTreeMap<Key, (String, Vec<u8>)>>,
+    /// Interface state.
+    state: Mutex<BTreeMap<StateKey, Vec<u8>>>,
 }
 
 impl MemoryStore {
@@ -169,6 +285,24 @@ impl MemoryStore {
             .get(&(session_id.to_owned(), name.to_owned()))
             .map(|(_, bytes)| bytes.clone())
     }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, BTreeMap<StateKey, Vec<u8>>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn state_key(at: StateSpace<'_>, key: &str) -> StateKey {
+    (
+        at.interface.to_owned(),
+        at.capability.to_owned(),
+        at.space.to_owned(),
+        key.to_owned(),
+    )
+}
+
+/// Whether the entry `k` is in the space `at`.
+fn in_space(k: &StateKey, at: StateSpace<'_>) -> bool {
+    k.0 == at.interface && k.1 == at.capability && k.2 == at.space
 }
 
 impl TaskStore for MemoryStore {
@@ -218,5 +352,63 @@ impl TaskStore for MemoryStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(session_id.to_owned(), id.to_owned()))
             .map(|(_, s)| s.clone()))
+    }
+
+    fn state_get(&self, at: StateSpace<'_>, key: &str) -> Result<Option<Vec<u8>>, TaskStoreError> {
+        Ok(self.state().get(&state_key(at, key)).cloned())
+    }
+
+    fn state_set(&self, at: StateSpace<'_>, key: &str, value: &[u8]) -> Result<(), TaskStoreError> {
+        self.state().insert(state_key(at, key), value.to_vec());
+        Ok(())
+    }
+
+    fn state_delete(&self, at: StateSpace<'_>, key: &str) -> Result<(), TaskStoreError> {
+        self.state().remove(&state_key(at, key));
+        Ok(())
+    }
+
+    fn state_keys(
+        &self,
+        at: StateSpace<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, TaskStoreError> {
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(self
+            .state()
+            .keys()
+            .filter(|k| in_space(k, at))
+            .skip(skip)
+            .take(take)
+            .map(|k| k.3.clone())
+            .collect())
+    }
+
+    fn state_usage(&self, at: StateSpace<'_>, key: &str) -> Result<StateUsage, TaskStoreError> {
+        let mut usage = StateUsage::default();
+        for (k, v) in self.state().iter().filter(|(k, _)| in_space(k, at)) {
+            let bytes = (k.3.len() + v.len()) as u64;
+            usage.keys += 1;
+            usage.bytes += bytes;
+            if k.3 == key {
+                usage.entry = Some(bytes);
+            }
+        }
+        Ok(usage)
+    }
+
+    fn state_update(
+        &self,
+        at: StateSpace<'_>,
+        key: &str,
+        update: StateUpdate<'_>,
+    ) -> Result<Vec<u8>, TaskStoreError> {
+        let mut state = self.state();
+        let k = state_key(at, key);
+        let new = update(state.get(&k).map(Vec::as_slice))?;
+        state.insert(k, new.clone());
+        Ok(new)
     }
 }

@@ -5,7 +5,9 @@
 
 use super::{Store, now, sync_dir};
 use anyhow::{Context as _, Result};
-use hcp_sandbox::{StoredArtifact, TaskMeta, TaskStore, TaskStoreError};
+use hcp_sandbox::{
+    StateSpace, StateUpdate, StateUsage, StoredArtifact, TaskMeta, TaskStore, TaskStoreError,
+};
 use rusqlite::{OptionalExtension, params};
 use sha2::{Digest as _, Sha256};
 use std::io::Write as _;
@@ -215,6 +217,46 @@ impl TaskStore for Store {
         self.checkpoint_state(session_id, id)
             .map_err(|e| TaskStoreError(e.to_string()))
     }
+
+    // Interface state: in `super::interface_state`.
+
+    fn state_get(&self, at: StateSpace<'_>, key: &str) -> Result<Option<Vec<u8>>, TaskStoreError> {
+        self.state_value(at, key).map_err(state_error)
+    }
+
+    fn state_set(&self, at: StateSpace<'_>, key: &str, value: &[u8]) -> Result<(), TaskStoreError> {
+        self.state_put(at, key, value).map_err(state_error)
+    }
+
+    fn state_delete(&self, at: StateSpace<'_>, key: &str) -> Result<(), TaskStoreError> {
+        self.state_remove(at, key).map_err(state_error)
+    }
+
+    fn state_keys(
+        &self,
+        at: StateSpace<'_>,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<String>, TaskStoreError> {
+        self.state_page(at, offset, limit).map_err(state_error)
+    }
+
+    fn state_usage(&self, at: StateSpace<'_>, key: &str) -> Result<StateUsage, TaskStoreError> {
+        self.state_held(at, key).map_err(state_error)
+    }
+
+    fn state_update(
+        &self,
+        at: StateSpace<'_>,
+        key: &str,
+        update: StateUpdate<'_>,
+    ) -> Result<Vec<u8>, TaskStoreError> {
+        self.state_replace(at, key, update)
+    }
+}
+
+fn state_error(e: rusqlite::Error) -> TaskStoreError {
+    TaskStoreError(e.to_string())
 }
 
 #[cfg(test)]

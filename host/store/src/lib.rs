@@ -31,6 +31,7 @@ pub mod busy;
 mod checkpoints;
 pub mod config_secrets;
 pub mod durable;
+mod interface_state;
 mod keyfile;
 pub mod private_dir;
 pub mod receipt_hashes;

@@ -5,7 +5,7 @@
 //!
 //! Each table's rows have one owner: `tasks`, `approvals`, `resources`,
 //! `checkpoints`, `artifacts`, `artifact_access`, `capabilities`,
-//! `trusted_publishers` and `amqp_replies` the store's own modules; the
+//! `trusted_publishers`, `amqp_replies` and `interface_state` the store's own modules; the
 //! receipt tables (`receipt_log`, `receipts`, `receipt_blocks`, `receipt_marks`,
 //! `receipt_checkpoints`, `receipt_sessions`, `policy_snapshots`,
 //! `capability_manifests`, `task_messages`) `hcp_evidence`.
@@ -197,5 +197,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
         hashes BLOB NOT NULL CHECK (length(hashes) = 32 * count),
         data BLOB NOT NULL
     ) STRICT;
+",
+    // The durable state host interfaces keep of their own
+    // (store/interface_state.rs): entries by interface, capability (its
+    // name), space (a `wasi:keyvalue` bucket, ...) and key.
+    r"
+    CREATE TABLE interface_state (
+        interface TEXT NOT NULL,
+        capability TEXT NOT NULL,
+        space TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (interface, capability, space, key)
+    ) STRICT, WITHOUT ROWID;
 ",
 ];

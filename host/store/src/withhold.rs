@@ -279,13 +279,13 @@ fn call_flagged(call: &Call<'_>) -> bool {
         Args::Instrument(a) => text(&a.arguments),
         Args::Http(a) => text(&a.path),
         Args::Fs(a) => a.to.as_deref().is_some_and(text),
+        Args::Interface(a) => a.flagged(),
         Args::Artifact(_)
         | Args::CheckpointSave(_)
         | Args::CheckpointLoad(_)
         | Args::FsWrite(_)
         | Args::Connect(_)
         | Args::Lookup(_)
-        | Args::Config(_)
         | Args::Empty(_) => false,
     }
 }

@@ -3,6 +3,7 @@
 //! These mirror `schemas/capability.schema.json`; [`super::load`] turns them
 //! into the checked [`super::Manifest`].
 
+use super::table_grants::TableGrants;
 use crate::levels::RiskLevel;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -124,9 +125,10 @@ pub struct ComponentDoc {
     pub world: String,
 }
 
-/// Grants as written.
+/// Grants as written. The typed fields are the grants of the first
+/// interfaces; the table's grants with a shape ([`crate::interfaces::Grant::shape`])
+/// are entries of `table` (an unknown field is refused there).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct GrantsDoc {
     /// Directories.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -143,10 +145,10 @@ pub struct GrantsDoc {
     /// Devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub devices: Vec<String>,
-    /// `wasi:config` keys the capability may read (their values are the
-    /// operator's: `policies/config.json`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config: Vec<String>,
+    /// The grants of the table by shape (`config`, ...), after the fields
+    /// above.
+    #[serde(flatten)]
+    pub table: TableGrants,
 }
 
 /// A directory grant as written.

@@ -25,6 +25,9 @@ macro_rules! limit_set {
             artifact_bytes: "Bytes of all artifacts.", 64 << 20, 1 << 30;
             checkpoints: "Number of checkpoints.", 32, 1_024;
             checkpoint_bytes: "Bytes of one checkpoint.", 1 << 20, 64 << 20;
+            kv_keys: "Keys in one `wasi:keyvalue` bucket.", 1_000, 1_000_000;
+            kv_value_bytes: "Bytes of one `wasi:keyvalue` value.", 64 << 10, 16 << 20;
+            kv_bytes: "Bytes of one `wasi:keyvalue` bucket (keys and values).", 4 << 20, 1 << 30;
         }
     };
 }

@@ -409,7 +409,7 @@ impl Checker<'_> {
             env: g.env.clone(),
             instruments: g.instruments.clone(),
             devices: g.devices.clone(),
-            config: g.config.clone(),
+            table: g.table.clone(),
             ..Grants::default()
         };
         let mut guest_paths = BTreeSet::new();
@@ -443,7 +443,6 @@ impl Checker<'_> {
             ("env", &g.env),
             ("instruments", &g.instruments),
             ("devices", &g.devices),
-            ("config", &g.config),
         ] {
             let mut seen = BTreeSet::new();
             for (i, name) in list.iter().enumerate() {
@@ -451,6 +450,17 @@ impl Checker<'_> {
                     self.problem(
                         format!("/grants/{what}/{i}"),
                         format!("{name} is granted twice"),
+                    );
+                }
+            }
+        }
+        for (grant, items) in g.table.iter() {
+            let mut seen = BTreeSet::new();
+            for (i, item) in items.iter().enumerate() {
+                if !seen.insert(&item.name) {
+                    self.problem(
+                        format!("/grants/{}/{i}", grant.field()),
+                        format!("{} is granted twice", item.name),
                     );
                 }
             }

@@ -13,6 +13,7 @@ mod fs_grant;
 mod hashed;
 mod limits;
 mod load;
+mod table_grants;
 
 pub use doc::{
     Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FloorSource,
@@ -22,6 +23,7 @@ pub use fs_grant::dir_identity;
 pub use hashed::component_hashes;
 pub use limits::{Limits, LimitsDoc};
 pub use load::{LoadOptions, ManifestError, from_value, load, load_installed};
+pub use table_grants::{GrantItem, TableGrants};
 
 use crate::levels::RiskLevel;
 use std::net::IpAddr;
@@ -135,8 +137,8 @@ pub struct Grants {
     pub instruments: Vec<String>,
     /// Devices.
     pub devices: Vec<String>,
-    /// `wasi:config` keys the capability may read.
-    pub config: Vec<String>,
+    /// The grants of the table by shape (`config`, ...), each name once.
+    pub table: TableGrants,
 }
 
 impl Grants {

@@ -119,18 +119,18 @@ fn floor_boundary(s: &str, at: usize) -> usize {
 }
 
 /// Cuts text to what is left of the budget.
-struct Cutter {
+pub(crate) struct Cutter {
     left: usize,
 }
 
 impl Cutter {
-    fn cut(&mut self, s: &str) -> Text<'static> {
+    pub(crate) fn cut(&mut self, s: &str) -> Text<'static> {
         let n = floor_boundary(s, self.left);
         self.left -= n;
         Cow::Owned(s[..n].to_owned())
     }
 
-    fn opt(&mut self, s: &Option<Text<'_>>) -> Option<Text<'static>> {
+    pub(crate) fn opt(&mut self, s: &Option<Text<'_>>) -> Option<Text<'static>> {
         s.as_ref().map(|s| self.cut(s))
     }
 }
@@ -169,7 +169,7 @@ impl Call<'_> {
                     a.action_type.len() + a.payload.len() + a.proposal.len() + a.rationale.len()
                 }
                 Args::Lookup(a) => list(&a.addresses),
-                Args::Config(a) => list(&a.keys) + list(&a.secrets),
+                Args::Interface(a) => a.text_len(),
                 Args::FsWrite(_) | Args::Empty(_) => 0,
             }
     }
@@ -268,10 +268,7 @@ impl Call<'_> {
                 addresses: a.addresses.iter().map(|s| c.cut(s)).collect(),
             }),
             Args::FsWrite(a) => Args::FsWrite(FsWriteArgs { bytes: a.bytes }),
-            Args::Config(a) => Args::Config(super::call::ConfigArgs {
-                keys: a.keys.iter().map(|k| c.cut(k)).collect(),
-                secrets: a.secrets.iter().map(|d| c.cut(d)).collect(),
-            }),
+            Args::Interface(a) => Args::Interface(a.cut(&mut c)),
             Args::Empty(e) => Args::Empty(*e),
         };
         let target = c.cut(&self.target);

@@ -9,125 +9,12 @@
 //! except for instrument plans, whose floats [`Call::canonical_bytes`] hands
 //! to the JCS serializer.
 
-use super::interfaces::{
-    InterfaceRules, artifacts, checkpoints, config, filesystem, hid, http, instrument, log, sockets,
-};
+pub use super::interfaces::{InterfaceArgs, Op};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
-use std::fmt;
 
 /// Text borrowed from the host call, or owned once recorded.
 pub type Text<'a> = Cow<'a, str>;
-
-macro_rules! ops {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal => $rules:expr;)*) => {
-        /// A kind of host call: `interface.operation`. The names are stable:
-        /// receipts record them as `call`. Each is an operation of a row of
-        /// [`hcp_contracts::interfaces::INTERFACES`] (a test checks both
-        /// list the same operations).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        pub enum Op {
-            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
-        }
-
-        impl Op {
-            /// Every operation.
-            pub const ALL: &[Op] = &[$(Op::$variant,)*];
-
-            /// The stable name, e.g. `fs.open`.
-            pub fn name(self) -> &'static str {
-                match self { $(Op::$variant => $name,)* }
-            }
-
-            /// The WIT interface the call belongs to, as the table of
-            /// interfaces ([`hcp_contracts::interfaces`]) gives it.
-            pub fn interface(self) -> &'static str {
-                hcp_contracts::interfaces::by_operation(self.name()).map_or("", |(_, o)| o.wit)
-            }
-
-            /// The PEP's rules of the call's interface (its module of
-            /// [`super::interfaces`]).
-            pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
-                match self { $(Op::$variant => &$rules,)* }
-            }
-
-            /// The operation named `name`.
-            pub fn from_name(name: &str) -> Option<Op> {
-                match name { $($name => Some(Op::$variant),)* _ => None }
-            }
-        }
-    };
-}
-
-ops! {
-    /// `log.write`: a structured log line.
-    LogWrite = "log.write" => log::Log;
-    /// `artifacts.create`.
-    ArtifactCreate = "artifacts.create" => artifacts::Artifacts;
-    /// `checkpoints.save`.
-    CheckpointSave = "checkpoints.save" => checkpoints::Checkpoints;
-    /// `checkpoints.load`.
-    CheckpointLoad = "checkpoints.load" => checkpoints::Checkpoints;
-    /// `instrument.command`: a command to an instrument.
-    InstrumentCommand = "instrument.command" => instrument::Instrument;
-    /// `instrument.read`: a reading, no side effect.
-    InstrumentRead = "instrument.read" => instrument::Instrument;
-    /// `descriptor.open-at`.
-    FsOpen = "fs.open" => filesystem::Filesystem;
-    /// `descriptor.stat-at`.
-    FsStat = "fs.stat" => filesystem::Filesystem;
-    /// `descriptor.metadata-hash-at`.
-    FsMetadataHash = "fs.metadata_hash" => filesystem::Filesystem;
-    /// `descriptor.readlink-at`.
-    FsReadlink = "fs.readlink" => filesystem::Filesystem;
-    /// `descriptor.create-directory-at`.
-    FsMkdir = "fs.mkdir" => filesystem::Filesystem;
-    /// `descriptor.remove-directory-at`.
-    FsRmdir = "fs.rmdir" => filesystem::Filesystem;
-    /// `descriptor.unlink-file-at`.
-    FsUnlink = "fs.unlink" => filesystem::Filesystem;
-    /// `descriptor.rename-at`.
-    FsRename = "fs.rename" => filesystem::Filesystem;
-    /// `descriptor.link-at`.
-    FsLink = "fs.link" => filesystem::Filesystem;
-    /// `descriptor.symlink-at`.
-    FsSymlink = "fs.symlink" => filesystem::Filesystem;
-    /// `descriptor.set-times-at`.
-    FsSetTimes = "fs.set_times" => filesystem::Filesystem;
-    /// Bytes written into a file of a read-write grant (`write`, an output
-    /// stream, `set-size` growth), asked for before they are written.
-    FsWrite = "fs.write" => filesystem::Filesystem;
-    /// A TCP connect.
-    NetConnect = "net.connect" => sockets::Sockets;
-    /// A TCP bind (only the implicit bind of a client connect is admissible).
-    NetBind = "net.bind" => sockets::Sockets;
-    /// A TCP listen: never admissible.
-    NetListen = "net.listen" => sockets::Sockets;
-    /// A TCP accept: never admissible.
-    NetAccept = "net.accept" => sockets::Sockets;
-    /// Any UDP use: never admissible.
-    NetUdp = "net.udp" => sockets::Sockets;
-    /// A name lookup.
-    NetLookup = "net.lookup" => sockets::Sockets;
-    /// Creating a TCP socket (the target is the address family).
-    NetSocket = "net.socket" => sockets::Sockets;
-    /// An outgoing HTTP request.
-    HttpRequest = "http.request" => http::Http;
-    /// `hid.propose`: a keyboard or mouse action proposed to the operator.
-    HidPropose = "hid.propose" => hid::Hid;
-    /// `hid.wait`: waiting for a proposal's outcome.
-    HidWait = "hid.wait" => hid::Hid;
-    /// `wasi:config/store.get`: one key's value (the target is the key).
-    ConfigGet = "config.get" => config::Config;
-    /// `wasi:config/store.get-all`: every granted key's value.
-    ConfigGetAll = "config.get_all" => config::Config;
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// One host call, before dispatch.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -169,8 +56,9 @@ pub enum Args<'a> {
     Hid(HidArgs<'a>),
     /// `net.lookup` with the host's resolution.
     Lookup(LookupArgs<'a>),
-    /// `config.get`, `config.get_all`.
-    Config(ConfigArgs<'a>),
+    /// The arguments of an interface whose module owns them
+    /// (`config.*`, ...): see [`InterfaceArgs`].
+    Interface(InterfaceArgs<'a>),
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, ...).
     Empty(Empty),
@@ -311,20 +199,6 @@ pub struct LookupArgs<'a> {
     /// The addresses the guest may reach (public ones, and private ones
     /// only where the grant says `allow_private`); empty when none is.
     pub addresses: Vec<Text<'a>>,
-}
-
-/// `config.get` (the target is the key asked for) and `config.get_all`:
-/// what the host would answer, as receipts may show it. Values are not
-/// recorded; a secret's is named by its keyed digest
-/// (`[withheld: hmac-sha256:…]`, see `hcp_store::withhold`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigArgs<'a> {
-    /// The keys the answer would hold: granted keys the operator's policy
-    /// provides (for `config.get`, the target when it is one).
-    pub keys: Vec<Text<'a>>,
-    /// The keyed digests of the secret values among them.
-    pub secrets: Vec<Text<'a>>,
 }
 
 /// `http.request`: the target is `host:port`.
@@ -516,24 +390,6 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// `config.get` of `key` (`keys` holds it when the policy provides
-    /// it) or, with an empty `key`, `config.get_all`; `secrets` are the
-    /// keyed digests of the secret values the answer would hold.
-    pub fn config(key: &'a str, keys: Vec<String>, secrets: Vec<String>) -> Self {
-        Self {
-            op: if key.is_empty() {
-                Op::ConfigGetAll
-            } else {
-                Op::ConfigGet
-            },
-            target: t(key),
-            args: Args::Config(ConfigArgs {
-                keys: keys.into_iter().map(Text::Owned).collect(),
-                secrets: secrets.into_iter().map(Text::Owned).collect(),
-            }),
-        }
-    }
-
     /// Bytes the call moves through the host, for the `bytes` budget:
     /// log text, artifact and checkpoint content, bytes written into files,
     /// instrument arguments, the request path, the paths of a filesystem call.
@@ -550,6 +406,7 @@ impl<'a> Call<'a> {
             Args::Instrument(a) => a.arguments.len() as u64,
             Args::Http(a) => a.path.len() as u64,
             Args::Hid(a) => (a.payload.len() + a.rationale.len()) as u64,
+            Args::Interface(a) => a.budget_bytes(&self.target),
             _ => 0,
         }
     }
@@ -603,10 +460,7 @@ impl<'a> Call<'a> {
             Args::Lookup(a) => Args::Lookup(LookupArgs {
                 addresses: a.addresses.into_iter().map(o).collect(),
             }),
-            Args::Config(a) => Args::Config(ConfigArgs {
-                keys: a.keys.into_iter().map(o).collect(),
-                secrets: a.secrets.into_iter().map(o).collect(),
-            }),
+            Args::Interface(a) => Args::Interface(a.to_static()),
             Args::Empty(e) => Args::Empty(e),
         };
         Call {

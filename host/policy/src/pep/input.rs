@@ -238,7 +238,6 @@ impl Call<'_> {
             Op::NetConnect => Args::Connect(de(op, raw)?),
             Op::HttpRequest => Args::Http(de(op, raw)?),
             Op::HidPropose => Args::Hid(de(op, raw)?),
-            Op::ConfigGet | Op::ConfigGetAll => Args::Config(de(op, raw)?),
             Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
             Op::InstrumentRead
             | Op::NetBind
@@ -248,6 +247,8 @@ impl Call<'_> {
             | Op::NetLookup
             | Op::NetSocket
             | Op::HidWait => Args::Empty(de(op, raw)?),
+            // The interfaces whose module owns their arguments.
+            _ => op.rules().args(op, raw)?,
         };
         Ok(Call {
             args,

@@ -34,7 +34,7 @@ mod error;
 pub mod gate;
 pub mod hid;
 pub mod input;
-mod interfaces;
+pub mod interfaces;
 pub mod reload;
 mod replay;
 mod scope;
@@ -42,12 +42,13 @@ pub mod threat;
 
 pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
 pub use call::{
-    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConfigArgs, ConnectArgs,
-    Empty, FsAccess, FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Op,
+    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
+    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, InterfaceArgs, LogArgs, LookupArgs, Op,
     PlanArgs, SettingArgs, Text,
 };
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
+pub use interfaces::config::ConfigArgs;
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,
@@ -76,7 +77,7 @@ impl SessionFacts {
             data_classification: admission.data_classification,
             envelope: admission.envelope.envelope.clone(),
             expires_at_ms,
-            limits: (&manifest.limits).into(),
+            limits: CallLimits::of(manifest),
             risk_level: admission.risk_level,
             session_id: session_id.to_owned(),
             surface: Surface::of(&manifest.grants),

@@ -6,12 +6,13 @@ use super::call::Op;
 use super::threat::Scan;
 use crate::PolicySet;
 use crate::files::ThreatScan;
-use hcp_contracts::manifest::{Access, Grants, Limits, NetHost, SafetyEnvelope};
+use hcp_contracts::interfaces::Grant;
+use hcp_contracts::manifest::{Access, Grants, Limits, NetHost, SafetyEnvelope, TableGrants};
 use hcp_contracts::{DataClass, RiskLevel};
 use hcp_instruments::envelope::Guard;
 use hcp_receipts::Digest;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr as _;
 
@@ -70,8 +71,7 @@ impl From<crate::Budgets> for BudgetCaps {
 }
 
 /// The manifest's limits the PEP enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallLimits {
     /// Bytes of all artifacts.
     pub artifact_bytes: u64,
@@ -81,6 +81,22 @@ pub struct CallLimits {
     pub checkpoint_bytes: u64,
     /// Checkpoints.
     pub checkpoints: u64,
+    /// The limits of the interfaces of the table's grants with a shape
+    /// (`Grant::shape`) the manifest grants, by name (`kv_bytes`, ...),
+    /// after the fields above; none when it grants none, so that the facts
+    /// of such sessions hash as before.
+    #[serde(flatten, deserialize_with = "table_limits")]
+    pub table: BTreeMap<String, u64>,
+}
+
+/// The table limits of recorded facts: limits of the limit set only (an
+/// unknown field is refused here).
+fn table_limits<'de, D: serde::Deserializer<'de>>(d: D) -> Result<BTreeMap<String, u64>, D::Error> {
+    let map = BTreeMap::<String, u64>::deserialize(d)?;
+    match map.keys().find(|k| !Limits::NAMES.contains(&k.as_str())) {
+        Some(k) => Err(serde::de::Error::unknown_field(k, Limits::NAMES)),
+        None => Ok(map),
+    }
 }
 
 impl From<&Limits> for CallLimits {
@@ -90,13 +106,35 @@ impl From<&Limits> for CallLimits {
             artifacts: l.artifacts,
             checkpoint_bytes: l.checkpoint_bytes,
             checkpoints: l.checkpoints,
+            table: BTreeMap::new(),
         }
+    }
+}
+
+impl CallLimits {
+    /// The limits of a task of `manifest`: those above, and the limits of
+    /// the interfaces its table grants enable ([`CallLimits::table`]).
+    pub fn of(manifest: &hcp_contracts::Manifest) -> Self {
+        let mut limits = Self::from(&manifest.limits);
+        for (grant, _) in manifest.grants.table.iter() {
+            for name in grant.interfaces().flat_map(|i| i.limits.iter()) {
+                if let Some((_, value)) = manifest.limits.each().find(|(n, _)| n == name) {
+                    limits.table.insert((*name).to_owned(), value);
+                }
+            }
+        }
+        limits
+    }
+
+    /// The table limit `name` (`kv_bytes`, ...) of the session; `None`
+    /// when its grant is not granted.
+    pub fn table_limit(&self, name: &str) -> Option<u64> {
+        self.table.get(name).copied()
     }
 }
 
 /// The granted surface.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Surface {
     /// Devices.
     pub devices: Vec<String>,
@@ -106,10 +144,12 @@ pub struct Surface {
     pub instruments: Vec<String>,
     /// Destinations.
     pub network: Vec<NetSurface>,
-    /// `wasi:config` keys (`grants.config`); absent when none, so that
-    /// the facts of sessions without it hash as before.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub config: Vec<String>,
+    /// The table's grants with a shape (`grants.config`, ...), as the
+    /// manifest resolved them, after the fields above: absent when none,
+    /// so that the facts of sessions without them hash as before (an
+    /// unknown field is refused there).
+    #[serde(flatten)]
+    pub table: TableGrants,
 }
 
 /// A granted directory.
@@ -157,7 +197,7 @@ impl Surface {
                     port: g.port,
                 })
                 .collect(),
-            config: grants.config.clone(),
+            table: grants.table.clone(),
         }
     }
 }
@@ -199,7 +239,7 @@ pub struct Scope {
     policy_hash: Digest,
     envelope_hash: Digest,
     pub(crate) scan: Scan,
-    denied: u32,
+    denied: u64,
     /// Granted directories, longest guest path first.
     pub(crate) fs: Vec<(String, Access)>,
     pub(crate) addrs: HashSet<SocketAddr>,
@@ -212,10 +252,10 @@ pub struct Scope {
     pub(crate) config: std::collections::BTreeMap<String, ConfigValue>,
 }
 
-// The calls turned off are a bit set of `u32`.
-const _: () = assert!(Op::ALL.len() <= 32);
+// The calls turned off are a bit set of `u64`.
+const _: () = assert!(Op::ALL.len() <= 64);
 
-fn op_bit(op: Op) -> u32 {
+fn op_bit(op: Op) -> u64 {
     1 << (op as u32)
 }
 
@@ -240,13 +280,13 @@ impl Scope {
         })?;
         let mut scope = Self::with_settings(facts, scan, &denied, policy_hash)?;
         if let Some(values) = policy.config_values(&name) {
-            for key in &scope.facts.surface.config {
-                if let Some(entry) = values.get(key) {
+            for key in scope.facts.surface.table.names(Grant::Config) {
+                if let Some(entry) = values.get(&key) {
                     let value = match &entry.value {
                         Some(v) if !entry.secret => ConfigValue::Plain(v.clone()),
                         _ => ConfigValue::Secret,
                     };
-                    scope.config.insert(key.clone(), value);
+                    scope.config.insert(key, value);
                 }
             }
         }

@@ -284,7 +284,8 @@ pub(crate) fn scan(s: &Scan, call: &Call<'_>) -> Signals {
             }
             s.scan(&a.rationale, Exposure::TEXT, &mut signals);
         }
-        Args::FsWrite(_) | Args::Lookup(_) | Args::Config(_) | Args::Empty(_) => {}
+        Args::Interface(a) => a.scan(s, &mut signals),
+        Args::FsWrite(_) | Args::Lookup(_) | Args::Empty(_) => {}
     }
     signals
 }

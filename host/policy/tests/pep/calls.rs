@@ -435,7 +435,10 @@ fn config_keys_need_a_grant_and_a_value() {
         "not_granted": {"value": "x"}
     }}}"#;
     let mut f = facts();
-    f.surface.config = vec!["greeting".into(), "api_token".into(), "unset".into()];
+    f.surface.table.set_names(
+        hcp_contracts::interfaces::Grant::Config,
+        vec!["greeting".into(), "api_token".into(), "unset".into()],
+    );
     let s = Scope::compile(&with_file("config.json", config), f).expect("scope");
     let digest = "[withheld: hmac-sha256:00]".to_owned();
     let ok = |c: &Call<'_>| assert_eq!(verdict(&s, c).0, reason::ALLOW, "{c:?}");
@@ -482,7 +485,10 @@ fn config_keys_need_a_grant_and_a_value() {
     );
     // Without `config.json`, nothing is provided.
     let mut f = facts();
-    f.surface.config = vec!["greeting".into()];
+    f.surface.table.set_names(
+        hcp_contracts::interfaces::Grant::Config,
+        vec!["greeting".into()],
+    );
     let bare = Scope::compile(&shipped(), f).expect("scope");
     assert_eq!(
         verdict(&bare, &Call::config("greeting", vec![], vec![])).0,

@@ -7,6 +7,7 @@ mod calls;
 #[path = "../common/mod.rs"]
 mod common;
 mod hid;
+mod keyvalue;
 mod replay;
 
 use common::shipped;
@@ -50,11 +51,12 @@ pub(crate) fn facts() -> SessionFacts {
             artifacts: 8,
             checkpoint_bytes: 100,
             checkpoints: 1,
+            table: Default::default(),
         },
         risk_level: RiskLevel::R1,
         session_id: "session-1".into(),
         surface: Surface {
-            config: vec![],
+            table: Default::default(),
             devices: vec![],
             filesystem: vec![
                 FsSurface {

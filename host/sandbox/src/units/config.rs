@@ -131,7 +131,9 @@ pub(crate) const UNIT: super::Unit = super::Unit {
     interface: "wasi:config",
     audit: |_, grants| {
         if hcp_contracts::interfaces::Grant::Config.is_granted(grants) {
-            Ok(crate::audit::GrantedBy::Config)
+            Ok(crate::audit::GrantedBy::Grant(
+                hcp_contracts::interfaces::Grant::Config,
+            ))
         } else {
             Err("no config key is granted (grants.config)".into())
         }

@@ -19,6 +19,7 @@ pub(crate) mod config;
 pub(crate) mod context;
 pub(crate) mod hid;
 pub(crate) mod instrument;
+pub(crate) mod keyvalue;
 pub(crate) mod log;
 pub(crate) mod types;
 pub(crate) mod wasi;
@@ -64,6 +65,7 @@ pub(crate) const UNITS: &[Unit] = &[
     instrument::UNIT,
     hid::UNIT,
     config::UNIT,
+    keyvalue::UNIT,
 ];
 
 /// The unit of a row of the table.

@@ -3,10 +3,80 @@
 //! provides it (`config.json`); `get-all` answers only such keys. A key
 //! not granted, or granted but not provided, is `DENY_TOOL_NOT_FOUND`.
 
-use super::InterfaceRules;
-use crate::pep::call::{Args, Call, ConfigArgs, Op};
+use super::{InterfaceArgs, InterfaceRules, OwnArgs, de, list_len};
+use crate::pep::bound::Cutter;
+use crate::pep::call::{Args, Call, Op, Text};
 use crate::pep::decide::{Decision, args_invalid, malformed, not_found};
+use crate::pep::error::CallError;
 use crate::pep::scope::{ConfigValue, Scope};
+use hcp_contracts::interfaces::Grant;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// `config.get` (the target is the key asked for) and `config.get_all`:
+/// what the host would answer, as receipts may show it. Values are not
+/// recorded; a secret's is named by its keyed digest
+/// (`[withheld: hmac-sha256:…]`, see `hcp_store::withhold`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigArgs<'a> {
+    /// The keys the answer would hold: granted keys the operator's policy
+    /// provides (for `config.get`, the target when it is one).
+    pub keys: Vec<Text<'a>>,
+    /// The keyed digests of the secret values among them.
+    pub secrets: Vec<Text<'a>>,
+}
+
+impl<'a> Call<'a> {
+    /// `config.get` of `key` (`keys` holds it when the policy provides
+    /// it) or, with an empty `key`, `config.get_all`; `secrets` are the
+    /// keyed digests of the secret values the answer would hold.
+    pub fn config(key: &'a str, keys: Vec<String>, secrets: Vec<String>) -> Self {
+        Self {
+            op: if key.is_empty() {
+                Op::ConfigGetAll
+            } else {
+                Op::ConfigGet
+            },
+            target: Cow::Borrowed(key),
+            args: Args::Interface(InterfaceArgs::Config(ConfigArgs {
+                keys: keys.into_iter().map(Text::Owned).collect(),
+                secrets: secrets.into_iter().map(Text::Owned).collect(),
+            })),
+        }
+    }
+}
+
+impl OwnArgs for ConfigArgs<'_> {
+    type Static = ConfigArgs<'static>;
+
+    fn to_static(&self) -> ConfigArgs<'static> {
+        let o = |v: &[Text<'_>]| v.iter().map(|t| Cow::Owned(t.to_string())).collect();
+        ConfigArgs {
+            keys: o(&self.keys),
+            secrets: o(&self.secrets),
+        }
+    }
+
+    fn text_len(&self) -> usize {
+        list_len(&self.keys) + list_len(&self.secrets)
+    }
+
+    fn cut(&self, c: &mut Cutter) -> ConfigArgs<'static> {
+        ConfigArgs {
+            keys: self.keys.iter().map(|k| c.cut(k)).collect(),
+            secrets: self.secrets.iter().map(|d| c.cut(d)).collect(),
+        }
+    }
+}
+
+/// The call's arguments, when they are `config.*`'s.
+fn own<'c>(call: &'c Call<'_>) -> Option<&'c ConfigArgs<'c>> {
+    match &call.args {
+        Args::Interface(InterfaceArgs::Config(a)) => Some(a),
+        _ => None,
+    }
+}
 
 /// `config.get`, `config.get_all`.
 #[derive(Debug)]
@@ -15,12 +85,12 @@ pub(crate) struct Config;
 impl InterfaceRules for Config {
     fn surface(&self, scope: &Scope, call: &Call<'_>) -> Result<(), Decision> {
         let key = call.target.as_ref();
-        let granted = &scope.facts.surface.config;
-        let Args::Config(a) = &call.args else {
+        let granted = &scope.facts.surface.table;
+        let Some(a) = own(call) else {
             return malformed(call);
         };
         match call.op {
-            Op::ConfigGet if !granted.iter().any(|k| k == key) => not_found(format!(
+            Op::ConfigGet if !granted.holds(Grant::Config, key) => not_found(format!(
                 "config key \"{}\" is not granted to {} (grants.config)",
                 key.escape_debug(),
                 scope.facts.capability
@@ -30,7 +100,7 @@ impl InterfaceRules for Config {
                 key.escape_debug(),
                 scope.facts.capability
             )),
-            Op::ConfigGetAll if granted.is_empty() => not_found(format!(
+            Op::ConfigGetAll if granted.items(Grant::Config).is_empty() => not_found(format!(
                 "no config key is granted to {} (grants.config)",
                 scope.facts.capability
             )),
@@ -40,14 +110,16 @@ impl InterfaceRules for Config {
     }
 
     fn arguments(&self, call: &Call<'_>) -> Result<(), Decision> {
-        match &call.args {
-            Args::Config(a)
-                if call.op == Op::ConfigGet && a.keys.iter().any(|k| *k != call.target) =>
-            {
+        match own(call) {
+            Some(a) if call.op == Op::ConfigGet && a.keys.iter().any(|k| *k != call.target) => {
                 args_invalid("config.get answers only the key asked for".into())
             }
             _ => Ok(()),
         }
+    }
+
+    fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
+        Ok(Args::Interface(InterfaceArgs::Config(de(op, raw)?)))
     }
 }
 
