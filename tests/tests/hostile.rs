@@ -623,6 +623,12 @@ async fn keyvalue_buckets_are_granted_bounded_and_apart() {
             .expect("kv-probe prepares")
     };
     let (a, b) = (kv("kv-a"), kv("kv-b"));
+    // What `hcp surface` prints: the buckets, each with its access.
+    let surface = a.report().to_string();
+    assert!(
+        surface.contains("  keyvalue:\n    counts (read-write)\n    reference (read-only)\n"),
+        "{surface}"
+    );
     let store = host_store();
     let (r, receipts) = kv_run(
         &a,
