@@ -4,7 +4,8 @@
 //! and recorded; a hostile Python guest (`tests/guests/python/probe`) is
 //! denied what it was not granted, with receipts; a Python guest built for
 //! the world `capability` imports `instrument` and `hid` and is refused
-//! before it is compiled.
+//! before it is compiled; a Python guest of the world `with-keyvalue`
+//! (`tests/guests/python/kv-probe`) keeps values in its granted buckets only.
 //!
 //! Each component is built once per test binary with componentize-py
 //! (`pip install componentize-py==0.25.1`; `scripts/test` installs it), and
