@@ -292,8 +292,8 @@ mod tests {
         assert_eq!(asked(&sink), [(true, 3 * QUANTUM)]);
         // Outside the read-write grants: refused once, not asked again.
         let denial = meter.charge("/elsewhere/f", 10).expect_err("not granted");
-        assert_eq!(denial.reason, "DENY_TOOL_NOT_FOUND");
+        assert_eq!(denial.reason, "DENY_IDENTITY_UNAUTHORIZED");
         assert_eq!(asked(&sink), [(true, 3 * QUANTUM), (false, QUANTUM)]);
-        assert_eq!(meter.take_events(), ["denied:DENY_TOOL_NOT_FOUND"]);
+        assert_eq!(meter.take_events(), ["denied:DENY_IDENTITY_UNAUTHORIZED"]);
     }
 }
