@@ -3,6 +3,7 @@
 //! These mirror `schemas/capability.schema.json`; [`super::load`] turns them
 //! into the checked [`super::Manifest`].
 
+use super::access::Access;
 use super::table_grants::TableGrants;
 use crate::levels::RiskLevel;
 use serde::{Deserialize, Serialize};
@@ -162,26 +163,6 @@ pub struct FsGrantDoc {
     pub guest_path: Option<String>,
     /// `read-only` or `read-write`.
     pub access: Access,
-}
-
-/// Access to a granted directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Access {
-    /// Read files and list directories.
-    ReadOnly,
-    /// Also create, write, rename and remove.
-    ReadWrite,
-}
-
-impl Access {
-    /// `read-only` or `read-write`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read-only",
-            Self::ReadWrite => "read-write",
-        }
-    }
 }
 
 /// A network grant as written.

@@ -8,6 +8,7 @@
 //! component's sha256 matches the pinned digest. Every problem is reported
 //! with its JSON pointer, all at once.
 
+mod access;
 mod doc;
 mod fs_grant;
 mod hashed;
@@ -15,9 +16,10 @@ mod limits;
 mod load;
 mod table_grants;
 
+pub use access::Access;
 pub use doc::{
-    Access, ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FloorSource,
-    FsGrantDoc, GrantsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
+    ComponentDoc, Declaration, DeclaredConstraints, EnvelopeParameter, FloorSource, FsGrantDoc,
+    GrantsDoc, ManifestDoc, NetGrantDoc, Safety, SafetyEnvelope,
 };
 pub use fs_grant::dir_identity;
 pub use hashed::component_hashes;

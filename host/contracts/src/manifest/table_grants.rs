@@ -9,7 +9,7 @@
 //! [`crate::interfaces`]; this module, the loader's checks (each name
 //! once), review, diff and the surface follow it with no further code.
 
-use super::doc::Access;
+use super::access::Access;
 use crate::interfaces::{Grant, GrantShape};
 use serde::de::{self, MapAccess, Visitor};
 use serde::ser::SerializeMap as _;
