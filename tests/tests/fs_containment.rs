@@ -780,3 +780,86 @@ async fn each_entry_made_counts_a_block_against_the_byte_budget() {
     );
     assert_eq!(std::fs::read_dir(&out).expect("list").count(), made);
 }
+
+/// A run on a thread of its own whose future is dropped (a server that
+/// stops past its grace drops its runs, then its runtime) ends there: its
+/// guest is never polled again. Before, the thread picked at random between
+/// the guest and the drop's notice; woken late (a loaded machine) after the
+/// runtime had begun to shut down, it polled the guest's timer and panicked
+/// ("A Tokio 1.x context was found, but it is being shutdown"). Threads
+/// spinning beside it make the late wake-up likely; each round drops one
+/// sleeping run and then its runtime, every other one after waiting for
+/// the run's thread to end as a server stopping does.
+#[test]
+fn a_dropped_run_on_its_own_thread_never_polls_its_guest_again() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if info.to_string().contains("being shutdown") {
+            PANICS.fetch_add(1, Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let granted = tmp.path().join("granted");
+    std::fs::create_dir_all(&granted).expect("mkdir");
+    let dir = tmp.path().join("manifest");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let manifest = hcp_tests::ManifestBuilder::new("sleeper", hcp_tests::SLEEPER)
+        .set(
+            "/grants/filesystem",
+            json!([{"path": granted, "guest_path": "/work", "access": "read-only"}]),
+        )
+        .load(&dir);
+    // A sandbox of its own: its count of task threads is this test's.
+    let sandbox = common::sandbox(SandboxConfig::default().pool_instances);
+    let prepared = sandbox.prepare(Arc::new(manifest)).expect("prepares");
+    let spinning = Arc::new(AtomicBool::new(true));
+    let spinners: Vec<_> = (0..6)
+        .map(|_| {
+            let spinning = spinning.clone();
+            std::thread::spawn(move || {
+                while spinning.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        })
+        .collect();
+    for round in 0..12 {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let prepared = prepared.clone();
+        rt.block_on(async {
+            let run = tokio::spawn(async move { run(&prepared, json!({"ms": 60_000})).await });
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert_eq!(sandbox.task_threads(), 1, "the run has its thread");
+            assert!(!sandbox.task_threads_ended(Duration::from_millis(20)).await);
+            run.abort();
+            assert!(run.await.is_err(), "the run was dropped, not finished");
+            // What a server stopping waits for before its runtime goes
+            // (every other round: the others drop the runtime at once).
+            if round % 2 == 0 {
+                assert!(
+                    sandbox.task_threads_ended(Duration::from_secs(10)).await,
+                    "the dropped run's thread ended"
+                );
+            }
+        });
+        // Waits for the runtime's threads, the run's own among them.
+        drop(rt);
+        assert_eq!(sandbox.task_threads(), 0, "round {round}");
+    }
+    spinning.store(false, Ordering::Relaxed);
+    for spinner in spinners {
+        spinner.join().expect("spinner");
+    }
+    assert_eq!(
+        PANICS.load(Ordering::SeqCst),
+        0,
+        "a dropped run polled its guest on a runtime shutting down"
+    );
+}

@@ -231,6 +231,20 @@ impl Host {
         })
     }
 
+    /// Waits until no task runs on a thread of its own, for at most
+    /// `within`; says whether none does. A server stopping calls this after
+    /// it dropped its runs, so that its runtime goes only once their
+    /// threads have ended (one still there is blocked in a host call).
+    pub async fn task_threads_ended(&self, within: std::time::Duration) -> bool {
+        self.sandbox.task_threads_ended(within).await
+    }
+
+    /// How many tasks run on a thread of their own now.
+    #[must_use]
+    pub fn task_threads(&self) -> usize {
+        self.sandbox.task_threads()
+    }
+
     /// This host's id.
     pub fn host_id(&self) -> &str {
         &self.identity.host_id

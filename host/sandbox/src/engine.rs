@@ -110,7 +110,52 @@ pub(crate) struct SharedEngine {
     /// already (into the cache), so that a later compile of the same one
     /// is not sent out again.
     pub(crate) guarded: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The tasks running on a thread of their own now.
+    pub(crate) threads: TaskThreads,
     _ticker: Arc<Ticker>,
+}
+
+/// How many tasks run on a thread of their own
+/// ([`crate::PreparedCapability::run`]), so that a server stopping can wait
+/// for their threads to end before its runtime goes.
+#[derive(Clone, Debug)]
+pub(crate) struct TaskThreads(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Default for TaskThreads {
+    fn default() -> Self {
+        Self(Arc::new(tokio::sync::watch::Sender::new(0)))
+    }
+}
+
+/// One task's thread, counted until dropped.
+#[derive(Debug)]
+pub(crate) struct TaskThread(TaskThreads);
+
+impl Drop for TaskThread {
+    fn drop(&mut self) {
+        self.0.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+impl TaskThreads {
+    /// Counts one more thread, until the returned guard is dropped.
+    pub(crate) fn enter(&self) -> TaskThread {
+        self.0.send_modify(|n| *n += 1);
+        TaskThread(self.clone())
+    }
+
+    pub(crate) fn count(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Waits until none is counted, for at most `within`; whether none is.
+    pub(crate) async fn ended(&self, within: Duration) -> bool {
+        let mut counted = self.0.subscribe();
+        matches!(
+            tokio::time::timeout(within, counted.wait_for(|n| *n == 0)).await,
+            Ok(Ok(_))
+        )
+    }
 }
 
 #[derive(Debug)]
@@ -185,6 +230,7 @@ impl SharedEngine {
             engine,
             config,
             guarded: Arc::default(),
+            threads: TaskThreads::default(),
             _ticker: Arc::new(Ticker(stop)),
         })
     }

@@ -84,6 +84,21 @@ impl Sandbox {
         &self.engine.config
     }
 
+    /// Waits until no task of this sandbox runs on a thread of its own
+    /// (see [`PreparedCapability::run`]), for at most `within`; says
+    /// whether none does. A server stopping calls this after it dropped its
+    /// runs, before its runtime goes: a thread still there then is one
+    /// blocked in a host call, left behind.
+    pub async fn task_threads_ended(&self, within: Duration) -> bool {
+        self.engine.threads.ended(within).await
+    }
+
+    /// How many tasks of this sandbox run on a thread of their own now.
+    #[must_use]
+    pub fn task_threads(&self) -> usize {
+        self.engine.threads.count()
+    }
+
     /// Refuses a manifest whose filesystem grants reach one of the host's
     /// own directories ([`SandboxConfig::host_dirs`] and the cache): equal
     /// to one, inside one, or holding one. Paths are compared as resolved
@@ -346,15 +361,24 @@ impl PreparedCapability {
         let this = self.clone();
         let handle = tokio::runtime::Handle::current();
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let alive = self.engine.threads.enter();
         drop(tokio::task::spawn_blocking(move || {
             let mut tx = tx;
             // A run nobody waits for any more (this future dropped: a
             // server stopping past its grace) stops its guest here too, at
             // its next await, instead of running on past its runtime.
+            //
+            // The drop's notice is looked at first, at every wake-up: a
+            // thread woken late (a loaded machine) may find the runtime
+            // shutting down, and one more poll of the guest would poll its
+            // timers there, a panic ("A Tokio 1.x context was found, but
+            // it is being shutdown").
+            let _alive = alive;
             let run = handle.block_on(async {
                 tokio::select! {
-                    run = this.run_now(request, store) => Some(run),
+                    biased;
                     () = tx.closed() => None,
+                    run = this.run_now(request, store) => Some(run),
                 }
             });
             if let Some(run) = run {

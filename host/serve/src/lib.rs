@@ -97,6 +97,9 @@ pub struct Stopped {
     /// written at the next start, as after a crash).
     pub left_running: usize,
 }
+/// How long a stopping server waits for the threads of the runs it
+/// dropped to end (each ends at its guest's next wait).
+const THREADS_WAIT: Duration = Duration::from_secs(2);
 
 /// Longest wait, once the shutdown grace ran out and the running tasks
 /// were stopped, for their failures to be written.
@@ -202,6 +205,16 @@ pub async fn serve(
             );
         }
         stopped.interrupted = state.interrupted();
+    }
+    // A dropped run's thread ends at its guest's next wait; the runtime
+    // goes only after it (polled on a runtime shutting down, the guest's
+    // timers panic). One still there is blocked in a host call.
+    if !state.host.task_threads_ended(THREADS_WAIT).await {
+        tracing::warn!(
+            target: "hcp::shutdown",
+            threads = state.host.task_threads(),
+            "task threads blocked in a host call are left behind"
+        );
     }
     tracing::info!(
         target: "hcp::shutdown",
