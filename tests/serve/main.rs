@@ -14,6 +14,7 @@ mod fs_containment;
 mod fuzz;
 mod hid;
 mod limits;
+mod logs;
 mod mcp;
 mod policy;
 mod shutdown;
@@ -965,7 +966,8 @@ fn field<'l>(line: &'l str, key: &str) -> Option<&'l str> {
 #[test]
 fn the_server_logs_each_request_and_each_task_state() {
     let data = lab();
-    let server = Server::start(data.path());
+    // Each state at debug; at info only the final one (tests/serve/logs.rs).
+    let server = Server::start_with_env(data.path(), &[], &[("HCP_LOG", "info,hcp::task=debug")]);
     let (status, answer, task) = server.post("/v1/tasks", LOCAL, &example("document-analysis"));
     assert_eq!(status, 200, "{answer}");
     let task = task.expect("x-hcp-task-id");
