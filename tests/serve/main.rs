@@ -16,6 +16,7 @@ mod hid;
 mod limits;
 mod logs;
 mod mcp;
+mod openapi;
 mod policy;
 mod shutdown;
 mod submissions;
@@ -828,7 +829,7 @@ fn operators_approve_and_reject_over_http() {
 
     let (status, pending, task) = server.post("/v1/tasks", ALPHA, &cvd);
     assert_eq!(status, 202, "{pending}");
-    assert_eq!(pending["status"], "queued", "{pending}");
+    assert_eq!(pending["status"], "pending_approval", "{pending}");
     let task = task.expect("task id");
 
     let (status, queue) = server.get("/v1/approvals", Some(OPERATOR));
