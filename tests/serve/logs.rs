@@ -189,8 +189,22 @@ fn serve_logs_startup_decisions_reloads_and_shutdown_and_not_the_polling() {
 #[test]
 fn json_logs_are_one_object_per_line_with_structured_fields() {
     let data = lab();
-    let server = start_quiet(data.path(), &["--log-format", "json"], &[]);
+    let policies = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(Path::new(REPO_ROOT).join("policies")).expect("policies") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), policies.path().join(entry.file_name())).expect("copy");
+    }
+    let dir = policies.path().to_str().expect("utf-8 path");
+    let server = start_quiet(
+        data.path(),
+        &["--log-format", "json", "--policies", dir],
+        &[],
+    );
     let hash = policy_hash(&server);
+    // A reload refused: its line names the set kept and the error.
+    std::fs::write(policies.path().join("callers.json"), "{").expect("break callers.json");
+    let (status, body, _) = server.post("/v1/policy/reload", OPERATOR, &json!({}));
+    assert_eq!(status, 422, "{body}");
     let pending = pending_task(&server, "msg-logs-json");
     let (status, body, _) = server.post(
         &format!("/v1/approvals/{pending}"),
@@ -233,6 +247,14 @@ fn json_logs_are_one_object_per_line_with_structured_fields() {
     assert_eq!(reloaded["old_hash"], hash.as_str());
     assert_eq!(reloaded["new_hash"], hash.as_str());
     assert_eq!(reloaded["by"], "operator-lab-01");
+    let refused = &find("hcp::policy", "policy reload by operator-lab-01 refused")["fields"];
+    assert_eq!(refused["kept_hash"], hash.as_str());
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("callers.json")),
+        "{refused}"
+    );
     let request = &find("hcp::http", "request")["fields"];
     assert_eq!(request["method"], "POST", "{request}");
     find("hcp::shutdown", "shutdown began");
