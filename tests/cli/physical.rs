@@ -86,7 +86,7 @@ fn a_physical_capability_waits_for_approval_under_the_policies_of_hcp_init() {
     let docs = answers(&out);
     assert_eq!(docs.len(), 1, "{docs:#?}\n{}", stderr(&out));
     let answer = &docs[0];
-    assert_eq!(answer["status"], "queued", "{answer:#}");
+    assert_eq!(answer["status"], "pending_approval", "{answer:#}");
     assert!(
         answer["message"].as_str().expect("message").starts_with(
             "waiting for an operator's approval (cvd-material-synthesis@1.0.0 requires it at R4)"

@@ -143,7 +143,12 @@ async fn demo(host: &Host) -> Vec<String> {
         &example("cvd-material-synthesis", "cvd-1"),
         "harness-alpha-001",
     );
-    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
+    assert_eq!(
+        wire(&cvd.answer)["status"],
+        "pending_approval",
+        "{}",
+        cvd.answer
+    );
     let accepted = decide(host, &cvd, true);
     assert_eq!(run(host, &accepted).await["type"], "task_completed");
     let mut hot = example("cvd-material-synthesis", "cvd-hot");

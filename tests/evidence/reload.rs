@@ -49,7 +49,12 @@ async fn a_reload_is_recorded_and_every_receipt_replays_under_its_own_policy() {
         &example("cvd-material-synthesis", "cvd-1"),
         "harness-alpha-001",
     );
-    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
+    assert_eq!(
+        wire(&cvd.answer)["status"],
+        "pending_approval",
+        "{}",
+        cvd.answer
+    );
 
     // An edit alone changes nothing; a reload swaps the set.
     let callers = policies.path().join("callers.json");

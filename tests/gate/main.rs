@@ -197,7 +197,12 @@ async fn the_seeds_document_analysis_from_a_pipeline_is_accepted_and_completes()
 async fn the_seeds_cvd_task_is_queued_approved_and_completes_with_both_artifacts() {
     let lab = lab();
     let s = lab.submit(&cvd_submit(), "harness-alpha-001");
-    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
+    assert_eq!(
+        wire(&s.answer)["status"],
+        "pending_approval",
+        "{}",
+        s.answer
+    );
     assert!(wire(&s.answer)["message"].as_str().expect("message").starts_with(
         "waiting for an operator's approval (cvd-material-synthesis@1.0.0 requires it at R3)"
     ));
@@ -329,7 +334,12 @@ async fn a_breach_mid_run_fails_with_safety_violation_and_a_resubmission_resumes
     m["payload"]["inputs"]["temperature_range"] =
         json!({"min": 900, "max": 1100, "unit": "celsius"});
     let s = lab.submit(&m, "harness-alpha-001");
-    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
+    assert_eq!(
+        wire(&s.answer)["status"],
+        "pending_approval",
+        "{}",
+        s.answer
+    );
     let failed = lab.approve(&s).await;
     assert_eq!(failed["type"], "task_failed", "{failed}");
     let p = &failed["payload"];
@@ -356,7 +366,12 @@ async fn a_breach_mid_run_fails_with_safety_violation_and_a_resubmission_resumes
     let mut again = with_id(cvd_submit(), "breach-1-resume");
     again["payload"]["resume"] = json!({"session_id": session, "checkpoint": "ckpt-001"});
     let s = lab.submit(&again, "harness-alpha-001");
-    assert_eq!(wire(&s.answer)["status"], "queued", "{}", s.answer);
+    assert_eq!(
+        wire(&s.answer)["status"],
+        "pending_approval",
+        "{}",
+        s.answer
+    );
     let done = lab.approve(&s).await;
     assert_eq!(done["type"], "task_completed", "{done}");
 
@@ -820,7 +835,12 @@ async fn a_component_is_hashed_once_per_install_and_once_per_host_start_never_pe
         assert_eq!(done["type"], "task_completed", "{done}");
     }
     let cvd = lab.submit(&cvd_submit(), "harness-alpha-001");
-    assert_eq!(wire(&cvd.answer)["status"], "queued", "{}", cvd.answer);
+    assert_eq!(
+        wire(&cvd.answer)["status"],
+        "pending_approval",
+        "{}",
+        cvd.answer
+    );
     let done = lab.approve(&cvd).await;
     assert_eq!(done["type"], "task_completed", "{done}");
     let hashes = hcp_contracts::manifest::component_hashes(lab.data.path());
@@ -945,7 +965,12 @@ fn a_caller_has_a_bounded_number_of_tasks_waiting_for_approval() {
             &with_id(cvd_submit(), &format!("msg-waiting-{i}")),
             "harness-alpha-001",
         );
-        assert_eq!(wire(&s.answer)["status"], "queued", "{i}: {}", s.answer);
+        assert_eq!(
+            wire(&s.answer)["status"],
+            "pending_approval",
+            "{i}: {}",
+            s.answer
+        );
         first.get_or_insert(s.task_id.clone().expect("id"));
     }
     let over = lab.submit(
@@ -986,7 +1011,12 @@ fn a_caller_has_a_bounded_number_of_tasks_waiting_for_approval() {
         &with_id(cvd_submit(), "msg-waiting-next"),
         "harness-alpha-001",
     );
-    assert_eq!(wire(&next.answer)["status"], "queued", "{}", next.answer);
+    assert_eq!(
+        wire(&next.answer)["status"],
+        "pending_approval",
+        "{}",
+        next.answer
+    );
     assert!(
         wire(&next.answer)["message"]
             .as_str()

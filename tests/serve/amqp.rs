@@ -1257,7 +1257,7 @@ fn the_seeds_cvd_task_over_amqp_waits_for_an_operator_then_completes() {
         // R3: the first answer says it waits for an operator.
         let (id, pending) = alpha.answer().await;
         assert_eq!(id, "amqp-cvd-1");
-        assert_eq!(pending["status"], "queued", "{pending}");
+        assert_eq!(pending["status"], "pending_approval", "{pending}");
         let task = pending["job_id"].as_str().expect("job_id").to_owned();
 
         // The operator approves over HTTP; the final answer comes over AMQP.
@@ -1322,7 +1322,10 @@ fn a_task_accepted_over_http_survives_a_host_killed_while_taking_its_duplicate_o
     assert_eq!(status, 200, "{view}");
     assert_eq!(
         (view["status"].as_str(), view["message"].as_str()),
-        (Some("queued"), Some("waiting for an operator's approval")),
+        (
+            Some("pending_approval"),
+            Some("waiting for an operator's approval")
+        ),
         "the task accepted over HTTP did not survive the restart: {view}\nthe host's log:\n{}",
         std::fs::read_to_string(data.path().join("serve.log")).unwrap_or_default()
     );

@@ -517,7 +517,7 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
         "confirmation without a reason"
     );
     let (_, job) = server.get(&format!("/v1/tasks/{task}"), Some(ALPHA));
-    assert_eq!(job["status"], "queued", "{job}");
+    assert_eq!(job["status"], "pending_approval", "{job}");
 
     // With a reason, an R4 task asks for confirmation, stating the risk and
     // the equipment; cancelling sends nothing.
@@ -543,7 +543,7 @@ fn an_operator_approves_a_queued_cvd_task_in_the_browser() {
     browser.wait_gone("dialog#confirm[open]", Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(500));
     let (_, job) = server.get(&format!("/v1/tasks/{task}"), Some(ALPHA));
-    assert_eq!(job["status"], "queued", "cancelled, yet {job}");
+    assert_eq!(job["status"], "pending_approval", "cancelled, yet {job}");
 
     // Approve, confirm.
     browser.click(&browser.wait_for(&approve, Duration::from_secs(5)));

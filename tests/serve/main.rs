@@ -14,7 +14,9 @@ mod fs_containment;
 mod fuzz;
 mod hid;
 mod limits;
+mod logs;
 mod mcp;
+mod openapi;
 mod policy;
 mod shutdown;
 mod submissions;
@@ -827,7 +829,7 @@ fn operators_approve_and_reject_over_http() {
 
     let (status, pending, task) = server.post("/v1/tasks", ALPHA, &cvd);
     assert_eq!(status, 202, "{pending}");
-    assert_eq!(pending["status"], "queued", "{pending}");
+    assert_eq!(pending["status"], "pending_approval", "{pending}");
     let task = task.expect("task id");
 
     let (status, queue) = server.get("/v1/approvals", Some(OPERATOR));
@@ -965,7 +967,8 @@ fn field<'l>(line: &'l str, key: &str) -> Option<&'l str> {
 #[test]
 fn the_server_logs_each_request_and_each_task_state() {
     let data = lab();
-    let server = Server::start(data.path());
+    // Each state at debug; at info only the final one (tests/serve/logs.rs).
+    let server = Server::start_with_env(data.path(), &[], &[("HCP_LOG", "info,hcp::task=debug")]);
     let (status, answer, task) = server.post("/v1/tasks", LOCAL, &example("document-analysis"));
     assert_eq!(status, 200, "{answer}");
     let task = task.expect("x-hcp-task-id");

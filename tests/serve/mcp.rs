@@ -800,7 +800,10 @@ fn a_call_waits_through_an_operators_approval_and_a_bounded_wait_names_its_task(
     let (code, lines) = call(meta).join().expect("python");
     assert_eq!(code, 1, "{lines:?}");
     let waited = result(&lines);
-    assert_eq!(waited["structuredContent"]["status"], "waiting", "{waited}");
+    assert_eq!(
+        waited["structuredContent"]["status"], "pending_approval",
+        "{waited}"
+    );
     assert_eq!(
         waited["structuredContent"]["state"], "pending_approval",
         "{waited}"

@@ -57,8 +57,12 @@ impl<P> Message<P> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
-    /// Received, waiting for an operator, or queued.
+    /// Received (not yet through the gate), or admitted and waiting for a
+    /// session slot or its equipment.
     Queued,
+    /// Admitted, and waiting for an operator's approval (`pending_approval`:
+    /// a status of its own since issue 45; it was `queued` before).
+    PendingApproval,
     /// Running.
     Running,
     /// Completed.

@@ -20,7 +20,8 @@ pub fn job_status(task: &TaskRecord, message: &str) -> Answer {
 /// `result` once the task has one. The one builder of a `job_status`.
 pub fn job_status_of(task: &TaskStatus, message: &str) -> Answer {
     let status = match task.state {
-        TaskState::Received | TaskState::PendingApproval | TaskState::Queued => JobState::Queued,
+        TaskState::Received | TaskState::Queued => JobState::Queued,
+        TaskState::PendingApproval => JobState::PendingApproval,
         TaskState::Running => JobState::Running,
         TaskState::Completed => JobState::Complete,
         TaskState::Failed | TaskState::Rejected => JobState::Failed,

@@ -119,6 +119,16 @@ impl Host {
                 Ok(refused) => DecisionRefused::NotPending(refused.0).into(),
                 Err(e) => e,
             })?;
+        tracing::info!(
+            target: "hcp::approval",
+            task = task_id,
+            operator = operator_id,
+            decision = if approved { "approved" } else { "rejected" },
+            capability = %task.capability,
+            reason = reason,
+            "task {task_id}: {} by operator {operator_id}: {reason:?}",
+            if approved { "approved" } else { "rejected" }
+        );
         let received = self
             .store
             .task(task_id)?
@@ -173,6 +183,14 @@ impl Host {
                 continue;
             }
             if self.reject_expired(&task, &at, &approval.expires_at)? {
+                tracing::info!(
+                    target: "hcp::approval",
+                    task = %id,
+                    decision = "expired",
+                    capability = %task.capability,
+                    "task {id}: no operator decided before its approval expired at {}: rejected",
+                    approval.expires_at
+                );
                 expired.push(id);
             }
         }

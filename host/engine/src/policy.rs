@@ -178,6 +178,10 @@ impl Host {
                     .map_err(ReloadError::Host)?;
                 self.policy.replace(new.clone());
                 tracing::warn!(
+                    target: "hcp::policy",
+                    by = by,
+                    old_hash = old.policy_hash(),
+                    new_hash = new.policy_hash(),
                     "policy reloaded by {by}: {} -> {}",
                     old.policy_hash(),
                     new.policy_hash()
@@ -191,7 +195,14 @@ impl Host {
                 let problems = recorded_problems(&error);
                 self.record_reload(&old, &old, by, problems)
                     .map_err(ReloadError::Host)?;
-                tracing::error!("policy reload by {by} refused: {error}");
+                tracing::error!(
+                    target: "hcp::policy",
+                    by = by,
+                    kept_hash = old.policy_hash(),
+                    error = %error,
+                    "policy reload by {by} refused, the set in force ({}) kept: {error}",
+                    old.policy_hash()
+                );
                 Err(ReloadError::Invalid {
                     kept: old.policy_hash().to_owned(),
                     error,

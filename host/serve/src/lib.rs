@@ -136,7 +136,9 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
-    bound(listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    bound(addr);
+    log_startup(&host, &config, addr);
     let maintenance = tokio::spawn(maintain(state.clone()));
     let amqp = config
         .amqp
@@ -230,8 +232,53 @@ pub async fn serve(
     Ok(stopped)
 }
 
-/// Logs each request at info (target `hcp::http`): method, path (never the
-/// query, which may carry a token), status, duration in milliseconds.
+/// The startup line (target `hcp::serve`, at info): the address and URL,
+/// the data directory, the policy set in force, and the transports served
+/// (`http` or `https`, `mcp` at /mcp, `amqp` with the broker's URL without
+/// its password).
+fn log_startup(host: &Host, config: &ServeConfig, addr: SocketAddr) {
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let mut transports = vec![scheme, "mcp"];
+    if config.amqp.is_some() {
+        transports.push("amqp");
+    }
+    let transports = transports.join(",");
+    let amqp = config.amqp.as_ref().map(|c| amqp::redact(&c.url));
+    let data_dir = host.paths().data_dir.display().to_string();
+    let policy = host.policy();
+    tracing::info!(
+        target: "hcp::serve",
+        addr = %addr,
+        url = %format_args!("{scheme}://{addr}"),
+        data_dir = %data_dir,
+        policy_hash = %policy.policy_hash(),
+        transports = %transports,
+        amqp = amqp.as_deref(),
+        "started: {scheme}://{addr} (API, operator's page, MCP at /mcp{}), data directory {data_dir}, \
+         policy set {}",
+        amqp.as_deref()
+            .map(|url| format!(", AMQP from {url}"))
+            .unwrap_or_default(),
+        policy.policy_hash()
+    );
+}
+
+/// Whether a request is logged at debug rather than info: a read that
+/// succeeded (GET or HEAD, status below 400). The operator's page and
+/// callers following a task poll these every few seconds; writes (a
+/// submission, a decision, a reload) and refusals stay at info.
+fn quiet_request(method: &axum::http::Method, status: axum::http::StatusCode) -> bool {
+    (method == axum::http::Method::GET || method == axum::http::Method::HEAD)
+        && status.as_u16() < 400
+}
+
+/// Logs each request (target `hcp::http`): method, path (never the query,
+/// which may carry a token), status, duration in milliseconds; at info,
+/// or at debug for the reads of [`quiet_request`].
 async fn log_request(
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -240,14 +287,27 @@ async fn log_request(
     let path = request.uri().path().to_owned();
     let started = std::time::Instant::now();
     let response = next.run(request).await;
-    tracing::info!(
-        target: "hcp::http",
-        method = %method,
-        path = %path,
-        status = response.status().as_u16(),
-        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        "request"
-    );
+    let status = response.status();
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    if quiet_request(&method, status) {
+        tracing::debug!(
+            target: "hcp::http",
+            method = %method,
+            path = %path,
+            status = status.as_u16(),
+            duration_ms,
+            "request"
+        );
+    } else {
+        tracing::info!(
+            target: "hcp::http",
+            method = %method,
+            path = %path,
+            status = status.as_u16(),
+            duration_ms,
+            "request"
+        );
+    }
     response
 }
 

@@ -248,7 +248,8 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
         };
         let ran = match run {
             Ok(Some(answer)) => {
-                tracing::info!("task {task_id}: {}", answer.kind_name());
+                // At debug: the store logged the task's final state at info.
+                tracing::debug!("task {task_id}: {}", answer.kind_name());
                 true
             }
             Ok(None) => {

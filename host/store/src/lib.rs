@@ -267,8 +267,8 @@ impl Store {
         self.change(Some(Arc::new(status)));
     }
 
-    /// A task was recorded in, or moved to, `state`: logged at info (target
-    /// `hcp::task`), then `Store::task_changed`. Every write of a task's
+    /// A task was recorded in, or moved to, `state`: logged (target
+    /// `hcp::task`, see [`log_move`]), then `Store::task_changed`. Every write of a task's
     /// state calls it once the write is done.
     pub fn task_moved(&self, task_id: &str, state: TaskState) {
         log_move(task_id, state);
@@ -283,9 +283,16 @@ impl Store {
     }
 }
 
-/// The log line of a task's move (target `hcp::task`, at info).
+/// The log line of a task's move (target `hcp::task`): at info when the
+/// task ends or waits for an operator, at debug for the steps between
+/// (received, queued, running), so that a task is one line at info
+/// besides its submission's request.
 fn log_move(task_id: &str, state: TaskState) {
-    tracing::info!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
+    if state.is_final() || state == TaskState::PendingApproval {
+        tracing::info!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
+    } else {
+        tracing::debug!(target: "hcp::task", task_id = %task_id, state = %state.as_str(), "task");
+    }
 }
 
 /// Runs `f` with `synchronous=NORMAL` on `db`: its commits reach the

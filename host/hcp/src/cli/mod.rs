@@ -255,7 +255,10 @@ fn init_tracing(default: &str, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         // A log that cannot be written (its disk is full) is not reported
         // on that same stderr: `eprintln!` would panic the thread.
         .log_internal_errors(false);
@@ -263,6 +266,12 @@ fn init_tracing(default: &str, format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// Whether log lines are coloured: only on a terminal, and never when
+/// `NO_COLOR` is set to anything but the empty string (no-color.org).
+fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 /// The runtime of one CLI command: two worker threads.
@@ -373,6 +382,18 @@ pub(crate) fn load_manifest(path: &std::path::Path) -> anyhow::Result<hcp_contra
 mod tests {
     use super::CliRuntime;
     use std::time::{Duration, Instant};
+
+    /// Colour only on a terminal, and never with `NO_COLOR` set to
+    /// something (an empty `NO_COLOR` counts as unset, as no-color.org says).
+    #[test]
+    fn log_colour_needs_a_terminal_and_no_no_color() {
+        use std::ffi::OsStr;
+        assert!(super::colour(true, None));
+        assert!(super::colour(true, Some(OsStr::new(""))));
+        assert!(!super::colour(true, Some(OsStr::new("1"))));
+        assert!(!super::colour(false, None));
+        assert!(!super::colour(false, Some(OsStr::new("1"))));
+    }
 
     /// A blocking thread that never returns (a guest's open of a FIFO
     /// nobody writes) does not keep the command from exiting: a plain

@@ -25,8 +25,11 @@ the policy directory (as `hcp policy reload` does): the whole set is checked fir
 any problem; each reload is a `policy.reload` receipt. Connections are bounded: \
 --header-timeout, --idle-timeout and --max-connections.\n\n\
 Logs go to stderr, at info unless HCP_LOG (or RUST_LOG) says otherwise (`debug`, \
-`hcp=debug,warn`, ...): each request (method, path, status, duration) and each change of a \
-task's state, as text or, with --log-format json, one JSON object per line.\n\n\
+`hcp=debug,warn`, ...): a startup line (address, data directory, policy set hash, transports), \
+each request that changes something or is refused (method, path, status, duration; reads that \
+succeed, such as the operator page's polling, at debug), each task's final answer, each \
+approval decision, policy reload and shutdown step; as text or, with --log-format json, one \
+JSON object per line. Colour only on a terminal and without NO_COLOR.\n\n\
 TLS: --tls-cert and --tls-key serve HTTPS (the operator's page and every endpoint; answers \
 carry Strict-Transport-Security), printing `listening on https://ADDR`; SIGHUP reads the pair \
 again (a pair that does not load is refused and the one in force kept). Listening beyond \
@@ -349,6 +352,8 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
         ..ServeConfig::default()
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
+    // Closed once the last of the server's tasks let go of it (below).
+    let store = Arc::downgrade(&host.store);
     let stopped = super::runtime()?
         .block_on(async move {
             #[cfg(unix)]
@@ -369,6 +374,21 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
             served
         })
         .context("hcp serve")?;
+    // The runtime is gone, and with it every task that held the store.
+    if store.upgrade().is_none() {
+        tracing::info!(
+            target: "hcp::shutdown",
+            data_dir = %paths.data_dir.display(),
+            "store closed: {}",
+            paths.data_dir.display()
+        );
+    } else {
+        tracing::warn!(
+            target: "hcp::shutdown",
+            data_dir = %paths.data_dir.display(),
+            "store still held after the server stopped; it closes as the process exits"
+        );
+    }
     // Tasks stopped before they ended: the stop's answer is negative.
     if stopped.interrupted > 0 || stopped.left_running > 0 {
         return Ok(ExitCode::from(1));

@@ -290,6 +290,16 @@ fn state_words(state: TaskState) -> &'static str {
     }
 }
 
+/// The `status` of a waiting call's structured result: `pending_approval`
+/// while its task waits for an operator, `waiting` otherwise.
+fn waiting_status(pending_approval: bool) -> &'static str {
+    if pending_approval {
+        "pending_approval"
+    } else {
+        "waiting"
+    }
+}
+
 /// The result of a call whose task still waits when the wait ends: an
 /// error result (it has no outputs) naming the task and how to follow it.
 fn still_waiting(status: &TaskStatus, wait: Duration) -> CallToolResult {
@@ -303,7 +313,7 @@ fn still_waiting(status: &TaskStatus, wait: Duration) -> CallToolResult {
     );
     let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
     result.structured_content = Some(json!({
-        "status": "waiting",
+        "status": waiting_status(status.state == TaskState::PendingApproval),
         "task_id": id,
         "state": status.state.as_str(),
         "follow": format!("/v1/tasks/{id}"),
@@ -380,6 +390,10 @@ pub(super) fn result_of(answer: &Answer, task_id: Option<&str>) -> CallToolResul
         // Not final: only a caller of this function that did not wait
         // gets here (the engine answered a duplicate with its status).
         Answer::Accepted(_) | Answer::Waiting(_) => {
+            let pending = matches!(
+                answer,
+                Answer::Waiting(js) if js.status == hcp_contracts::answer::JobState::PendingApproval
+            );
             let text = format!(
                 "the task was admitted and has no final answer yet{}",
                 task_id
@@ -387,7 +401,8 @@ pub(super) fn result_of(answer: &Answer, task_id: Option<&str>) -> CallToolResul
                     .unwrap_or_default()
             );
             let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
-            result.structured_content = Some(json!({"status": "waiting", "task_id": task_id}));
+            result.structured_content =
+                Some(json!({"status": waiting_status(pending), "task_id": task_id}));
             result.with_meta(meta)
         }
     }
