@@ -33,8 +33,8 @@
 //! as its first checkpoint, with a consistency proof from it), so a series
 //! of packs verifies unbroken: [`check_series`].
 
-use crate::export::build;
 use crate::Selection;
+use crate::export::build;
 use anyhow::{Context as _, Result, bail};
 use hcp_receipts::checkpoint::Checkpoint;
 use hcp_receipts::pack::{self, Pack};
@@ -120,9 +120,16 @@ impl Anchor {
     ///
     /// Unsigned, signed by another key, or altered since.
     pub fn verify(&self, key: &PublicKey) -> Result<()> {
-        let signature = self.signature.as_ref().context("the anchor is not signed")?;
+        let signature = self
+            .signature
+            .as_ref()
+            .context("the anchor is not signed")?;
         if self.key_id != key.key_id().as_str() {
-            bail!("the anchor is signed by key {}, not {}", self.key_id, key.key_id());
+            bail!(
+                "the anchor is signed by key {}, not {}",
+                self.key_id,
+                key.key_id()
+            );
         }
         key.verify_strict(&self.signed_bytes()?, signature)
             .map_err(|e| anyhow::anyhow!("the anchor's signature: {e}"))
@@ -502,7 +509,10 @@ pub fn archive(store: &Store, key: &HostKey, before: &str, out: &Path) -> Result
     // Read back what is on disk, and verify it, before anything goes.
     let on_disk = std::fs::read(out).with_context(|| format!("{}", out.display()))?;
     if on_disk != bytes {
-        bail!("{}: the pack read back is not the one written", out.display());
+        bail!(
+            "{}: the pack read back is not the one written",
+            out.display()
+        );
     }
     let report = hcp_receipts::verify_bytes(
         &on_disk,
@@ -536,7 +546,15 @@ pub fn archive(store: &Store, key: &HostKey, before: &str, out: &Path) -> Result
         signature: None,
     };
     let receipts = plan.end - plan.first_seq;
-    let record = prune(store, &plan, &mut anchor, key, out, bytes.len() as u64, receipts)?;
+    let record = prune(
+        store,
+        &plan,
+        &mut anchor,
+        key,
+        out,
+        bytes.len() as u64,
+        receipts,
+    )?;
     fault("after_commit");
     blobs_collected += collect_blobs(store)?;
     Ok(Archived {
@@ -573,7 +591,8 @@ fn prune(
     let mut pruned_tasks = 0u64;
     for task in &plan.tasks {
         {
-            let mut stmt = tx.prepare_cached("SELECT checksum FROM artifacts WHERE task_id = ?1")?;
+            let mut stmt =
+                tx.prepare_cached("SELECT checksum FROM artifacts WHERE task_id = ?1")?;
             for c in stmt.query_map(params![task], |r| r.get::<_, String>(0))? {
                 blobs.insert(c?.trim_start_matches("sha256:").to_owned());
             }
@@ -659,7 +678,8 @@ fn collect_blobs(store: &Store) -> Result<u64> {
     };
     let mut removed = 0;
     for (number, list) in pending {
-        let hexes: Vec<String> = serde_json::from_str(&list).context("an archive's pending blobs")?;
+        let hexes: Vec<String> =
+            serde_json::from_str(&list).context("an archive's pending blobs")?;
         for hex in hexes {
             // Only a digest names a blob: anything else is not a path.
             if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -776,7 +796,10 @@ pub fn check_series(packs: &[SeriesPack<'_>]) -> Vec<String> {
     for pair in packs.windows(2) {
         let (a, b) = (&pair[0], &pair[1]);
         let (Some(sa), Some(sb)) = (a.pack.hosts.first(), b.pack.hosts.first()) else {
-            problems.push(format!("{} or {}: holds no host's receipts", a.name, b.name));
+            problems.push(format!(
+                "{} or {}: holds no host's receipts",
+                a.name, b.name
+            ));
             continue;
         };
         if a.pack.hosts.len() != 1 || b.pack.hosts.len() != 1 || sa.host_id != sb.host_id {
@@ -863,8 +886,7 @@ pub(crate) fn archives_lamport(db: &Connection) -> Result<u64> {
 /// Neither form, or a time out of range.
 pub fn cutoff(text: &str, now: time::OffsetDateTime) -> Result<String> {
     let text = text.trim();
-    if let Ok(t) =
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+    if let Ok(t) = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
     {
         return Ok(hcp_contracts::timestamp::rfc3339(t));
     }

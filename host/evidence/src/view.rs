@@ -216,7 +216,8 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
         })
         .map(|n| u64::try_from(n).unwrap_or(0))?;
     check.covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
-    if check.covered == 0 {
+    // Nothing hot covered yet (nothing at all, or all of it archived).
+    if check.covered <= super::archive::hot_from(&store.db())? {
         return Ok(check);
     }
     let pack = match export(store, &Selection::All) {

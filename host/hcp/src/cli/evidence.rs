@@ -388,10 +388,15 @@ fn archive(args: &ArchiveArgs) -> Outcome {
             a.anchor.pack_sha256,
             a.anchor.number
         ),
-        None => eprintln!("nothing to archive: no settled task older than {before} ends a stretch at a checkpoint"),
+        None => eprintln!(
+            "nothing to archive: no settled task older than {before} ends a stretch at a checkpoint"
+        ),
     }
     if done.blobs_collected > 0 {
-        eprintln!("removed {} blobs no kept artifact names", done.blobs_collected);
+        eprintln!(
+            "removed {} blobs no kept artifact names",
+            done.blobs_collected
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
