@@ -300,3 +300,115 @@ async fn verify_of_a_series_fails_clearly_on_a_gap_a_reorder_and_a_tampered_pack
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("FAILED") || text.contains("[pack]"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_policys_retention_archives_what_is_older_than_it_under_the_data_dir() {
+    // The repository's policy with a retention of one hour.
+    let policies = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir(Path::new(REPO_ROOT).join("policies")).expect("policies") {
+        let entry = entry.expect("entry");
+        if entry.file_type().expect("type").is_file() {
+            std::fs::copy(entry.path(), policies.path().join(entry.file_name())).expect("copy");
+        }
+    }
+    let budgets = policies.path().join("budgets.json");
+    let mut doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(&budgets).expect("read")).expect("json");
+    doc["retention"] = json!({"hot_seconds": 3600, "every_seconds": 60});
+    std::fs::write(&budgets, doc.to_string()).expect("write");
+    let data = tempfile::tempdir().expect("tempdir");
+    let host = Host::open(
+        HostPaths {
+            data_dir: data.path().to_path_buf(),
+            cache_dir: cache_dir(),
+            policies_dir: policies.path().to_path_buf(),
+        },
+        HostConfig {
+            gate_clock: Some(weekday_morning()),
+            ..HostConfig::default()
+        },
+    )
+    .expect("host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/document-analysis/manifest.json"))
+        .expect("install");
+    let doc = submit(
+        &host,
+        &example("document-analysis", "doc-r"),
+        "harness-local-01",
+    );
+    assert_eq!(run(&host, &doc).await["type"], "task_completed");
+
+    // Now: nothing is an hour old.
+    let now = time::OffsetDateTime::now_utc();
+    assert!(host.archive_due(now, 4).expect("due").is_empty());
+    assert_eq!(tasks_stored(&host), 1);
+    // Two hours on: the task goes, to a pack under the data directory.
+    let later = now + time::Duration::hours(2);
+    let runs = host.archive_due(later, 4).expect("due");
+    assert_eq!(runs.len(), 1);
+    let a = runs[0].archive.as_ref().expect("archived");
+    assert_eq!(a.tasks, 1);
+    let path = data
+        .path()
+        .join("archive/hcp-archive-00000000000000000000.tar");
+    assert_eq!(Path::new(&a.pack), path);
+    assert!(verify(&read(&path)).ok());
+    assert_eq!(tasks_stored(&host), 0);
+}
+
+/// The bytes a settled R1 task leaves hot in `hcp.db` (pages in use, after
+/// the write-ahead log is checkpointed), and in a pack: printed for
+/// docs/benchmarks.md (`cargo test -p hcp --test evidence --
+/// bytes_per_r1_task --nocapture`); archiving frees the hot pages.
+#[tokio::test(flavor = "multi_thread")]
+async fn bytes_per_r1_task_hot_and_in_a_pack() {
+    const TASKS: usize = 200;
+    let (data, host) = lab();
+    let used = |host: &Host| -> i64 {
+        let db = host.store.db();
+        db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .expect("checkpoint");
+        let pages: i64 = db
+            .query_row("PRAGMA page_count", [], |r| r.get(0))
+            .expect("pages");
+        let free: i64 = db
+            .query_row("PRAGMA freelist_count", [], |r| r.get(0))
+            .expect("free");
+        let size: i64 = db
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .expect("size");
+        (pages - free) * size
+    };
+    // One task first: the policy snapshot, the manifest, the first pages.
+    let warm = submit(
+        &host,
+        &example("document-analysis", "warm"),
+        "harness-local-01",
+    );
+    assert_eq!(run(&host, &warm).await["type"], "task_completed");
+    let before = used(&host);
+    for i in 0..TASKS {
+        let s = submit(
+            &host,
+            &example("document-analysis", &format!("r1-{i}")),
+            "harness-local-01",
+        );
+        assert_eq!(run(&host, &s).await["type"], "task_completed");
+    }
+    let after = used(&host);
+    let hot = (after - before) / TASKS as i64;
+    let out = tempfile::tempdir().expect("tempdir");
+    let path = out.path().join("a.tar");
+    let a = archive::archive(&host.store, &key(data.path()), FAR, &path)
+        .expect("archive")
+        .archive
+        .expect("archived");
+    let pack = a.pack_bytes / (TASKS as u64 + 1);
+    let pruned = used(&host);
+    println!(
+        "bytes per R1 task: hot {hot} (hcp.db pages in use), pack {pack}; \
+         hot store after archiving {pruned} bytes in use (was {after})"
+    );
+    assert!(hot > 0 && pack > 0);
+    assert!(pruned < after, "archiving frees hot pages");
+}

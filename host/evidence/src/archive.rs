@@ -54,6 +54,9 @@ pub const ANCHOR_FORMAT: &str = "hcp-archive-anchor/1";
 /// canonical JSON without its signature.
 const SIGNING_DOMAIN: &[u8] = b"hcp-archive-anchor/1\n";
 
+/// Most receipts one run archives (more are left to the next run).
+pub const MAX_RUN_RECEIPTS: u64 = 1 << 18;
+
 /// The environment variable of the fault hook (see the module doc).
 pub const FAULT_ENV: &str = "HCP_FAULT";
 
@@ -405,7 +408,16 @@ fn plan_on(db: &Connection, before: &str) -> Result<Option<Plan>> {
         i > 0 && merged[i - 1].1 >= c
     };
     candidates.retain(|&c| c <= blocker && !splits(c));
-    let Some(&end) = candidates.last() else {
+    // At most [`MAX_RUN_RECEIPTS`] a run (or the first stretch that can go,
+    // when it alone is longer): the pack is built in memory, on the
+    // store's connection.
+    let cap = from.saturating_add(MAX_RUN_RECEIPTS);
+    let Some(&end) = candidates
+        .iter()
+        .rev()
+        .find(|&&c| c <= cap)
+        .or(candidates.first())
+    else {
         return Ok(None);
     };
     let tasks = tasks
