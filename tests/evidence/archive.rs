@@ -273,6 +273,16 @@ async fn verify_of_a_series_fails_clearly_on_a_gap_a_reorder_and_a_tampered_pack
             ),
         )
     };
+    // What was archived, as status: three archives, three tasks.
+    let listed = hcp(data.path())
+        .args(["evidence", "archives", "--json"])
+        .output()
+        .expect("run hcp");
+    assert!(listed.status.success());
+    let listed: Value = serde_json::from_slice(&listed.stdout).expect("json");
+    assert_eq!(listed["summary"]["archives"], 3, "{listed}");
+    assert_eq!(listed["summary"]["tasks"], 3, "{listed}");
+    assert_eq!(listed["archives"].as_array().map(Vec::len), Some(3));
     let (a, b, c) = (&paths[0], &paths[1], &paths[2]);
     let (code, text) = verify_cli(&[a, b, c]);
     assert_eq!(code, Some(0), "{text}");
@@ -361,6 +371,10 @@ async fn the_policys_retention_archives_what_is_older_than_it_under_the_data_dir
 /// docs/benchmarks.md (`cargo test -p hcp --test evidence --
 /// bytes_per_r1_task --nocapture`); archiving frees the hot pages.
 #[tokio::test(flavor = "multi_thread")]
+#[allow(
+    clippy::print_stdout,
+    reason = "the figures are the point: docs/benchmarks.md"
+)]
 async fn bytes_per_r1_task_hot_and_in_a_pack() {
     const TASKS: usize = 200;
     let (data, host) = lab();
