@@ -136,6 +136,13 @@ async fn archives_prune_settled_tasks_keep_the_unsettled_and_make_an_unbroken_se
     let summary = archive::summary(&host.store).expect("summary");
     assert_eq!((summary.archives, summary.tasks), (3, 8));
 
+    // Packs that start at an anchor replay as the first does.
+    for pack in [&pack2, &pack3] {
+        let replayed = hcp_receipts::replay(pack, &PepDecider::new(pack));
+        assert!(replayed.ok(), "{:?}", replayed.issues);
+        assert_eq!(replayed.matched, pack.hosts[0].receipts.len());
+    }
+
     // The series verifies in order, and fails on a gap or a reorder.
     assert_eq!(
         series(&[("a1", &pack1), ("a2", &pack2), ("a3", &pack3)]),

@@ -164,7 +164,12 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
                 "session"
             };
             let Some((a, b)) = range_of(&db, selection)? else {
-                anyhow::bail!("no receipts of {what} {id} (none recorded, or archived and pruned)");
+                if hot > 0 {
+                    anyhow::bail!(
+                        "no receipts of {what} {id} in the hot store (archived and pruned, or none recorded)"
+                    );
+                }
+                anyhow::bail!("no receipts of {what} {id}");
             };
             (a, b)
         }
