@@ -5,6 +5,7 @@
 //! receipts tampered with fail with their own message; the log survives a
 //! restart and is shared by two hosts on one data directory.
 
+mod archive;
 mod pipeline;
 mod reload;
 mod transport;

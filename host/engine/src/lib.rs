@@ -250,6 +250,58 @@ impl Host {
         &self.identity.host_id
     }
 
+    /// Archives the settled tasks older than the policy's retention
+    /// (`budgets.json` `retention` `hot_seconds` before `now`) to a pack
+    /// under `<data-dir>/archive/` (`hcp-archive-<first seq>.tar`: a run
+    /// that crashed writes the same name again) and prunes them
+    /// ([`evidence::archive`]). `None` when the policy sets no retention.
+    ///
+    /// # Errors
+    ///
+    /// The archive's directory cannot be made, or the archive run fails
+    /// (nothing is pruned then).
+    pub fn archive_retained(
+        &self,
+        now: time::OffsetDateTime,
+    ) -> Result<Option<evidence::archive::Archived>> {
+        let Some(retention) = self.policy().set.budget_rules().retention else {
+            return Ok(None);
+        };
+        let hot = i64::try_from(retention.hot_seconds.get()).unwrap_or(i64::MAX);
+        let at = now
+            .checked_sub(time::Duration::seconds(hot))
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let before = hcp_contracts::timestamp::rfc3339(at);
+        let dir = self.store.dir().join("archive");
+        private_dir::create_private_dir(&dir)
+            .with_context(|| format!("archive directory {}", dir.display()))?;
+        let from = evidence::archive::hot_from(&self.store.db())?;
+        let out = dir.join(format!("hcp-archive-{from:020}.tar"));
+        evidence::archive::archive(&self.store, &self.identity.key, &before, &out).map(Some)
+    }
+
+    /// [`Host::archive_retained`] until nothing more is due (a run
+    /// archives at most [`evidence::archive::MAX_RUN_RECEIPTS`] receipts),
+    /// at most `runs` times; gives each run that archived.
+    ///
+    /// # Errors
+    ///
+    /// As [`Host::archive_retained`]; the runs before the failing one stay.
+    pub fn archive_due(
+        &self,
+        now: time::OffsetDateTime,
+        runs: usize,
+    ) -> Result<Vec<evidence::archive::Archived>> {
+        let mut out = Vec::new();
+        for _ in 0..runs {
+            match self.archive_retained(now)? {
+                Some(done) if done.archive.is_some() => out.push(done),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+
     /// The host's Lamport clock (its last stored receipt's, or a larger one
     /// received): what answers carry (`x-hcp-lamport` over AMQP).
     pub fn lamport(&self) -> u64 {

@@ -23,7 +23,8 @@ use std::str::FromStr as _;
 /// What to export.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selection {
-    /// Every receipt covered by a checkpoint.
+    /// Every receipt of the hot log (after the last archive,
+    /// [`crate::archive`]) covered by a checkpoint.
     All,
     /// The receipts of a task's sessions.
     Task(String),
@@ -147,12 +148,14 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let public_key = PublicKey::from_str(&public_key).map_err(|e| anyhow::anyhow!("{e}"))?;
     let covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
 
+    // The hot log starts where the last archive ended (`super::archive`).
+    let hot = super::archive::hot_from(&db)?;
     let (first, last) = match selection {
         Selection::All => {
-            if covered == 0 {
+            if covered <= hot {
                 anyhow::bail!("no receipt is covered by a checkpoint yet");
             }
-            (0, covered - 1)
+            (hot, covered - 1)
         }
         Selection::Task(id) | Selection::Session(id) => {
             let what = if matches!(selection, Selection::Task(_)) {
@@ -161,16 +164,40 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
                 "session"
             };
             let Some((a, b)) = range_of(&db, selection)? else {
+                if hot > 0 {
+                    anyhow::bail!(
+                        "no receipts of {what} {id} in the hot store (archived and pruned, or none recorded)"
+                    );
+                }
                 anyhow::bail!("no receipts of {what} {id}");
             };
             (a, b)
         }
     };
+    build(store, &db, (host_id, public_key), (first, last), selection)
+}
+
+/// The pack of the receipts `first..=last` (extended to the checkpoint
+/// that covers `last`) and of the tasks `selection` names among them. A
+/// stretch that starts where an archive ended (`first > 0` and a
+/// checkpoint of size `first`) carries that checkpoint first: the
+/// consistency of the stretch with the archive before it is then proved
+/// inside the pack.
+pub(crate) fn build(
+    store: &Store,
+    db: &rusqlite::Connection,
+    (host_id, public_key): (String, PublicKey),
+    (first, last): (u64, u64),
+    selection: &Selection,
+) -> Result<Pack> {
+    let from_anchor =
+        matches!(selection, Selection::All) && first > 0 && super::archive::is_anchor(db, first)?;
     let checkpoints: Vec<Checkpoint> = {
         let mut stmt = db.prepare(
-            "SELECT body FROM receipt_checkpoints WHERE tree_size > ?1 ORDER BY tree_size",
+            "SELECT body FROM receipt_checkpoints WHERE tree_size >= ?1 ORDER BY tree_size",
         )?;
-        let rows = stmt.query_map(params![first as i64], |r| r.get::<_, Vec<u8>>(0))?;
+        let from = if from_anchor { first } else { first + 1 };
+        let rows = stmt.query_map(params![from as i64], |r| r.get::<_, Vec<u8>>(0))?;
         let mut out = Vec::new();
         for body in rows {
             let cp: Checkpoint = serde_json::from_slice(&body?).context("stored checkpoint")?;
@@ -190,10 +217,10 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     };
 
     // Every leaf from 0 to the last checkpoint, for the proofs.
-    let hashes = hcp_store::receipt_hashes::below(&db, end)?;
+    let hashes = hcp_store::receipt_hashes::below(db, end)?;
     let mut receipts = Vec::new();
     let mut inputs = Vec::new();
-    super::stored::each(&db, first, end - 1, super::stored::Order::Oldest, |s| {
+    super::stored::each(db, first, end - 1, super::stored::Order::Oldest, |s| {
         let seq = s.receipt.seq;
         if usize::try_from(seq).ok().and_then(|i| hashes.get(i)) != Some(&s.hash) {
             anyhow::bail!("receipt {seq}: its hash is not the one stored for it");
@@ -226,7 +253,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let tree = Tree::from_data(hashes.iter().map(|h| h.0.as_slice()));
     pack::prove(&mut section, &tree)?;
 
-    let policy = policy_snapshots(&db, &section.receipts)?;
+    let policy = policy_snapshots(db, &section.receipts)?;
 
     // Manifests, WIT, and the facts of every session in the stretch.
     let mut manifests: BTreeMap<String, Vec<u8>> = wit_files()
@@ -295,7 +322,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
             );
         }
         if let Some((submit, answer, result)) =
-            hcp_store::stored_messages(&db, store.data_key(), task)?
+            hcp_store::stored_messages(db, store.data_key(), task)?
         {
             for (name, body) in [
                 ("submit.json", Some(submit)),

@@ -70,6 +70,7 @@ macro_rules! phase {
     };
 }
 
+pub mod archive;
 mod block;
 mod channel;
 mod export;

@@ -1,7 +1,8 @@
 //! Reading the stored receipts back, by `seq`: the rows of `receipts`
 //! that hosts before the blocks wrote (a prefix of the log), then
 //! `receipt_blocks` ([`super::block`]). Every reader of the log goes
-//! through here.
+//! through here. Units whose receipts were archived and pruned
+//! ([`super::archive`]) hold their hashes only and are skipped.
 
 use super::block::{self, Input, Stored};
 use anyhow::{Context as _, Result};
@@ -52,6 +53,9 @@ pub(crate) fn each(
     let mut rows = stmt.query(params![lo_i, hi_i])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
+        if super::archive::is_pruned(row.get_ref(2)?.as_blob()?) {
+            continue;
+        }
         let hash = row.get_ref(1)?.as_blob()?;
         let hash = Digest(
             hash.try_into()
@@ -103,6 +107,9 @@ fn blocks(
     while let Some(row) = rows.next()? {
         let first = u64::try_from(row.get::<_, i64>(0)?)?;
         let count = u64::try_from(row.get::<_, i64>(1)?)?;
+        if super::archive::is_pruned(row.get_ref(3)?.as_blob()?) {
+            continue;
+        }
         let decoded = block::decode(
             first,
             count,
@@ -152,6 +159,9 @@ pub(crate) fn each_unit(
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let seq = u64::try_from(row.get::<_, i64>(0)?)?;
+            if super::archive::is_pruned(row.get_ref(2)?.as_blob()?) {
+                continue;
+            }
             let read = (|| -> Result<Vec<Stored>> {
                 let hash = row.get_ref(1)?.as_blob()?;
                 let hash = Digest(
@@ -175,6 +185,9 @@ pub(crate) fn each_unit(
     while let Some(row) = rows.next()? {
         let first = u64::try_from(row.get::<_, i64>(0)?)?;
         let count = u64::try_from(row.get::<_, i64>(1)?)?;
+        if super::archive::is_pruned(row.get_ref(3)?.as_blob()?) {
+            continue;
+        }
         let decoded = block::decode(
             first,
             count,

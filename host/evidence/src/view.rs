@@ -208,7 +208,7 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
             return Ok(check);
         }
     };
-    check_chain(store, &host_id, &state, &mut check)?;
+    check_chain(store, &public_key, &host_id, &state, &mut check)?;
     check.checkpoints = store
         .db()
         .query_row("SELECT COUNT(*) FROM receipt_checkpoints", [], |r| {
@@ -216,7 +216,8 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
         })
         .map(|n| u64::try_from(n).unwrap_or(0))?;
     check.covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
-    if check.covered == 0 {
+    // Nothing hot covered yet (nothing at all, or all of it archived).
+    if check.covered <= super::archive::hot_from(&store.db())? {
         return Ok(check);
     }
     let pack = match export(store, &Selection::All) {
@@ -247,14 +248,25 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
 /// clock) and keeps the rules of receipts; the stored state ends there.
 fn check_chain(
     store: &Store,
+    public_key: &PublicKey,
     host_id: &str,
     state: &LogState,
     check: &mut StoreCheck,
 ) -> Result<()> {
     let db = store.db();
-    let mut head: Option<Digest> = None;
-    let mut lamport = 0;
-    let mut next = 0u64;
+    // The archived prefix holds hashes only: the chain is checked from
+    // the last archive's signed anchor on.
+    for problem in super::archive::check_anchors(&db, public_key)? {
+        check.problems.push(problem);
+    }
+    let hot = super::archive::hot_from(&db)?;
+    let mut head: Option<Digest> = match hot.checked_sub(1) {
+        Some(seq) => hcp_store::receipt_hashes::at(&db, seq)?,
+        None => None,
+    };
+    let mut lamport = super::archive::archives_lamport(&db)?;
+    let mut next = hot;
+    check.receipts = hot;
     stored::each_unit(&db, |first, count, receipts| {
         let receipts = match receipts {
             Ok(r) => r,

@@ -311,6 +311,48 @@ async fn log_request(
     response
 }
 
+/// Most archive runs in a row when a retention is due (each of at most
+/// `MAX_RUN_RECEIPTS` receipts): a backlog is caught up over a few
+/// intervals rather than in one long stall.
+const ARCHIVE_RUNS: usize = 16;
+
+/// Every `retention.every_seconds` ticks of [`maintain`], when the policy
+/// sets a retention: archives and prunes what is older than it
+/// (`Host::archive_retained`), on a thread of its own, one run at a time.
+fn archive_when_due(state: &AppState, ticks: u64, archiving: &Arc<std::sync::atomic::AtomicBool>) {
+    let Some(retention) = state.host.policy().set.budget_rules().retention else {
+        return;
+    };
+    if !ticks.is_multiple_of(retention.every())
+        || archiving.swap(true, std::sync::atomic::Ordering::SeqCst)
+    {
+        return;
+    }
+    let (host, archiving) = (state.host.clone(), archiving.clone());
+    tokio::task::spawn_blocking(move || {
+        match host.archive_due(time::OffsetDateTime::now_utc(), ARCHIVE_RUNS) {
+            Ok(runs) => {
+                for done in &runs {
+                    let Some(a) = &done.archive else { continue };
+                    tracing::info!(
+                        target: "hcp::archive",
+                        number = a.anchor.number,
+                        first_seq = a.anchor.first_seq,
+                        tree_size = a.anchor.tree_size,
+                        tasks = a.tasks,
+                        pack = %a.pack,
+                        pack_bytes = a.pack_bytes,
+                        blobs_collected = done.blobs_collected,
+                        "archived and pruned"
+                    );
+                }
+            }
+            Err(e) => tracing::error!(target: "hcp::archive", "archive: {e:#}"),
+        }
+        archiving.store(false, std::sync::atomic::Ordering::SeqCst);
+    });
+}
+
 /// Every second: write final states a full disk held back, expire
 /// approvals, start queued tasks; every five, while
 /// HID execution is armed, ask the executor for its status (a disabled kill
@@ -322,9 +364,12 @@ pub(crate) async fn maintain(state: AppState) {
     // state (held while an action runs or a write waits), so it runs on
     // its own, never holding up the rest of this loop or an async thread.
     let checking = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // An archive run under way (`budgets.json` `retention`).
+    let archiving = Arc::new(std::sync::atomic::AtomicBool::new(false));
     loop {
         tick.tick().await;
         ticks += 1;
+        archive_when_due(&state, ticks, &archiving);
         if ticks.is_multiple_of(5) && !checking.swap(true, std::sync::atomic::Ordering::SeqCst) {
             let (hid, checking) = (state.host.hid.clone(), checking.clone());
             tokio::task::spawn_blocking(move || {

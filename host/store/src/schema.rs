@@ -5,7 +5,8 @@
 //!
 //! Each table's rows have one owner: `tasks`, `approvals`, `resources`,
 //! `checkpoints`, `artifacts`, `artifact_access`, `capabilities`,
-//! `trusted_publishers`, `amqp_replies` and `interface_state` the store's own modules; the
+//! `trusted_publishers`, `amqp_replies` and `interface_state` the store's own modules; `evidence_archives`
+//! `hcp_evidence` (its archive); the
 //! receipt tables (`receipt_log`, `receipts`, `receipt_blocks`, `receipt_marks`,
 //! `receipt_checkpoints`, `receipt_sessions`, `policy_snapshots`,
 //! `capability_manifests`, `task_messages`) `hcp_evidence`.
@@ -211,5 +212,23 @@ pub(super) const MIGRATIONS: &[&str] = &[
         updated_at TEXT NOT NULL,
         PRIMARY KEY (interface, capability, space, key)
     ) STRICT, WITHOUT ROWID;
+",
+    // Evidence archived and pruned (`hcp_evidence::archive`): one row per
+    // archive run that pruned, its signed anchor (the checkpoint the hot
+    // log goes on from, the Lamport clock, the pack's digest), and the
+    // blobs its pruned artifacts named, until they are collected.
+    r"
+    CREATE TABLE evidence_archives (
+        number INTEGER PRIMARY KEY,
+        first_seq INTEGER NOT NULL,
+        tree_size INTEGER NOT NULL UNIQUE,
+        anchor TEXT NOT NULL,
+        pack TEXT NOT NULL,
+        pack_bytes INTEGER NOT NULL,
+        tasks INTEGER NOT NULL,
+        receipts INTEGER NOT NULL,
+        blobs_pending TEXT NOT NULL,
+        archived_at TEXT NOT NULL
+    ) STRICT;
 ",
 ];

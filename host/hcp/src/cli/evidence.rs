@@ -36,6 +36,43 @@ pub enum EvidenceCommand {
     /// own policy snapshot. Every input is verified first.
     #[command(long_about = MERGE_ABOUT)]
     Merge(MergeArgs),
+    /// Archive the settled tasks older than a cutoff to an evidence pack,
+    /// then prune them from the hot store, leaving a signed anchor the log
+    /// goes on from.
+    #[command(long_about = ARCHIVE_ABOUT)]
+    Archive(ArchiveArgs),
+    /// List the archives this data directory made (anchors, packs, what
+    /// each pruned) and their totals.
+    Archives(ArchivesArgs),
+}
+
+const ARCHIVE_ABOUT: &str = "Archives the oldest stretch of the receipt log that holds only tasks settled (completed, failed, rejected) before --before, ends at a checkpoint, and splits no task: writes it as an evidence pack (the pack `hcp evidence export --all` would write of it: deterministic, verifiable, replayable), syncs it and its directory, reads it back and verifies it, and only then, in one transaction, prunes those receipts' bodies and decision inputs, the tasks, their messages, approvals, checkpoints and artifacts from the hot store, recording a signed anchor (the last checkpoint's size, root and hash, the Lamport clock, the pack's SHA-256). The receipts' hashes stay. Blobs no kept artifact names are removed last.\n\nThe next archive's pack starts at that checkpoint: `hcp evidence verify a1.tar a2.tar ...` proves a series unbroken. A crash at any point loses nothing; run the command again. Nothing unsettled, or newer than the cutoff, is ever pruned; a task still running or waiting for an approval stops the stretch before its first receipt.\n\nExit status: 0 archived (or nothing old enough), 1 the pack does not verify, 2 an error.";
+
+/// Arguments of `hcp evidence archive`.
+#[derive(Debug, clap::Args)]
+pub struct ArchiveArgs {
+    /// The cutoff: tasks settled before it are archived. An RFC 3339 time
+    /// (`2026-01-01T00:00:00Z`) or an age (`30d`, `12h`, `45m`, `90s`).
+    #[arg(long, value_name = "TIME|AGE")]
+    before: String,
+    /// Where to write the pack (written through a temporary file, synced).
+    #[arg(short, long, value_name = "PATH")]
+    out: PathBuf,
+    /// Print what was archived as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDir,
+}
+
+/// Arguments of `hcp evidence archives`.
+#[derive(Debug, clap::Args)]
+pub struct ArchivesArgs {
+    /// Print the list as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    data: DataDir,
 }
 
 const MERGE_ABOUT: &str = "Merges the evidence packs of several hosts (or several packs of one \
@@ -79,8 +116,11 @@ pub struct ExportArgs {
 /// Arguments of `hcp evidence verify`.
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
-    /// The pack.
-    pack: PathBuf,
+    /// The pack; several packs of one host's archive, oldest first, are
+    /// each verified and must make one unbroken series (no gap, no
+    /// reorder, each starting at the last checkpoint of the one before).
+    #[arg(required = true, num_args = 1.., value_name = "PACK")]
+    packs: Vec<PathBuf>,
     /// A key the pack's signatures must be made with: `ed25519:<hex>`, or a
     /// file holding it (as `hcp keys show` prints it, or a pack's
     /// `keys/<id>.pub`); `HOST=KEY` (or `HOST=PATH`) trusts it for the
@@ -131,6 +171,8 @@ pub(super) fn run(cmd: EvidenceCommand) -> Outcome {
         EvidenceCommand::Export(args) => export(&args),
         EvidenceCommand::Verify(args) => verify(&args),
         EvidenceCommand::Merge(args) => merge::run(&args),
+        EvidenceCommand::Archive(args) => archive(&args),
+        EvidenceCommand::Archives(args) => archives(&args),
     }
 }
 
@@ -228,6 +270,14 @@ pub(super) fn trust_key(text: &str) -> anyhow::Result<PublicKey> {
 }
 
 fn verify(args: &VerifyArgs) -> Outcome {
+    if let [pack] = args.packs.as_slice() {
+        return verify_one(args, pack);
+    }
+    verify_series(args)
+}
+
+/// The options of `hcp evidence verify`'s arguments.
+fn verify_options(args: &VerifyArgs) -> anyhow::Result<VerifyOptions> {
     let sign_from_risk = RiskLevel::from_str(&args.sign_from_risk)
         .map_err(|e| anyhow::anyhow!("--sign-from-risk: {e}"))?;
     let (trusted_keys, host_keys) = trusted(&args.trust_keys)?;
@@ -238,7 +288,163 @@ fn verify(args: &VerifyArgs) -> Outcome {
             Err(e) => anyhow::bail!("--known-checkpoints {}: {e}", path.display()),
         }
     }
-    let bytes = std::fs::read(&args.pack).with_context(|| format!("{}", args.pack.display()))?;
+    Ok(VerifyOptions {
+        signing: Some(SigningPolicy {
+            sign_from_risk,
+            sign_denies: true,
+            checkpoint_every: None,
+        }),
+        trusted_keys,
+        host_keys,
+        known_checkpoints,
+    })
+}
+
+/// `hcp evidence verify a1.tar a2.tar ...`: each pack verified, then the
+/// series (`hcp_evidence::archive::check_series`).
+fn verify_series(args: &VerifyArgs) -> Outcome {
+    let options = verify_options(args)?;
+    let origin_checked = options.trusted_keys.is_some() || !options.host_keys.is_empty();
+    let mut reports = Vec::new();
+    let mut packs = Vec::new();
+    for path in &args.packs {
+        let bytes = std::fs::read(path).with_context(|| format!("{}", path.display()))?;
+        let report = hcp_receipts::verify_bytes(&bytes, &ReadLimits::default(), &options);
+        packs.push(pack::read(&bytes, &ReadLimits::default()).ok());
+        reports.push(report);
+    }
+    let series: Vec<String> = if packs.iter().all(Option::is_some) {
+        let named: Vec<evidence::archive::SeriesPack<'_>> = args
+            .packs
+            .iter()
+            .zip(packs.iter().flatten())
+            .map(|(path, pack)| evidence::archive::SeriesPack {
+                name: path.display().to_string(),
+                pack,
+            })
+            .collect();
+        evidence::archive::check_series(&named)
+    } else {
+        vec!["a pack does not read: the series is not checked".to_owned()]
+    };
+    let ok = series.is_empty() && reports.iter().all(hcp_receipts::Report::ok);
+    let code = if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    if args.json {
+        print_json(&serde_json::json!({
+            "ok": ok,
+            "packs": args.packs.iter().zip(&reports).map(|(path, report)| {
+                let mut v = report_json(report, origin_checked, &options);
+                v["path"] = serde_json::json!(path.display().to_string());
+                v
+            }).collect::<Vec<_>>(),
+            "series": {"ok": series.is_empty(), "problems": series},
+        }))?;
+        return Ok(code);
+    }
+    for (path, report) in args.packs.iter().zip(&reports) {
+        println!("== {}", path.display());
+        print!("{}", super::output::for_terminal(&report.to_string()));
+    }
+    if series.is_empty() {
+        println!("series: {} packs, unbroken", args.packs.len());
+    } else {
+        println!("series FAILED:");
+        for problem in &series {
+            println!("[series] {}", super::output::for_terminal(problem));
+        }
+    }
+    if !origin_checked {
+        println!("{ORIGIN_NOT_CHECKED}");
+    }
+    Ok(code)
+}
+
+fn archive(args: &ArchiveArgs) -> Outcome {
+    let data_dir = args.data.path()?;
+    if !data_dir.join("hcp.db").exists() {
+        anyhow::bail!("{}: no host data here", data_dir.display());
+    }
+    let before = evidence::archive::cutoff(&args.before, time::OffsetDateTime::now_utc())
+        .context("--before")?;
+    let store = Store::open(&data_dir)?;
+    let identity = evidence::hostkey::load(&data_dir)?;
+    let done = evidence::archive::archive(&store, &identity.key, &before, &args.out)?;
+    if args.json {
+        print_json(&serde_json::to_value(&done)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &done.archive {
+        Some(a) => eprintln!(
+            "archived receipts {} to {} ({} tasks) to {}: {} bytes, sha256 {}; pruned from the hot store (archive {})",
+            a.anchor.first_seq,
+            a.anchor.tree_size - 1,
+            a.tasks,
+            args.out.display(),
+            a.pack_bytes,
+            a.anchor.pack_sha256,
+            a.anchor.number
+        ),
+        None => eprintln!(
+            "nothing to archive: no settled task older than {before} ends a stretch at a checkpoint"
+        ),
+    }
+    if done.blobs_collected > 0 {
+        eprintln!(
+            "removed {} blobs no kept artifact names",
+            done.blobs_collected
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn archives(args: &ArchivesArgs) -> Outcome {
+    let data_dir = args.data.path()?;
+    if !data_dir.join("hcp.db").exists() {
+        anyhow::bail!("{}: no host data here", data_dir.display());
+    }
+    let store = Store::open(&data_dir)?;
+    let list = evidence::archive::archives(&store)?;
+    let summary = evidence::archive::summary(&store)?;
+    if args.json {
+        print_json(&serde_json::json!({"summary": summary, "archives": list}))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for a in &list {
+        println!(
+            "{:>4}  seq {}..{}  {} tasks  {} bytes  {}  {}  sha256 {}",
+            a.anchor.number,
+            a.anchor.first_seq,
+            a.anchor.tree_size.saturating_sub(1),
+            a.tasks,
+            a.pack_bytes,
+            a.anchor.archived_at,
+            super::output::for_terminal(&a.pack),
+            a.anchor.pack_sha256
+        );
+    }
+    println!(
+        "{} archives, {} tasks, {} receipts, {} pack bytes; the hot log starts at seq {}",
+        summary.archives, summary.tasks, summary.receipts, summary.pack_bytes, summary.hot_from
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_one(args: &VerifyArgs, pack: &Path) -> Outcome {
+    let sign_from_risk = RiskLevel::from_str(&args.sign_from_risk)
+        .map_err(|e| anyhow::anyhow!("--sign-from-risk: {e}"))?;
+    let (trusted_keys, host_keys) = trusted(&args.trust_keys)?;
+    let mut known_checkpoints: Vec<Checkpoint> = Vec::new();
+    for path in &args.known {
+        match read_pack(path)? {
+            Ok(p) => known_checkpoints.extend(p.hosts.into_iter().flat_map(|h| h.checkpoints)),
+            Err(e) => anyhow::bail!("--known-checkpoints {}: {e}", path.display()),
+        }
+    }
+    let bytes = std::fs::read(pack).with_context(|| format!("{}", pack.display()))?;
     let options = VerifyOptions {
         signing: Some(SigningPolicy {
             sign_from_risk,
@@ -268,7 +474,7 @@ fn verify(args: &VerifyArgs) -> Outcome {
         return Ok(code);
     }
     if unreadable {
-        println!("FAILED: {}", args.pack.display());
+        println!("FAILED: {}", pack.display());
         println!(
             "[pack] {}",
             super::output::for_terminal(&report.failures[0].message)

@@ -25,6 +25,31 @@ pub struct BudgetsFile {
     /// [`SubmissionLimits::DEFAULT`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submissions: Option<SubmissionsSection>,
+    /// How long a settled task's evidence (its receipts, messages,
+    /// artifacts) stays in the hot store before `hcp serve` archives it to
+    /// an evidence pack and prunes it. Absent: nothing is archived but by
+    /// `hcp evidence archive`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<Retention>,
+}
+
+/// `budgets.json` `retention`: `hcp serve` archives the settled tasks older
+/// than `hot_seconds`, every `every_seconds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Retention {
+    /// Seconds a settled task stays hot (at least 1).
+    pub hot_seconds: std::num::NonZeroU64,
+    /// Seconds between two archive runs (at least 1; 3600 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_seconds: Option<std::num::NonZeroU64>,
+}
+
+impl Retention {
+    /// Seconds between two archive runs.
+    pub fn every(&self) -> u64 {
+        self.every_seconds.map_or(3600, std::num::NonZeroU64::get)
+    }
 }
 
 /// `budgets.json` `submissions`: every caller's limits on what it submits,

@@ -11,7 +11,7 @@ pub mod envelopes;
 pub mod risk;
 
 pub use budgets::{
-    BudgetLimits, BudgetOverride, BudgetsFile, SubmissionLimits, SubmissionOverride,
+    BudgetLimits, BudgetOverride, BudgetsFile, Retention, SubmissionLimits, SubmissionOverride,
     SubmissionsSection,
 };
 pub use callers::{CallerDoc, CallerKind, CallersFile};
