@@ -1327,3 +1327,66 @@ fn a_call_cancelled_while_it_waits_for_an_approval_withdraws_it_from_the_queue()
     let status = child.0.wait().expect("hcp mcp");
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_client_of_an_earlier_revision_gets_list_changed_on_its_session() {
+    use std::io::BufRead as _;
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_stdio(policies.path(), &["harness-local-01"]);
+    // The Python SDK forced to the initialize handshake (a client before
+    // 2026-07-28, which has no subscriptions/listen), over stdio.
+    let mut child = Command::new("python3")
+        .current_dir(REPO_ROOT)
+        .args(["examples/mcp_client.py", "--legacy", "--stdio-as"])
+        .args(["harness-local-01", "--hcp", env!("CARGO_BIN_EXE_hcp")])
+        .args(["listen", "2"])
+        .env("HCP_DATA_DIR", data.path())
+        .env("HCP_POLICIES", policies.path())
+        .env("HCP_CACHE_DIR", cache_dir())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    let mut child = Reaped(child);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("no notifications/tools/list_changed within 30 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    let version = next();
+    let version = version["protocol_version"].as_str().expect("version");
+    assert!(version < "2026-07-28", "negotiated {version}");
+    assert_eq!(next()["listening"], true);
+    // A removal and an install, by the command line beside the server.
+    let out = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["remove", "hid-assistant@1.0.0"])
+        .env("HCP_DATA_DIR", data.path())
+        .env("HCP_POLICIES", policies.path())
+        .env("HCP_CACHE_DIR", cache_dir())
+        .current_dir(REPO_ROOT)
+        .output()
+        .expect("hcp");
+    assert!(out.status.success(), "{out:?}");
+    let event = next();
+    assert_eq!(event["event"], "ToolListChangedNotification", "{event}");
+    assert_eq!(event["tools"], json!(["document-analysis"]), "{event}");
+    let host =
+        hcp::engine::Host::open(super::paths(data.path()), Default::default()).expect("host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/hid-assistant/manifest.json"))
+        .expect("install");
+    let event = next();
+    assert_eq!(event["event"], "ToolListChangedNotification", "{event}");
+    let status = child.0.wait().expect("python");
+    assert!(status.success());
+}
