@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 
+mod rmcp_http;
+
 const BETA: &str = "demo-token-harness-beta-002-not-a-secret";
 
 /// The repository's policies, with `mcp_stdio` for the callers named.
@@ -1389,4 +1391,108 @@ fn a_client_of_an_earlier_revision_gets_list_changed_on_its_session() {
     assert_eq!(event["event"], "ToolListChangedNotification", "{event}");
     let status = child.0.wait().expect("python");
     assert!(status.success());
+}
+
+#[test]
+fn rmcp_client_over_streamable_http() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let data = lab();
+    let server = Server::start(data.path());
+    let url = server.url("/mcp");
+    let connect = |token: &str| {
+        StreamableHttpClientTransport::with_client(
+            rmcp_http::HyperClient,
+            StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(token),
+        )
+    };
+    let call = |name: &str, arguments: Value, meta: Option<Value>| {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments.as_object().cloned();
+        params.meta = meta.and_then(|m| serde_json::from_value(m).ok());
+        params
+    };
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/cvd-material-synthesis/examples/task_submit.json"),
+        )
+        .expect("example"),
+    )
+    .expect("json");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    std::thread::scope(|s| {
+        runtime.block_on(async {
+            // The caller's tools, and the document-analysis task.
+            let local = ().serve(connect(LOCAL)).await.expect("connect");
+            let tools = local.list_all_tools().await.expect("tools/list");
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            assert_eq!(names, ["document-analysis"]);
+            let done = local
+                .call_tool(call(
+                    "document-analysis",
+                    serde_json::from_str(&document_args()).expect("json"),
+                    None,
+                ))
+                .await
+                .expect("tools/call");
+            assert_eq!(done.is_error, Some(false), "{done:?}");
+            assert!(
+                done.structured_content
+                    .as_ref()
+                    .is_some_and(|s| s["findings"].is_array()),
+                "{done:?}"
+            );
+            local.cancel().await.expect("close");
+
+            // The CVD task at 1200 °C: refused, with the seed's suggestion.
+            let beta = ().serve(connect(BETA)).await.expect("connect");
+            let refused = beta
+                .call_tool(call(
+                    "cvd-material-synthesis",
+                    serde_json::from_str(&hot_cvd_args()).expect("json"),
+                    None,
+                ))
+                .await
+                .expect("tools/call");
+            assert_eq!(refused.is_error, Some(true), "{refused:?}");
+            let st = refused.structured_content.expect("structured");
+            assert_eq!(st["reason_code"], "risk_too_high", "{st}");
+            assert!(
+                st["suggestion"].as_str().is_some_and(|t| t.contains("800")),
+                "{st}"
+            );
+            beta.cancel().await.expect("close");
+
+            // The seed's CVD task within its envelope: the call waits
+            // through an operator's approval, given meanwhile.
+            let approver = s.spawn(|| {
+                let task = pending_approval(&server);
+                approve(&server, &task);
+                task
+            });
+            let alpha = ().serve(connect(ALPHA)).await.expect("connect");
+            let approved = alpha
+                .call_tool(call(
+                    "cvd-material-synthesis",
+                    seed["payload"]["inputs"].clone(),
+                    Some(json!({"hcp/constraints": {"data_classification": "T2"}})),
+                ))
+                .await
+                .expect("tools/call");
+            let task = approver.join().expect("approver");
+            assert_eq!(approved.is_error, Some(false), "{approved:?}");
+            assert_eq!(
+                approved.meta.as_ref().and_then(|m| m.get("hcp/task_id")),
+                Some(&json!(task)),
+                "{approved:?}"
+            );
+            alpha.cancel().await.expect("close");
+        });
+    });
 }
