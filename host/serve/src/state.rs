@@ -86,12 +86,11 @@ impl AppState {
         // Not started from here on (unless a run of it is under way: that
         // run is stopped, and its stop withdraws the task if it was still
         // queued).
+        // (A run that ended as this was called stops nothing: the task is
+        // then withdrawn if it still waits.)
         let held = self.hold_start(task_id);
-        if !held.held {
-            if self.cancel_run(task_id, why.clone(), transport) {
-                return;
-            }
-            // Started as the run ended: nothing of this process runs it.
+        if !held.held && self.cancel_run(task_id, why.clone(), transport) {
+            return;
         }
         let (state, task_id) = (self.clone(), task_id.to_owned());
         self.tracker.spawn(async move {
