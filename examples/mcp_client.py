@@ -29,16 +29,25 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 
-def connect(args):
+def connect(args, changes):
+    # --legacy: the initialize handshake of the revisions before
+    # 2026-07-28; the server's unasked notifications come to `changes`.
+    async def on_message(message):
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            await changes.put(message)
+
+    options = {"raise_exceptions": True, "message_handler": on_message}
+    if args.legacy:
+        options["mode"] = "legacy"
     if args.http:
         headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
         http = create_mcp_http_client(headers=headers)
-        return mcp.Client(streamable_http_client(args.http, http_client=http), raise_exceptions=True)
+        return mcp.Client(streamable_http_client(args.http, http_client=http), **options)
     env = {k: v for k, v in os.environ.items() if k.startswith("HCP_")}
     params = mcp.StdioServerParameters(
         command=args.hcp, args=["mcp", "--as", args.stdio_as], env=env
     )
-    return mcp.Client(params, raise_exceptions=True)
+    return mcp.Client(params, **options)
 
 
 def dump(model):
@@ -47,7 +56,8 @@ def dump(model):
 
 async def run(args):
     failed = False
-    async with connect(args) as client:
+    changes = asyncio.Queue()
+    async with connect(args, changes) as client:
         print(json.dumps({"protocol_version": client.protocol_version}), flush=True)
         if args.op == "list":
             tools = await client.list_tools()
@@ -76,6 +86,17 @@ async def run(args):
         elif args.op == "read":
             read = await client.read_resource(args.target)
             print(json.dumps({"read": dump(read)}), flush=True)
+        elif args.op == "listen" and args.legacy:
+            # Tool list changes as the earlier revisions send them: unasked,
+            # on the session's stream.
+            count = int(args.target or "1")
+            print(json.dumps({"listening": True}), flush=True)
+            while count > 0:
+                event = await changes.get()
+                tools = await client.list_tools()
+                names = [t.name for t in tools.tools]
+                print(json.dumps({"event": type(event).__name__, "tools": names}), flush=True)
+                count -= 1
         elif args.op == "listen":
             # Tool list changes (2026-07-28 subscriptions/listen): each
             # event, then the caller's tools as listed again.
@@ -101,6 +122,11 @@ def main():
     p.add_argument("--hcp", default="hcp", help="the hcp binary (--stdio-as)")
     p.add_argument("--meta", help="the call's _meta, JSON (hcp/intent, hcp/constraints, ...)")
     p.add_argument("--read-links", action="store_true", help="read the result's resource links")
+    p.add_argument(
+        "--legacy",
+        action="store_true",
+        help="negotiate a revision before 2026-07-28 (the initialize handshake)",
+    )
     p.add_argument("op", choices=["list", "call", "read", "listen"])
     p.add_argument(
         "target", nargs="?", help="the tool (call), the resource URI (read), how many changes (listen)"

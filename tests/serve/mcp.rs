@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 
+mod rmcp_http;
+
 const BETA: &str = "demo-token-harness-beta-002-not-a-secret";
 
 /// The repository's policies, with `mcp_stdio` for the callers named.
@@ -1072,4 +1074,428 @@ fn body_of(server: &Server, uri: &str) -> Vec<Value> {
         json!({"uri": uri}),
     )
     .1
+}
+
+/// A child process killed when the test ends, also by a failed assertion
+/// (left running, it holds the test runner's output open).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A data directory with the sleeper guest installed as
+/// `document-analysis` 9.0.0 with one session at a time
+/// (`concurrent_limit` 1): a second task is queued behind the first.
+fn one_slot_sleeper_lab() -> tempfile::TempDir {
+    let data = tempfile::tempdir().expect("tempdir");
+    let host =
+        hcp::engine::Host::open(super::paths(data.path()), Default::default()).expect("host");
+    let src = tempfile::tempdir().expect("tempdir");
+    let manifest = hcp_tests::ManifestBuilder::new("document-analysis", hcp_tests::SLEEPER)
+        .set("/capability/version", json!("9.0.0"))
+        .set(
+            "/capability/constraints",
+            json!({"max_duration": "PT2M", "concurrent_limit": 1}),
+        );
+    host.install_manifest(&manifest.write(src.path()))
+        .expect("install the sleeper");
+    data
+}
+
+/// A `tools/call` of the sleeper (sleeping `ms`) sent on a connection of
+/// its own whose answer is never read: dropping the stream is how a
+/// Streamable HTTP client cancels a call it waits for.
+fn sleeper_call(server: &Server, ms: u64, message_id: &str) -> std::net::TcpStream {
+    use std::io::Write as _;
+    let addr = server.base.strip_prefix("http://").expect("base");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "document-analysis",
+    "arguments": {"ms": ms},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "hcp/capability_version": "9.x",
+        "hcp/message_id": message_id,
+        "hcp/constraints": {"max_duration": "PT2M", "data_classification": "T1"},
+    }}})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {LOCAL}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n\
+         Mcp-Name: document-analysis\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    stream
+}
+
+/// The first task of `token`'s caller in `state`, once there is one.
+fn task_in(server: &Server, token: &str, state: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, body) = server.get(&format!("/v1/tasks?state={state}"), Some(token));
+        if let Some(id) = body["tasks"][0]["task_id"].as_str() {
+            return id.to_owned();
+        }
+        assert!(std::time::Instant::now() < deadline, "none {state}: {body}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The final answer of `task` within `within`, or the test fails with
+/// the task's state then.
+fn final_within(server: &Server, task: &str, within: std::time::Duration) -> Value {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let (status, body) = server.get(&format!("/v1/tasks/{task}/result"), Some(OPERATOR));
+        if status == 200 {
+            return body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "task {task} was not stopped within {within:?}: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Its `gate.abandoned` receipt names `transport` (in its decision input,
+/// as an evidence pack of `data` carries it).
+fn abandoned_over(server: &Server, data: &Path, task: &str, transport: &str) {
+    let (status, body) = server.get(&format!("/v1/receipts?task={task}"), Some(OPERATOR));
+    assert_eq!(status, 200, "{body}");
+    let abandoned: Vec<&Value> = body["receipts"]
+        .as_array()
+        .expect("receipts")
+        .iter()
+        .filter(|r| r["call"] == "gate.abandoned")
+        .collect();
+    assert_eq!(abandoned.len(), 1, "{body}");
+    let pack = data.join(format!("abandoned-{task}.tar"));
+    let out = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["evidence", "export", "--all", "-o"])
+        .arg(&pack)
+        .env("HCP_DATA_DIR", data)
+        .env("HCP_CACHE_DIR", cache_dir())
+        .current_dir(REPO_ROOT)
+        .output()
+        .expect("hcp");
+    assert!(out.status.success(), "{out:?}");
+    let bytes = std::fs::read(&pack).expect("pack");
+    let needle = format!(
+        "cancelled its tools/call or closed the connection\",\"transport\":\"{transport}\""
+    );
+    assert!(
+        bytes.windows(needle.len()).any(|w| w == needle.as_bytes()),
+        "no gate.abandoned input naming {transport} in the pack"
+    );
+}
+
+#[test]
+fn a_cancelled_call_queued_for_a_slot_withdraws_its_task_with_a_receipt() {
+    let data = one_slot_sleeper_lab();
+    let server = Server::start(data.path());
+    // The first call's task takes the one slot for a minute; the second
+    // is queued behind it.
+    let first = sleeper_call(&server, 60_000, "mcp-slot-1");
+    let running = task_in(&server, LOCAL, "running");
+    let second = sleeper_call(&server, 1, "mcp-slot-2");
+    let queued = task_in(&server, LOCAL, "queued");
+    assert_ne!(queued, running);
+    // Its client goes away: the queued task is withdrawn now (not run once
+    // the slot frees, a minute later, for nobody).
+    drop(second);
+    let answer = final_within(&server, &queued, std::time::Duration::from_secs(15));
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert!(
+        answer["payload"]["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled") && m.contains("queued")),
+        "{answer}"
+    );
+    abandoned_over(&server, data.path(), &queued, "mcp/http");
+    // The running task is not the cancelled one's: it still runs.
+    let (_, job) = server.get(&format!("/v1/tasks/{running}"), Some(LOCAL));
+    assert_eq!(job["status"], "running", "{job}");
+    drop(first);
+    let answer = final_within(&server, &running, std::time::Duration::from_secs(15));
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    abandoned_over(&server, data.path(), &running, "mcp/http");
+    // Never ran: its session has no receipt but the admission and the
+    // withdrawal.
+    let (_, body) = server.get(&format!("/v1/receipts?task={queued}"), Some(OPERATOR));
+    assert!(
+        !body.to_string().contains("session.open"),
+        "the withdrawn task ran: {body}"
+    );
+}
+
+#[test]
+fn a_call_cancelled_while_it_waits_for_an_approval_withdraws_it_from_the_queue() {
+    use std::io::{BufRead as _, Write as _};
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_stdio(policies.path(), &["harness-alpha-001"]);
+    let dir = policies.path().to_str().expect("utf-8").to_owned();
+    // The operators' server beside the agent's `hcp mcp`, on one data
+    // directory.
+    let server = Server::start_with(data.path(), &["--policies", &dir]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["mcp", "--as", "harness-alpha-001"])
+        .env("HCP_DATA_DIR", data.path())
+        .env("HCP_POLICIES", &dir)
+        .env("HCP_CACHE_DIR", cache_dir())
+        .current_dir(REPO_ROOT)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("hcp mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut child = Reaped(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The seed's CVD task (R4: an operator approves it), called over
+    // stdio by a 2026-07-28 client.
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/cvd-material-synthesis/examples/task_submit.json"),
+        )
+        .expect("example"),
+    )
+    .expect("json");
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+    "name": "cvd-material-synthesis",
+    "arguments": seed["payload"]["inputs"],
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "hcp/constraints": {"data_classification": "T2"},
+    }}});
+    writeln!(stdin, "{call}").expect("write");
+    let task = pending_approval(&server);
+    // The client cancels the call.
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "the user stopped the agent"}});
+    writeln!(stdin, "{cancel}").expect("write");
+    stdin.flush().expect("flush");
+    let answer = final_within(&server, &task, std::time::Duration::from_secs(15));
+    assert_eq!(answer["type"], "task_failed", "{answer}");
+    assert!(
+        answer["payload"]["error_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cancelled") && m.contains("approval")),
+        "{answer}"
+    );
+    abandoned_over(&server, data.path(), &task, "mcp/stdio");
+    // Gone from the operators' queue, and a decision on it is refused.
+    let (status, body) = server.get("/v1/approvals", Some(OPERATOR));
+    assert_eq!(status, 200, "{body}");
+    assert!(!body.to_string().contains(&task), "still queued: {body}");
+    let (status, body, _) = server.post(
+        &format!("/v1/approvals/{task}"),
+        OPERATOR,
+        &json!({"decision": "approve", "reason": "recipe within the lab's SOP"}),
+    );
+    assert_eq!(status, 409, "{body}");
+    // The stdio server still serves.
+    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    writeln!(stdin, "{list}").expect("write");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let line = rx
+            .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            .expect("no answer to tools/list");
+        let message: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        if message["id"] == 8 {
+            assert!(message["result"]["tools"].is_array(), "{message}");
+            break;
+        }
+    }
+    drop(stdin);
+    let status = child.0.wait().expect("hcp mcp");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn a_client_of_an_earlier_revision_gets_list_changed_on_its_session() {
+    use std::io::BufRead as _;
+    let data = lab();
+    let policies = tempfile::tempdir().expect("tempdir");
+    policies_with_stdio(policies.path(), &["harness-local-01"]);
+    // The Python SDK forced to the initialize handshake (a client before
+    // 2026-07-28, which has no subscriptions/listen), over stdio.
+    let mut child = Command::new("python3")
+        .current_dir(REPO_ROOT)
+        .args(["examples/mcp_client.py", "--legacy", "--stdio-as"])
+        .args(["harness-local-01", "--hcp", env!("CARGO_BIN_EXE_hcp")])
+        .args(["listen", "2"])
+        .env("HCP_DATA_DIR", data.path())
+        .env("HCP_POLICIES", policies.path())
+        .env("HCP_CACHE_DIR", cache_dir())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().expect("stdout");
+    let mut child = Reaped(child);
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || -> Value {
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("no notifications/tools/list_changed within 30 s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    };
+    let version = next();
+    let version = version["protocol_version"].as_str().expect("version");
+    assert!(version < "2026-07-28", "negotiated {version}");
+    assert_eq!(next()["listening"], true);
+    // A removal and an install, by the command line beside the server.
+    let out = Command::new(env!("CARGO_BIN_EXE_hcp"))
+        .args(["remove", "hid-assistant@1.0.0"])
+        .env("HCP_DATA_DIR", data.path())
+        .env("HCP_POLICIES", policies.path())
+        .env("HCP_CACHE_DIR", cache_dir())
+        .current_dir(REPO_ROOT)
+        .output()
+        .expect("hcp");
+    assert!(out.status.success(), "{out:?}");
+    let event = next();
+    assert_eq!(event["event"], "ToolListChangedNotification", "{event}");
+    assert_eq!(event["tools"], json!(["document-analysis"]), "{event}");
+    let host =
+        hcp::engine::Host::open(super::paths(data.path()), Default::default()).expect("host");
+    host.install_manifest(&Path::new(REPO_ROOT).join("plugins/hid-assistant/manifest.json"))
+        .expect("install");
+    let event = next();
+    assert_eq!(event["event"], "ToolListChangedNotification", "{event}");
+    let status = child.0.wait().expect("python");
+    assert!(status.success());
+}
+
+#[test]
+fn rmcp_client_over_streamable_http() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let data = lab();
+    let server = Server::start(data.path());
+    let url = server.url("/mcp");
+    let connect = |token: &str| {
+        StreamableHttpClientTransport::with_client(
+            rmcp_http::HyperClient,
+            StreamableHttpClientTransportConfig::with_uri(url.clone()).auth_header(token),
+        )
+    };
+    let call = |name: &str, arguments: Value, meta: Option<Value>| {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        params.arguments = arguments.as_object().cloned();
+        params.meta = meta.and_then(|m| serde_json::from_value(m).ok());
+        params
+    };
+    let seed: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            Path::new(REPO_ROOT).join("plugins/cvd-material-synthesis/examples/task_submit.json"),
+        )
+        .expect("example"),
+    )
+    .expect("json");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    std::thread::scope(|s| {
+        runtime.block_on(async {
+            // The caller's tools, and the document-analysis task.
+            let local = ().serve(connect(LOCAL)).await.expect("connect");
+            let tools = local.list_all_tools().await.expect("tools/list");
+            let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+            assert_eq!(names, ["document-analysis"]);
+            let done = local
+                .call_tool(call(
+                    "document-analysis",
+                    serde_json::from_str(&document_args()).expect("json"),
+                    None,
+                ))
+                .await
+                .expect("tools/call");
+            assert_eq!(done.is_error, Some(false), "{done:?}");
+            assert!(
+                done.structured_content
+                    .as_ref()
+                    .is_some_and(|s| s["findings"].is_array()),
+                "{done:?}"
+            );
+            local.cancel().await.expect("close");
+
+            // The CVD task at 1200 °C: refused, with the seed's suggestion.
+            let beta = ().serve(connect(BETA)).await.expect("connect");
+            let refused = beta
+                .call_tool(call(
+                    "cvd-material-synthesis",
+                    serde_json::from_str(&hot_cvd_args()).expect("json"),
+                    None,
+                ))
+                .await
+                .expect("tools/call");
+            assert_eq!(refused.is_error, Some(true), "{refused:?}");
+            let st = refused.structured_content.expect("structured");
+            assert_eq!(st["reason_code"], "risk_too_high", "{st}");
+            assert!(
+                st["suggestion"].as_str().is_some_and(|t| t.contains("800")),
+                "{st}"
+            );
+            beta.cancel().await.expect("close");
+
+            // The seed's CVD task within its envelope: the call waits
+            // through an operator's approval, given meanwhile.
+            let approver = s.spawn(|| {
+                let task = pending_approval(&server);
+                approve(&server, &task);
+                task
+            });
+            let alpha = ().serve(connect(ALPHA)).await.expect("connect");
+            let approved = alpha
+                .call_tool(call(
+                    "cvd-material-synthesis",
+                    seed["payload"]["inputs"].clone(),
+                    Some(json!({"hcp/constraints": {"data_classification": "T2"}})),
+                ))
+                .await
+                .expect("tools/call");
+            let task = approver.join().expect("approver");
+            assert_eq!(approved.is_error, Some(false), "{approved:?}");
+            assert_eq!(
+                approved.meta.as_ref().and_then(|m| m.get("hcp/task_id")),
+                Some(&json!(task)),
+                "{approved:?}"
+            );
+            alpha.cancel().await.expect("close");
+        });
+    });
 }

@@ -368,6 +368,26 @@ impl Host {
         transport: &str,
         reason: &str,
     ) -> Result<Parent> {
+        self.recorder
+            .append_sealed(self.abandoned_entry(task, transport, reason)?)
+    }
+
+    /// [`Host::record_abandoned`] for a task its caller withdrew (over
+    /// `transport`) while it waited, with `write` (the task's failure) in
+    /// the commit that stores the receipt.
+    pub(crate) fn record_withdrawn(
+        &self,
+        task: &TaskRecord,
+        transport: &str,
+        reason: &str,
+        write: crate::evidence::StoreWrite,
+    ) -> Result<Parent> {
+        self.recorder
+            .append_sealed_with(self.abandoned_entry(task, transport, reason)?, write)
+    }
+
+    /// The `gate.abandoned` receipt of `task`.
+    fn abandoned_entry(&self, task: &TaskRecord, transport: &str, reason: &str) -> Result<Entry> {
         let input = AbandonInput {
             at: hcp_contracts::message::now_rfc3339(),
             kind: CALL_ABANDONED.to_owned(),
@@ -376,7 +396,7 @@ impl Host {
         };
         let policy = self.policy();
         let risk = recorded_risk(task);
-        self.recorder.append_sealed(Entry {
+        Ok(Entry {
             parents: self.recorder.task_causes(&task.task_id)?,
             ..decision(
                 &policy,

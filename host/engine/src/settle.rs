@@ -11,6 +11,8 @@ use crate::store::{SettleWrite, TaskRecord, TaskState};
 use anyhow::Result;
 use hcp_contracts::answer::Answer;
 use hcp_contracts::message::ErrorCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The `task_failed` (`internal_error`) of a task the host fails itself.
 fn internal_failure(task: &TaskRecord, message: &str) -> Answer {
@@ -231,6 +233,61 @@ impl Host {
             &format!("the caller cancelled the task while it was running: {why}"),
             Some(transport),
         )
+    }
+
+    /// A task whose caller cancelled it (an MCP client's cancellation,
+    /// over `transport`) while it still waited: for an operator's approval,
+    /// or queued for a session slot or its equipment. Its approval is
+    /// withdrawn first (claimed as an operator's decision or an expiry
+    /// claims it, so whichever comes first wins; the task leaves the
+    /// operators' queue and a decision on it is refused), then the task is
+    /// failed (`internal_error`, nothing ran) in the commit that stores its
+    /// `gate.abandoned` receipt naming `transport`. Returns whether it was
+    /// withdrawn here (`false`: it no longer waited: it started, was
+    /// decided, or is final; a run it started is the caller's to stop).
+    ///
+    /// # Errors
+    ///
+    /// The database or the receipt log fails.
+    pub fn withdraw_waiting(&self, task_id: &str, why: &str, transport: &str) -> Result<bool> {
+        let Some(task) = self.store.task(task_id)? else {
+            return Ok(false);
+        };
+        let waiting = match task.state {
+            TaskState::PendingApproval => {
+                if !self.store.withdraw_approval(task_id)? {
+                    return Ok(false);
+                }
+                "waiting for an operator's approval"
+            }
+            TaskState::Queued => "queued for a session slot or its equipment",
+            _ => return Ok(false),
+        };
+        let reason = format!("the caller cancelled the task while it was {waiting}: {why}");
+        let answer = internal_failure(&task, &reason);
+        let write = SettleWrite::new(
+            self.store.data_key(),
+            task_id,
+            task.state,
+            TaskState::Failed,
+            &answer,
+        )?;
+        // Conditional on the state read: a queued task a runner started
+        // meanwhile is not failed here (its receipt then says the caller
+        // withdrew it, and the caller stops the run).
+        let moved = Arc::new(AtomicBool::new(false));
+        self.record_withdrawn(&task, transport, &reason, {
+            let moved = moved.clone();
+            Box::new(move |db| {
+                moved.store(write.apply(db)?, Ordering::SeqCst);
+                Ok(())
+            })
+        })?;
+        let moved = moved.load(Ordering::SeqCst);
+        if moved {
+            self.store.task_moved(task_id, TaskState::Failed);
+        }
+        Ok(moved)
     }
 
     /// [`Host::settle_interrupted`] and [`Host::settle_cancelled`]: the

@@ -75,6 +75,45 @@ impl AppState {
         true
     }
 
+    /// Stops `task_id` for its caller, who cancelled it over `transport`
+    /// (an MCP client): a run of it in this process is stopped
+    /// ([`AppState::cancel_run`]); a task still waiting (for an operator's
+    /// approval, or queued for a slot) is withdrawn, in the background
+    /// ([`Host::withdraw_waiting`]): failed with a `gate.abandoned` receipt
+    /// naming `transport`, its approval gone from the operators' queue.
+    /// Call it on a runtime.
+    pub(crate) fn cancel_task(&self, task_id: &str, why: String, transport: &'static str) {
+        // Not started from here on (unless a run of it is under way: that
+        // run is stopped, and its stop withdraws the task if it was still
+        // queued).
+        // (A run that ended as this was called stops nothing: the task is
+        // then withdrawn if it still waits.)
+        let held = self.hold_start(task_id);
+        if !held.held && self.cancel_run(task_id, why.clone(), transport) {
+            return;
+        }
+        let (state, task_id) = (self.clone(), task_id.to_owned());
+        self.tracker.spawn(async move {
+            let host = state.host.clone();
+            let id = task_id.clone();
+            let withdrawn = tokio::task::spawn_blocking(move || {
+                let _held = held;
+                host.withdraw_waiting(&id, &why, transport)
+            })
+            .await;
+            match withdrawn {
+                Ok(Ok(true)) => tracing::info!(
+                    "task {task_id}: its caller cancelled it while it waited; withdrawn, answered task_failed"
+                ),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => tracing::error!(
+                    "task {task_id}: cancelled while it waited, but its withdrawal could not be recorded: {e:#}"
+                ),
+                Err(e) => tracing::error!("task {task_id}: withdrawing it: {e}"),
+            }
+        });
+    }
+
     /// Stops every task still running in the background (its run is
     /// dropped, which stops its guest) and fails it with a receipt saying
     /// `why` ([`Host::settle_interrupted`]); each settles as its run's
@@ -222,8 +261,12 @@ pub(crate) fn spawn_run(state: &AppState, task_id: String) {
             () = stop.token.cancelled() => {
                 let (why, transport) = stop.why.get().cloned().unwrap_or_default();
                 let (host, id) = (state.host.clone(), task_id.clone());
+                // Stopped before it took its slot: still queued, withdrawn.
                 match tokio::task::spawn_blocking(move || {
-                    host.settle_cancelled(&id, &why, &transport)
+                    Ok::<_, anyhow::Error>(
+                        host.settle_cancelled(&id, &why, &transport)?
+                            || host.withdraw_waiting(&id, &why, &transport)?,
+                    )
                 })
                 .await
                 {

@@ -18,7 +18,8 @@ pub struct ApprovalRecord {
     /// What the operator needs to decide: intent, inputs, risk, rules, envelope.
     pub assessment: Value,
     /// `approved` or `rejected` once an operator decided, `expired` once
-    /// nobody did in time ([`Store::claim_expiry`]).
+    /// nobody did in time ([`Store::claim_expiry`]), `withdrawn` once the
+    /// task's caller cancelled it first ([`Store::withdraw_approval`]).
     pub decision: Option<String>,
     /// Who decided.
     pub operator_id: Option<String>,
@@ -46,6 +47,11 @@ fn undecided(a: &ApprovalRecord, at: &str) -> Result<()> {
         Some("expired") => format!(
             "the approval of task {} expired at {}",
             a.task_id, a.expires_at
+        ),
+        Some("withdrawn") => format!(
+            "task {} was withdrawn by its caller at {}",
+            a.task_id,
+            a.decided_at.as_deref().unwrap_or("?")
         ),
         Some(d) => format!(
             "task {} was already {d} by {} at {}",
@@ -214,6 +220,25 @@ impl Store {
         Ok(n == 1)
     }
 
+    /// Withdraws the approval of a task whose caller cancelled it while it
+    /// waited: recorded as the decision `withdrawn`, once, and only while
+    /// nobody decided it and no expiry claimed it (so whichever of the
+    /// three comes first wins). `true` when this call withdrew it.
+    ///
+    /// # Errors
+    ///
+    /// The database fails.
+    pub fn withdraw_approval(&self, task_id: &str) -> Result<bool> {
+        let n = self
+            .db()
+            .prepare_cached(
+                "UPDATE approvals SET decision = 'withdrawn', decided_at = ?2
+                 WHERE task_id = ?1 AND decision IS NULL",
+            )?
+            .execute(params![task_id, now()])?;
+        Ok(n == 1)
+    }
+
     /// The approval of a task.
     ///
     /// # Errors
@@ -375,6 +400,32 @@ mod tests {
             .map(|a| a.task_id)
             .collect();
         assert_eq!(listed, vec![decided]);
+    }
+
+    #[test]
+    fn a_withdrawn_approval_is_neither_decided_nor_expired() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let task_id = pending(&store, "w", "2000-01-01T00:00:01.000Z");
+        assert!(store.withdraw_approval(&task_id).expect("withdraw"));
+        assert!(!store.withdraw_approval(&task_id).expect("twice"), "once");
+        let err = store
+            .decide(&task_id, true, "op-1", "looks safe")
+            .expect_err("decided after it was withdrawn");
+        assert!(
+            err.to_string()
+                .starts_with(&format!("task {task_id} was withdrawn by its caller at ")),
+            "{err}"
+        );
+        let now = at("2000-01-01T00:00:02Z");
+        assert!(store.expired_approvals(now).expect("expired").is_empty());
+        assert!(!store.claim_expiry(&task_id, now).expect("claim"));
+        let a = store.approval(&task_id).expect("db").expect("approval");
+        assert_eq!(a.decision.as_deref(), Some("withdrawn"));
+        // Decided first: not withdrawn.
+        let decided = pending(&store, "d", "2999-01-01T00:00:00.000Z");
+        store.decide(&decided, true, "op-1", "ok").expect("decide");
+        assert!(!store.withdraw_approval(&decided).expect("withdraw"));
     }
 
     #[test]

@@ -118,7 +118,8 @@ pub(super) async fn call(
     }
     // The client cancels the call, or goes away while it waits (its
     // request's stream closed: this future is dropped): the task's run
-    // here is stopped, and the task failed with its receipt.
+    // here is stopped, or, still waiting (for an approval, a slot), the
+    // task is withdrawn; either way failed with its receipt.
     let mut cancel = CancelOnDrop {
         state,
         task_id: &task_id,
@@ -132,7 +133,7 @@ pub(super) async fn call(
         Waited::Final(answer) => Ok(result_of(&answer, Some(&task_id))),
         Waited::Pending(status) => Ok(still_waiting(&status, wait)),
         Waited::Cancelled => Err(McpError::invalid_request(
-            format!("the client cancelled the call; task {task_id} was stopped if it ran"),
+            format!("the client cancelled the call; task {task_id} was stopped or withdrawn"),
             None,
         )),
     }
@@ -149,16 +150,15 @@ struct CancelOnDrop<'a> {
 
 impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
-        if self.armed
-            && self.state.cancel_run(
+        if self.armed {
+            tracing::info!(
+                "task {}: its MCP call was cancelled; stopping or withdrawing it",
+                self.task_id
+            );
+            self.state.cancel_task(
                 self.task_id,
                 "the MCP client cancelled its tools/call or closed the connection".to_owned(),
                 self.transport,
-            )
-        {
-            tracing::info!(
-                "task {}: its MCP call was cancelled while it ran; stopping it",
-                self.task_id
             );
         }
     }

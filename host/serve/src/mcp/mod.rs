@@ -36,7 +36,7 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use std::borrow::Cow;
 use std::time::Duration;
@@ -51,6 +51,10 @@ pub const PROTOCOL_VERSIONS: &[ProtocolVersion] = ProtocolVersion::KNOWN_VERSION
 /// (`--mcp-wait`): a task still waiting then (for an operator's approval,
 /// say) is answered with its id and how to follow it.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+
+/// How often a session that began with `initialize` is looked at, to
+/// stop sending it tool list changes once it is gone.
+const SESSION_CHECK: Duration = Duration::from_secs(5);
 
 /// Where the requests of a server come from.
 #[derive(Debug, Clone)]
@@ -246,6 +250,34 @@ impl ServerHandler for McpServer {
                 }
             }
         }
+    }
+
+    /// A client of a revision before 2026-07-28 (one that began with
+    /// `initialize`) has no `subscriptions/listen`: as those revisions
+    /// say, a server that declares `tools.listChanged` sends it
+    /// `notifications/tools/list_changed` on its session's own stream at
+    /// each change, for as long as the session lasts.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let mut changes = self.tool_changes.clone();
+        changes.borrow_and_update();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            let mut alive = tokio::time::interval(SESSION_CHECK);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => {
+                        if changed.is_err() || peer.notify_tool_list_changed().await.is_err() {
+                            return;
+                        }
+                    }
+                    _ = alive.tick() => {
+                        if peer.is_transport_closed() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     async fn read_resource(
