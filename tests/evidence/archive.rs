@@ -94,7 +94,7 @@ async fn archives_prune_settled_tasks_keep_the_unsettled_and_make_an_unbroken_se
         &example("cvd-material-synthesis", "cvd-3"),
         "harness-alpha-001",
     );
-    assert_eq!(wire(&waiting.answer)["status"], "queued");
+    assert_eq!(wire(&waiting.answer)["status"], "pending_approval");
     let later = submit(
         &host,
         &example("document-analysis", "doc-3"),

@@ -703,7 +703,7 @@ async fn a_task_whose_delivery_was_never_acknowledged_is_neither_started_nor_dec
         .expect("submit");
     assert_eq!(
         wire(&waiting.answer)["status"],
-        "queued",
+        "pending_approval",
         "{}",
         waiting.answer
     );
