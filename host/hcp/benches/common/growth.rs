@@ -67,6 +67,15 @@ fn paths(data: &Path) -> HostPaths {
     }
 }
 
+/// A host on `data`, document-analysis installed the first time.
+fn host(data: &Path) -> Arc<Host> {
+    if data.join("hcp.db").exists() {
+        Arc::new(Host::open(paths(data), HostConfig::default()).expect("open host"))
+    } else {
+        open_host(data)
+    }
+}
+
 /// Fills the store of `data` with `tasks` more R1 tasks, `clients` at a
 /// time through the engine; the tasks per second of the fill.
 pub(crate) fn fill(
@@ -75,7 +84,7 @@ pub(crate) fn fill(
     tasks: usize,
     clients: usize,
 ) -> f64 {
-    let host = open_host(data);
+    let host = host(data);
     let start = Instant::now();
     run_tasks(runtime, &host, tasks, clients, "fill");
     let rate = tasks as f64 / start.elapsed().as_secs_f64();
@@ -148,7 +157,7 @@ pub(crate) fn measure(runtime: &tokio::runtime::Runtime, data: &Path, sizes: Siz
         hcp::store::durable::check_at_startup(data).expect("startup check");
         drop(Host::open(paths(data), HostConfig::default()).expect("open host"));
     });
-    let host = open_host(data);
+    let host = host(data);
     let tasks: i64 = host
         .store
         .db()
