@@ -75,7 +75,7 @@ fn main() {
         l.push(b);
     }
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let rows: [(&str, &dyn Fn(&Figures) -> f64, &str); 7] = [
+    let rows: [(&str, Figure, &str); 7] = [
         ("startup (check + open)", &|f| ms(f.startup), "ms"),
         ("R1 p50, 1 client", &|f| ms(f.one_p50), "ms"),
         ("tasks/s, 8 clients", &|f| f.eight_rate, "tasks/s"),
@@ -102,6 +102,9 @@ fn main() {
         );
     }
 }
+
+/// One figure of a store's measure.
+type Figure<'a> = &'a dyn Fn(&Figures) -> f64;
 
 fn print(round: usize, f: &Figures) {
     println!(
