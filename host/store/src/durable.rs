@@ -365,14 +365,14 @@ pub const WHOLE_AT_STARTUP: u64 = 64 << 20;
 
 /// How many of the most recently written rows of each table the startup
 /// check reads whole, when it does not check the whole database.
-const RECENT_ROWS: i64 = 1024;
+const RECENT_ROWS: i64 = 256;
 
 /// The tables whose rows are written in the order of their `rowid` (or
 /// their integer key), so that the last rows are the most recent writes,
 /// with how many of them the startup check reads: the receipt blocks hold
 /// up to a thousand receipts (about 1 MiB at most) each.
 const RECENT: &[(&str, i64)] = &[
-    ("receipt_blocks", 16),
+    ("receipt_blocks", 64),
     ("receipts", RECENT_ROWS),
     ("receipt_marks", RECENT_ROWS),
     ("receipt_checkpoints", 16),
