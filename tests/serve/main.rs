@@ -12,6 +12,7 @@ mod browser;
 mod durability;
 mod fs_containment;
 mod fuzz;
+mod growth;
 mod hid;
 mod limits;
 mod logs;

@@ -16,7 +16,7 @@
 //! [`Store::open`]: super::Store::open
 
 use anyhow::{Context as _, Result};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension as _};
 use serde::{Deserialize, Serialize};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -354,15 +354,70 @@ pub struct Checked {
     pub store: Mark,
     /// The mark it was checked against (`None`: there was none).
     pub mark: Option<Mark>,
+    /// Whether every page of the database was checked (else its most
+    /// recent rows: [`Scope::Startup`]).
+    pub whole: bool,
 }
 
-/// The startup check of `hcp serve` and `hcp store check`: SQLite's
-/// `quick_check` of the whole database, then the mark.
+/// A database up to this size is checked whole at startup too: reading
+/// it all takes a bounded time (well under a second from disk).
+pub const WHOLE_AT_STARTUP: u64 = 64 << 20;
+
+/// How many of the most recently written rows of each table the startup
+/// check reads whole, when it does not check the whole database.
+const RECENT_ROWS: i64 = 256;
+
+/// The tables whose rows are written in the order of their `rowid` (or
+/// their integer key), so that the last rows are the most recent writes,
+/// with how many of them the startup check reads: the receipt blocks hold
+/// up to a thousand receipts (about 1 MiB at most) each.
+const RECENT: &[(&str, i64)] = &[
+    ("receipt_blocks", 64),
+    ("receipts", RECENT_ROWS),
+    ("receipt_marks", RECENT_ROWS),
+    ("receipt_checkpoints", 16),
+    ("receipt_sessions", RECENT_ROWS),
+    ("task_messages", RECENT_ROWS),
+    ("tasks", RECENT_ROWS),
+    ("approvals", RECENT_ROWS),
+    ("checkpoints", 64),
+    ("artifacts", RECENT_ROWS),
+];
+
+/// How much of the database a check reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every page (`quick_check`): `hcp store check`.
+    Whole,
+    /// At startup: the whole database up to [`WHOLE_AT_STARTUP`] bytes;
+    /// beyond, a check whose time does not grow with the store (the
+    /// mark, the most recent rows of each table read whole, the recent
+    /// tasks found again through each of their indexes).
+    Startup,
+}
+
+/// The startup check of `hcp serve` and `hcp mcp` ([`Scope::Startup`]).
+///
+/// # Errors
+///
+/// A [`Damaged`] naming the file, what is wrong and the recovery steps.
+pub fn check_at_startup(dir: &Path) -> Result<Checked> {
+    check_scoped(dir, Scope::Startup, WHOLE_AT_STARTUP)
+}
+
+/// The check of `hcp store check`: SQLite's `quick_check` of the whole
+/// database, then the mark.
 ///
 /// # Errors
 ///
 /// A [`Damaged`] naming the file, what is wrong and the recovery steps.
 pub fn check(dir: &Path) -> Result<Checked> {
+    check_scoped(dir, Scope::Whole, WHOLE_AT_STARTUP)
+}
+
+/// [`check`] or [`check_at_startup`], the database checked whole when
+/// `scope` is [`Scope::Whole`] or it is no larger than `whole_up_to`.
+fn check_scoped(dir: &Path, scope: Scope, whole_up_to: u64) -> Result<Checked> {
     let path = dir.join(DB);
     let mark = Mark::read(dir)?;
     let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -383,43 +438,166 @@ pub fn check(dir: &Path) -> Result<Checked> {
                     head: None,
                 },
                 mark,
+                whole: true,
             }),
         };
     }
+    let db = open_existing(&path)
+        .map_err(|e| damaged(dir, format!("the database cannot be opened ({e})"), RESTORE))?;
+    let whole = scope == Scope::Whole || len <= whole_up_to;
+    if whole {
+        quick_check(dir, &db)?;
+    } else {
+        recent_check(&db).map_err(|e| {
+            damaged(
+                dir,
+                format!("the database is damaged (its most recent rows: {e:#})"),
+                RESTORE,
+            )
+        })?;
+    }
+    check_mark(dir, &db)?;
+    Ok(Checked {
+        store: Mark::of(&db)?,
+        mark,
+        whole,
+    })
+}
+
+/// SQLite's `quick_check` of every page.
+fn quick_check(dir: &Path, db: &Connection) -> Result<()> {
     let quick = |db: &Connection| -> rusqlite::Result<Vec<String>> {
         let mut stmt = db.prepare("PRAGMA quick_check")?;
         let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
         rows.collect()
     };
-    let db = open_existing(&path)
-        .map_err(|e| damaged(dir, format!("the database cannot be opened ({e})"), RESTORE))?;
-    match quick(&db) {
-        Ok(rows) if rows == ["ok"] => {}
+    match quick(db) {
+        Ok(rows) if rows == ["ok"] => Ok(()),
         Ok(rows) => {
             let mut found: Vec<String> = rows.into_iter().take(5).collect();
             found.dedup();
-            return Err(damaged(
+            Err(damaged(
                 dir,
                 format!(
                     "the database is damaged (quick_check: {})",
                     found.join("; ")
                 ),
                 RESTORE,
-            ));
+            ))
         }
-        Err(e) => {
-            return Err(damaged(
-                dir,
-                format!("the database is damaged (quick_check: {e})"),
-                RESTORE,
-            ));
+        Err(e) => Err(damaged(
+            dir,
+            format!("the database is damaged (quick_check: {e})"),
+            RESTORE,
+        )),
+    }
+}
+
+/// The startup check beyond [`WHOLE_AT_STARTUP`], in a time that does not
+/// grow with the store: the schema, then the last rows of each table of
+/// [`RECENT`] read whole, every column (which walks the pages from each
+/// table's root to its most recent leaves and their overflow pages:
+/// SQLite refuses a page there that is not what it must be), then each of
+/// the recent tasks found again through each of the indexes on `tasks`
+/// (an index that lost or changed the entry of a recent task).
+fn recent_check(db: &Connection) -> Result<()> {
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    for (table, n) in RECENT {
+        if !tables.iter().any(|t| t == table) {
+            continue;
+        }
+        let mut stmt = db.prepare(&format!(
+            "SELECT * FROM {table} ORDER BY rowid DESC LIMIT ?1"
+        ))?;
+        let columns = stmt.column_count();
+        let mut rows = stmt.query([n])?;
+        while let Some(row) = rows.next()? {
+            for i in 0..columns {
+                // Reading the value reads its overflow pages too.
+                let _ = row.get_ref(i)?;
+            }
         }
     }
-    check_mark(dir, &db)?;
-    Ok(Checked {
-        store: Mark::of(&db)?,
-        mark,
-    })
+    if !tables.iter().any(|t| t == "tasks") {
+        return Ok(());
+    }
+    type Recent = (i64, String, String, String, String, Option<String>);
+    let recent: Vec<Recent> = db
+        .prepare(
+            "SELECT rowid, task_id, caller_id, message_id, state, session_id FROM tasks
+             ORDER BY rowid DESC LIMIT ?1",
+        )?
+        .query_map([RECENT_ROWS], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    // Each query is answered by one index (the primary key's, the unique
+    // caller and message's, the state's, the session's, the waiting
+    // approvals'), each a search for one entry: the task must be found.
+    let mut by_id = db.prepare("SELECT rowid FROM tasks WHERE task_id = ?1")?;
+    let mut by_message =
+        db.prepare("SELECT rowid FROM tasks WHERE caller_id = ?1 AND message_id = ?2")?;
+    // (A store of an older host may not have every index yet: it is
+    // migrated once the check passed.)
+    let indexes: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'tasks'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let with = |index: &str, sql: &str| -> Result<Option<rusqlite::Statement<'_>>> {
+        Ok(match indexes.iter().any(|i| i == index) {
+            true => Some(db.prepare(sql)?),
+            false => None,
+        })
+    };
+    let mut by_state = with(
+        "tasks_state",
+        "SELECT 1 FROM tasks INDEXED BY tasks_state WHERE state = ?1 AND rowid = ?2",
+    )?;
+    let mut by_session = with(
+        "tasks_session",
+        "SELECT 1 FROM tasks INDEXED BY tasks_session WHERE session_id = ?1 AND rowid = ?2",
+    )?;
+    let mut pending = with(
+        "tasks_pending_by_caller",
+        "SELECT 1 FROM tasks INDEXED BY tasks_pending_by_caller
+         WHERE caller_id = ?1 AND state = 'pending_approval' AND rowid = ?2",
+    )?;
+    let found_in = |stmt: &mut Option<rusqlite::Statement<'_>>,
+                    key: &dyn rusqlite::ToSql,
+                    rowid: i64|
+     -> Result<bool> {
+        Ok(match stmt {
+            Some(stmt) => stmt.exists(rusqlite::params![key, rowid])?,
+            None => true,
+        })
+    };
+    for (rowid, id, caller, message, state, session) in &recent {
+        let found = by_id.query_row([id], |r| r.get::<_, i64>(0)).optional()? == Some(*rowid)
+            && by_message
+                .query_row(rusqlite::params![caller, message], |r| r.get::<_, i64>(0))
+                .optional()?
+                == Some(*rowid)
+            && found_in(&mut by_state, state, *rowid)?
+            && match session {
+                Some(s) => found_in(&mut by_session, s, *rowid)?,
+                None => true,
+            }
+            && (state != "pending_approval" || found_in(&mut pending, caller, *rowid)?);
+        if !found {
+            anyhow::bail!("task {id} is missing from an index of the tasks");
+        }
+    }
+    Ok(())
 }
 
 /// The mark that a recovery (accepting the loss, restoring a backup)
@@ -461,7 +639,11 @@ pub fn accept_loss(dir: &Path) -> Result<Checked> {
         Mark::of(&db)?
     };
     store.write(dir)?;
-    Ok(Checked { store, mark })
+    Ok(Checked {
+        store,
+        mark,
+        whole: true,
+    })
 }
 
 /// Copies the database of `dir` to `dest` (a new file) with SQLite's online
@@ -622,7 +804,11 @@ pub fn restore(dir: &Path, from: &Path) -> Result<Checked> {
     placed.with_context(|| format!("restoring {}", path.display()))?;
     super::sync_dir(dir);
     store.write(dir)?;
-    Ok(Checked { store, mark })
+    Ok(Checked {
+        store,
+        mark,
+        whole: true,
+    })
 }
 
 #[cfg(test)]
@@ -651,6 +837,95 @@ mod tests {
         restore(&data, &copy).expect("restore");
         accept_loss(&data).expect("accept the loss");
         super::super::Store::open(&data).expect("open again");
+    }
+
+    /// A store of `n` tasks written in order, each with a submission that
+    /// names it (`<submit-000042>`), its write-ahead log checkpointed into
+    /// the database file.
+    fn with_tasks(n: usize) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let store = super::super::Store::open(&data).expect("open");
+        {
+            let mut db = store.db();
+            let tx = db.transaction().expect("transaction");
+            for i in 0..n {
+                tx.execute(
+                    "INSERT INTO tasks (task_id, caller_id, message_id, capability, session_id,
+                        state, submit, created_at, updated_at)
+                     VALUES (?1, 'caller', ?2, 'cap', ?3, 'completed', ?4, ?5, ?5)",
+                    rusqlite::params![
+                        format!("task-{i:06}"),
+                        format!("message-{i:06}"),
+                        format!("session-{i:06}"),
+                        format!("<submit-{i:06}>{}", "x".repeat(300)),
+                        format!("2026-01-01T00:00:{:02}Z", i % 60),
+                    ],
+                )
+                .expect("insert");
+            }
+            tx.commit().expect("commit");
+        }
+        drop(store);
+        let db = open_existing(&data.join(DB)).expect("open");
+        db.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .expect("checkpoint");
+        (dir, data)
+    }
+
+    /// Makes the page of `hcp.db` that holds `needle` a page of no type
+    /// (its header's first byte 0): SQLite refuses it once it reads it.
+    fn damage_page_holding(data: &Path, needle: &str) {
+        let path = data.join(DB);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let size = match u16::from_be_bytes([bytes[16], bytes[17]]) {
+            1 => 65_536,
+            n => usize::from(n),
+        };
+        let at = bytes
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .expect("needle in the database file");
+        let page = at / size;
+        let header = page * size + if page == 0 { 100 } else { 0 };
+        bytes[header] = 0;
+        std::fs::write(&path, &bytes).expect("write");
+    }
+
+    /// Beyond its size for a whole check, the startup check reads the most
+    /// recent rows whole: a damaged page among them refuses the store.
+    #[test]
+    fn startup_refuses_a_damaged_recent_page_of_a_large_store() {
+        let (_dir, data) = with_tasks(5_000);
+        check_scoped(&data, Scope::Startup, 0).expect("intact");
+        damage_page_holding(&data, "<submit-004990>");
+        let e = check_scoped(&data, Scope::Startup, 0).expect_err("damaged");
+        assert!(e.downcast_ref::<Damaged>().is_some(), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("the database is damaged (its most recent rows: "),
+            "{e:#}"
+        );
+        let e = check(&data).expect_err("damaged");
+        assert!(format!("{e:#}").contains("(quick_check: "), "{e:#}");
+    }
+
+    /// An old page is not read at startup of a large store (the trade of a
+    /// startup that does not grow with the store); `hcp store check` reads
+    /// every page and refuses it, and so does the startup of a store small
+    /// enough to be checked whole.
+    #[test]
+    fn store_check_finds_a_damaged_old_page_that_startup_does_not_read() {
+        let (_dir, data) = with_tasks(5_000);
+        damage_page_holding(&data, "<submit-000010>");
+        let checked = check_scoped(&data, Scope::Startup, 0).expect("the recent rows are intact");
+        assert!(!checked.whole);
+        let e = check(&data).expect_err("damaged");
+        assert!(
+            format!("{e:#}").contains("the database is damaged (quick_check: "),
+            "{e:#}"
+        );
+        let e = check_at_startup(&data).expect_err("small: checked whole");
+        assert!(format!("{e:#}").contains("(quick_check: "), "{e:#}");
     }
 
     #[test]

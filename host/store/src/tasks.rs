@@ -1073,16 +1073,24 @@ impl Store {
             format!("WHERE {}", filters.join(" AND "))
         };
         let rows = db
-            .prepare_cached(&format!(
-                "SELECT {TASK_COLUMNS} FROM tasks {filter}
-                 ORDER BY created_at DESC, task_id DESC LIMIT ?"
-            ))?
+            .prepare_cached(&listing(&filter))?
             .query_map(values.as_slice(), task_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         rows.into_iter()
             .map(|r| task_record(&self.data_key, r))
             .collect()
     }
+}
+
+/// The query of [`Store::tasks_of`] with its `WHERE` clause (or none):
+/// the newest first, read in that order from `tasks_newest` (everybody's)
+/// or `tasks_newest_by_caller` (a caller's), so that a listing reads the
+/// tasks it returns, not every task to sort them.
+fn listing(filter: &str) -> String {
+    format!(
+        "SELECT {TASK_COLUMNS} FROM tasks {filter}
+         ORDER BY created_at DESC, task_id DESC LIMIT ?"
+    )
 }
 
 /// A task's messages as stored: `task_submit`, the gate's answer, the
@@ -1153,6 +1161,35 @@ pub(super) mod tests {
     use super::*;
     use hcp_contracts::message::{RejectReason, TaskCompleted, TaskRejected};
     use serde_json::json;
+
+    /// A listing of the newest tasks, a caller's or everybody's, reads them
+    /// in order from an index: no scan of the tasks, no sort of them (its
+    /// time grew with the store before: docs/benchmarks.md, "Growth").
+    #[test]
+    fn the_newest_tasks_are_listed_from_an_index_not_sorted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        let db = store.db();
+        for filter in ["", "WHERE caller_id = ?"] {
+            let sql = format!("EXPLAIN QUERY PLAN {}", listing(filter));
+            let mut stmt = db.prepare(&sql).expect("plan");
+            let n = stmt.parameter_count();
+            let params: Vec<&dyn rusqlite::ToSql> = match n {
+                1 => vec![&100],
+                _ => vec![&"c1", &100],
+            };
+            let plan: Vec<String> = stmt
+                .query_map(params.as_slice(), |r| r.get::<_, String>(3))
+                .expect("plan")
+                .collect::<rusqlite::Result<_>>()
+                .expect("plan");
+            let plan = plan.join("; ");
+            assert!(
+                !plan.contains("TEMP B-TREE") && plan.contains("INDEX tasks_newest"),
+                "{filter:?}: {plan}"
+            );
+        }
+    }
 
     /// A task read back carries its payload unchecked, and checks it once,
     /// when first asked: a listing or the outbox, which never ask, do not

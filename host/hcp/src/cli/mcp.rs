@@ -51,7 +51,7 @@ pub(super) fn run(args: McpArgs) -> Outcome {
         anyhow::bail!("--wait: must be longer than zero");
     }
     let shutdown_grace = duration("shutdown-grace", &args.shutdown_grace)?;
-    crate::store::durable::check(&paths.data_dir)?;
+    crate::store::durable::check_at_startup(&paths.data_dir)?;
     let host = Arc::new(Host::open(
         HostPaths {
             data_dir: paths.data_dir.clone(),

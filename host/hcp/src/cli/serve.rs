@@ -311,7 +311,7 @@ pub(super) fn run(args: ServeArgs) -> Outcome {
     };
     // A damaged store, or one that lost acknowledged data, is refused
     // before anything reads or writes it.
-    crate::store::durable::check(&paths.data_dir)?;
+    crate::store::durable::check_at_startup(&paths.data_dir)?;
     let host = Arc::new(Host::open(
         HostPaths {
             data_dir: paths.data_dir.clone(),

@@ -18,9 +18,12 @@ pub struct StoreArgs {
 /// Store subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum StoreCommand {
-    /// Check the database as `hcp serve` does at startup: SQLite's
-    /// quick_check, and that it holds every receipt its mark (hcp.db.mark)
-    /// recorded. Exit 2 with what is wrong and how to recover.
+    /// Check the whole database: SQLite's quick_check of every page, and
+    /// that it holds every receipt its mark (hcp.db.mark) recorded. Exit 2
+    /// with what is wrong and how to recover. (`hcp serve` checks a
+    /// database of up to 64 MiB whole at startup; beyond, the mark and the
+    /// most recent rows only, in a time that does not grow with the store:
+    /// run this check for the rest, e.g. daily or before a backup.)
     Check {
         /// Accept the loss: the mark becomes what the store holds now, so
         /// that the host serves from it (what it lost stays lost).

@@ -1,0 +1,213 @@
+//! The growth benchmark's code (`benches/growth.rs`, and scaled down in CI
+//! by `tests/serve/growth.rs`): a store filled to N tasks through the real
+//! writer, measured side by side with an empty store in the same run.
+//!
+//! The fill runs R1 tasks (the seed's document-analysis example) through
+//! the engine as `hcp serve` does (`Host::submit`, `Host::run_task`), many
+//! clients at once, so that the receipt writer commits them in batches as
+//! it does under load: every row, receipt, message and index entry of a
+//! task is written by the host's own code, and whatever it stores per
+//! task (archive, prune, what a receipt holds) the fill follows.
+//!
+//! Measured on each store ([`measure`]), each figure as `hcp serve` meets
+//! it: the startup (the store's startup check, then `Host::open`), one
+//! client's R1 tasks (p50), eight clients' (tasks/s), the query of
+//! `GET /v1/tasks` (a caller's 100 newest, and an operator's), the queue of
+//! approvals of `GET /v1/approvals` (the expiry pass, then the waiting
+//! tasks), and the size of `hcp.db` (with its write-ahead log).
+
+use super::common::{example, in_process_task, open_host};
+use hcp::engine::{Host, HostConfig, HostPaths};
+use hcp::store::TaskState;
+use hcp_tests::{REPO_ROOT, cache_dir};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The caller of the tasks (`common::LOCAL`'s, policies/callers.json).
+pub(crate) const CALLER: &str = "harness-local-01";
+
+/// How many tasks one measure of each figure runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sizes {
+    /// One client's tasks, one after another.
+    pub one: usize,
+    /// Eight clients' tasks.
+    pub eight: usize,
+    /// Runs of each query.
+    pub queries: usize,
+}
+
+/// What [`measure`] found on one store.
+#[derive(Debug, Clone)]
+pub(crate) struct Figures {
+    /// Tasks the store held before the measure.
+    pub tasks: u64,
+    /// The startup check (`durable::check_at_startup`).
+    pub check: Duration,
+    /// `Host::open` after it.
+    pub open: Duration,
+    /// One client's R1 task, p50.
+    pub one_p50: Duration,
+    /// Eight clients' tasks per second.
+    pub eight_rate: f64,
+    /// A caller's 100 newest tasks (`GET /v1/tasks`), p50.
+    pub list_caller: Duration,
+    /// An operator's 100 newest tasks (`GET /v1/tasks`), p50.
+    pub list_operator: Duration,
+    /// The approvals' queue (`GET /v1/approvals`), p50.
+    pub approvals: Duration,
+    /// `hcp.db` and its write-ahead log, bytes.
+    pub db_bytes: u64,
+}
+
+fn paths(data: &Path) -> HostPaths {
+    HostPaths {
+        data_dir: data.to_path_buf(),
+        cache_dir: cache_dir(),
+        policies_dir: Path::new(REPO_ROOT).join("policies"),
+    }
+}
+
+/// A host on `data`, document-analysis installed the first time.
+fn host(data: &Path) -> Arc<Host> {
+    if data.join("hcp.db").exists() {
+        Arc::new(Host::open(paths(data), HostConfig::default()).expect("open host"))
+    } else {
+        open_host(data)
+    }
+}
+
+/// Fills the store of `data` with `tasks` more R1 tasks, `clients` at a
+/// time through the engine; the tasks per second of the fill.
+pub(crate) fn fill(
+    runtime: &tokio::runtime::Runtime,
+    data: &Path,
+    tasks: usize,
+    clients: usize,
+) -> f64 {
+    let host = host(data);
+    let start = Instant::now();
+    run_tasks(runtime, &host, tasks, clients, "fill");
+    let rate = tasks as f64 / start.elapsed().as_secs_f64();
+    drop(host);
+    rate
+}
+
+/// Runs `tasks` tasks, `clients` at a time; each task's time to its final
+/// answer.
+fn run_tasks(
+    runtime: &tokio::runtime::Runtime,
+    host: &Arc<Host>,
+    tasks: usize,
+    clients: usize,
+    prefix: &str,
+) -> Vec<Duration> {
+    let prefix = format!("{prefix}-{}", uuid::Uuid::new_v4());
+    runtime.block_on(async {
+        let mut handles = Vec::new();
+        for c in 0..clients {
+            let host = host.clone();
+            let prefix = prefix.clone();
+            handles.push(tokio::spawn(async move {
+                let mut out = Vec::new();
+                for i in (c..tasks).step_by(clients) {
+                    let (_, wall, _) =
+                        in_process_task(&host, example(&format!("{prefix}-{i}"))).await;
+                    out.push(wall);
+                }
+                out
+            }));
+        }
+        let mut all = Vec::new();
+        for h in handles {
+            all.extend(h.await.expect("client"));
+        }
+        all
+    })
+}
+
+/// The median of `runs` runs of `f`.
+fn timed(runs: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..runs.max(1))
+        .map(|_| {
+            let t0 = Instant::now();
+            f();
+            t0.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The bytes of `hcp.db` and its write-ahead log.
+pub(crate) fn db_bytes(data: &Path) -> u64 {
+    ["hcp.db", "hcp.db-wal"]
+        .iter()
+        .filter_map(|f| std::fs::metadata(data.join(f)).ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Measures the store of `data` (no host may have it open).
+pub(crate) fn measure(runtime: &tokio::runtime::Runtime, data: &Path, sizes: Sizes) -> Figures {
+    let db_bytes = db_bytes(data);
+    // The startup of `hcp serve` before it listens: the store's check,
+    // then the host (the store, its schema, the receipt log, the
+    // capabilities, the policies).
+    let check = timed(3, || {
+        hcp::store::durable::check_at_startup(data).expect("startup check");
+    });
+    let open = timed(3, || {
+        drop(Host::open(paths(data), HostConfig::default()).expect("open host"));
+    });
+    let host = host(data);
+    let tasks: i64 = host
+        .store
+        .db()
+        .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
+        .expect("count the tasks");
+    let tasks = u64::try_from(tasks).expect("a count");
+    let mut one = run_tasks(runtime, &host, sizes.one, 1, "one");
+    one.sort();
+    let one_p50 = one[one.len() / 2];
+    let start = Instant::now();
+    run_tasks(runtime, &host, sizes.eight, 8, "eight");
+    let eight_rate = sizes.eight as f64 / start.elapsed().as_secs_f64();
+    let list_caller = timed(sizes.queries, || {
+        let listed = host
+            .store
+            .tasks_of(Some(CALLER), None, 100)
+            .expect("a caller's tasks");
+        assert!(!listed.is_empty());
+    });
+    let list_operator = timed(sizes.queries, || {
+        let listed = host
+            .store
+            .tasks_of(None, None, 100)
+            .expect("everybody's tasks");
+        assert!(!listed.is_empty());
+    });
+    let approvals = timed(sizes.queries, || {
+        host.expire_approvals().expect("expiry");
+        for t in host
+            .store
+            .tasks(Some(TaskState::PendingApproval), usize::MAX)
+            .expect("waiting tasks")
+        {
+            host.store.approval(&t.task_id).expect("approval");
+        }
+    });
+    drop(host);
+    Figures {
+        tasks,
+        check,
+        open,
+        one_p50,
+        eight_rate,
+        list_caller,
+        list_operator,
+        approvals,
+        db_bytes,
+    }
+}

@@ -1,0 +1,123 @@
+//! Growth: does a host stay as fast with a large store as with an empty
+//! one? A store is filled to N tasks through the real writer (R1 tasks
+//! through the engine, many clients at once: `common/growth.rs`), then it
+//! and an empty store are measured side by side, in interleaved rounds:
+//! startup, one client's R1 p50, eight clients' tasks/s, the query of
+//! `GET /v1/tasks`, the approvals' queue, the size of `hcp.db`.
+//!
+//! ```sh
+//! cargo bench -p hcp --bench growth -- 100000        # tasks in the large store
+//! cargo bench -p hcp --bench growth -- 100000 3      # tasks, rounds
+//! HCP_BENCH_DIR=/big/disk cargo bench -p hcp --bench growth -- 1000000
+//! ```
+//!
+//! The stores are made in `HCP_BENCH_DIR` (default: `target/growth`, on
+//! the disk, not a memory file system) and deleted at the end. An R1
+//! task takes about 20 KB there: mind the disk before a large N.
+//!
+//! Ends with `row | ...` lines, each figure of the large store next to
+//! the empty one's and their ratio (target: within 1.1x).
+
+#![allow(clippy::print_stdout)] // a bench binary reports on stdout
+
+mod common;
+#[path = "common/growth.rs"]
+mod growth;
+
+use common::{median, runtime};
+use growth::{Figures, Sizes, fill, measure};
+use std::path::PathBuf;
+use std::time::Instant;
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let tasks = args.first().copied().unwrap_or(100_000).max(1);
+    let rounds = args.get(1).copied().unwrap_or(3).max(1);
+    let sizes = Sizes {
+        one: 100,
+        eight: 400,
+        queries: 50,
+    };
+    let root = std::env::var_os("HCP_BENCH_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/growth"),
+        PathBuf::from,
+    );
+    std::fs::create_dir_all(&root).expect("bench directory");
+    let dir = tempfile::tempdir_in(&root).expect("bench directory");
+    let (empty, large) = (dir.path().join("empty"), dir.path().join("large"));
+    let runtime = runtime();
+    println!(
+        "growth: an empty store and one of {tasks} R1 tasks (document-analysis), {rounds} round(s), {} cores",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    // The empty store gets its capability installed (and the compiled
+    // code's cache warmed) by one task, as the large one by its first.
+    fill(&runtime, &empty, 8, 8);
+    let t0 = Instant::now();
+    let rate = fill(&runtime, &large, tasks, 32);
+    let bytes = growth::db_bytes(&large);
+    println!(
+        "fill         {tasks} tasks in {:.0} s ({rate:.0} tasks/s, 32 clients), hcp.db {:.1} MB, {:.1} KB per task",
+        t0.elapsed().as_secs_f64(),
+        bytes as f64 / 1e6,
+        bytes as f64 / tasks as f64 / 1e3,
+    );
+    let (mut e, mut l) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let a = measure(&runtime, &empty, sizes);
+        let b = measure(&runtime, &large, sizes);
+        print(round, &a);
+        print(round, &b);
+        e.push(a);
+        l.push(b);
+    }
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let rows: [(&str, Figure, &str); 8] = [
+        ("startup check", &|f| ms(f.check), "ms"),
+        ("startup Host::open", &|f| ms(f.open), "ms"),
+        ("R1 p50, 1 client", &|f| ms(f.one_p50), "ms"),
+        ("tasks/s, 8 clients", &|f| f.eight_rate, "tasks/s"),
+        (
+            "GET /v1/tasks query, a caller's 100",
+            &|f| ms(f.list_caller),
+            "ms",
+        ),
+        (
+            "GET /v1/tasks query, operator's 100",
+            &|f| ms(f.list_operator),
+            "ms",
+        ),
+        ("GET /v1/approvals queue", &|f| ms(f.approvals), "ms"),
+        ("hcp.db + WAL", &|f| f.db_bytes as f64 / 1e6, "MB"),
+    ];
+    let held = l.first().map_or(0, |f| f.tasks);
+    for (name, figure, unit) in rows {
+        let a = median(e.iter().map(figure).collect());
+        let b = median(l.iter().map(figure).collect());
+        println!(
+            "row | growth: {name} | {held} tasks {b:.3} {unit} | empty {a:.3} {unit} | {:.2}x |",
+            b / a
+        );
+    }
+}
+
+/// One figure of a store's measure.
+type Figure<'a> = &'a dyn Fn(&Figures) -> f64;
+
+fn print(round: usize, f: &Figures) {
+    println!(
+        "round {round} {:>9} tasks  startup check {:>7.2} ms, open {:>7.2} ms  R1 p50 {:>6.2} ms  8 clients {:>6.1} tasks/s  list {:>6.3} / {:>6.3} ms  approvals {:>6.3} ms  hcp.db {:>9.1} MB",
+        f.tasks,
+        f.check.as_secs_f64() * 1e3,
+        f.open.as_secs_f64() * 1e3,
+        f.one_p50.as_secs_f64() * 1e3,
+        f.eight_rate,
+        f.list_caller.as_secs_f64() * 1e3,
+        f.list_operator.as_secs_f64() * 1e3,
+        f.approvals.as_secs_f64() * 1e3,
+        f.db_bytes as f64 / 1e6,
+    );
+}
