@@ -15,6 +15,7 @@ mod fuzz;
 mod hid;
 mod limits;
 mod mcp;
+mod ops;
 mod policy;
 mod shutdown;
 mod submissions;
