@@ -3,8 +3,9 @@
 //! here on loopback with a generated configuration that sends the operator
 //! credential from a file), its PromQL answers rising as tasks complete;
 //! `/metrics` refused without the operator credential; `/readyz` ready after
-//! start, not ready when the data directory takes no write or once a
-//! shutdown drains.
+//! start, not ready when the data directory takes no write, once a
+//! shutdown drains, or (with AMQP) when the broker is gone; AMQP deliveries
+//! and acknowledgements counted on a real RabbitMQ node.
 
 use super::{LOCAL, OPERATOR, Server, example, lab, with_id};
 use serde_json::Value;
@@ -297,4 +298,69 @@ fn not_ready_once_a_shutdown_drains() {
     }
     // The task it drained for.
     let _ = task;
+}
+
+#[test]
+fn amqp_deliveries_are_counted_and_readiness_follows_the_broker() {
+    use super::amqp::{Caller, amqp_host, queue_ready};
+    let broker = hcp_tests::broker::Broker::start().expect("start a RabbitMQ node");
+    let (data, _policies, server) = amqp_host(&broker, &["harness-local-01"]);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        queue_ready(&broker).await;
+        let mut local = Caller::connect(&broker, "harness-local-01", data.path()).await;
+        let task = with_id(example("document-analysis"), "amqp-metrics");
+        local
+            .send(
+                &serde_json::to_vec(&task).expect("encode"),
+                Some("harness-local-01"),
+            )
+            .await;
+        let (_, first) = local.answer().await;
+        assert_eq!(first["type"], "task_accepted", "{first}");
+        let (_, last) = local.answer().await;
+        assert_eq!(last["type"], "task_completed", "{last}");
+    });
+    let (status, body) = server.get("/readyz", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["checks"]["broker"], "ok", "{body}");
+    let text = metrics_text(&server);
+    for line in [
+        "hcp_amqp_deliveries_total{event=\"delivered\"} 1",
+        "hcp_amqp_deliveries_total{event=\"acked\"} 1",
+        "hcp_task_transitions_total{state=\"completed\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+    }
+
+    // The broker goes away: the host serves HTTP on, not ready.
+    drop(broker);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = server.get("/readyz", None);
+        if status == 503 {
+            assert_eq!(body["not_ready"], serde_json::json!(["broker"]), "{body}");
+            assert_eq!(body["checks"]["broker"], "failed", "{body}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still ready without a broker: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, _) = server.get("/healthz", None);
+    assert_eq!(status, 200);
+}
+
+/// `/metrics` as the operator reads it.
+fn metrics_text(server: &Server) -> String {
+    let mut resp = server
+        .agent
+        .get(server.url("/metrics"))
+        .header("Authorization", format!("Bearer {OPERATOR}"))
+        .call()
+        .expect("GET /metrics");
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.body_mut().read_to_string().expect("body")
 }

@@ -309,7 +309,7 @@ impl Metrics {
         for (state, capability, n) in &gauges.tasks {
             self.tasks
                 .get_or_create(&TaskLabels {
-                    state: *state,
+                    state,
                     capability: capability.clone(),
                 })
                 .set(*n);
