@@ -7,7 +7,7 @@
 //! shutdown drains, or (with AMQP) when the broker is gone; AMQP deliveries
 //! and acknowledgements counted on a real RabbitMQ node.
 
-use super::{LOCAL, OPERATOR, Server, example, lab, with_id};
+use super::{ALPHA, LOCAL, OPERATOR, Server, example, lab, with_id};
 use serde_json::Value;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -215,6 +215,33 @@ fn metrics_take_the_operator_credential_only() {
         "no host call counted:\n{text}"
     );
     assert!(text.ends_with("# EOF\n"), "{text}");
+
+    // A task waiting for an operator, and one the gate refuses.
+    let (status, pending, _) = server.post("/v1/tasks", ALPHA, &example("cvd-material-synthesis"));
+    assert_eq!(status, 202, "{pending}");
+    let mut refused = with_id(example("cvd-material-synthesis"), "metrics-refused");
+    refused["payload"]["caller_id"] = "harness-local-01".into();
+    let (status, answer, _) = server.post("/v1/tasks", LOCAL, &refused);
+    assert_eq!(answer["type"], "task_rejected", "{status} {answer}");
+    let code = answer["payload"]["reason_code"]
+        .as_str()
+        .expect("reason code");
+    std::thread::sleep(Duration::from_millis(1100));
+    let text = metrics_text(&server);
+    for line in [
+        "hcp_approvals_waiting 1".to_owned(),
+        "hcp_tasks{state=\"pending_approval\",capability=\"cvd-material-synthesis\"} 1".to_owned(),
+        "hcp_admission_decisions_total{decision=\"waiting\",reason_code=\"\"} 1".to_owned(),
+        format!("hcp_admission_decisions_total{{decision=\"rejected\",reason_code=\"{code}\"}} 1"),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} not in:\n{text}");
+    }
+    let age: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("hcp_approval_oldest_age_seconds "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no approval age in:\n{text}"));
+    assert!((1.0..600.0).contains(&age), "{age}");
 }
 
 #[test]
