@@ -5,8 +5,8 @@
 //!
 //! `/readyz` answers 200 `{"status":"ready", "checks": {...}}` when every
 //! check passes, 503 `{"status":"not_ready", "checks": {...}, "not_ready":
-//! [...]}` naming those that do not: `store` (the data directory and
-//! `hcp.db` take a write now: [`hcp_store::Store::probe_writable`]),
+//! [...]}` naming those that do not: `store` (the data directory takes a
+//! write now: [`hcp_store::Store::probe_writable`]),
 //! `policy` (a policy set is in force), `broker` (where AMQP is configured:
 //! connected and consuming), `shutdown` (not draining). It names checks and
 //! says nothing else of the host (no paths, no error text: those go to the
