@@ -216,7 +216,7 @@ impl Caller {
     }
 
     /// The next answer: its correlation id and body.
-    async fn answer(&mut self) -> (String, Value) {
+    pub(super) async fn answer(&mut self) -> (String, Value) {
         let a = self
             .next(Duration::from_secs(120))
             .await
@@ -342,7 +342,10 @@ pub(super) async fn consumed_by(broker: &Broker, hosts: u32) {
 /// A host serving HTTP and AMQP on `broker`, as the broker user
 /// `hcp-host`, with the seed's harnesses mapped to broker users `callers`
 /// (made with the documented permissions). Keep the two directories.
-fn amqp_host(broker: &Broker, callers: &[&str]) -> (tempfile::TempDir, tempfile::TempDir, Server) {
+pub(super) fn amqp_host(
+    broker: &Broker,
+    callers: &[&str],
+) -> (tempfile::TempDir, tempfile::TempDir, Server) {
     amqp_host_at(
         broker,
         callers,

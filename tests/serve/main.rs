@@ -18,6 +18,7 @@ mod limits;
 mod logs;
 mod mcp;
 mod openapi;
+mod ops;
 mod policy;
 mod shutdown;
 mod submissions;

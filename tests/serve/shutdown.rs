@@ -45,7 +45,7 @@ fn start(data: &Path, grace: &str) -> Server {
 }
 
 /// Submits a task that sleeps 60 s and waits until it runs.
-fn sleeping_task(server: &Server, message_id: &str) -> String {
+pub(super) fn sleeping_task(server: &Server, message_id: &str) -> String {
     let message = json!({
         "hcp_version": "1.0",
         "message_id": message_id,

@@ -415,6 +415,29 @@ impl Host {
         auth: Auth<'_>,
         carried: Carried<'_>,
     ) -> Result<Submission> {
+        let submitted = self.gate_submission(message, auth, carried);
+        // Every answer of the one submission path, counted once here
+        // (`/metrics`: hcp_admission_decisions_total).
+        if let Ok(s) = &submitted {
+            let (decision, reason) = match s.kind {
+                _ if s.duplicate => ("duplicate", ""),
+                AnswerKind::Accepted => ("accepted", ""),
+                AnswerKind::Rejected(r) => ("rejected", r.as_str()),
+                AnswerKind::Waiting => ("waiting", ""),
+                AnswerKind::Finished => ("finished", ""),
+            };
+            self.store.metrics().admission(decision, reason);
+        }
+        submitted
+    }
+
+    /// [`Host::submit_task_carried`], uncounted.
+    fn gate_submission(
+        &self,
+        message: TaskMessage,
+        auth: Auth<'_>,
+        carried: Carried<'_>,
+    ) -> Result<Submission> {
         let Carried {
             reply_to,
             lamport,

@@ -55,10 +55,17 @@ struct Sink {
     signing: Arc<SigningPolicy>,
     /// What a call's receipt withholds of its arguments.
     withhold: Arc<hcp_store::withhold::Withhold>,
+    /// The host's metrics: every decided call, counted as it is handed over.
+    metrics: Arc<hcp_store::metrics::Metrics>,
 }
 
 impl VerdictSink for Sink {
     fn record(&self, decided: DecidedCall<'_>) {
+        self.metrics.host_call(
+            decided.call.op.interface(),
+            decided.verdict.as_str(),
+            decided.reason,
+        );
         // The call's canonical form and the hashes of its arguments and
         // decision input are made here, on the deciding thread, beside the
         // writer's chain of receipts, from the call as the guest made it:
@@ -314,7 +321,15 @@ impl Recorder {
         let failure = Arc::new(Failure::default());
         let clock = Arc::new(AtomicU64::new(0));
         let spent = Arc::new(Spent::default());
-        let mut writer = Writer::new(db, log, saved, &dir, clock.clone(), spent.clone());
+        let mut writer = Writer::new(
+            db,
+            log,
+            saved,
+            &dir,
+            clock.clone(),
+            spent.clone(),
+            store.metrics().clone(),
+        );
         writer.seal_on_open()?;
         let (tx, rx) = sync_channel(CHANNEL);
         let thread = std::thread::Builder::new()
@@ -381,6 +396,7 @@ impl Recorder {
             host_id: Arc::from(self.host_id.as_str()),
             signing: self.signing.clone(),
             withhold: self.store.withhold().clone(),
+            metrics: self.store.metrics().clone(),
         })
     }
 

@@ -66,6 +66,8 @@ pub(super) struct Writer {
     /// Where host calls' messages go once stored, to be freed by the
     /// threads that made them ([`Spent`]).
     spent: Arc<Spent>,
+    /// The host's metrics: each stored batch's size and time.
+    metrics: Arc<hcp_store::metrics::Metrics>,
 }
 
 /// Everything but the connection, so a transaction on it can be held while
@@ -107,6 +109,7 @@ impl Writer {
         dir: &std::path::Path,
         clock: Arc<AtomicU64>,
         spent: Arc<Spent>,
+        metrics: Arc<hcp_store::metrics::Metrics>,
     ) -> Self {
         clock.store(log.state().lamport, Ordering::Release);
         Self {
@@ -116,6 +119,7 @@ impl Writer {
             marker: super::marker::Marker::start(dir.to_path_buf()),
             clock,
             spent,
+            metrics,
             core: Core {
                 log,
                 saved,
@@ -155,7 +159,11 @@ impl Writer {
             let threads = self.core.threads.clone();
             let mut replies: Vec<Reply> = Vec::new();
             let batched = phase!("writer.batch");
+            let (size, started) = (batch.len(), std::time::Instant::now());
             let stored = self.batch(batch, &mut replies);
+            if stored.is_ok() {
+                self.metrics.receipt_batch(size, started.elapsed());
+            }
             drop(batched);
             match stored {
                 Err(e) => {

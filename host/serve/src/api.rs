@@ -37,6 +37,7 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
     let public = Router::new()
         .route("/", get(super::page::operator_page))
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/readyz", get(super::ops_api::readyz))
         .route("/openapi.json", get(openapi));
     let timed = Router::new()
         .route("/v1/whoami", get(whoami))
@@ -60,6 +61,7 @@ pub(crate) fn router(state: AppState, timeout: Duration) -> Router {
         .route("/v1/hid/proposals/{id}", post(super::hid_api::decide))
         .route("/v1/hid/log/verify", get(super::hid_api::verify_log))
         .route("/v1/policy/reload", post(super::policy_api::reload))
+        .route("/metrics", get(super::ops_api::metrics))
         .route_layer(authenticated())
         .merge(public)
         .layer(

@@ -26,6 +26,7 @@ mod error;
 mod hid_api;
 mod listen;
 pub mod mcp;
+mod ops_api;
 mod page;
 mod policy_api;
 mod receipts_api;
@@ -152,6 +153,10 @@ pub async fn serve(
         let state = state.clone();
         async move {
             shutdown.await;
+            state
+                .readiness()
+                .draining
+                .store(true, std::sync::atomic::Ordering::SeqCst);
             tracing::info!(
                 target: "hcp::shutdown",
                 running = state.running_count(),

@@ -4,7 +4,7 @@
 
 use crate::engine::Host;
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -29,6 +29,19 @@ pub(crate) struct AppState {
     /// The runs under way, each with what stops it alone (a caller's
     /// cancellation: [`AppState::cancel_run`]) and why.
     stops: Arc<Mutex<std::collections::HashMap<String, Stop>>>,
+    /// What `/readyz` reports beyond the store and the policy.
+    readiness: Arc<Readiness>,
+}
+
+/// What `/readyz` reads of the server itself.
+#[derive(Debug, Default)]
+pub(crate) struct Readiness {
+    /// The shutdown began: running tasks finish, nothing new is taken.
+    pub(crate) draining: AtomicBool,
+    /// AMQP is configured ([`Readiness::broker_connected`] means something).
+    pub(crate) broker_configured: AtomicBool,
+    /// The AMQP transport is connected and consuming.
+    pub(crate) broker_connected: AtomicBool,
 }
 
 /// What stops one run, and why once it did.
@@ -58,7 +71,14 @@ impl AppState {
             interrupted_why: Arc::default(),
             interrupted: Arc::default(),
             stops: Arc::default(),
+            readiness: Arc::default(),
         }
+    }
+
+    /// What `/readyz` reads of the server itself (set by the shutdown and
+    /// the AMQP transport).
+    pub(crate) fn readiness(&self) -> &Readiness {
+        &self.readiness
     }
 
     /// Stops `task_id`'s run in this process, if it runs here: the run is

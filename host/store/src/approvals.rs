@@ -92,6 +92,30 @@ pub fn request_approval(
 }
 
 impl Store {
+    /// The tasks waiting for an operator's approval now, and when the
+    /// oldest of them asked (`/metrics`).
+    ///
+    /// # Errors
+    ///
+    /// The database fails, or a stored time does not parse.
+    pub fn waiting_approvals(&self) -> Result<(i64, Option<time::OffsetDateTime>)> {
+        let (n, oldest): (i64, Option<String>) = self
+            .db()
+            .prepare_cached(
+                "SELECT COUNT(*), MIN(a.requested_at) FROM tasks t
+                 JOIN approvals a ON a.task_id = t.task_id
+                 WHERE t.state = 'pending_approval'",
+            )?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let oldest = oldest
+            .map(|s| {
+                time::OffsetDateTime::parse(&s, &time::format_description::well_known::Rfc3339)
+                    .with_context(|| format!("approval requested at {s:?}"))
+            })
+            .transpose()?;
+        Ok((n, oldest))
+    }
+
     /// Records that a task waits for an operator until `expires_at`.
     ///
     /// # Errors

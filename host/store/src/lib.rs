@@ -40,6 +40,7 @@ mod replies;
 mod schema;
 pub use replies::{Replies, ReplyRoute};
 mod lease;
+pub mod metrics;
 mod resources;
 pub mod seal;
 mod settle;
@@ -100,6 +101,9 @@ pub struct Store {
     /// snapshot's store has none of its own), so that nothing replaces the
     /// database under it (`durable::restore`, `durable::accept_loss`).
     _lock: Option<std::fs::File>,
+    /// The host's metrics (`crate::metrics`), counted by every layer
+    /// through its store.
+    metrics: Arc<metrics::Metrics>,
 }
 
 impl Store {
@@ -149,6 +153,7 @@ impl Store {
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
             _lock: Some(lock),
+            metrics: Arc::default(),
         })
     }
 
@@ -182,6 +187,7 @@ impl Store {
             unsettled: Mutex::new(Vec::new()),
             wal: std::sync::OnceLock::new(),
             _lock: None,
+            metrics: self.metrics.clone(),
         })
     }
 
@@ -228,6 +234,44 @@ impl Store {
         &self.withhold
     }
 
+    /// The host's metrics ([`metrics`]): counted here and by the layers
+    /// above, read by `/metrics`.
+    pub fn metrics(&self) -> &Arc<metrics::Metrics> {
+        &self.metrics
+    }
+
+    /// Bytes of `hcp.db` and its write-ahead log now (a file missing
+    /// counts 0).
+    pub fn size_bytes(&self) -> u64 {
+        ["hcp.db", "hcp.db-wal"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// Whether the data directory takes a write now: a small file is
+    /// created, written, synced and removed (`.ready-probe`) beside
+    /// `hcp.db`. `/readyz` asks it. The database's own connection is not
+    /// used: a probe never holds up the task path.
+    ///
+    /// # Errors
+    ///
+    /// What failed, naming the file.
+    pub fn probe_writable(&self) -> Result<()> {
+        use std::io::Write as _;
+        let probe = self.dir.join(".ready-probe");
+        let written = (|| -> std::io::Result<()> {
+            let mut f = std::fs::File::create(&probe)?;
+            f.write_all(b"ready\n")?;
+            f.sync_all()
+        })();
+        let removed = std::fs::remove_file(&probe);
+        written.with_context(|| format!("cannot write {}", probe.display()))?;
+        removed.with_context(|| format!("cannot remove {}", probe.display()))?;
+        Ok(())
+    }
+
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -264,6 +308,7 @@ impl Store {
     /// back what was just written.
     pub fn task_settled(&self, status: TaskStatus) {
         log_move(&status.task_id, status.state);
+        self.metrics.task_moved(status.state.as_str());
         self.change(Some(Arc::new(status)));
     }
 
@@ -272,6 +317,7 @@ impl Store {
     /// state calls it once the write is done.
     pub fn task_moved(&self, task_id: &str, state: TaskState) {
         log_move(task_id, state);
+        self.metrics.task_moved(state.as_str());
         self.task_changed();
     }
 

@@ -10,6 +10,7 @@ use crate::BODY_LIMIT;
 use crate::engine::{AnswerKind, Auth, Carried, Submission, TaskMessage, refusal};
 use crate::state::{AppState, spawn_run};
 use anyhow::{Context as _, Result};
+use hcp_store::metrics::AmqpEvent;
 use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::AMQPValue;
@@ -43,6 +44,11 @@ pub(super) async fn consume(
             Some(Err(e)) => return Err(e).context("consuming"),
             Some(Ok(d)) => d,
         };
+        let metrics = state.host.store.metrics();
+        metrics.amqp(AmqpEvent::Delivered);
+        if delivery.redelivered {
+            metrics.amqp(AmqpEvent::Redelivered);
+        }
         // A full host handles no further delivery until a task ends: the
         // broker keeps the rest (past the prefetch window it has pushed
         // already, unacknowledged) and gives them to other hosts. The
@@ -61,6 +67,7 @@ pub(super) async fn consume(
                 // Not acknowledged: the broker redelivers it (here or to
                 // another host) once this channel closes; say so now.
                 tracing::error!(target: "hcp::amqp", "delivery {}: {e:#}", delivery.delivery_tag);
+                state.host.store.metrics().amqp(AmqpEvent::Nacked);
                 let _ = delivery
                     .nack(BasicNackOptions {
                         requeue: true,
@@ -234,6 +241,7 @@ async fn handle(
             hcp_policy::reply_to::allowed(&state.host.policy().set, user.as_deref(), queue)
     {
         tracing::warn!(target: "hcp::amqp", "dead-lettered a message, not answered: {why}");
+        state.host.store.metrics().amqp(AmqpEvent::Nacked);
         delivery
             .reject(BasicRejectOptions { requeue: false })
             .await
@@ -272,6 +280,7 @@ async fn handle(
                 .await;
                 undeliverable_is_answered(published, &correlation)?;
             }
+            state.host.store.metrics().amqp(AmqpEvent::Nacked);
             delivery
                 .reject(BasicRejectOptions { requeue: false })
                 .await
@@ -347,7 +356,7 @@ async fn handle(
             // A refused task's route was its first answer's only.
             state.host.store.route_refused(id)?;
         }
-        acknowledge(delivery).await?;
+        acknowledge(state, delivery).await?;
         return Ok(());
     };
     if let (true, Some(reply_to)) = (submission.duplicate, &reply_to) {
@@ -401,7 +410,7 @@ async fn handle(
         }
     };
     kill_point(KillPoint::Recorded);
-    if let Err(e) = acknowledge(delivery).await {
+    if let Err(e) = acknowledge(state, delivery).await {
         // The acknowledgement never left (the channel is gone): the broker
         // gives the message to another consumer, so the copy this delivery
         // made is let go (nothing here started it meanwhile: `start_held`).
@@ -560,7 +569,7 @@ fn undeliverable_is_answered(published: Result<()>, message_id: &str) -> Result<
 /// Acknowledges `delivery`. lapin answers `Ok(false)` when the
 /// acknowledgement was not sent (its channel is closed): an error here,
 /// since the broker then gives the message to another consumer.
-async fn acknowledge(delivery: &Delivery) -> Result<()> {
+async fn acknowledge(state: &AppState, delivery: &Delivery) -> Result<()> {
     let sent = delivery
         .ack(BasicAckOptions::default())
         .await
@@ -569,6 +578,7 @@ async fn acknowledge(delivery: &Delivery) -> Result<()> {
         sent,
         "the delivery could not be acknowledged: its channel is closed"
     );
+    state.host.store.metrics().amqp(AmqpEvent::Acked);
     Ok(())
 }
 

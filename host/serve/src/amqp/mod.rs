@@ -51,6 +51,7 @@ use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{ConnectionProperties, DefaultConnectionBuilder, ExchangeKind};
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// The exchange malformed messages are dead-lettered to.
@@ -121,8 +122,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// and starts again.
 pub(crate) async fn run(state: AppState, config: AmqpConfig) {
     let mut backoff = Duration::from_millis(500);
+    let readiness = state.readiness();
+    readiness.broker_configured.store(true, Ordering::SeqCst);
     loop {
-        match session(&state, &config).await {
+        let ended = session(&state, &config).await;
+        readiness.broker_connected.store(false, Ordering::SeqCst);
+        match ended {
             Ok(()) => {
                 tracing::warn!(target: "hcp::amqp", "the broker closed the connection; reconnecting");
                 backoff = Duration::from_millis(500);
@@ -226,6 +231,11 @@ async fn session(state: &AppState, config: &AmqpConfig) -> Result<()> {
         capabilities.iter().map(|c| task_queue(c)).collect::<Vec<_>>().join(", ")
     );
     consumers.spawn(outbox::run(state.clone(), answering, capacity));
+    // Ready for `/readyz` from here until this connection ends.
+    state
+        .readiness()
+        .broker_connected
+        .store(true, Ordering::SeqCst);
     consumers.spawn(links.watch_installs(capabilities));
     // The first consumer (or the outbox) to end means the connection or a
     // channel is gone: start over.
