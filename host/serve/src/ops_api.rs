@@ -123,6 +123,7 @@ pub(crate) async fn metrics(
             hcp_hid::mediator::Execution::Armed { .. } => "armed",
             hcp_hid::mediator::Execution::Halted { .. } => "halted",
         };
+        let archived = hcp_evidence::archive::summary(store)?;
         let gauges = Gauges {
             tasks,
             approvals_waiting,
@@ -130,6 +131,8 @@ pub(crate) async fn metrics(
             slots_in_use,
             store_bytes: i64::try_from(store.size_bytes()).unwrap_or(i64::MAX),
             hid: Some((status.mode.as_str().to_owned(), execution.to_owned())),
+            archives: i64::try_from(archived.archives).unwrap_or(i64::MAX),
+            archived_tasks: i64::try_from(archived.tasks).unwrap_or(i64::MAX),
         };
         store
             .metrics()

@@ -117,6 +117,10 @@ pub struct Gauges {
     pub store_bytes: i64,
     /// The HID mediator's mode and execution state.
     pub hid: Option<(String, String)>,
+    /// Archive runs that pruned the hot store (`hcp evidence archive`).
+    pub archives: i64,
+    /// Tasks they archived and pruned.
+    pub archived_tasks: i64,
 }
 
 /// The registry and its families.
@@ -135,6 +139,8 @@ pub struct Metrics {
     slots_in_use: Gauge,
     store_bytes: Gauge,
     hid: Family<HidLabels, Gauge>,
+    archives: Gauge,
+    archived_tasks: Gauge,
     /// One scrape at a time sets the gauges and encodes them.
     scrape: Mutex<()>,
 }
@@ -230,6 +236,18 @@ impl Metrics {
             "The HID mediator's mode and execution state (1 for the state it is in)",
             hid.clone(),
         );
+        let archives = Gauge::default();
+        registry.register(
+            "evidence_archives",
+            "Archive runs that wrote a pack and pruned the hot store",
+            archives.clone(),
+        );
+        let archived_tasks = Gauge::default();
+        registry.register(
+            "evidence_archived_tasks",
+            "Tasks archived into packs and pruned from the hot store",
+            archived_tasks.clone(),
+        );
         Self {
             registry,
             task_moves,
@@ -244,6 +262,8 @@ impl Metrics {
             slots_in_use,
             store_bytes,
             hid,
+            archives,
+            archived_tasks,
             scrape: Mutex::new(()),
         }
     }
@@ -318,6 +338,8 @@ impl Metrics {
         self.oldest_approval.set(gauges.oldest_approval_seconds);
         self.slots_in_use.set(gauges.slots_in_use);
         self.store_bytes.set(gauges.store_bytes);
+        self.archives.set(gauges.archives);
+        self.archived_tasks.set(gauges.archived_tasks);
         self.hid.clear();
         if let Some((mode, execution)) = &gauges.hid {
             self.hid
@@ -354,6 +376,8 @@ mod tests {
                 slots_in_use: 1,
                 store_bytes: 4096,
                 hid: Some(("OBSERVE".into(), "off".into())),
+                archives: 2,
+                archived_tasks: 40,
             })
             .expect("encode");
         for line in [
@@ -372,6 +396,8 @@ mod tests {
             "hcp_slots_in_use 1",
             "hcp_store_size_bytes 4096",
             "hcp_hid_state{mode=\"OBSERVE\",execution=\"off\"} 1",
+            "hcp_evidence_archives 2",
+            "hcp_evidence_archived_tasks 40",
         ] {
             assert!(
                 text.lines().any(|l| l == line),
