@@ -636,19 +636,20 @@ impl HostDescriptor for GovernedFs<'_> {
 /// governed by the PEP when enforcement is on; the granted directories are
 /// the only preopens (see `task::wasi_ctx`), so with none granted it is
 /// inert, the guest holding no descriptor to name a path with.
-pub(crate) const UNIT: crate::units::Unit = crate::units::Unit {
-    interface: "wasi:filesystem",
-    audit: |_, grants| {
-        Ok(
-            if hcp_contracts::interfaces::Grant::Filesystem.is_granted(grants) {
-                crate::audit::GrantedBy::Filesystem
-            } else {
-                crate::audit::GrantedBy::FilesystemInert
-            },
-        )
-    },
-    link,
-};
+pub(crate) const UNIT: crate::units::unit::Unit<crate::task::TaskState> =
+    crate::units::unit::Unit {
+        interface: "wasi:filesystem",
+        audit: |_, grants| {
+            Ok(
+                if hcp_contracts::interfaces::Grant::Filesystem.is_granted(grants) {
+                    crate::units::unit::GrantedBy::Filesystem
+                } else {
+                    crate::units::unit::GrantedBy::FilesystemInert
+                },
+            )
+        },
+        link,
+    };
 
 fn link(
     l: &mut wasmtime::component::Linker<crate::task::TaskState>,

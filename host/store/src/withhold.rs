@@ -36,7 +36,7 @@
 //! directory; [`Withhold::granted_env`] reads the host's environment.
 
 use hcp_contracts::credential;
-use hcp_policy::pep::{Args, Call};
+use hcp_policy::pep::Call;
 use hmac::{Hmac, Mac as _};
 use serde_json::Value;
 use sha2::Sha256;
@@ -156,34 +156,18 @@ impl Withhold {
         let mut value = serde_json::to_value(call).ok()?;
         let args = value.get_mut("args")?;
         let mut withheld = false;
-        if let Args::Hid(a) = &call.args {
-            let inner = serde_json::from_str::<Value>(&a.payload).ok();
-            if credential::flagged(None, &a.payload)
-                || inner.is_some_and(|v| self.json(&v).is_some())
-            {
-                args["payload"] = Value::String(self.digest(&a.payload));
+        // A field of JSON text (an `hid.propose` payload) is withheld whole
+        // when any of its strings is flagged.
+        if let Some((field, text)) = call.args.json_text() {
+            let inner = serde_json::from_str::<Value>(text).ok();
+            if credential::flagged(None, text) || inner.is_some_and(|v| self.json(&v).is_some()) {
+                args[field] = Value::String(self.digest(text));
                 withheld = true;
             }
         }
-        // What `hcp_policy::pep` reads of the arguments to decide.
-        const READ: &[&str] = &[
-            "/level",
-            "/name",
-            "/mime_type",
-            "/label",
-            "/id",
-            "/action",
-            "/breach",
-            "/plan_error",
-            "/action_type",
-            "/proposal",
-            "/method",
-            "/scheme",
-            "/via",
-            "/to",
-        ];
-        let keep =
-            |p: &str| READ.contains(&p) || p.starts_with("/addresses/") || p.starts_with("/plan/");
+        // What `hcp_policy::pep` reads of the arguments to decide: each
+        // interface's arguments name theirs.
+        let keep = |p: &str| call.args.kept(p);
         if let Some(redacted) = credential::redact_json(args, &keep, &mut |s| self.digest(s)) {
             *args = redacted;
             withheld = true;
@@ -260,34 +244,10 @@ impl Withhold {
 
 /// Whether any free text of `call`'s arguments may be withheld: checked
 /// on the call as it is, without rendering it (every host call passes
-/// here). Errs on the side of looking closer ([`Withhold::call`] decides).
+/// here). Errs on the side of looking closer ([`Withhold::call`] decides);
+/// each interface's arguments say which of their text is free.
 fn call_flagged(call: &Call<'_>) -> bool {
-    let text = |s: &str| !s.is_empty() && credential::flagged(None, s);
-    match &call.args {
-        Args::Log(a) => {
-            text(&a.message)
-                || a.fields
-                    .iter()
-                    .any(|(k, v)| text(k) || credential::flagged(Some(k), v))
-        }
-        Args::Hid(a) => {
-            text(&a.payload)
-                || text(&a.rationale)
-                || serde_json::from_str::<Value>(&a.payload)
-                    .is_ok_and(|v| credential::json_flagged(&v))
-        }
-        Args::Instrument(a) => text(&a.arguments),
-        Args::Http(a) => text(&a.path),
-        Args::Fs(a) => a.to.as_deref().is_some_and(text),
-        Args::Interface(a) => a.flagged(),
-        Args::Artifact(_)
-        | Args::CheckpointSave(_)
-        | Args::CheckpointLoad(_)
-        | Args::FsWrite(_)
-        | Args::Connect(_)
-        | Args::Lookup(_)
-        | Args::Empty(_) => false,
-    }
+    call.args.flagged()
 }
 
 /// Whether `value` holds a string the credential detector flags.
@@ -298,6 +258,7 @@ pub fn holds_credential(value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hcp_policy::pep::Args;
     use serde_json::json;
 
     fn withhold() -> (tempfile::TempDir, Withhold) {
@@ -342,6 +303,87 @@ mod tests {
             !said.contains("hunter2") && said.contains("[withheld: "),
             "{said}"
         );
+    }
+
+    /// What a receipt keeps of a call of every kind of arguments with a
+    /// credential in each of its strings, held against a golden file
+    /// (`tests/fixtures/withhold_calls.golden`; `BLESS=1` rewrites it),
+    /// digests aside: each interface's arguments say which text is free
+    /// and which the decision reads, and moving that into their modules
+    /// must not change what is withheld.
+    #[test]
+    fn every_kind_of_arguments_is_withheld_as_before() {
+        use hcp_policy::pep::{FsAccess, InstrumentArgs, Op};
+        let (_dir, w) = withhold();
+        let secret = "password=hunter2";
+        let fields = vec![
+            ("user".to_owned(), "token: abc123".to_owned()),
+            ("password".to_owned(), "hunter2".to_owned()),
+            (secret.to_owned(), "plain".to_owned()),
+        ];
+        let payload = format!(r#"{{"text":"{secret}"}}"#);
+        let arguments = format!(r#"{{"note":"{secret}","target":700}}"#);
+        let to = format!("/data/out/{secret}");
+        let calls = vec![
+            Call::log(secret, secret, &fields),
+            Call::log("info", "plain", &fields[..1]),
+            Call::artifact(secret, secret, 1),
+            Call::checkpoint_save(secret, 1),
+            Call::checkpoint_load(secret),
+            Call::instrument_command(
+                secret,
+                InstrumentArgs {
+                    action: secret.into(),
+                    arguments: arguments.as_str().into(),
+                    breach: Some(secret.into()),
+                    plan: None,
+                    plan_error: Some(secret.into()),
+                },
+            ),
+            Call::fs(Op::FsRename, to.clone(), FsAccess::Write, Some(to.clone())),
+            Call::fs_write(to.clone(), 1),
+            Call::connect("127.0.0.1:1".into(), Some(secret)),
+            Call::lookup(secret, vec![secret.into()]),
+            Call::http(format!("{secret}:443"), secret, secret, secret)
+                .resolved(vec![secret.into()]),
+            Call::hid_propose(secret, &payload, secret, secret),
+            Call::hid_propose("TYPE_TEXT", r#"{"text":"ls"}"#, "p-1", secret),
+            Call::bare(Op::HidWait, secret),
+            Call::config(secret, vec![secret.into()], vec![secret.into()]),
+            Call::kv(Op::KvSet, secret, secret, 1, 1, 1),
+        ];
+        let digest = regex_lite_digest;
+        let mut out = String::new();
+        for call in &calls {
+            let kept = match w.call(call) {
+                None => "kept whole".to_owned(),
+                Some(c) => String::from_utf8(c.canonical_bytes().expect("bytes")).expect("utf-8"),
+            };
+            out.push_str(&format!("{}: {}\n", call.op, digest(&kept)));
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/withhold_calls.golden");
+        if std::env::var_os("BLESS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("dir")).expect("dir");
+            std::fs::write(&path, &out).expect("bless");
+            return;
+        }
+        let golden = std::fs::read_to_string(&path).expect("golden (BLESS=1 writes it)");
+        assert_eq!(golden, out);
+    }
+
+    /// `text` with every digest's 64 hex digits replaced by `…`.
+    fn regex_lite_digest(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("hmac-sha256:") {
+            let (head, tail) = rest.split_at(i + "hmac-sha256:".len());
+            out.push_str(head);
+            out.push('…');
+            rest = tail.get(64..).unwrap_or("");
+        }
+        out.push_str(rest);
+        out
     }
 
     #[test]

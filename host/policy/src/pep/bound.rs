@@ -10,10 +10,7 @@
 //! found in the whole text. Replay decides a bounded call from these
 //! ([`super::decide_recorded`]): it does not scan text it does not have.
 
-use super::call::{
-    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, FsArgs,
-    FsWriteArgs, HidArgs, HttpArgs, InstrumentArgs, LogArgs, LookupArgs, Text,
-};
+use super::call::{Call, Text};
 use super::error::{CanonicalError, InputError};
 use super::threat::{Detector, Signals};
 use hcp_receipts::Digest;
@@ -24,10 +21,6 @@ use std::borrow::Cow;
 /// call whose text is larger is recorded with a prefix of at most this
 /// many bytes, its SHA-256 and its size.
 pub const ARGS_PREFIX_BYTES: usize = 4096;
-
-/// What a log field counts in a call's text beside its key and value (its
-/// place in the canonical form), so that fields with empty text count too.
-const FIELD_BYTES: usize = 8;
 
 /// What the decision input of a bounded call records about the whole call.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,52 +126,31 @@ impl Cutter {
     pub(crate) fn opt(&mut self, s: &Option<Text<'_>>) -> Option<Text<'static>> {
         s.as_ref().map(|s| self.cut(s))
     }
+
+    /// Spends `n` bytes of the budget on what is not text (a list item's
+    /// place); `false`, spending nothing, when fewer are left.
+    pub(crate) fn spend(&mut self, n: usize) -> bool {
+        if self.left < n {
+            return false;
+        }
+        self.left -= n;
+        true
+    }
 }
 
 impl Call<'_> {
     /// The text of the call, in bytes (a bound of its canonical form's
     /// strings, escapes aside).
     fn text_len(&self) -> usize {
-        let opt = |s: &Option<Text<'_>>| s.as_ref().map_or(0, |s| s.len());
-        let list = |v: &[Text<'_>]| v.iter().map(|s| s.len() + 3).sum::<usize>();
-        self.target.len()
-            + match &self.args {
-                Args::Log(a) => {
-                    a.level.len()
-                        + a.message.len()
-                        + a.fields
-                            .iter()
-                            .map(|(k, v)| k.len() + v.len() + FIELD_BYTES)
-                            .sum::<usize>()
-                }
-                Args::Artifact(a) => a.name.len() + a.mime_type.len(),
-                Args::CheckpointSave(a) => a.label.len(),
-                Args::CheckpointLoad(a) => a.id.len(),
-                Args::Instrument(a) => {
-                    a.action.len() + a.arguments.len() + opt(&a.breach) + opt(&a.plan_error)
-                }
-                Args::Fs(a) => opt(&a.to),
-                Args::Connect(a) => opt(&a.via),
-                Args::Http(a) => {
-                    a.method.len()
-                        + a.path.len()
-                        + a.scheme.len()
-                        + a.addresses.as_deref().map_or(0, list)
-                }
-                Args::Hid(a) => {
-                    a.action_type.len() + a.payload.len() + a.proposal.len() + a.rationale.len()
-                }
-                Args::Lookup(a) => list(&a.addresses),
-                Args::Interface(a) => a.text_len(),
-                Args::FsWrite(_) | Args::Empty(_) => 0,
-            }
+        self.target.len() + self.args.text_len()
     }
 
     /// The call as a decision input records it when its text is larger than
     /// [`ARGS_PREFIX_BYTES`]: every string cut so that the text kept is at
     /// most that many bytes in total (short identifying strings first, then
-    /// the target, then the bulk: messages, fields, payloads, paths), log
-    /// fields past the budget dropped. `None` when the call fits as it is.
+    /// the target, then the bulk: messages, fields, payloads, paths, as each
+    /// interface's arguments order theirs), log fields past the budget
+    /// dropped. `None` when the call fits as it is.
     pub fn bounded(&self) -> Option<Call<'static>> {
         if self.text_len() <= ARGS_PREFIX_BYTES {
             return None;
@@ -186,113 +158,10 @@ impl Call<'_> {
         let mut c = Cutter {
             left: ARGS_PREFIX_BYTES,
         };
-        let args = match &self.args {
-            Args::Log(a) => {
-                let level = c.cut(&a.level);
-                let target = c.cut(&self.target);
-                let message = c.cut(&a.message);
-                let mut fields = Vec::new();
-                for (k, v) in a.fields.iter() {
-                    // A field costs its place beside its text, as in
-                    // `text_len`: empty ones are not kept without end.
-                    if c.left < FIELD_BYTES {
-                        break;
-                    }
-                    c.left -= FIELD_BYTES;
-                    fields.push((c.cut(k).into_owned(), c.cut(v).into_owned()));
-                }
-                return Some(Call {
-                    args: Args::Log(LogArgs {
-                        fields: Cow::Owned(fields),
-                        level,
-                        message,
-                    }),
-                    op: self.op,
-                    target,
-                });
-            }
-            Args::Artifact(a) => Args::Artifact(ArtifactArgs {
-                bytes: a.bytes,
-                mime_type: c.cut(&a.mime_type),
-                name: c.cut(&a.name),
-            }),
-            Args::CheckpointSave(a) => Args::CheckpointSave(CheckpointSaveArgs {
-                bytes: a.bytes,
-                label: c.cut(&a.label),
-            }),
-            Args::CheckpointLoad(a) => {
-                Args::CheckpointLoad(CheckpointLoadArgs { id: c.cut(&a.id) })
-            }
-            Args::Instrument(a) => {
-                let action = c.cut(&a.action);
-                let breach = c.opt(&a.breach);
-                let plan_error = c.opt(&a.plan_error);
-                Args::Instrument(InstrumentArgs {
-                    action,
-                    arguments: Cow::Owned(String::new()),
-                    breach,
-                    plan: a.plan.clone(),
-                    plan_error,
-                })
-            }
-            Args::Fs(a) => Args::Fs(FsArgs {
-                access: a.access,
-                to: None,
-            }),
-            Args::Connect(a) => Args::Connect(ConnectArgs { via: c.opt(&a.via) }),
-            Args::Http(a) => {
-                let method = c.cut(&a.method);
-                let scheme = c.cut(&a.scheme);
-                let addresses = a
-                    .addresses
-                    .as_ref()
-                    .map(|v| v.iter().map(|s| c.cut(s)).collect());
-                Args::Http(HttpArgs {
-                    addresses,
-                    method,
-                    path: Cow::Owned(String::new()),
-                    scheme,
-                })
-            }
-            Args::Hid(a) => {
-                let action_type = c.cut(&a.action_type);
-                let proposal = c.cut(&a.proposal);
-                Args::Hid(HidArgs {
-                    action_type,
-                    payload: Cow::Owned(String::new()),
-                    proposal,
-                    rationale: Cow::Owned(String::new()),
-                })
-            }
-            Args::Lookup(a) => Args::Lookup(LookupArgs {
-                addresses: a.addresses.iter().map(|s| c.cut(s)).collect(),
-            }),
-            Args::FsWrite(a) => Args::FsWrite(FsWriteArgs { bytes: a.bytes }),
-            Args::Interface(a) => Args::Interface(a.cut(&mut c)),
-            Args::Empty(e) => Args::Empty(*e),
-        };
+        let mut args = self.args.cut(&mut c);
         let target = c.cut(&self.target);
         // The bulk, with what is left of the budget.
-        let args = match (args, &self.args) {
-            (Args::Instrument(mut b), Args::Instrument(a)) => {
-                b.arguments = c.cut(&a.arguments);
-                Args::Instrument(b)
-            }
-            (Args::Fs(mut b), Args::Fs(a)) => {
-                b.to = c.opt(&a.to);
-                Args::Fs(b)
-            }
-            (Args::Http(mut b), Args::Http(a)) => {
-                b.path = c.cut(&a.path);
-                Args::Http(b)
-            }
-            (Args::Hid(mut b), Args::Hid(a)) => {
-                b.payload = c.cut(&a.payload);
-                b.rationale = c.cut(&a.rationale);
-                Args::Hid(b)
-            }
-            (b, _) => b,
-        };
+        self.args.cut_bulk(&mut args, &mut c);
         Some(Call {
             args,
             op: self.op,
@@ -303,6 +172,8 @@ impl Call<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::interfaces::log::FIELD_BYTES;
+    use super::super::{Args, FsArgs};
     use super::*;
 
     #[test]

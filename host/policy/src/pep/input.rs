@@ -19,7 +19,7 @@
 //! every host call names them by hash, so a call's input stays small.
 
 use super::bound::FullArgs;
-use super::call::{Args, Call, Op};
+use super::call::{Call, Op};
 use super::decide::{Counters, Decision};
 use super::error::CallError;
 use super::scope::{Scope, ScopeError, SessionFacts};
@@ -211,45 +211,8 @@ impl Call<'_> {
             .ok_or(CallError::NoTarget)?
             .to_owned();
         let raw = object.get("args").cloned().unwrap_or(Value::Null);
-        fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T, CallError> {
-            serde_json::from_value(raw).map_err(|e| CallError::Args {
-                op: op.to_string(),
-                reason: e.to_string(),
-            })
-        }
-        let args = match op {
-            Op::LogWrite => Args::Log(de(op, raw)?),
-            Op::ArtifactCreate => Args::Artifact(de(op, raw)?),
-            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
-            Op::CheckpointLoad => Args::CheckpointLoad(de(op, raw)?),
-            Op::InstrumentCommand => Args::Instrument(de(op, raw)?),
-            Op::FsOpen
-            | Op::FsStat
-            | Op::FsMetadataHash
-            | Op::FsReadlink
-            | Op::FsMkdir
-            | Op::FsRmdir
-            | Op::FsUnlink
-            | Op::FsRename
-            | Op::FsLink
-            | Op::FsSymlink
-            | Op::FsSetTimes => Args::Fs(de(op, raw)?),
-            Op::FsWrite => Args::FsWrite(de(op, raw)?),
-            Op::NetConnect => Args::Connect(de(op, raw)?),
-            Op::HttpRequest => Args::Http(de(op, raw)?),
-            Op::HidPropose => Args::Hid(de(op, raw)?),
-            Op::NetLookup if raw.get("addresses").is_some() => Args::Lookup(de(op, raw)?),
-            Op::InstrumentRead
-            | Op::NetBind
-            | Op::NetListen
-            | Op::NetAccept
-            | Op::NetUdp
-            | Op::NetLookup
-            | Op::NetSocket
-            | Op::HidWait => Args::Empty(de(op, raw)?),
-            // The interfaces whose module owns their arguments.
-            _ => op.rules().args(op, raw)?,
-        };
+        // Each interface reads its own arguments.
+        let args = op.rules().args(op, raw)?;
         Ok(Call {
             args,
             op,

@@ -41,14 +41,19 @@ mod scope;
 pub mod threat;
 
 pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
-pub use call::{
-    Args, ArtifactArgs, Call, CheckpointLoadArgs, CheckpointSaveArgs, ConnectArgs, Empty, FsAccess,
-    FsArgs, FsWriteArgs, HttpArgs, InstrumentArgs, InterfaceArgs, LogArgs, LookupArgs, Op,
-    PlanArgs, SettingArgs, Text,
-};
+pub use call::{Args, Call, Empty, Op, Text};
 pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
+pub use interfaces::artifacts::ArtifactArgs;
+pub use interfaces::checkpoints::{CheckpointLoadArgs, CheckpointSaveArgs};
 pub use interfaces::config::ConfigArgs;
+pub use interfaces::filesystem::{FsAccess, FsArgs, FsWriteArgs};
+pub use interfaces::hid::HidArgs;
+pub use interfaces::http::HttpArgs;
+pub use interfaces::instrument::{InstrumentArgs, PlanArgs, SettingArgs};
+pub use interfaces::keyvalue::KvArgs;
+pub use interfaces::log::LogArgs;
+pub use interfaces::sockets::{ConnectArgs, LookupArgs};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,

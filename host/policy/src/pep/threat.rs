@@ -14,7 +14,7 @@
 //!   instrument's action and the string values of its arguments): `;`, `|`,
 //!   `&`, a backquote, `$(`, `${`, `<`, `>`, and line breaks.
 
-use super::call::{Args, Call};
+use super::call::Call;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 
@@ -238,61 +238,19 @@ pub(crate) fn scan(s: &Scan, call: &Call<'_>) -> Signals {
         return signals;
     }
     s.scan(&call.target, Exposure::NAME, &mut signals);
-    match &call.args {
-        Args::Log(a) => {
-            s.scan(&a.message, Exposure::TEXT, &mut signals);
-            for (k, v) in a.fields.iter() {
-                s.scan(k, Exposure::NAME, &mut signals);
-                s.scan(v, Exposure::TEXT, &mut signals);
-            }
-        }
-        Args::Artifact(a) => {
-            s.scan(&a.name, Exposure::NAME, &mut signals);
-            s.scan(&a.mime_type, Exposure::NAME, &mut signals);
-        }
-        Args::CheckpointSave(a) => s.scan(&a.label, Exposure::NAME, &mut signals),
-        Args::CheckpointLoad(a) => s.scan(&a.id, Exposure::NAME, &mut signals),
-        Args::Instrument(a) => {
-            s.scan(&a.action, Exposure::COMMAND, &mut signals);
-            match serde_json::from_str::<serde_json::Value>(&a.arguments) {
-                Ok(v) => scan_json(s, &v, Exposure::COMMAND, &mut signals),
-                Err(_) => s.scan(&a.arguments, Exposure::COMMAND, &mut signals),
-            }
-        }
-        Args::Fs(a) => {
-            if let Some(to) = &a.to {
-                s.scan(to, Exposure::NAME, &mut signals);
-            }
-        }
-        Args::Connect(a) => {
-            if let Some(via) = &a.via {
-                s.scan(via, Exposure::NAME, &mut signals);
-            }
-        }
-        Args::Http(a) => {
-            s.scan(&a.method, Exposure::NAME, &mut signals);
-            s.scan(&a.path, Exposure::TEXT, &mut signals);
-        }
-        Args::Hid(a) => {
-            // Typed text reaches the operator's screen and a model may read
-            // the rationale: text, not a command.
-            // The payload is JSON text: scan its strings as decoded (an
-            // escape character is `\u001b` in the JSON).
-            match serde_json::from_str::<serde_json::Value>(&a.payload) {
-                Ok(v) => scan_json(s, &v, Exposure::TEXT, &mut signals),
-                Err(_) => s.scan(&a.payload, Exposure::TEXT, &mut signals),
-            }
-            s.scan(&a.rationale, Exposure::TEXT, &mut signals);
-        }
-        Args::Interface(a) => a.scan(s, &mut signals),
-        Args::FsWrite(_) | Args::Lookup(_) | Args::Empty(_) => {}
-    }
+    // Each string of the arguments as its interface exposes it.
+    call.args.scan(s, &mut signals);
     signals
 }
 
 /// Keys and string values of JSON arguments, each as `exposure` (an
 /// instrument's arguments are bound for a command; an HID payload is text).
-fn scan_json(s: &Scan, v: &serde_json::Value, exposure: Exposure, signals: &mut Signals) {
+pub(crate) fn scan_json(
+    s: &Scan,
+    v: &serde_json::Value,
+    exposure: Exposure,
+    signals: &mut Signals,
+) {
     use serde_json::Value;
     match v {
         Value::String(text) => s.scan(text, exposure, signals),

@@ -1,11 +1,12 @@
 //! The PEP's decision alone, no wasm: every operation allowed when it
 //! should be and denied with its reason code when not; deny by default;
-//! canonical forms (`calls`); replay of recorded decisions (`replay`); the
+//! canonical forms (`calls`, and every kind of arguments in `forms`); replay of recorded decisions (`replay`); the
 //! HID assistant's calls, decisions and their replay (`hid`).
 
 mod calls;
 #[path = "../common/mod.rs"]
 mod common;
+mod forms;
 mod hid;
 mod keyvalue;
 mod replay;

@@ -3,10 +3,10 @@
 
 use super::lookup::{GovernedLookup, GovernedLookupData};
 use super::sockets::{GovernedSockets, GovernedSocketsData};
-use crate::audit::GrantedBy;
 use crate::engine::SharedEngine;
 use crate::task::TaskState;
-use crate::units::Unit;
+use crate::units::unit::GrantedBy;
+use crate::units::unit::Unit;
 use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::Grants;
 use wasmtime::component::Linker;
@@ -18,7 +18,7 @@ use wasmtime_wasi::sockets::{WasiSockets, WasiSocketsView as _};
 /// the PEP (with a receipt), and the WASI context allows no TCP, UDP or
 /// lookup anyway; with it, UDP stays inert (grants admit TCP only), and
 /// name lookup needs a granted host name.
-pub(crate) const SOCKETS: Unit = Unit {
+pub(crate) const SOCKETS: Unit<TaskState> = Unit {
     interface: "wasi:sockets",
     audit: audit_sockets,
     link: link_sockets,
@@ -76,7 +76,7 @@ fn link_sockets(l: &mut Linker<TaskState>, _: &SharedEngine, _: &Grants) -> wasm
 
 /// `wasi:http` outgoing requests: audited and linked only with
 /// `grants.network` (see `net::http`).
-pub(crate) const HTTP: Unit = Unit {
+pub(crate) const HTTP: Unit<TaskState> = Unit {
     interface: "wasi:http",
     audit: |_, grants| {
         if Grant::Network.is_granted(grants) {

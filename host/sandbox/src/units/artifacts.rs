@@ -41,9 +41,9 @@ impl artifacts::Host for HcpCtx {
 }
 
 /// The sandbox unit of `hcp:capability/artifacts`: every capability has it.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/artifacts",
-    audit: super::always,
+    audit: super::unit::always,
     link: |l, _, _| {
         crate::bindings::hcp::capability::artifacts::add_to_linker::<
             crate::task::TaskState,

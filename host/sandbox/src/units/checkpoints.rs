@@ -56,9 +56,9 @@ impl checkpoints::Host for HcpCtx {
 }
 
 /// The sandbox unit of `hcp:capability/checkpoints`: every capability has it.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/checkpoints",
-    audit: super::always,
+    audit: super::unit::always,
     link: |l, _, _| {
         crate::bindings::hcp::capability::checkpoints::add_to_linker::<
             crate::task::TaskState,

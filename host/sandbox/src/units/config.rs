@@ -127,11 +127,11 @@ impl wit::Host for HcpCtx {
 
 /// The sandbox unit of `wasi:config`: audited and linked only with
 /// `grants.config`.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "wasi:config",
     audit: |_, grants| {
         if hcp_contracts::interfaces::Grant::Config.is_granted(grants) {
-            Ok(crate::audit::GrantedBy::Grant(
+            Ok(crate::units::unit::GrantedBy::Grant(
                 hcp_contracts::interfaces::Grant::Config,
             ))
         } else {

@@ -133,11 +133,11 @@ impl hid::Host for HcpCtx {
 
 /// The sandbox unit of `hcp:capability/hid`: audited and linked only
 /// with `grants.devices: hid`.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/hid",
     audit: |_, grants| {
         if hcp_contracts::interfaces::Grant::Hid.is_granted(grants) {
-            Ok(crate::audit::GrantedBy::DeviceHid)
+            Ok(crate::units::unit::GrantedBy::DeviceHid)
         } else {
             Err("the hid device is not granted (grants.devices)".into())
         }

@@ -162,11 +162,11 @@ impl instrument::Host for HcpCtx {
 
 /// The sandbox unit of `hcp:capability/instrument`: audited and linked only
 /// with `grants.instruments`.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/instrument",
     audit: |_, grants| {
         if hcp_contracts::interfaces::Grant::Instruments.is_granted(grants) {
-            Ok(crate::audit::GrantedBy::Instruments)
+            Ok(crate::units::unit::GrantedBy::Instruments)
         } else {
             Err("no instrument is granted (grants.instruments)".into())
         }

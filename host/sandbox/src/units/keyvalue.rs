@@ -20,7 +20,7 @@
 //! `increment` itself is one step in the store.
 
 use super::context::HcpCtx;
-use crate::audit::GrantedBy;
+use super::unit::GrantedBy;
 use crate::pep::{Call, Op};
 use crate::store::{StateSpace, TaskStoreError};
 use hcp_contracts::interfaces::Grant;
@@ -271,7 +271,7 @@ fn view(s: &mut crate::task::TaskState) -> KvView<'_> {
 
 /// The sandbox unit of `wasi:keyvalue`: audited and linked only with
 /// `grants.keyvalue`.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: INTERFACE,
     audit: |_, grants| {
         if Grant::Keyvalue.is_granted(grants) {

@@ -31,9 +31,9 @@ impl wit_log::Host for HcpCtx {
 }
 
 /// The sandbox unit of `hcp:capability/log`: every capability has it.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/log",
-    audit: super::always,
+    audit: super::unit::always,
     link: |l, _, _| {
         crate::bindings::hcp::capability::log::add_to_linker::<
             crate::task::TaskState,

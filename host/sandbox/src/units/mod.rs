@@ -1,7 +1,10 @@
 //! The sandbox units: one per row of the table of interfaces
 //! ([`hcp_contracts::interfaces::INTERFACES`]), each with its audit rule
 //! and its linker entry ([`Unit`]). The surface audit and the linker
-//! iterate [`UNITS`]; a test checks that every row has its unit.
+//! iterate [`UNITS`]; a test checks that every row has its unit. What a
+//! unit is ([`Unit`], and the audit's [`unit::GrantedBy`]) is a leaf module
+//! of its own, [`unit`], so that the units, the audit and the task do not
+//! import this registry back.
 //!
 //! The `hcp:capability` host interfaces are units named after their WIT
 //! interface: [`log`], [`artifacts`], [`checkpoints`], [`instrument`],
@@ -22,34 +25,15 @@ pub(crate) mod instrument;
 pub(crate) mod keyvalue;
 pub(crate) mod log;
 pub(crate) mod types;
+pub(crate) mod unit;
 pub(crate) mod wasi;
 
-use crate::audit::GrantedBy;
-use crate::engine::SharedEngine;
 use crate::task::TaskState;
 use hcp_contracts::interfaces::Interface;
-use hcp_contracts::manifest::Grants;
-use wasmtime::component::Linker;
-
-/// An interface's sandbox unit.
-#[derive(Debug)]
-pub(crate) struct Unit {
-    /// The name of its row in the table of interfaces.
-    pub(crate) interface: &'static str,
-    /// Its audit rule: the verdict on one of its WIT interfaces
-    /// (`package/interface`, no version) under `grants`: what allows it,
-    /// or why it is refused.
-    pub(crate) audit: fn(&str, &Grants) -> Result<GrantedBy, String>,
-    /// Adds it to a task's linker: only what `grants` allow (an interface
-    /// linked inert when not granted is linked whatever the grants).
-    pub(crate) link: Link,
-}
-
-/// A unit's linker entry.
-pub(crate) type Link = fn(&mut Linker<TaskState>, &SharedEngine, &Grants) -> wasmtime::Result<()>;
+use unit::Unit;
 
 /// Every unit, in the order of the table's rows.
-pub(crate) const UNITS: &[Unit] = &[
+pub(crate) const UNITS: &[Unit<TaskState>] = &[
     wasi::IO,
     wasi::CLOCKS,
     wasi::RANDOM,
@@ -69,13 +53,8 @@ pub(crate) const UNITS: &[Unit] = &[
 ];
 
 /// The unit of a row of the table.
-pub(crate) fn unit(interface: &Interface) -> Option<&'static Unit> {
+pub(crate) fn unit(interface: &Interface) -> Option<&'static Unit<TaskState>> {
     UNITS.iter().find(|u| u.interface == interface.name)
-}
-
-/// The audit rule of an interface every capability has.
-pub(crate) fn always(_: &str, _: &Grants) -> Result<GrantedBy, String> {
-    Ok(GrantedBy::Always)
 }
 
 #[cfg(test)]

@@ -36,9 +36,9 @@ pub fn reason_name(code: ReasonCode) -> &'static str {
 }
 
 /// The sandbox unit of `hcp:capability/types`: every capability has it.
-pub(crate) const UNIT: super::Unit = super::Unit {
+pub(crate) const UNIT: super::unit::Unit<crate::task::TaskState> = super::unit::Unit {
     interface: "hcp:capability/types",
-    audit: super::always,
+    audit: super::unit::always,
     link: |l, _, _| {
         crate::bindings::hcp::capability::types::add_to_linker::<
             crate::task::TaskState,

@@ -3,8 +3,8 @@
 //! `wasi:cli/environment`, as sandbox units: wasmtime-wasi's own
 //! implementations, linked for every task.
 
-use super::{Unit, always};
-use crate::audit::GrantedBy;
+use super::unit::GrantedBy;
+use super::unit::{Unit, always};
 use crate::engine::SharedEngine;
 use crate::task::TaskState;
 use hcp_contracts::interfaces::Grant;
@@ -26,7 +26,7 @@ fn table(s: &mut TaskState) -> &mut ResourceTable {
 }
 
 /// `wasi:io`: errors, polls and streams.
-pub(crate) const IO: Unit = Unit {
+pub(crate) const IO: Unit<TaskState> = Unit {
     interface: "wasi:io",
     audit: always,
     link: link_io,
@@ -40,7 +40,7 @@ fn link_io(l: &mut Linker<TaskState>, _: &SharedEngine, _: &Grants) -> wasmtime:
 }
 
 /// `wasi:clocks`.
-pub(crate) const CLOCKS: Unit = Unit {
+pub(crate) const CLOCKS: Unit<TaskState> = Unit {
     interface: "wasi:clocks",
     audit: always,
     link: link_clocks,
@@ -52,7 +52,7 @@ fn link_clocks(l: &mut Linker<TaskState>, _: &SharedEngine, _: &Grants) -> wasmt
 }
 
 /// `wasi:random`.
-pub(crate) const RANDOM: Unit = Unit {
+pub(crate) const RANDOM: Unit<TaskState> = Unit {
     interface: "wasi:random",
     audit: always,
     link: link_random,
@@ -65,7 +65,7 @@ fn link_random(l: &mut Linker<TaskState>, _: &SharedEngine, _: &Grants) -> wasmt
 }
 
 /// `wasi:cli`: stdio (into the task log), terminals, exit.
-pub(crate) const CLI: Unit = Unit {
+pub(crate) const CLI: Unit<TaskState> = Unit {
     interface: "wasi:cli",
     audit: always,
     link: link_cli,
@@ -86,7 +86,7 @@ fn link_cli(l: &mut Linker<TaskState>, _: &SharedEngine, _: &Grants) -> wasmtime
 /// `wasi:cli/environment`: linked for every capability, holding only the
 /// variables `grants.env` names (none by default) and no arguments (Rust's
 /// standard library imports it unconditionally).
-pub(crate) const ENVIRONMENT: Unit = Unit {
+pub(crate) const ENVIRONMENT: Unit<TaskState> = Unit {
     interface: "wasi:cli/environment",
     audit: audit_environment,
     link: link_environment,

@@ -3,12 +3,82 @@
 //! as large as `limits.artifacts`, `budgets.artifacts` and
 //! `limits.artifact_bytes` allow.
 
-use super::InterfaceRules;
-use crate::pep::call::{Args, Call, Op};
+use super::{InterfaceRules, OwnArgs, de};
+use crate::pep::bound::Cutter;
+use crate::pep::call::{Args, Call, Op, Text, t};
 use crate::pep::decide::{
     Counters, Decision, args_invalid, exceeded, is_media_type, is_safe_name, malformed,
 };
+use crate::pep::error::CallError;
 use crate::pep::scope::Scope;
+use crate::pep::threat::{Exposure, Scan, Signals};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// `artifacts.create`: the content itself is not recorded, only its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactArgs<'a> {
+    /// Content size.
+    pub bytes: u64,
+    /// Media type.
+    pub mime_type: Text<'a>,
+    /// Name within the task.
+    pub name: Text<'a>,
+}
+
+impl<'a> Call<'a> {
+    /// `artifacts.create`.
+    pub fn artifact(name: &'a str, mime_type: &'a str, bytes: u64) -> Self {
+        Self {
+            op: Op::ArtifactCreate,
+            target: Text::Borrowed(""),
+            args: Args::Artifact(ArtifactArgs {
+                bytes,
+                mime_type: t(mime_type),
+                name: t(name),
+            }),
+        }
+    }
+}
+
+impl OwnArgs for ArtifactArgs<'_> {
+    type Static = ArtifactArgs<'static>;
+
+    fn into_static(self) -> ArtifactArgs<'static> {
+        ArtifactArgs {
+            bytes: self.bytes,
+            mime_type: Cow::Owned(self.mime_type.into_owned()),
+            name: Cow::Owned(self.name.into_owned()),
+        }
+    }
+
+    /// The content.
+    fn budget_bytes(&self, _target: &str) -> u64 {
+        self.bytes
+    }
+
+    fn text_len(&self) -> usize {
+        self.name.len() + self.mime_type.len()
+    }
+
+    fn cut(&self, c: &mut Cutter) -> ArtifactArgs<'static> {
+        ArtifactArgs {
+            bytes: self.bytes,
+            mime_type: c.cut(&self.mime_type),
+            name: c.cut(&self.name),
+        }
+    }
+
+    fn scan(&self, s: &Scan, signals: &mut Signals) {
+        s.scan(&self.name, Exposure::NAME, signals);
+        s.scan(&self.mime_type, Exposure::NAME, signals);
+    }
+
+    fn kept(&self, pointer: &str) -> bool {
+        matches!(pointer, "/name" | "/mime_type")
+    }
+}
 
 /// `artifacts.create`.
 #[derive(Debug)]
@@ -60,5 +130,9 @@ impl InterfaceRules for Artifacts {
             ));
         }
         Ok(())
+    }
+
+    fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
+        Ok(Args::Artifact(de(op, raw)?))
     }
 }

@@ -2,10 +2,119 @@
 //! save and load checkpoints, with safe labels and ids, as many as
 //! `limits.checkpoints` and each within `limits.checkpoint_bytes`.
 
-use super::InterfaceRules;
-use crate::pep::call::{Args, Call, Op};
+use super::{InterfaceRules, OwnArgs, de};
+use crate::pep::bound::Cutter;
+use crate::pep::call::{Args, Call, Op, Text, t};
 use crate::pep::decide::{Counters, Decision, args_invalid, exceeded, is_safe_name, malformed};
+use crate::pep::error::CallError;
 use crate::pep::scope::Scope;
+use crate::pep::threat::{Exposure, Scan, Signals};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// `checkpoints.save`: the state itself is not recorded, only its size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSaveArgs<'a> {
+    /// State size.
+    pub bytes: u64,
+    /// The label.
+    pub label: Text<'a>,
+}
+
+/// `checkpoints.load`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointLoadArgs<'a> {
+    /// The checkpoint id.
+    pub id: Text<'a>,
+}
+
+impl<'a> Call<'a> {
+    /// `checkpoints.save`.
+    pub fn checkpoint_save(label: &'a str, bytes: u64) -> Self {
+        Self {
+            op: Op::CheckpointSave,
+            target: Text::Borrowed(""),
+            args: Args::CheckpointSave(CheckpointSaveArgs {
+                bytes,
+                label: t(label),
+            }),
+        }
+    }
+
+    /// `checkpoints.load`.
+    pub fn checkpoint_load(id: &'a str) -> Self {
+        Self {
+            op: Op::CheckpointLoad,
+            target: Text::Borrowed(""),
+            args: Args::CheckpointLoad(CheckpointLoadArgs { id: t(id) }),
+        }
+    }
+}
+
+impl OwnArgs for CheckpointSaveArgs<'_> {
+    type Static = CheckpointSaveArgs<'static>;
+
+    fn into_static(self) -> CheckpointSaveArgs<'static> {
+        CheckpointSaveArgs {
+            bytes: self.bytes,
+            label: Cow::Owned(self.label.into_owned()),
+        }
+    }
+
+    /// The state saved.
+    fn budget_bytes(&self, _target: &str) -> u64 {
+        self.bytes
+    }
+
+    fn text_len(&self) -> usize {
+        self.label.len()
+    }
+
+    fn cut(&self, c: &mut Cutter) -> CheckpointSaveArgs<'static> {
+        CheckpointSaveArgs {
+            bytes: self.bytes,
+            label: c.cut(&self.label),
+        }
+    }
+
+    fn scan(&self, s: &Scan, signals: &mut Signals) {
+        s.scan(&self.label, Exposure::NAME, signals);
+    }
+
+    fn kept(&self, pointer: &str) -> bool {
+        pointer == "/label"
+    }
+}
+
+impl OwnArgs for CheckpointLoadArgs<'_> {
+    type Static = CheckpointLoadArgs<'static>;
+
+    fn into_static(self) -> CheckpointLoadArgs<'static> {
+        CheckpointLoadArgs {
+            id: Cow::Owned(self.id.into_owned()),
+        }
+    }
+
+    fn text_len(&self) -> usize {
+        self.id.len()
+    }
+
+    fn cut(&self, c: &mut Cutter) -> CheckpointLoadArgs<'static> {
+        CheckpointLoadArgs {
+            id: c.cut(&self.id),
+        }
+    }
+
+    fn scan(&self, s: &Scan, signals: &mut Signals) {
+        s.scan(&self.id, Exposure::NAME, signals);
+    }
+
+    fn kept(&self, pointer: &str) -> bool {
+        pointer == "/id"
+    }
+}
 
 /// `checkpoints.save`, `checkpoints.load`.
 #[derive(Debug)]
@@ -53,5 +162,12 @@ impl InterfaceRules for Checkpoints {
             ));
         }
         Ok(())
+    }
+
+    fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
+        Ok(match op {
+            Op::CheckpointSave => Args::CheckpointSave(de(op, raw)?),
+            _ => Args::CheckpointLoad(de(op, raw)?),
+        })
     }
 }

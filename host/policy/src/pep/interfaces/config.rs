@@ -3,7 +3,7 @@
 //! provides it (`config.json`); `get-all` answers only such keys. A key
 //! not granted, or granted but not provided, is `DENY_TOOL_NOT_FOUND`.
 
-use super::{InterfaceArgs, InterfaceRules, OwnArgs, de, list_len};
+use super::{InterfaceRules, OwnArgs, de, list_len};
 use crate::pep::bound::Cutter;
 use crate::pep::call::{Args, Call, Op, Text};
 use crate::pep::decide::{Decision, args_invalid, malformed, not_found};
@@ -39,10 +39,10 @@ impl<'a> Call<'a> {
                 Op::ConfigGet
             },
             target: Cow::Borrowed(key),
-            args: Args::Interface(InterfaceArgs::Config(ConfigArgs {
+            args: Args::Config(ConfigArgs {
                 keys: keys.into_iter().map(Text::Owned).collect(),
                 secrets: secrets.into_iter().map(Text::Owned).collect(),
-            })),
+            }),
         }
     }
 }
@@ -50,11 +50,11 @@ impl<'a> Call<'a> {
 impl OwnArgs for ConfigArgs<'_> {
     type Static = ConfigArgs<'static>;
 
-    fn to_static(&self) -> ConfigArgs<'static> {
-        let o = |v: &[Text<'_>]| v.iter().map(|t| Cow::Owned(t.to_string())).collect();
+    fn into_static(self) -> ConfigArgs<'static> {
+        let o = |v: Vec<Text<'_>>| v.into_iter().map(|t| Cow::Owned(t.into_owned())).collect();
         ConfigArgs {
-            keys: o(&self.keys),
-            secrets: o(&self.secrets),
+            keys: o(self.keys),
+            secrets: o(self.secrets),
         }
     }
 
@@ -73,7 +73,7 @@ impl OwnArgs for ConfigArgs<'_> {
 /// The call's arguments, when they are `config.*`'s.
 fn own<'c>(call: &'c Call<'_>) -> Option<&'c ConfigArgs<'c>> {
     match &call.args {
-        Args::Interface(InterfaceArgs::Config(a)) => Some(a),
+        Args::Config(a) => Some(a),
         _ => None,
     }
 }
@@ -119,7 +119,7 @@ impl InterfaceRules for Config {
     }
 
     fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
-        Ok(Args::Interface(InterfaceArgs::Config(de(op, raw)?)))
+        Ok(Args::Config(de(op, raw)?))
     }
 }
 

@@ -3,12 +3,137 @@
 //! `grants.filesystem`, and writes only inside a read-write one; any other
 //! path is `DENY_IDENTITY_UNAUTHORIZED`, naming the granted directories.
 
-use super::InterfaceRules;
-use crate::pep::call::{Args, Call, FsAccess, Op};
+use super::{InterfaceRules, OwnArgs, de, flagged_text};
+use crate::pep::bound::Cutter;
+use crate::pep::call::{Args, Call, Op, Text};
 use crate::pep::decide::{Decision, malformed, not_found};
+use crate::pep::error::CallError;
 use crate::pep::scope::Scope;
+use crate::pep::threat::{Exposure, Scan, Signals};
 use hcp_contracts::ReasonCode;
 use hcp_contracts::manifest::Access;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// Read or write access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsAccess {
+    /// Reads, stats, lists.
+    Read,
+    /// Creates, writes, truncates, renames, removes.
+    Write,
+}
+
+/// `fs.*`: the target is the guest path the call resolves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsArgs<'a> {
+    /// What the call does to the target.
+    pub access: FsAccess,
+    /// The second path: the destination of `fs.rename` and `fs.link`
+    /// (checked like the target), the contents of a `fs.symlink` (recorded,
+    /// not resolved: following a link out of a grant fails in the sandbox).
+    pub to: Option<Text<'a>>,
+}
+
+/// `fs.write`: the target is the guest path of the file written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FsWriteArgs {
+    /// Bytes about to be written (counted against the `bytes` budget).
+    pub bytes: u64,
+}
+
+impl Call<'_> {
+    /// `fs.*` on the resolved guest path `target`.
+    pub fn fs(op: Op, target: String, access: FsAccess, to: Option<String>) -> Self {
+        Self {
+            op,
+            target: Text::Owned(target),
+            args: Args::Fs(FsArgs {
+                access,
+                to: to.map(Text::Owned),
+            }),
+        }
+    }
+
+    /// `fs.write` of `bytes` bytes into the file at the guest path `target`.
+    pub fn fs_write(target: String, bytes: u64) -> Self {
+        Self {
+            op: Op::FsWrite,
+            target: Text::Owned(target),
+            args: Args::FsWrite(FsWriteArgs { bytes }),
+        }
+    }
+}
+
+impl OwnArgs for FsArgs<'_> {
+    type Static = FsArgs<'static>;
+
+    fn into_static(self) -> FsArgs<'static> {
+        FsArgs {
+            access: self.access,
+            to: self.to.map(|t| Cow::Owned(t.into_owned())),
+        }
+    }
+
+    /// The paths: the target and the second one.
+    fn budget_bytes(&self, target: &str) -> u64 {
+        (target.len() + self.to.as_ref().map_or(0, |t| t.len())) as u64
+    }
+
+    fn text_len(&self) -> usize {
+        self.to.as_ref().map_or(0, |s| s.len())
+    }
+
+    /// The second path after the target.
+    fn cut(&self, _: &mut Cutter) -> FsArgs<'static> {
+        FsArgs {
+            access: self.access,
+            to: None,
+        }
+    }
+
+    fn cut_bulk(&self, kept: &mut FsArgs<'static>, c: &mut Cutter) {
+        kept.to = c.opt(&self.to);
+    }
+
+    fn scan(&self, s: &Scan, signals: &mut Signals) {
+        if let Some(to) = &self.to {
+            s.scan(to, Exposure::NAME, signals);
+        }
+    }
+
+    fn flagged(&self) -> bool {
+        self.to.as_deref().is_some_and(flagged_text)
+    }
+
+    fn kept(&self, pointer: &str) -> bool {
+        pointer == "/to"
+    }
+}
+
+impl OwnArgs for FsWriteArgs {
+    type Static = FsWriteArgs;
+
+    fn into_static(self) -> FsWriteArgs {
+        self
+    }
+
+    /// The bytes written.
+    fn budget_bytes(&self, _target: &str) -> u64 {
+        self.bytes
+    }
+
+    fn text_len(&self) -> usize {
+        0
+    }
+
+    fn cut(&self, _: &mut Cutter) -> FsWriteArgs {
+        *self
+    }
+}
 
 /// `fs.*`.
 #[derive(Debug)]
@@ -43,6 +168,13 @@ impl InterfaceRules for Filesystem {
             (Op::FsWrite, Args::FsWrite(_)) => fs_path(scope, call.op, target, true),
             _ => malformed(call),
         }
+    }
+
+    fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
+        Ok(match op {
+            Op::FsWrite => Args::FsWrite(de(op, raw)?),
+            _ => Args::Fs(de(op, raw)?),
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! outside `grants.filesystem` or a write into a read-only directory is; a
 //! write over a limit is `BUDGET_EXCEEDED`.
 
-use super::{InterfaceArgs, InterfaceRules, OwnArgs, de};
+use super::{InterfaceRules, OwnArgs, de};
 use crate::pep::bound::Cutter;
 use crate::pep::call::{Args, Call, Op, Text};
 use crate::pep::decide::{Counters, Decision, args_invalid, exceeded, malformed, not_found};
@@ -48,12 +48,12 @@ impl<'a> Call<'a> {
         Self {
             op,
             target: Cow::Borrowed(bucket),
-            args: Args::Interface(InterfaceArgs::Keyvalue(KvArgs {
+            args: Args::Keyvalue(KvArgs {
                 bytes,
                 key: Cow::Borrowed(key),
                 keys,
                 total,
-            })),
+            }),
         }
     }
 }
@@ -61,10 +61,10 @@ impl<'a> Call<'a> {
 impl OwnArgs for KvArgs<'_> {
     type Static = KvArgs<'static>;
 
-    fn to_static(&self) -> KvArgs<'static> {
+    fn into_static(self) -> KvArgs<'static> {
         KvArgs {
             bytes: self.bytes,
-            key: Cow::Owned(self.key.to_string()),
+            key: Cow::Owned(self.key.into_owned()),
             keys: self.keys,
             total: self.total,
         }
@@ -96,7 +96,7 @@ impl OwnArgs for KvArgs<'_> {
 /// The call's arguments, when they are `kv.*`'s.
 fn own<'c>(call: &'c Call<'_>) -> Option<&'c KvArgs<'c>> {
     match &call.args {
-        Args::Interface(InterfaceArgs::Keyvalue(a)) => Some(a),
+        Args::Keyvalue(a) => Some(a),
         _ => None,
     }
 }
@@ -190,6 +190,6 @@ impl InterfaceRules for Keyvalue {
     }
 
     fn args(&self, op: Op, raw: serde_json::Value) -> Result<Args<'static>, CallError> {
-        Ok(Args::Interface(InterfaceArgs::Keyvalue(de(op, raw)?)))
+        Ok(Args::Keyvalue(de(op, raw)?))
     }
 }

@@ -10,14 +10,13 @@
 //! decides. Every rule here is pure, as `decide` is.
 //!
 //! An interface is registered here, once: its module, its operations in
-//! [`Op`] (with the rules that decide them) and, when its module owns its
-//! arguments' type, that type in [`InterfaceArgs`]. Such a type
-//! ([`OwnArgs`]) gives the generic code what it needs of the arguments:
-//! the bytes charged, the text a receipt keeps of a large call, the threat
-//! scan and the withholding check; [`InterfaceRules::args`] reads them
-//! back from a decision input. The first interfaces' argument types
-//! (`LogArgs`, `FsArgs`, ...) are still variants of [`super::Args`] with
-//! an arm each in `call.rs`, `input.rs`, `bound.rs` and `threat.rs`.
+//! [`Op`] (with the rules that decide them) and its arguments' types in
+//! [`Args`]. Each type lives in its interface's module and gives the
+//! generic code what it needs of the arguments ([`OwnArgs`]): the bytes
+//! charged, the text a receipt keeps of a large call, the threat scan and
+//! the withholding check; [`InterfaceRules::args`] reads them back from a
+//! decision input. `call.rs`, `input.rs`, `bound.rs`, `threat.rs` and
+//! `hcp_store::withhold` hold no arm of their own per interface.
 
 pub mod artifacts;
 pub mod checkpoints;
@@ -31,7 +30,7 @@ pub mod log;
 pub mod sockets;
 
 use super::bound::Cutter;
-use super::call::{Args, Call};
+use super::call::Call;
 use super::decide::{Counters, Decision};
 use super::error::CallError;
 use super::scope::Scope;
@@ -66,20 +65,12 @@ pub(crate) trait InterfaceRules: Sync {
         Ok(())
     }
 
-    /// The arguments of a call of `op` read back from a decision input,
-    /// for an interface whose module owns its arguments' type (the first
-    /// interfaces' are read in `input.rs`).
+    /// The arguments of a call of `op` read back from a decision input.
     ///
     /// # Errors
     ///
     /// Arguments that do not fit the operation.
-    fn args(&self, op: Op, raw: Value) -> Result<Args<'static>, CallError> {
-        let _ = raw;
-        Err(CallError::Args {
-            op: op.to_string(),
-            reason: "the operation's arguments are not read here".into(),
-        })
-    }
+    fn args(&self, op: Op, raw: Value) -> Result<Args<'static>, CallError>;
 }
 
 /// `raw` as the arguments of a call of `op`.
@@ -94,15 +85,15 @@ pub(crate) fn de<T: serde::de::DeserializeOwned>(op: Op, raw: Value) -> Result<T
     })
 }
 
-/// What the generic code needs of an interface's own arguments type
-/// (a variant of [`InterfaceArgs`]). Its JSON form is canonical: strings
-/// and integers only, fields in key order.
+/// What the generic code needs of an interface's own arguments type (a
+/// variant of [`Args`]). Its JSON form is canonical: fields in key order,
+/// strings and integers only (floats only where [`OwnArgs::floats`] says).
 pub(crate) trait OwnArgs {
     /// The same type, owning its text.
     type Static;
 
     /// The same arguments, owning their text.
-    fn to_static(&self) -> Self::Static;
+    fn into_static(self) -> Self::Static;
 
     /// Bytes the call moves through the host, for the `bytes` budget
     /// (`target` is the call's).
@@ -114,16 +105,40 @@ pub(crate) trait OwnArgs {
     /// (a list item counts 3 beside its text).
     fn text_len(&self) -> usize;
 
-    /// What a receipt keeps of it when the call is too large: each string
-    /// cut to what is left of `c`, before the call's target.
+    /// What a receipt keeps of it when the call is too large, in two
+    /// steps around the call's target: `cut` cuts the short identifying
+    /// strings to what is left of `c`, before the target is cut; ...
     fn cut(&self, c: &mut Cutter) -> Self::Static;
+
+    /// ... then `cut_bulk` fills `kept` with the bulk (messages, payloads,
+    /// paths) from what is left after the target.
+    fn cut_bulk(&self, _kept: &mut Self::Static, _c: &mut Cutter) {}
+
+    /// Whether its canonical form needs the JCS serializer (floats).
+    fn floats(&self) -> bool {
+        false
+    }
 
     /// The threat scan of its strings (the target is scanned already).
     fn scan(&self, _s: &Scan, _signals: &mut Signals) {}
 
     /// Whether free text of it may have to be withheld from receipts
-    /// (`hcp_store::withhold`).
+    /// (`hcp_store::withhold`): checked on every host call, without
+    /// rendering it; errs on the side of looking closer.
     fn flagged(&self) -> bool {
+        false
+    }
+
+    /// A field of JSON text that is withheld whole when any of its strings
+    /// is flagged (its name, its text).
+    fn json_text(&self) -> Option<(&'static str, &str)> {
+        None
+    }
+
+    /// Whether the PEP reads the string at JSON `pointer` (relative to the
+    /// arguments) to decide: withholding keeps it, since replay decides
+    /// again from it.
+    fn kept(&self, _pointer: &str) -> bool {
         false
     }
 }
@@ -133,20 +148,28 @@ pub(crate) fn list_len(v: &[super::Text<'_>]) -> usize {
     v.iter().map(|s| s.len() + 3).sum()
 }
 
+/// Whether `s` is free text the credential detector flags.
+pub(crate) fn flagged_text(s: &str) -> bool {
+    !s.is_empty() && hcp_contracts::credential::flagged(None, s)
+}
+
 macro_rules! interface_args {
-    ($($(#[$doc:meta])* $variant:ident($module:ident::$ty:ident);)*) => {
-        /// The arguments of the interfaces whose module owns their type,
-        /// one variant each (serialized as the type itself).
+    ($($(#[$doc:meta])* $variant:ident($ty:ty);)*) => {
+        /// The arguments of a call; which variant goes with which [`Op`] is
+        /// fixed (each interface's constructors of [`Call`] build them, and
+        /// its [`InterfaceRules::args`] reads them back), and a mismatch
+        /// fails closed. One variant per arguments type of an interface's
+        /// module, serialized as the type itself.
         #[derive(Debug, Clone, PartialEq, Serialize)]
         #[serde(untagged)]
-        pub enum InterfaceArgs<'a> {
-            $($(#[$doc])* $variant($module::$ty<'a>),)*
+        pub enum Args<'a> {
+            $($(#[$doc])* $variant($ty),)*
         }
 
-        impl InterfaceArgs<'_> {
-            /// The same arguments, owning their text.
-            pub(crate) fn to_static(&self) -> InterfaceArgs<'static> {
-                match self { $(Self::$variant(a) => InterfaceArgs::$variant(a.to_static()),)* }
+        impl Args<'_> {
+            /// See [`OwnArgs::into_static`].
+            pub(crate) fn into_static(self) -> Args<'static> {
+                match self { $(Self::$variant(a) => Args::$variant(a.into_static()),)* }
             }
 
             /// See [`OwnArgs::budget_bytes`].
@@ -160,8 +183,22 @@ macro_rules! interface_args {
             }
 
             /// See [`OwnArgs::cut`].
-            pub(crate) fn cut(&self, c: &mut Cutter) -> InterfaceArgs<'static> {
-                match self { $(Self::$variant(a) => InterfaceArgs::$variant(a.cut(c)),)* }
+            pub(crate) fn cut(&self, c: &mut Cutter) -> Args<'static> {
+                match self { $(Self::$variant(a) => Args::$variant(a.cut(c)),)* }
+            }
+
+            /// See [`OwnArgs::cut_bulk`]: `kept` is what [`Args::cut`] made
+            /// of the same arguments.
+            pub(crate) fn cut_bulk(&self, kept: &mut Args<'static>, c: &mut Cutter) {
+                match (self, kept) {
+                    $((Self::$variant(a), Args::$variant(k)) => a.cut_bulk(k, c),)*
+                    _ => {}
+                }
+            }
+
+            /// See [`OwnArgs::floats`].
+            pub(crate) fn floats(&self) -> bool {
+                match self { $(Self::$variant(a) => a.floats(),)* }
             }
 
             /// See [`OwnArgs::scan`].
@@ -175,15 +212,52 @@ macro_rules! interface_args {
             pub fn flagged(&self) -> bool {
                 match self { $(Self::$variant(a) => a.flagged(),)* }
             }
+
+            /// A field of JSON text that is withheld whole when any of its
+            /// strings is flagged: its name and its text.
+            pub fn json_text(&self) -> Option<(&'static str, &str)> {
+                match self { $(Self::$variant(a) => a.json_text(),)* }
+            }
+
+            /// Whether the PEP reads the string at JSON `pointer` (relative
+            /// to the arguments) to decide; withholding keeps it.
+            pub fn kept(&self, pointer: &str) -> bool {
+                match self { $(Self::$variant(a) => a.kept(pointer),)* }
+            }
         }
     };
 }
 
 interface_args! {
+    /// `log.write`.
+    Log(log::LogArgs<'a>);
+    /// `artifacts.create`.
+    Artifact(artifacts::ArtifactArgs<'a>);
+    /// `checkpoints.save`.
+    CheckpointSave(checkpoints::CheckpointSaveArgs<'a>);
+    /// `checkpoints.load`.
+    CheckpointLoad(checkpoints::CheckpointLoadArgs<'a>);
+    /// `instrument.command`.
+    Instrument(instrument::InstrumentArgs<'a>);
+    /// `fs.*`.
+    Fs(filesystem::FsArgs<'a>);
+    /// `fs.write`.
+    FsWrite(filesystem::FsWriteArgs);
+    /// `net.connect`.
+    Connect(sockets::ConnectArgs<'a>);
+    /// `http.request`.
+    Http(http::HttpArgs<'a>);
+    /// `hid.propose`.
+    Hid(hid::HidArgs<'a>);
+    /// `net.lookup` with the host's resolution.
+    Lookup(sockets::LookupArgs<'a>);
     /// `config.get`, `config.get_all`.
-    Config(config::ConfigArgs);
+    Config(config::ConfigArgs<'a>);
     /// `kv.*`.
-    Keyvalue(keyvalue::KvArgs);
+    Keyvalue(keyvalue::KvArgs<'a>);
+    /// Calls whose target says it all (`instrument.read`, `net.lookup`,
+    /// `net.bind`, `hid.wait`, ...).
+    Empty(super::call::Empty);
 }
 
 macro_rules! ops {
