@@ -35,6 +35,7 @@
 
 use crate::Selection;
 use crate::export::build;
+pub use crate::hot::hot_from;
 use anyhow::{Context as _, Result, bail};
 use hcp_receipts::checkpoint::Checkpoint;
 use hcp_receipts::pack::{self, Pack};
@@ -202,27 +203,6 @@ fn fault(point: &str) {
         eprintln!("HCP_FAULT: aborting at archive:{point}");
         std::process::abort();
     }
-}
-
-/// Where the hot log starts: the last archive's end, 0 without one.
-///
-/// # Errors
-///
-/// The database fails.
-pub fn hot_from(db: &Connection) -> Result<u64> {
-    let end: Option<i64> = db
-        .prepare_cached("SELECT MAX(tree_size) FROM evidence_archives")?
-        .query_row([], |r| r.get(0))?;
-    Ok(end.map(u64::try_from).transpose()?.unwrap_or(0))
-}
-
-/// Whether an archive ended at `tree_size`.
-pub(crate) fn is_anchor(db: &Connection, tree_size: u64) -> Result<bool> {
-    Ok(db
-        .prepare_cached("SELECT 1 FROM evidence_archives WHERE tree_size = ?1")?
-        .query_row(params![i64::try_from(tree_size)?], |_| Ok(()))
-        .optional()?
-        .is_some())
 }
 
 /// Every archive, oldest first.
@@ -858,11 +838,6 @@ pub fn check_series(packs: &[SeriesPack<'_>]) -> Vec<String> {
         }
     }
     problems
-}
-
-/// Whether a stored unit's receipts were archived (its body pruned).
-pub(crate) fn is_pruned(data: &[u8]) -> bool {
-    data.is_empty()
 }
 
 /// The last archive's Lamport clock (0 without one): where the hot log's

@@ -149,7 +149,7 @@ pub fn export(store: &Store, selection: &Selection) -> Result<Pack> {
     let covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
 
     // The hot log starts where the last archive ended (`super::archive`).
-    let hot = super::archive::hot_from(&db)?;
+    let hot = super::hot::hot_from(&db)?;
     let (first, last) = match selection {
         Selection::All => {
             if covered <= hot {
@@ -191,7 +191,7 @@ pub(crate) fn build(
     selection: &Selection,
 ) -> Result<Pack> {
     let from_anchor =
-        matches!(selection, Selection::All) && first > 0 && super::archive::is_anchor(db, first)?;
+        matches!(selection, Selection::All) && first > 0 && super::hot::is_anchor(db, first)?;
     let checkpoints: Vec<Checkpoint> = {
         let mut stmt = db.prepare(
             "SELECT body FROM receipt_checkpoints WHERE tree_size >= ?1 ORDER BY tree_size",

@@ -75,6 +75,7 @@ mod block;
 mod channel;
 mod export;
 pub mod hostkey;
+mod hot;
 mod marker;
 mod recorder;
 mod stored;

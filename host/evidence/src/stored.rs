@@ -53,7 +53,7 @@ pub(crate) fn each(
     let mut rows = stmt.query(params![lo_i, hi_i])?;
     while let Some(row) = rows.next()? {
         let seq: i64 = row.get(0)?;
-        if super::archive::is_pruned(row.get_ref(2)?.as_blob()?) {
+        if super::hot::is_pruned(row.get_ref(2)?.as_blob()?) {
             continue;
         }
         let hash = row.get_ref(1)?.as_blob()?;
@@ -107,7 +107,7 @@ fn blocks(
     while let Some(row) = rows.next()? {
         let first = u64::try_from(row.get::<_, i64>(0)?)?;
         let count = u64::try_from(row.get::<_, i64>(1)?)?;
-        if super::archive::is_pruned(row.get_ref(3)?.as_blob()?) {
+        if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
         let decoded = block::decode(
@@ -159,7 +159,7 @@ pub(crate) fn each_unit(
         let mut rows = stmt.query([])?;
         while let Some(row) = rows.next()? {
             let seq = u64::try_from(row.get::<_, i64>(0)?)?;
-            if super::archive::is_pruned(row.get_ref(2)?.as_blob()?) {
+            if super::hot::is_pruned(row.get_ref(2)?.as_blob()?) {
                 continue;
             }
             let read = (|| -> Result<Vec<Stored>> {
@@ -185,7 +185,7 @@ pub(crate) fn each_unit(
     while let Some(row) = rows.next()? {
         let first = u64::try_from(row.get::<_, i64>(0)?)?;
         let count = u64::try_from(row.get::<_, i64>(1)?)?;
-        if super::archive::is_pruned(row.get_ref(3)?.as_blob()?) {
+        if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
         let decoded = block::decode(

@@ -217,7 +217,7 @@ pub fn verify_store(store: &Store) -> Result<StoreCheck> {
         .map(|n| u64::try_from(n).unwrap_or(0))?;
     check.covered = state.last_checkpoint.map_or(0, |c| c.tree_size);
     // Nothing hot covered yet (nothing at all, or all of it archived).
-    if check.covered <= super::archive::hot_from(&store.db())? {
+    if check.covered <= super::hot::hot_from(&store.db())? {
         return Ok(check);
     }
     let pack = match export(store, &Selection::All) {
@@ -259,7 +259,7 @@ fn check_chain(
     for problem in super::archive::check_anchors(&db, public_key)? {
         check.problems.push(problem);
     }
-    let hot = super::archive::hot_from(&db)?;
+    let hot = super::hot::hot_from(&db)?;
     let mut head: Option<Digest> = match hot.checked_sub(1) {
         Some(seq) => hcp_store::receipt_hashes::at(&db, seq)?,
         None => None,
