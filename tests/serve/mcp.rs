@@ -828,7 +828,6 @@ fn a_call_waits_through_an_operators_approval_and_a_bounded_wait_names_its_task(
 
 #[test]
 fn list_changed_goes_out_on_install_remove_and_policy_reload() {
-    use std::io::BufRead as _;
     let data = lab();
     let policies = tempfile::tempdir().expect("tempdir");
     policies_with_stdio(policies.path(), &[]);
@@ -843,16 +842,7 @@ fn list_changed_goes_out_on_install_remove_and_policy_reload() {
         .expect("python3");
     // Read on a thread of its own: a notification that never comes fails
     // the test after 30 s rather than holding it.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(child.stdout.take().expect("stdout"));
     let next = || -> Value {
         let line = rx
             .recv_timeout(std::time::Duration::from_secs(30))
@@ -1075,6 +1065,22 @@ fn body_of(server: &Server, uri: &str) -> Vec<Value> {
     )
     .1
 }
+/// The lines a child writes to `stdout`, read on a thread of their own:
+/// a line that never comes fails a test at its `recv_timeout` rather than
+/// holding it.
+fn lines_of(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead as _;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
 
 /// A child process killed when the test ends, also by a failed assertion
 /// (left running, it holds the test runner's output open).
@@ -1239,7 +1245,7 @@ fn a_cancelled_call_queued_for_a_slot_withdraws_its_task_with_a_receipt() {
 
 #[test]
 fn a_call_cancelled_while_it_waits_for_an_approval_withdraws_it_from_the_queue() {
-    use std::io::{BufRead as _, Write as _};
+    use std::io::Write as _;
     let data = lab();
     let policies = tempfile::tempdir().expect("tempdir");
     policies_with_stdio(policies.path(), &["harness-alpha-001"]);
@@ -1260,15 +1266,7 @@ fn a_call_cancelled_while_it_waits_for_an_approval_withdraws_it_from_the_queue()
     let mut stdin = child.stdin.take().expect("stdin");
     let stdout = child.stdout.take().expect("stdout");
     let mut child = Reaped(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = lines_of(stdout);
     // The seed's CVD task (R4: an operator approves it), called over
     // stdio by a 2026-07-28 client.
     let seed: Value = serde_json::from_str(
@@ -1335,7 +1333,6 @@ fn a_call_cancelled_while_it_waits_for_an_approval_withdraws_it_from_the_queue()
 
 #[test]
 fn a_client_of_an_earlier_revision_gets_list_changed_on_its_session() {
-    use std::io::BufRead as _;
     let data = lab();
     let policies = tempfile::tempdir().expect("tempdir");
     policies_with_stdio(policies.path(), &["harness-local-01"]);
@@ -1352,17 +1349,8 @@ fn a_client_of_an_earlier_revision_gets_list_changed_on_its_session() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().expect("stdout");
+    let rx = lines_of(child.stdout.take().expect("stdout"));
     let mut child = Reaped(child);
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
     let next = || -> Value {
         let line = rx
             .recv_timeout(std::time::Duration::from_secs(30))
