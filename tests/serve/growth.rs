@@ -7,7 +7,7 @@ mod common;
 #[path = "../../host/hcp/benches/common/growth.rs"]
 mod run;
 
-use run::{Sizes, fill, measure};
+use run::{Sizes, fill, measure, steady};
 
 #[test]
 fn the_growth_bench_fills_a_store_and_measures_it_beside_an_empty_one() {
@@ -34,5 +34,34 @@ fn the_growth_bench_fills_a_store_and_measures_it_beside_an_empty_one() {
         // The queries ran (each asserts it found tasks) in a sane time.
         let queries = f.list_caller + f.list_operator + f.approvals;
         assert!(queries < std::time::Duration::from_secs(10), "{f:?}");
+    }
+}
+
+#[test]
+fn at_a_steady_load_with_a_retention_the_hot_store_stops_growing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("steady");
+    let runtime = common::runtime();
+    let per_round = 24;
+    let rounds = steady(&runtime, &data, 5, per_round, 8);
+    assert_eq!(rounds.len(), 5);
+    for (i, r) in rounds.iter().enumerate() {
+        // Each round's archive run took what settled before the round: the
+        // hot store holds about one round (what the last archived stretch
+        // could not end on stays, at most another round).
+        assert!(
+            r.hot_tasks <= 2 * per_round as u64,
+            "round {i}: {} tasks hot: {rounds:?}",
+            r.hot_tasks
+        );
+    }
+    // Archives were written, round after round.
+    assert!(rounds[1].pack_bytes > 0, "{rounds:?}");
+    assert!(rounds[4].pack_bytes > rounds[2].pack_bytes, "{rounds:?}");
+    for r in &rounds {
+        eprintln!(
+            "after {} tasks: {} hot, hcp.db {} bytes, {} in use, packs {}",
+            r.tasks_run, r.hot_tasks, r.db_bytes, r.used_bytes, r.pack_bytes
+        );
     }
 }

@@ -9,7 +9,13 @@
 //! cargo bench -p hcp --bench growth -- 100000        # tasks in the large store
 //! cargo bench -p hcp --bench growth -- 100000 3      # tasks, rounds
 //! HCP_BENCH_DIR=/big/disk cargo bench -p hcp --bench growth -- 1000000
+//! cargo bench -p hcp --bench growth -- --steady 20 2000  # rounds, tasks a round
 //! ```
+//!
+//! `--steady` measures the disk at a steady load instead: rounds of tasks,
+//! each followed by the archive run of a retention that keeps the last
+//! round hot, and the store's size after each (`common/growth.rs`,
+//! `steady`): bounded by the retention, it stops growing.
 //!
 //! The stores are made in `HCP_BENCH_DIR` (default: `target/growth`, on
 //! the disk, not a memory file system) and deleted at the end. An R1
@@ -25,11 +31,12 @@ mod common;
 mod growth;
 
 use common::{median, runtime};
-use growth::{Figures, Sizes, fill, measure};
+use growth::{Figures, Sizes, fill, measure, steady};
 use std::path::PathBuf;
 use std::time::Instant;
 
 fn main() {
+    let steady_load = std::env::args().any(|a| a == "--steady");
     let args: Vec<usize> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -49,6 +56,11 @@ fn main() {
     let dir = tempfile::tempdir_in(&root).expect("bench directory");
     let (empty, large) = (dir.path().join("empty"), dir.path().join("large"));
     let runtime = runtime();
+    if steady_load {
+        let rounds = args.first().copied().unwrap_or(20).max(2);
+        let per_round = args.get(1).copied().unwrap_or(2000).max(1);
+        return steady_rows(&runtime, &large, rounds, per_round);
+    }
     println!(
         "growth: an empty store and one of {tasks} R1 tasks (document-analysis), {rounds} round(s), {} cores",
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -100,6 +112,47 @@ fn main() {
         println!(
             "row | growth: {name} | {held} tasks {b:.3} {unit} | empty {a:.3} {unit} | {:.2}x |",
             b / a
+        );
+    }
+}
+
+/// `--steady`: the store's size round after round, and whether it stopped
+/// growing (the last round's pages in use against the second's).
+fn steady_rows(
+    runtime: &tokio::runtime::Runtime,
+    data: &std::path::Path,
+    rounds: usize,
+    per_round: usize,
+) {
+    println!(
+        "growth --steady: {rounds} rounds of {per_round} R1 tasks, each followed by the archive run of a retention keeping one round hot"
+    );
+    let t0 = Instant::now();
+    let all = steady(runtime, data, rounds, per_round, 32);
+    for r in &all {
+        println!(
+            "after {:>9} tasks  hot tasks {:>7}  hcp.db + WAL {:>9.1} MB  pages in use {:>9.1} MB  packs {:>9.1} MB",
+            r.tasks_run,
+            r.hot_tasks,
+            r.db_bytes as f64 / 1e6,
+            r.used_bytes as f64 / 1e6,
+            r.pack_bytes as f64 / 1e6,
+        );
+    }
+    println!("{:.0} s", t0.elapsed().as_secs_f64());
+    if let (Some(second), Some(last)) = (all.get(1), all.last()) {
+        let grew = last.used_bytes as f64 - second.used_bytes as f64;
+        let tasks = (last.tasks_run - second.tasks_run) as f64;
+        println!(
+            "row | growth --steady: hot store after {} tasks | pages in use {:.1} MB, file {:.1} MB | after {} tasks: {:.1} MB, {:.1} MB | {:.2}x, {:.0} bytes per task run since |",
+            last.tasks_run,
+            last.used_bytes as f64 / 1e6,
+            last.db_bytes as f64 / 1e6,
+            second.tasks_run,
+            second.used_bytes as f64 / 1e6,
+            second.db_bytes as f64 / 1e6,
+            last.used_bytes as f64 / second.used_bytes as f64,
+            grew / tasks,
         );
     }
 }

@@ -15,8 +15,13 @@
 //! `GET /v1/tasks` (a caller's 100 newest, and an operator's), the queue of
 //! approvals of `GET /v1/approvals` (the expiry pass, then the waiting
 //! tasks), and the size of `hcp.db` (with its write-ahead log).
+//!
+//! [`steady`] runs the other question, the disk at a steady load: rounds
+//! of tasks, each followed by the archive run a retention setting makes
+//! (everything settled before the round archived and pruned), and the
+//! store's size after each.
 
-use super::common::{example, in_process_task, open_host};
+use super::common::{example, in_process_task, open_host, open_host_with};
 use hcp::engine::{Host, HostConfig, HostPaths};
 use hcp::store::TaskState;
 use hcp_tests::{REPO_ROOT, cache_dir};
@@ -209,5 +214,97 @@ pub(crate) fn measure(runtime: &tokio::runtime::Runtime, data: &Path, sizes: Siz
         list_operator,
         approvals,
         db_bytes,
+    }
+}
+
+/// The store after one round of [`steady`].
+#[derive(Debug, Clone)]
+pub(crate) struct SteadyRound {
+    /// Tasks run so far, this round's included.
+    pub tasks_run: usize,
+    /// Tasks the hot store holds after the round's archive run.
+    pub hot_tasks: u64,
+    /// `hcp.db` and its write-ahead log (after a checkpoint of the log).
+    pub db_bytes: u64,
+    /// The pages of `hcp.db` in use (its size less its free pages).
+    pub used_bytes: u64,
+    /// The archive packs written so far.
+    pub pack_bytes: u64,
+}
+
+/// The disk at a steady load: `rounds` rounds of `per_round` R1 tasks
+/// (`clients` at a time) on the store of `data`, each round followed by the
+/// archive run of a retention that keeps one round hot (the policy's
+/// `budgets.json` with a `retention`, `Host::archive_due` at the time the
+/// retention makes the round's start the cutoff), then the store measured.
+pub(crate) fn steady(
+    runtime: &tokio::runtime::Runtime,
+    data: &Path,
+    rounds: usize,
+    per_round: usize,
+    clients: usize,
+) -> Vec<SteadyRound> {
+    const HOT_SECONDS: u64 = 3600;
+    let policies = data.with_extension("policies");
+    copy_dir(&Path::new(REPO_ROOT).join("policies"), &policies);
+    let budgets = policies.join("budgets.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&budgets).expect("budgets.json"))
+            .expect("budgets.json is JSON");
+    doc["retention"] = serde_json::json!({ "hot_seconds": HOT_SECONDS });
+    std::fs::write(&budgets, serde_json::to_vec_pretty(&doc).expect("JSON")).expect("budgets");
+    let host = open_host_with(data, &policies);
+    let mut out = Vec::new();
+    for round in 0..rounds {
+        // The cutoff lies between the last round's settlements and this
+        // round's first submission (times are kept to the millisecond).
+        std::thread::sleep(Duration::from_millis(5));
+        let cutoff = time::OffsetDateTime::now_utc();
+        std::thread::sleep(Duration::from_millis(5));
+        run_tasks(runtime, &host, per_round, clients, "steady");
+        let now = cutoff + time::Duration::seconds(HOT_SECONDS as i64);
+        host.archive_due(now, usize::MAX).expect("archive run");
+        let db = host.store.db();
+        db.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .expect("checkpoint the log");
+        let pragma = |name: &str| -> u64 {
+            let v: i64 = db
+                .query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .expect("pragma");
+            u64::try_from(v).expect("a count")
+        };
+        let used_bytes = (pragma("page_count") - pragma("freelist_count")) * pragma("page_size");
+        let hot: i64 = db
+            .query_row("SELECT COUNT(*) FROM tasks", [], |r| r.get(0))
+            .expect("count the tasks");
+        drop(db);
+        let pack_bytes = std::fs::read_dir(data.join("archive"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter_map(|e| e.metadata().ok())
+                    .map(|m| m.len())
+                    .sum()
+            })
+            .unwrap_or(0);
+        out.push(SteadyRound {
+            tasks_run: (round + 1) * per_round,
+            hot_tasks: u64::try_from(hot).expect("a count"),
+            db_bytes: db_bytes(data),
+            used_bytes,
+            pack_bytes,
+        });
+    }
+    drop(host);
+    out
+}
+
+/// Copies the files of `from` (one level: a policy directory) to `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("policy directory");
+    for entry in std::fs::read_dir(from).expect("policies") {
+        let entry = entry.expect("a policy file");
+        if entry.file_type().expect("file type").is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy a policy file");
+        }
     }
 }
