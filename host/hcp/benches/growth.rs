@@ -10,7 +10,12 @@
 //! cargo bench -p hcp --bench growth -- 100000 3      # tasks, rounds
 //! HCP_BENCH_DIR=/big/disk cargo bench -p hcp --bench growth -- 1000000
 //! cargo bench -p hcp --bench growth -- --steady 20 2000  # rounds, tasks a round
+//! cargo bench -p hcp --bench growth -- --store DIR 3     # measure a data directory filled before
 //! ```
+//!
+//! `--store DIR` measures the data directory DIR as it is (a store filled
+//! by an earlier run, which was stopped, or a copy of a real host's: the
+//! measure runs tasks in it) beside an empty store, with no fill.
 //!
 //! `--steady` measures the disk at a steady load instead: rounds of tasks,
 //! each followed by the archive run of a retention that keeps the last
@@ -36,13 +41,33 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 fn main() {
-    let steady_load = std::env::args().any(|a| a == "--steady");
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let tasks = args.first().copied().unwrap_or(100_000).max(1);
-    let rounds = args.get(1).copied().unwrap_or(3).max(1);
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let steady_load = argv.iter().any(|a| a == "--steady");
+    let given = argv
+        .iter()
+        .position(|a| a == "--store")
+        .map(|i| argv.get(i + 1).map(PathBuf::from));
+    let given = match given {
+        Some(None) => {
+            eprintln!("growth: --store needs a data directory");
+            std::process::exit(2);
+        }
+        Some(Some(dir)) if !dir.join("hcp.db").is_file() => {
+            eprintln!("growth: --store {}: no hcp.db there", dir.display());
+            std::process::exit(2);
+        }
+        Some(Some(dir)) => Some(dir),
+        None => None,
+    };
+    let args: Vec<usize> = argv.iter().filter_map(|a| a.parse().ok()).collect();
+    let (tasks, rounds) = if given.is_some() {
+        (0, args.first().copied().unwrap_or(3).max(1))
+    } else {
+        (
+            args.first().copied().unwrap_or(100_000).max(1),
+            args.get(1).copied().unwrap_or(3).max(1),
+        )
+    };
     let sizes = Sizes {
         one: 100,
         eight: 400,
@@ -54,29 +79,38 @@ fn main() {
     );
     std::fs::create_dir_all(&root).expect("bench directory");
     let dir = tempfile::tempdir_in(&root).expect("bench directory");
-    let (empty, large) = (dir.path().join("empty"), dir.path().join("large"));
+    let empty = dir.path().join("empty");
+    let large = given.clone().unwrap_or_else(|| dir.path().join("large"));
     let runtime = runtime();
     if steady_load {
         let rounds = args.first().copied().unwrap_or(20).max(2);
         let per_round = args.get(1).copied().unwrap_or(2000).max(1);
         return steady_rows(&runtime, &large, rounds, per_round);
     }
-    println!(
-        "growth: an empty store and one of {tasks} R1 tasks (document-analysis), {rounds} round(s), {} cores",
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
     // The empty store gets its capability installed (and the compiled
     // code's cache warmed) by one task, as the large one by its first.
     fill(&runtime, &empty, 8, 8);
-    let t0 = Instant::now();
-    let rate = fill(&runtime, &large, tasks, 32);
-    let bytes = growth::db_bytes(&large);
-    println!(
-        "fill         {tasks} tasks in {:.0} s ({rate:.0} tasks/s, 32 clients), hcp.db {:.1} MB, {:.1} KB per task",
-        t0.elapsed().as_secs_f64(),
-        bytes as f64 / 1e6,
-        bytes as f64 / tasks as f64 / 1e3,
-    );
+    if let Some(dir) = &given {
+        println!(
+            "growth: an empty store and the store of {} as it is, {rounds} round(s), {} cores",
+            dir.display(),
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+    } else {
+        println!(
+            "growth: an empty store and one of {tasks} R1 tasks (document-analysis), {rounds} round(s), {} cores",
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        );
+        let t0 = Instant::now();
+        let rate = fill(&runtime, &large, tasks, 32);
+        let bytes = growth::db_bytes(&large);
+        println!(
+            "fill         {tasks} tasks in {:.0} s ({rate:.0} tasks/s, 32 clients), hcp.db {:.1} MB, {:.1} KB per task",
+            t0.elapsed().as_secs_f64(),
+            bytes as f64 / 1e6,
+            bytes as f64 / tasks as f64 / 1e3,
+        );
+    }
     let (mut e, mut l) = (Vec::new(), Vec::new());
     for round in 0..rounds {
         let a = measure(&runtime, &empty, sizes);
