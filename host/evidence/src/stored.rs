@@ -110,11 +110,12 @@ fn blocks(
         if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
-        let decoded = block::decode(
+        let decoded = block::decode_with(
             first,
             count,
             row.get_ref(2)?.as_blob()?,
             row.get_ref(3)?.as_blob()?,
+            &mut |task| super::submission::payload(db, task),
         )?;
         let selected = decoded
             .into_iter()
@@ -188,11 +189,12 @@ pub(crate) fn each_unit(
         if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
-        let decoded = block::decode(
+        let decoded = block::decode_with(
             first,
             count,
             row.get_ref(2)?.as_blob()?,
             row.get_ref(3)?.as_blob()?,
+            &mut |task| super::submission::payload(db, task),
         );
         f(first, count, decoded)?;
     }
