@@ -2,7 +2,8 @@
 //! that hosts before the blocks wrote (a prefix of the log), then
 //! `receipt_blocks` ([`super::block`]). Every reader of the log goes
 //! through here. Units whose receipts were archived and pruned
-//! ([`super::archive`]) hold their hashes only and are skipped.
+//! ([`super::archive`]) are gone, or, pruned by a host before the hashes
+//! went too, hold their hashes only and are skipped.
 
 use super::block::{self, Input, Stored};
 use anyhow::{Context as _, Result};
