@@ -276,3 +276,105 @@ pub fn range(db: &Connection, from: u64, end: u64) -> Result<Vec<Digest>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block of `count` receipts from `first` whose hashes are `seq`'s
+    /// byte repeated; its data pruned (as an archive before the hashes
+    /// went left it) when `pruned`.
+    fn block(db: &Connection, first: u64, count: u64, pruned: bool) {
+        let hashes: Vec<u8> = (first..first + count)
+            .flat_map(|s| [u8::try_from(s).expect("small"); 32])
+            .collect();
+        let data: &[u8] = if pruned { b"" } else { b"\x01" };
+        db.execute(
+            "INSERT INTO receipt_blocks (first_seq, count, hashes, data) VALUES (?1, ?2, ?3, ?4)",
+            params![
+                i64::try_from(first).expect("seq"),
+                i64::try_from(count).expect("count"),
+                hashes,
+                data
+            ],
+        )
+        .expect("insert");
+    }
+
+    fn hash(seq: u64) -> Digest {
+        Digest([u8::try_from(seq).expect("small"); 32])
+    }
+
+    fn archive(db: &Connection, number: i64, end: u64, frontier: Option<&Frontier>) {
+        let anchor = serde_json::json!({ "head": hash(end - 1) });
+        db.execute(
+            "INSERT INTO evidence_archives
+               (number, first_seq, tree_size, anchor, pack, pack_bytes, tasks, receipts,
+                blobs_pending, archived_at, frontier)
+             VALUES (?1, 0, ?2, ?3, 'p.tar', 1, 1, 1, '[]', 'now', ?4)",
+            params![
+                number,
+                i64::try_from(end).expect("end"),
+                anchor.to_string(),
+                frontier.map(|f| serde_json::to_string(f).expect("json"))
+            ],
+        )
+        .expect("insert");
+    }
+
+    #[test]
+    fn a_store_archived_before_the_hashes_went_reads_whole_and_one_after_from_its_frontier() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::Store::open(dir.path()).expect("store");
+        let db = store.db();
+        let leaves: Vec<Digest> = (0..10u64).map(hash).collect();
+        let whole = Tree::from_data(leaves.iter().map(|h| h.0.as_slice()));
+        // As a host before left it: an archive of the first 4 receipts
+        // that kept their hashes (no frontier), its blocks' data pruned.
+        block(&db, 0, 4, true);
+        block(&db, 4, 3, false);
+        block(&db, 7, 3, false);
+        archive(&db, 1, 4, None);
+        assert_eq!(pruned(&db).expect("read"), None);
+        assert_eq!(first_stored(&db).expect("read"), 0);
+        let tree = super::tree(&db, 10).expect("tree");
+        assert_eq!(tree.root_at(10), whole.root_at(10));
+        assert_eq!(tree.inclusion_proof(2, 10), whole.inclusion_proof(2, 10));
+        assert_eq!(last(&db).expect("last"), Some((9, hash(9))));
+        // An archive now to 7: its frontier in place of every hash before.
+        let frontier = whole.frontier_at(7).expect("frontier");
+        db.execute(
+            "DELETE FROM receipt_blocks WHERE first_seq + count <= 7",
+            [],
+        )
+        .expect("delete");
+        archive(&db, 2, 7, Some(&frontier));
+        assert_eq!(first_stored(&db).expect("read"), 7);
+        let tree = super::tree(&db, 10).expect("tree");
+        assert_eq!(tree.root_at(10), whole.root_at(10));
+        for index in 7..10 {
+            assert_eq!(
+                tree.inclusion_proof(index, 10),
+                whole.inclusion_proof(index, 10)
+            );
+        }
+        assert_eq!(
+            tree.consistency_proof(7, 10),
+            whole.consistency_proof(7, 10)
+        );
+        assert!(tree.inclusion_proof(2, 10).is_err());
+        assert!(
+            super::tree(&db, 5).is_err(),
+            "no tree inside the pruned prefix"
+        );
+        // The anchor's head stands for the last pruned hash; the rest is gone.
+        assert_eq!(at(&db, 6).expect("at"), Some(hash(6)));
+        assert_eq!(at(&db, 5).expect("at"), None);
+        assert_eq!(at(&db, 8).expect("at"), Some(hash(8)));
+        // Everything pruned: the last hash is the anchor's head.
+        db.execute("DELETE FROM receipt_blocks", [])
+            .expect("delete");
+        archive(&db, 3, 10, Some(&whole.frontier_at(10).expect("frontier")));
+        assert_eq!(last(&db).expect("last"), Some((9, hash(9))));
+    }
+}
