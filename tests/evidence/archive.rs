@@ -240,6 +240,29 @@ async fn a_crash_at_any_point_of_an_archive_run_loses_nothing_and_a_rerun_comple
             hcp_receipts::Digest::of(&std::fs::read(&pack_path).expect("read")),
             "{point}: the anchor names the pack on disk"
         );
+        // The hashes before the anchor went with the prune, their frontier
+        // stayed, and the log goes on from it: the next pack follows.
+        assert_eq!(units_before(&host, list[0].anchor.tree_size), 0, "{point}");
+        let s = submit(
+            &host,
+            &example("document-analysis", "after-crash"),
+            "harness-local-01",
+        );
+        assert_eq!(run(&host, &s).await["type"], "task_completed", "{point}");
+        let next = out.path().join("a2.tar");
+        archive::archive(&host.store, &key(data.path()), FAR, &next)
+            .expect("archive")
+            .archive
+            .expect("archived");
+        let (p1, p2) = (read(&pack_path), read(&next));
+        assert!(verify(&p2).ok(), "{point}: {}", verify(&p2));
+        assert_eq!(
+            series(&[("a1", &p1), ("a2", &p2)]),
+            Vec::<String>::new(),
+            "{point}"
+        );
+        let check = evidence::verify_store(&host.store).expect("check");
+        assert!(check.ok(), "{point}: {:?}", check.problems);
     }
 }
 
@@ -432,4 +455,142 @@ async fn bytes_per_r1_task_hot_and_in_a_pack() {
     );
     assert!(hot > 0 && pack > 0);
     assert!(pruned < after, "archiving frees hot pages");
+}
+
+/// Receipt units (rows of `receipt_blocks` and `receipts`) that start
+/// before `seq`: their hashes are kept.
+fn units_before(host: &Host, seq: u64) -> i64 {
+    let seq = i64::try_from(seq).expect("seq");
+    host.store
+        .db()
+        .query_row(
+            "SELECT (SELECT COUNT(*) FROM receipt_blocks WHERE first_seq < ?1)
+                  + (SELECT COUNT(*) FROM receipts WHERE seq < ?1)",
+            [seq],
+            |r| r.get(0),
+        )
+        .expect("count")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn archived_hashes_are_pruned_to_a_frontier_and_the_log_goes_on_provably_across_the_anchor() {
+    let (data, host) = lab();
+    let key = key(data.path());
+    let out = tempfile::tempdir().expect("tempdir");
+    let doc = |id: &str| example("document-analysis", id);
+
+    // 1: two tasks archived; every hash before the anchor goes, the
+    // frontier stays.
+    for id in ["f-1", "f-2"] {
+        let s = submit(&host, &doc(id), "harness-local-01");
+        assert_eq!(run(&host, &s).await["type"], "task_completed");
+    }
+    let a1_path = out.path().join("a1.tar");
+    let a1 = archive::archive(&host.store, &key, FAR, &a1_path)
+        .expect("archive")
+        .archive
+        .expect("archived");
+    let anchor = a1.anchor.tree_size;
+    assert_eq!(
+        units_before(&host, anchor),
+        0,
+        "no hash before the anchor stays"
+    );
+    let pruned = hcp_store::receipt_hashes::pruned(&host.store.db())
+        .expect("read")
+        .expect("a frontier");
+    assert_eq!(pruned.frontier.size, anchor);
+    assert_eq!(pruned.frontier.root(), a1.anchor.root_hash);
+    assert_eq!(pruned.head, a1.anchor.head);
+    let check = evidence::verify_store(&host.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+
+    // 2: the host opens again on a log whose every hash was pruned, and
+    // goes on: new receipts, checkpoints and their proofs.
+    drop(host);
+    let host = open(data.path());
+    let s = submit(&host, &doc("f-3"), "harness-local-01");
+    let task = s.task_id.clone().expect("task id");
+    assert_eq!(run(&host, &s).await["type"], "task_completed");
+    let check = evidence::verify_store(&host.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    // A task's pack after the anchor: inclusion proofs from the frontier.
+    let one = evidence::export(&host.store, &Selection::Task(task)).expect("export");
+    assert!(verify(&one).ok(), "{}", verify(&one));
+    // The hot log from the anchor: the consistency proof from it.
+    let (_, hot) = export_all(&host);
+    assert_eq!(hot.hosts[0].checkpoints[0].tree_size, anchor);
+    assert!(verify(&hot).ok(), "{}", verify(&hot));
+    let replayed = hcp_receipts::replay(&hot, &PepDecider::new(&hot));
+    assert!(replayed.ok(), "{:?}", replayed.issues);
+
+    // 3: the next archive starts at the anchor; the series verifies
+    // unbroken, with the command line too.
+    let a2_path = out.path().join("a2.tar");
+    let a2 = archive::archive(&host.store, &key, FAR, &a2_path)
+        .expect("archive")
+        .archive
+        .expect("archived");
+    assert_eq!(a2.anchor.first_seq, anchor);
+    assert_eq!(units_before(&host, a2.anchor.tree_size), 0);
+    let (p1, p2) = (read(&a1_path), read(&a2_path));
+    assert!(verify(&p2).ok(), "{}", verify(&p2));
+    assert_eq!(series(&[("a1", &p1), ("a2", &p2)]), Vec::<String>::new());
+    let check = evidence::verify_store(&host.store).expect("check");
+    assert!(check.ok(), "{:?}", check.problems);
+    drop(host);
+    let verified = hcp(data.path())
+        .args(["evidence", "verify"])
+        .arg(&a1_path)
+        .arg(&a2_path)
+        .output()
+        .expect("run hcp");
+    let text = String::from_utf8_lossy(&verified.stdout);
+    assert!(verified.status.success(), "{text}");
+    assert!(text.contains("series: 2 packs, unbroken"), "{text}");
+
+    // A frontier that does not give the anchor's root is reported.
+    let host = open(data.path());
+    host.store
+        .db()
+        .execute(
+            "UPDATE evidence_archives SET frontier = ?1 WHERE number = 2",
+            [serde_json::to_string(&pruned.frontier).expect("json")],
+        )
+        .expect("update");
+    let check = evidence::verify_store(&host.store).expect("check");
+    assert!(
+        check.problems.iter().any(|p| p.contains("frontier")),
+        "{:?}",
+        check.problems
+    );
+}
+
+/// The window of the message dedup: a `(caller_id, message_id)` is a
+/// duplicate while its task is hot, and is forgotten with the task's row
+/// when it is archived (nothing else refuses it: the envelope's
+/// `timestamp` is not compared with the clock), so the same message
+/// submitted after the archive runs again as a new task. docs/security.md
+/// ("Archive and prune") says so: keep the retention longer than any
+/// caller retries.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_is_a_duplicate_while_its_task_is_hot_and_new_once_it_is_archived() {
+    let (data, host) = lab();
+    let key = key(data.path());
+    let out = tempfile::tempdir().expect("tempdir");
+    let m = example("document-analysis", "dedup-1");
+    let first = submit(&host, &m, "harness-local-01");
+    assert_eq!(run(&host, &first).await["type"], "task_completed");
+    let again = submit(&host, &m, "harness-local-01");
+    assert!(again.duplicate, "hot: the same message is a duplicate");
+    assert_eq!(again.task_id, first.task_id);
+    assert!(!again.runnable);
+    archive::archive(&host.store, &key, FAR, &out.path().join("a1.tar"))
+        .expect("archive")
+        .archive
+        .expect("archived");
+    let after = submit(&host, &m, "harness-local-01");
+    assert!(!after.duplicate, "archived: the message is new again");
+    assert_ne!(after.task_id, first.task_id);
+    assert_eq!(run(&host, &after).await["type"], "task_completed");
 }

@@ -8,6 +8,7 @@
 mod archive;
 mod pipeline;
 mod reload;
+mod submission;
 mod transport;
 mod withheld;
 

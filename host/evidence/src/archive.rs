@@ -16,8 +16,12 @@
 //!    checkpoints before the last, the tasks' rows, messages, approvals,
 //!    AMQP routes, checkpoints and artifacts) and records a signed
 //!    [`Anchor`]: the last checkpoint's size, root and hash, the Lamport
-//!    clock, the pack's digest. The receipts' hashes stay (32 bytes each):
-//!    the Merkle tree, the store's mark and the next proofs need them;
+//!    clock, the pack's digest. The receipts' hashes go too: in their place
+//!    the Merkle tree's frontier at the anchor (one root per set bit of its
+//!    size, checked against the anchor's root before anything goes), from
+//!    which the next checkpoints, the inclusion proofs of later receipts
+//!    and the consistency proofs from the anchor are made
+//!    (`hcp_store::receipt_hashes`);
 //! 4. removes the blobs that only pruned artifacts named (listed in the
 //!    anchor's row until they are gone, so a crash before this step leaves
 //!    them to the next run).
@@ -607,13 +611,34 @@ fn prune(
             .prepare_cached("DELETE FROM tasks WHERE task_id = ?1")?
             .execute(params![task])? as u64;
     }
+    // The tree's frontier at the anchor, from the one kept before (or the
+    // first leaf) and the hashes up to it; it must give the anchor's root.
+    let frontier = {
+        let mut frontier = hcp_store::receipt_hashes::pruned(&tx)?
+            .map(|p| p.frontier)
+            .unwrap_or_default();
+        for hash in hcp_store::receipt_hashes::range(&tx, frontier.size, plan.end)? {
+            frontier.push(hcp_receipts::merkle::leaf_hash(&hash.0));
+        }
+        if frontier.size != plan.end || frontier.root() != anchor.root_hash {
+            bail!(
+                "the stored hashes up to seq {} do not give the archive's checkpoint root; nothing pruned",
+                plan.end
+            );
+        }
+        frontier
+    };
+    // Every unit before the anchor goes, its hashes with it (also those an
+    // archive before this one kept).
     tx.execute(
-        "UPDATE receipt_blocks SET data = X'' WHERE first_seq >= ?1 AND first_seq + count <= ?2",
-        params![first, end],
+        "DELETE FROM receipt_blocks WHERE first_seq + count <= ?1",
+        params![end],
     )?;
+    tx.execute("DELETE FROM receipts WHERE seq < ?1", params![end])?;
+    // Only the last archive's frontier is read (`receipt_hashes::pruned`).
     tx.execute(
-        "UPDATE receipts SET body = X'', input = X'' WHERE seq >= ?1 AND seq < ?2",
-        params![first, end],
+        "UPDATE evidence_archives SET frontier = NULL WHERE frontier IS NOT NULL",
+        [],
     )?;
     tx.execute(
         "DELETE FROM receipt_marks WHERE seq >= ?1 AND seq < ?2",
@@ -637,8 +662,9 @@ fn prune(
     };
     tx.execute(
         "INSERT INTO evidence_archives
-           (number, first_seq, tree_size, anchor, pack, pack_bytes, tasks, receipts, blobs_pending, archived_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+           (number, first_seq, tree_size, anchor, pack, pack_bytes, tasks, receipts, blobs_pending, archived_at,
+            frontier)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         params![
             number,
             first,
@@ -650,6 +676,7 @@ fn prune(
             i64::try_from(receipts)?,
             serde_json::to_string(&blobs)?,
             anchor.archived_at,
+            serde_json::to_string(&frontier)?,
         ],
     )?;
     fault("before_commit");
@@ -755,6 +782,16 @@ pub(crate) fn check_anchors(db: &Connection, key: &PublicKey) -> Result<Vec<Stri
                 "archive {}: the hot log's first checkpoint (size {}) is not the anchor's",
                 anchor.number, anchor.tree_size
             )),
+        }
+        // The hashes pruned with the archives: their frontier is the last
+        // anchor's tree.
+        if let Some(p) = hcp_store::receipt_hashes::pruned(db)?
+            && (p.frontier.size != anchor.tree_size || p.frontier.root() != anchor.root_hash)
+        {
+            problems.push(format!(
+                "archive {}: the kept Merkle frontier (size {}) does not give the anchor's root",
+                anchor.number, p.frontier.size
+            ));
         }
         if let Some(seq) = anchor.tree_size.checked_sub(1)
             && hcp_store::receipt_hashes::at(db, seq)? != anchor.head

@@ -41,11 +41,16 @@
 //!           input
 //! input   = 0 len:varint bytes                   -- as written
 //!         | 1 at_ms:zigzag(delta) len:varint call counters scope:dig
+//!         | 2 len:varint before len:varint after -- before, the task's payload, after
 //! counters = artifact_bytes artifacts bytes checkpoints host_calls:varint revoked:u8
 //! ```
 //!
 //! Deltas are from the previous record of the block (the first from 0);
-//! `str` and `dig` are indices into the tables. A block that does not
+//! `str` and `dig` are indices into the tables. Input kind 2 is an
+//! admission's decision input whose `submit` is the task's payload as
+//! `tasks` keeps it ([`crate::submission`]): the reader puts the payload
+//! back from the receipt's task, and the whole must hash to the receipt's
+//! `input_hash`. A block that does not
 //! decode (a damaged store) is an error, never a panic, and nothing read
 //! from it is trusted for its size.
 
@@ -84,6 +89,7 @@ const KNOWN_FLAGS: u64 = (1 << 9) - 1;
 
 const INPUT_RAW: u8 = 0;
 const INPUT_HOST_CALL: u8 = 1;
+const INPUT_SUBMISSION: u8 = 2;
 
 const PARENT_WRITTEN: u8 = 0;
 const PARENT_IS_PREV: u8 = 1;
@@ -101,13 +107,21 @@ pub(crate) enum Input {
         counters: Counters,
         scope: Digest,
     },
+    /// An admission's canonical input whose bytes `at..at + len` are its
+    /// task's payload as `tasks` keeps it ([`crate::submission`]): stored
+    /// as the bytes around them. Read back as [`Input::Raw`].
+    Spliced {
+        bytes: Vec<u8>,
+        at: usize,
+        len: usize,
+    },
 }
 
 impl Input {
     /// The canonical bytes (what the receipt's `input_hash` covers).
     pub(crate) fn bytes(&self) -> Vec<u8> {
         match self {
-            Input::Raw(bytes) => bytes.clone(),
+            Input::Raw(bytes) | Input::Spliced { bytes, .. } => bytes.clone(),
             Input::HostCall {
                 at_ms,
                 call,
@@ -120,7 +134,7 @@ impl Input {
     /// The canonical bytes, without a copy of a raw input.
     pub(crate) fn into_bytes(self) -> Vec<u8> {
         match self {
-            Input::Raw(bytes) => bytes,
+            Input::Raw(bytes) | Input::Spliced { bytes, .. } => bytes,
             other => other.bytes(),
         }
     }
@@ -274,7 +288,7 @@ impl Prepared {
     pub(crate) fn take_buffer(&mut self) -> Vec<u8> {
         match &mut self.input {
             Input::HostCall { call, .. } => std::mem::take(call),
-            Input::Raw(_) => Vec::new(),
+            Input::Raw(_) | Input::Spliced { .. } => Vec::new(),
         }
     }
 }
@@ -494,6 +508,22 @@ impl BlockWriter {
                 out.push(u8::from(counters.revoked));
                 self.digest(&mut out, scope)?;
             }
+            Input::Spliced { bytes, at, len } => {
+                let (before, rest) = bytes
+                    .split_at_checked(*at)
+                    .context("receipt block: a spliced input out of range")?;
+                let after = rest
+                    .get(*len..)
+                    .context("receipt block: a spliced input out of range")?;
+                if r.task_id.is_none() {
+                    bail!("receipt block: a spliced input of a receipt of no task");
+                }
+                out.push(INPUT_SUBMISSION);
+                varint(&mut out, before.len() as u64);
+                out.extend_from_slice(before);
+                varint(&mut out, after.len() as u64);
+                out.extend_from_slice(after);
+            }
         }
         self.records = out;
         self.hashes.extend_from_slice(&hash.0);
@@ -623,22 +653,48 @@ impl std::hash::Hasher for QuickHasher {
     }
 }
 
-/// The receipts of a stored block, in order.
+/// A task's payload as `tasks` keeps it, in canonical form, by task id
+/// ([`crate::submission::payload`]): what an input of kind 2 is put back
+/// together with.
+pub(crate) type Submissions<'a> = dyn FnMut(&str) -> Result<Option<Vec<u8>>> + 'a;
+
+/// The receipts of a stored block, in order, inputs of kind 2 put back
+/// together with `submissions`.
 ///
 /// # Errors
 ///
-/// The block does not decode (the store is damaged).
+/// The block does not decode (the store is damaged), or an input of kind
+/// 2 does not come back whole (its task's row is gone or not the one it
+/// was written with).
+pub(crate) fn decode_with(
+    first_seq: u64,
+    count: u64,
+    hashes: &[u8],
+    data: &[u8],
+    submissions: &mut Submissions<'_>,
+) -> Result<Vec<Stored>> {
+    decode_inner(first_seq, count, hashes, data, submissions)
+        .with_context(|| format!("the receipt block from seq {first_seq} does not read back"))
+}
+
+/// [`decode_with`] for a block written without inputs of kind 2.
+#[cfg(test)]
 pub(crate) fn decode(
     first_seq: u64,
     count: u64,
     hashes: &[u8],
     data: &[u8],
 ) -> Result<Vec<Stored>> {
-    decode_inner(first_seq, count, hashes, data)
-        .with_context(|| format!("the receipt block from seq {first_seq} does not read back"))
+    decode_with(first_seq, count, hashes, data, &mut |_| Ok(None))
 }
 
-fn decode_inner(first_seq: u64, count: u64, hashes: &[u8], data: &[u8]) -> Result<Vec<Stored>> {
+fn decode_inner(
+    first_seq: u64,
+    count: u64,
+    hashes: &[u8],
+    data: &[u8],
+    submissions: &mut Submissions<'_>,
+) -> Result<Vec<Stored>> {
     let n = usize::try_from(count)?;
     if n == 0 || n > MAX_RECORDS {
         bail!("it counts {count} receipts");
@@ -783,6 +839,28 @@ fn decode_inner(first_seq: u64, count: u64, hashes: &[u8], data: &[u8]) -> Resul
                     counters,
                     scope,
                 }
+            }
+            INPUT_SUBMISSION => {
+                let len = r.count()?;
+                let before = r.take(len)?;
+                let len = r.count()?;
+                let after = r.take(len)?;
+                let task = task_id
+                    .as_deref()
+                    .with_context(|| format!("receipt {seq}: a spliced input of no task"))?;
+                let payload = submissions(task)?.with_context(|| {
+                    format!("receipt {seq}: its decision input names the submission of task {task}, which the store does not hold")
+                })?;
+                let mut bytes = Vec::with_capacity(before.len() + payload.len() + after.len());
+                bytes.extend_from_slice(before);
+                bytes.extend_from_slice(&payload);
+                bytes.extend_from_slice(after);
+                if Digest::of(&bytes) != input_hash {
+                    bail!(
+                        "receipt {seq}: its decision input, with the submission of task {task} as stored, is not the one its input_hash names"
+                    );
+                }
+                Input::Raw(bytes)
             }
             other => bail!("receipt {seq}: an input of kind {other}"),
         };

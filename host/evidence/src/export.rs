@@ -12,7 +12,6 @@ use super::wit_files;
 use anyhow::{Context as _, Result};
 use hcp_policy::pep::scope_file;
 use hcp_receipts::checkpoint::Checkpoint;
-use hcp_receipts::merkle::Tree;
 use hcp_receipts::pack::{self, DecisionInput, HostSection, Pack};
 use hcp_receipts::{Digest, LogState, PublicKey, Receipt};
 use hcp_store::Store;
@@ -216,15 +215,18 @@ pub(crate) fn build(
         ),
     };
 
-    // Every leaf from 0 to the last checkpoint, for the proofs.
-    let hashes = hcp_store::receipt_hashes::below(db, end)?;
+    // The tree up to the last checkpoint, for the proofs: the archived
+    // prefix as its frontier, every leaf after it.
+    let tree = hcp_store::receipt_hashes::tree(db, end)?;
     let mut receipts = Vec::new();
     let mut inputs = Vec::new();
+    let mut in_pack: HashSet<Digest> = HashSet::new();
     super::stored::each(db, first, end - 1, super::stored::Order::Oldest, |s| {
         let seq = s.receipt.seq;
-        if usize::try_from(seq).ok().and_then(|i| hashes.get(i)) != Some(&s.hash) {
+        if tree.leaf(seq) != Some(hcp_receipts::merkle::leaf_hash(&s.hash.0)) {
             anyhow::bail!("receipt {seq}: its hash is not the one stored for it");
         }
+        in_pack.insert(s.hash);
         inputs.push(DecisionInput {
             input: serde_json::from_slice(&s.input.into_bytes())
                 .with_context(|| format!("stored decision input {seq}"))?,
@@ -233,10 +235,9 @@ pub(crate) fn build(
         receipts.push(s.receipt);
         Ok(true)
     })?;
-    if hashes.len() as u64 != end {
+    if tree.size() != end || receipts.len() as u64 != end - first {
         anyhow::bail!("the stored log ends before its checkpoint of size {end}");
     }
-    let in_pack: HashSet<Digest> = hashes[usize::try_from(first)?..].iter().copied().collect();
     let external: BTreeSet<Digest> = receipts
         .iter()
         .flat_map(|r| r.parents.iter().copied())
@@ -250,7 +251,6 @@ pub(crate) fn build(
         checkpoints,
         inputs,
     );
-    let tree = Tree::from_data(hashes.iter().map(|h| h.0.as_slice()));
     pack::prove(&mut section, &tree)?;
 
     let policy = policy_snapshots(db, &section.receipts)?;

@@ -47,7 +47,9 @@
 //! but for the hashes `hcp_store::receipt_hashes` reads):
 //! `receipt_blocks` (a batch's receipts, up to 1024 a row: their hashes,
 //! then the receipts and their decision inputs in the compact form of
-//! `block`, about a fifth of their JSON; read back through `stored`),
+//! `block`, about a fifth of their JSON; read back through `stored`; an
+//! admitted task's decision input without the submission its row in
+//! `tasks` keeps, put back from it: `submission`),
 //! `receipts` (one row per receipt, as hosts before the blocks wrote them:
 //! a prefix of the log, read, never written), `receipt_marks` (the receipts that
 //! are not host calls, by task and session: the gate's and the sessions'
@@ -79,6 +81,7 @@ mod hot;
 mod marker;
 mod recorder;
 mod stored;
+mod submission;
 pub mod view;
 mod writer;
 

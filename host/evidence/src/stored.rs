@@ -2,7 +2,8 @@
 //! that hosts before the blocks wrote (a prefix of the log), then
 //! `receipt_blocks` ([`super::block`]). Every reader of the log goes
 //! through here. Units whose receipts were archived and pruned
-//! ([`super::archive`]) hold their hashes only and are skipped.
+//! ([`super::archive`]) are gone, or, pruned by a host before the hashes
+//! went too, hold their hashes only and are skipped.
 
 use super::block::{self, Input, Stored};
 use anyhow::{Context as _, Result};
@@ -110,11 +111,12 @@ fn blocks(
         if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
-        let decoded = block::decode(
+        let decoded = block::decode_with(
             first,
             count,
             row.get_ref(2)?.as_blob()?,
             row.get_ref(3)?.as_blob()?,
+            &mut |task| super::submission::payload(db, task),
         )?;
         let selected = decoded
             .into_iter()
@@ -188,11 +190,12 @@ pub(crate) fn each_unit(
         if super::hot::is_pruned(row.get_ref(3)?.as_blob()?) {
             continue;
         }
-        let decoded = block::decode(
+        let decoded = block::decode_with(
             first,
             count,
             row.get_ref(2)?.as_blob()?,
             row.get_ref(3)?.as_blob()?,
+            &mut |task| super::submission::payload(db, task),
         );
         f(first, count, decoded)?;
     }

@@ -254,7 +254,8 @@ fn check_chain(
     check: &mut StoreCheck,
 ) -> Result<()> {
     let db = store.db();
-    // The archived prefix holds hashes only: the chain is checked from
+    // The archived prefix is pruned (its hashes to a frontier, older
+    // stores' to hashes only): the chain is checked from
     // the last archive's signed anchor on.
     for problem in super::archive::check_anchors(&db, public_key)? {
         check.problems.push(problem);

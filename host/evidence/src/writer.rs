@@ -20,9 +20,10 @@ use super::block::{BlockWriter, Input, Prepared};
 use super::channel::{Decided, Entry, Failure, Msg, Open, Refuser, Spent};
 use anyhow::Result;
 use hcp_contracts::timestamp::rfc3339_unix_ms;
+use hcp_policy::pep::gate::CALL_ADMISSION;
 use hcp_policy::pep::{self, SessionFacts};
 use hcp_receipts::log::LogError;
-use hcp_receipts::{Digest, DraftRef, Head, HostLog, LogState, Parent, Receipt};
+use hcp_receipts::{Digest, DraftRef, Head, HostLog, LogState, Parent, Receipt, Verdict};
 use hcp_sandbox::pep::now_ms;
 use rusqlite::{Connection, Transaction, TransactionBehavior, params};
 use std::collections::HashMap;
@@ -508,6 +509,7 @@ impl Core {
         }
         let at_ms = now_ms();
         let input_hash = Digest::of(&input);
+        let input = stored_input(out.db, e.task_id.as_deref(), e.verdict, &e.call, input);
         let draft = DraftRef {
             session_id: e.session_id.as_deref(),
             task_id: e.task_id.as_deref(),
@@ -528,7 +530,7 @@ impl Core {
             out,
             draft,
             None,
-            &Input::Raw(input),
+            &input,
             at_ms,
             true,
         )?;
@@ -674,6 +676,35 @@ fn try_store(
         },
         r.seq,
     )))
+}
+
+/// How an entry's canonical decision input `input` is stored: an admitted
+/// task's, whose `submit` is the payload its row in `tasks` keeps, as the
+/// bytes around it ([`crate::submission`]); any other whole. A row that
+/// cannot be read leaves the input whole (the receipt is never refused for
+/// it).
+fn stored_input(
+    db: &Connection,
+    task: Option<&str>,
+    verdict: Verdict,
+    call: &str,
+    input: Vec<u8>,
+) -> Input {
+    let Some(task) = task.filter(|_| verdict == Verdict::Allow && call == CALL_ADMISSION) else {
+        return Input::Raw(input);
+    };
+    let payload = match crate::submission::payload(db, task) {
+        Ok(Some(p)) => p,
+        Ok(None) | Err(_) => return Input::Raw(input),
+    };
+    match crate::submission::find(&input, &payload) {
+        Some(at) => Input::Spliced {
+            bytes: input,
+            at,
+            len: payload.len(),
+        },
+        None => Input::Raw(input),
+    }
 }
 
 /// Writes rows on a connection, gathering receipts into blocks

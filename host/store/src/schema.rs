@@ -242,4 +242,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE INDEX tasks_newest ON tasks (created_at, task_id);
     CREATE INDEX tasks_newest_by_caller ON tasks (caller_id, created_at, task_id);
 ",
+    // The archived receipts' hashes pruned too (`receipt_hashes`): an
+    // archive that pruned them keeps the Merkle tree's frontier at its end
+    // (JSON `hcp_receipts::merkle::Frontier`), from which the next
+    // checkpoints, proofs and consistency from the anchor are made. NULL
+    // for an archive before, whose hashes stayed.
+    r"
+    ALTER TABLE evidence_archives ADD COLUMN frontier TEXT;
+",
 ];

@@ -72,6 +72,17 @@ pub enum ProofError {
         /// The newer size.
         new: u64,
     },
+    /// The proof needs the hash of leaves the tree holds only as part of
+    /// its pruned prefix's frontier ([`Tree::from_frontier`]).
+    #[error("leaves {start} to {end} are pruned: only the frontier of the first {pruned} is kept")]
+    Pruned {
+        /// The first leaf needed.
+        start: u64,
+        /// One past the last.
+        end: u64,
+        /// The pruned prefix's size.
+        pruned: u64,
+    },
 }
 
 /// The root of the empty tree, `SHA-256("")`.

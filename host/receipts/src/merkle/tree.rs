@@ -1,5 +1,16 @@
 //! A whole tree in memory, every perfect subtree's hash cached, to generate
 //! inclusion and consistency proofs for any size up to the tree's.
+//!
+//! A tree may start from a pruned prefix kept as its frontier
+//! ([`Tree::from_frontier`]: the roots of the perfect subtrees of its first
+//! `A` leaves). Every node an inclusion proof of a leaf at or after `A`, or
+//! a consistency proof from a size at or after `A`, reads is then known:
+//! a node of the tree either lies after `A`, spans it, is one of the
+//! frontier's roots, or lies strictly inside one of them, and only the last
+//! kind is lost, which such proofs never read (a proof's nodes are the
+//! siblings of a path to a leaf after `A`, or the perfect subtrees of a
+//! size after `A`; neither fits strictly inside a perfect subtree of the
+//! first `A` leaves). Anything else is refused ([`ProofError::Pruned`]).
 
 use super::{Frontier, ProofError, empty_root, leaf_hash, node_hash};
 use crate::hash::Digest;
@@ -8,8 +19,14 @@ use crate::hash::Digest;
 /// (about two hashes per leaf). Proofs are generated against any prefix.
 #[derive(Debug, Clone, Default)]
 pub struct Tree {
-    /// `levels[h][i]` is the hash of leaves `[i·2^h, (i+1)·2^h)`.
+    /// `levels[h][i]` is the hash of leaves `[j·2^h, (j+1)·2^h)` with
+    /// `j = offsets[h] + i`.
     levels: Vec<Vec<Digest>>,
+    /// The index of each level's first kept node: 0 for a whole tree; for
+    /// one from a frontier of `A` leaves, `A >> h` rounded down to even
+    /// (the frontier's root of height `h`, when `A` has that bit, first).
+    /// Each level's kept nodes start at an even index: pairs stay aligned.
+    offsets: Vec<u64>,
 }
 
 impl Tree {
@@ -26,7 +43,65 @@ impl Tree {
                 .collect();
             levels.push(next);
         }
-        Self { levels }
+        Self {
+            offsets: vec![0; levels.len()],
+            levels,
+        }
+    }
+
+    /// A tree whose first `frontier.size` leaves are pruned, kept as
+    /// `frontier` (their perfect subtrees' roots), followed by `leaves`
+    /// (leaf hashes). See the module doc for the proofs it gives.
+    ///
+    /// # Errors
+    ///
+    /// The frontier is not well formed (one root per set bit of its size).
+    pub fn from_frontier(frontier: &Frontier, leaves: Vec<Digest>) -> Result<Self, ProofError> {
+        let pruned = frontier.size;
+        if !frontier.is_well_formed() {
+            return Err(ProofError::Pruned {
+                start: 0,
+                end: pruned,
+                pruned,
+            });
+        }
+        // The frontier's root of height `h`, if `pruned` has bit `h`.
+        let root_of = |h: u32| -> Option<Digest> {
+            if h >= 64 || pruned & (1 << h) == 0 {
+                return None;
+            }
+            let above = (pruned >> h).count_ones() as usize - 1;
+            frontier.nodes.get(above).copied()
+        };
+        let mut levels: Vec<Vec<Digest>> = Vec::new();
+        let mut offsets: Vec<u64> = Vec::new();
+        let mut below: Vec<Digest> = leaves;
+        let mut h: u32 = 0;
+        loop {
+            let mut level = Vec::with_capacity(below.len() + 1);
+            let offset = match root_of(h) {
+                Some(root) => {
+                    level.push(root);
+                    (pruned >> h) - 1
+                }
+                None => pruned >> h,
+            };
+            level.append(&mut below);
+            let next: Vec<Digest> = level
+                .chunks_exact(2)
+                .map(|pair| node_hash(&pair[0], &pair[1]))
+                .collect();
+            let higher = h < 63 && (pruned >> (h + 1)) != 0;
+            let done = level.len() < 2 && !higher;
+            levels.push(level);
+            offsets.push(offset);
+            if done {
+                break;
+            }
+            below = next;
+            h += 1;
+        }
+        Ok(Self { levels, offsets })
     }
 
     /// A tree whose leaves hash `data` (e.g. receipt hashes).
@@ -36,7 +111,12 @@ impl Tree {
 
     /// Number of leaves.
     pub fn size(&self) -> u64 {
-        self.levels.first().map_or(0, |l| l.len() as u64)
+        self.levels.first().map_or(0, |l| l.len() as u64) + self.offset(0)
+    }
+
+    /// The index of level `h`'s first kept node.
+    fn offset(&self, h: usize) -> u64 {
+        self.offsets.get(h).copied().unwrap_or(0)
     }
 
     /// Appends a leaf hash (recomputing the cached nodes it completes).
@@ -46,11 +126,19 @@ impl Tree {
         }
         self.levels[0].push(leaf);
         let mut h = 0;
-        while self.levels[h].len().is_multiple_of(2) {
+        // Kept nodes start at an even index: a level of an even count ends
+        // with a pair.
+        while (self.offset(h) + self.levels[h].len() as u64).is_multiple_of(2)
+            && self.levels[h].len() >= 2
+        {
             let n = self.levels[h].len();
             let parent = node_hash(&self.levels[h][n - 2], &self.levels[h][n - 1]);
             if self.levels.len() == h + 1 {
                 self.levels.push(Vec::new());
+            }
+            if self.offsets.len() < self.levels.len() {
+                let offset = self.offset(h) / 2;
+                self.offsets.resize(self.levels.len(), offset);
             }
             self.levels[h + 1].push(parent);
             h += 1;
@@ -59,10 +147,8 @@ impl Tree {
 
     /// The leaf hash at `index`.
     pub fn leaf(&self, index: u64) -> Option<Digest> {
-        self.levels
-            .first()?
-            .get(usize::try_from(index).ok()?)
-            .copied()
+        let at = index.checked_sub(self.offset(0))?;
+        self.levels.first()?.get(usize::try_from(at).ok()?).copied()
     }
 
     /// The root of the first `size` leaves.
@@ -72,11 +158,11 @@ impl Tree {
     /// `size` is larger than the tree.
     pub fn root_at(&self, size: u64) -> Result<Digest, ProofError> {
         self.check_size(size)?;
-        Ok(if size == 0 {
-            empty_root()
+        if size == 0 {
+            Ok(empty_root())
         } else {
             self.mth(0, size)
-        })
+        }
     }
 
     /// The compact state of the first `size` leaves.
@@ -91,7 +177,7 @@ impl Tree {
         for bit in (0..64).rev() {
             let width = 1u64 << bit;
             if size & width != 0 {
-                nodes.push(self.mth(start, start + width));
+                nodes.push(self.mth(start, start + width)?);
                 start += width;
             }
         }
@@ -116,10 +202,10 @@ impl Tree {
         while end - start > 1 {
             let k = split(end - start);
             if m < k {
-                proof.push(self.mth(start + k, end));
+                proof.push(self.mth(start + k, end)?);
                 end = start + k;
             } else {
-                proof.push(self.mth(start, start + k));
+                proof.push(self.mth(start, start + k)?);
                 start += k;
                 m -= k;
             }
@@ -156,16 +242,16 @@ impl Tree {
             let n = end - start;
             if m == n {
                 if !complete {
-                    proof.push(self.mth(start, end));
+                    proof.push(self.mth(start, end)?);
                 }
                 break;
             }
             let k = split(n);
             if m <= k {
-                proof.push(self.mth(start + k, end));
+                proof.push(self.mth(start + k, end)?);
                 end = start + k;
             } else {
-                proof.push(self.mth(start, start + k));
+                proof.push(self.mth(start, start + k)?);
                 start += k;
                 m -= k;
                 complete = false;
@@ -187,20 +273,33 @@ impl Tree {
     }
 
     /// MTH of leaves `[start, end)`, `start < end ≤ size`.
-    fn mth(&self, start: u64, end: u64) -> Digest {
+    ///
+    /// # Errors
+    ///
+    /// It lies strictly inside a pruned perfect subtree.
+    fn mth(&self, start: u64, end: u64) -> Result<Digest, ProofError> {
         let n = end - start;
         if n.is_power_of_two() && start.is_multiple_of(n) {
             let h = n.trailing_zeros() as usize;
-            if let Some(d) = self
-                .levels
-                .get(h)
-                .and_then(|l| l.get(usize::try_from(start >> h).ok()?))
+            if let Some(d) = (start >> h)
+                .checked_sub(self.offset(h))
+                .and_then(|i| self.levels.get(h)?.get(usize::try_from(i).ok()?))
             {
-                return *d;
+                return Ok(*d);
+            }
+            if n == 1 || start < self.offset(0) {
+                return Err(ProofError::Pruned {
+                    start,
+                    end,
+                    pruned: self.offset(0),
+                });
             }
         }
         let k = split(n);
-        node_hash(&self.mth(start, start + k), &self.mth(start + k, end))
+        Ok(node_hash(
+            &self.mth(start, start + k)?,
+            &self.mth(start + k, end)?,
+        ))
     }
 }
 
@@ -253,6 +352,69 @@ mod tests {
         assert_eq!(inclusion_proof_len(5, 5), None);
         assert_eq!(subtree_leaves(2, 9, 10), Some(8..10));
         assert_eq!(subtree_leaves(64, 0, 1), None);
+    }
+
+    #[test]
+    fn a_tree_from_a_frontier_gives_every_proof_after_it_and_refuses_the_rest() {
+        let leaves: Vec<Digest> = (0u32..37).map(|i| leaf_hash(&i.to_be_bytes())).collect();
+        let whole = Tree::from_leaf_hashes(leaves.clone());
+        for pruned in 0..=37u64 {
+            let frontier = whole.frontier_at(pruned).expect("frontier");
+            for size in pruned..=37u64 {
+                let kept = leaves[pruned as usize..size as usize].to_vec();
+                let mut tree = Tree::from_frontier(&frontier, kept.clone()).expect("tree");
+                let mut pushed =
+                    Tree::from_frontier(&frontier, Vec::new()).expect("tree from its frontier");
+                for leaf in &kept {
+                    pushed.push(*leaf);
+                }
+                for t in [&tree, &pushed] {
+                    assert_eq!(t.size(), size);
+                    for s in pruned.max(1)..=size {
+                        assert_eq!(t.root_at(s), whole.root_at(s), "{pruned} {size} {s}");
+                        assert_eq!(t.frontier_at(s), whole.frontier_at(s));
+                        for index in pruned..s {
+                            assert_eq!(
+                                t.inclusion_proof(index, s),
+                                whole.inclusion_proof(index, s),
+                                "pruned {pruned}, leaf {index} of {s}"
+                            );
+                        }
+                        for old in pruned..=s {
+                            assert_eq!(
+                                t.consistency_proof(old, s),
+                                whole.consistency_proof(old, s),
+                                "pruned {pruned}, {old} to {s}"
+                            );
+                        }
+                    }
+                    for index in pruned..size {
+                        assert_eq!(t.leaf(index), whole.leaf(index));
+                    }
+                }
+                // A leaf of the pruned prefix has no proof (but the last
+                // one, a root of the frontier when the size is odd).
+                if pruned >= 2 && size > pruned {
+                    assert!(matches!(
+                        tree.inclusion_proof(pruned - 2, size),
+                        Err(ProofError::Pruned { .. })
+                    ));
+                }
+                if size > 0 {
+                    // Appending goes on as in the whole tree.
+                    tree.push(leaf_hash(b"next"));
+                    let mut more = leaves[..size as usize].to_vec();
+                    more.push(leaf_hash(b"next"));
+                    let next = Tree::from_leaf_hashes(more);
+                    assert_eq!(tree.root_at(size + 1), next.root_at(size + 1));
+                }
+            }
+        }
+        let bad = Frontier {
+            size: 3,
+            nodes: vec![leaf_hash(b"one")],
+        };
+        assert!(Tree::from_frontier(&bad, Vec::new()).is_err());
     }
 
     #[test]
