@@ -632,53 +632,6 @@ impl HostDescriptor for GovernedFs<'_> {
     }
 }
 
-/// The sandbox unit of `wasi:filesystem`: linked for every capability,
-/// governed by the PEP when enforcement is on; the granted directories are
-/// the only preopens (see `task::wasi_ctx`), so with none granted it is
-/// inert, the guest holding no descriptor to name a path with.
-pub(crate) const UNIT: crate::units::unit::Unit<crate::task::TaskState> =
-    crate::units::unit::Unit {
-        interface: "wasi:filesystem",
-        audit: |_, grants| {
-            Ok(
-                if hcp_contracts::interfaces::Grant::Filesystem.is_granted(grants) {
-                    crate::units::unit::GrantedBy::Filesystem
-                } else {
-                    crate::units::unit::GrantedBy::FilesystemInert
-                },
-            )
-        },
-        link,
-    };
-
-fn link(
-    l: &mut wasmtime::component::Linker<crate::task::TaskState>,
-    engine: &crate::engine::SharedEngine,
-    _: &hcp_contracts::manifest::Grants,
-) -> wasmtime::Result<()> {
-    use crate::task::TaskState;
-    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
-    if engine.config.enforcement {
-        // Every path a call resolves passes the PEP (see `GovernedFs`).
-        fn governed(s: &mut TaskState) -> GovernedFs<'_> {
-            GovernedFs {
-                inner: WasiFilesystemCtxView {
-                    ctx: s.wasi.filesystem(),
-                    table: &mut s.table,
-                },
-                paths: &mut s.fs_paths,
-                hcp: &mut s.hcp,
-                writes: &s.fs_writes,
-            }
-        }
-        types::add_to_linker::<TaskState, GovernedFsData>(l, governed)?;
-        preopens::add_to_linker::<TaskState, GovernedFsData>(l, governed)
-    } else {
-        types::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)?;
-        preopens::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::resolve;
