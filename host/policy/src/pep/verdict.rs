@@ -79,6 +79,7 @@ impl Decision {
         }
     }
 
+    /// An allowed call, with the signals the threat scan recorded.
     pub(super) fn allow(signals: Signals) -> Self {
         Self {
             signals,
