@@ -16,9 +16,12 @@
 //! (see [`crate::fs_write`]), and so does each file, directory or link a
 //! task makes, as one block ([`ENTRY_BYTES`]).
 
+mod listing;
+
 use crate::fs_write::{MeteredStream, WriteMeter};
 use crate::pep::{Call, FsAccess, Op};
 use crate::units::context::HcpCtx;
+use listing::{Listing, listing};
 use std::collections::HashMap;
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};
@@ -255,88 +258,6 @@ impl types::Host for GovernedFs<'_> {
         }
         types::Host::filesystem_error_code(&mut self.inner, err)
     }
-}
-
-/// A listing of one directory, read from it as the guest asks for each
-/// entry: its own descriptor on the directory and a buffer of one
-/// `getdents` call (at most about 24 KiB).
-///
-/// wasmtime-wasi's `read-directory` reads the whole directory into the
-/// host's memory before the guest reads its first entry; a task holding
-/// many listings of a large directory held as many copies of it, outside
-/// every limit of the task. Held in the task's resource table (at most
-/// [`crate::limits::MAX_TABLE_ENTRIES`] entries) under the handle type of
-/// `directory-entry-stream`, whose two functions are the only ones that
-/// reach it.
-struct Listing {
-    dir: rustix::fs::Dir,
-}
-
-impl Listing {
-    fn of(dir: &wasmtime_wasi::filesystem::Dir) -> std::io::Result<Self> {
-        use rustix::fs::{Mode, OFlags};
-        // A descriptor of its own, opened for reading: the directory's may
-        // be an `O_PATH` one, which cannot be read.
-        let own = rustix::fs::openat(
-            &*dir.dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(Self {
-            dir: rustix::fs::Dir::new(own)?,
-        })
-    }
-
-    /// The next entry, `.` and `..` left out.
-    fn next(&mut self) -> FsResult<Option<types::DirectoryEntry>> {
-        loop {
-            let entry = match self.dir.read() {
-                None => return Ok(None),
-                Some(entry) => entry.map_err(std::io::Error::from)?,
-            };
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let name =
-                String::from_utf8(name.to_vec()).map_err(|_| ErrorCode::IllegalByteSequence)?;
-            let kind = match entry.file_type() {
-                // Not told by this filesystem: asked of the entry itself.
-                rustix::fs::FileType::Unknown => {
-                    let at = self.dir.fd().map_err(std::io::Error::from)?;
-                    rustix::fs::statat(at, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
-                        .map(|stat| rustix::fs::FileType::from_raw_mode(stat.st_mode))
-                        .map_err(std::io::Error::from)?
-                }
-                kind => kind,
-            };
-            return Ok(Some(types::DirectoryEntry {
-                type_: descriptor_type(kind),
-                name,
-            }));
-        }
-    }
-}
-
-fn descriptor_type(kind: rustix::fs::FileType) -> types::DescriptorType {
-    use rustix::fs::FileType;
-    use types::DescriptorType;
-    match kind {
-        FileType::RegularFile => DescriptorType::RegularFile,
-        FileType::Directory => DescriptorType::Directory,
-        FileType::Symlink => DescriptorType::SymbolicLink,
-        FileType::Fifo => DescriptorType::Fifo,
-        FileType::Socket => DescriptorType::Socket,
-        FileType::CharacterDevice => DescriptorType::CharacterDevice,
-        FileType::BlockDevice => DescriptorType::BlockDevice,
-        FileType::Unknown => DescriptorType::Unknown,
-    }
-}
-
-/// The listing behind a `directory-entry-stream` handle.
-fn listing(stream: &Resource<types::DirectoryEntryStream>) -> Resource<Listing> {
-    Resource::new_borrow(stream.rep())
 }
 
 impl HostDirectoryEntryStream for GovernedFs<'_> {
@@ -629,53 +550,6 @@ impl HostDescriptor for GovernedFs<'_> {
         fd: Resource<Descriptor>,
     ) -> FsResult<types::MetadataHashValue> {
         self.inner.metadata_hash(fd).await
-    }
-}
-
-/// The sandbox unit of `wasi:filesystem`: linked for every capability,
-/// governed by the PEP when enforcement is on; the granted directories are
-/// the only preopens (see `task::wasi_ctx`), so with none granted it is
-/// inert, the guest holding no descriptor to name a path with.
-pub(crate) const UNIT: crate::units::unit::Unit<crate::task::TaskState> =
-    crate::units::unit::Unit {
-        interface: "wasi:filesystem",
-        audit: |_, grants| {
-            Ok(
-                if hcp_contracts::interfaces::Grant::Filesystem.is_granted(grants) {
-                    crate::units::unit::GrantedBy::Filesystem
-                } else {
-                    crate::units::unit::GrantedBy::FilesystemInert
-                },
-            )
-        },
-        link,
-    };
-
-fn link(
-    l: &mut wasmtime::component::Linker<crate::task::TaskState>,
-    engine: &crate::engine::SharedEngine,
-    _: &hcp_contracts::manifest::Grants,
-) -> wasmtime::Result<()> {
-    use crate::task::TaskState;
-    use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView as _};
-    if engine.config.enforcement {
-        // Every path a call resolves passes the PEP (see `GovernedFs`).
-        fn governed(s: &mut TaskState) -> GovernedFs<'_> {
-            GovernedFs {
-                inner: WasiFilesystemCtxView {
-                    ctx: s.wasi.filesystem(),
-                    table: &mut s.table,
-                },
-                paths: &mut s.fs_paths,
-                hcp: &mut s.hcp,
-                writes: &s.fs_writes,
-            }
-        }
-        types::add_to_linker::<TaskState, GovernedFsData>(l, governed)?;
-        preopens::add_to_linker::<TaskState, GovernedFsData>(l, governed)
-    } else {
-        types::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)?;
-        preopens::add_to_linker::<TaskState, WasiFilesystem>(l, TaskState::filesystem)
     }
 }
 

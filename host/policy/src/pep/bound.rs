@@ -10,12 +10,12 @@
 //! found in the whole text. Replay decides a bounded call from these
 //! ([`super::decide_recorded`]): it does not scan text it does not have.
 
-use super::call::{Call, Text};
+use super::cut::{Cutter, floor_boundary};
 use super::error::{CanonicalError, InputError};
+use super::interfaces::Call;
 use super::threat::{Detector, Signals};
 use hcp_receipts::Digest;
 use serde::{Deserialize, Serialize};
-use std::borrow::Cow;
 
 /// Bytes of argument text a decision input keeps of one call (4 KiB). A
 /// call whose text is larger is recorded with a prefix of at most this
@@ -102,42 +102,6 @@ impl BoundedText {
     }
 }
 
-/// The largest index `<= at` on a character boundary of `s`.
-fn floor_boundary(s: &str, at: usize) -> usize {
-    let mut i = at.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// Cuts text to what is left of the budget.
-pub(crate) struct Cutter {
-    left: usize,
-}
-
-impl Cutter {
-    pub(crate) fn cut(&mut self, s: &str) -> Text<'static> {
-        let n = floor_boundary(s, self.left);
-        self.left -= n;
-        Cow::Owned(s[..n].to_owned())
-    }
-
-    pub(crate) fn opt(&mut self, s: &Option<Text<'_>>) -> Option<Text<'static>> {
-        s.as_ref().map(|s| self.cut(s))
-    }
-
-    /// Spends `n` bytes of the budget on what is not text (a list item's
-    /// place); `false`, spending nothing, when fewer are left.
-    pub(crate) fn spend(&mut self, n: usize) -> bool {
-        if self.left < n {
-            return false;
-        }
-        self.left -= n;
-        true
-    }
-}
-
 impl Call<'_> {
     /// The text of the call, in bytes (a bound of its canonical form's
     /// strings, escapes aside).
@@ -155,9 +119,7 @@ impl Call<'_> {
         if self.text_len() <= ARGS_PREFIX_BYTES {
             return None;
         }
-        let mut c = Cutter {
-            left: ARGS_PREFIX_BYTES,
-        };
+        let mut c = Cutter::new(ARGS_PREFIX_BYTES);
         let mut args = self.args.cut(&mut c);
         let target = c.cut(&self.target);
         // The bulk, with what is left of the budget.
@@ -172,8 +134,10 @@ impl Call<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::interfaces::Args;
+    use super::super::interfaces::filesystem::{FsAccess, FsArgs};
     use super::super::interfaces::log::FIELD_BYTES;
-    use super::super::{Args, FsArgs};
+    use super::super::op::Op;
     use super::*;
 
     #[test]
@@ -219,9 +183,9 @@ mod tests {
         // A long path: cut, and what the call charges is recorded.
         let path = format!("/out/{}", "a".repeat(10_000));
         let fs = Call::fs(
-            super::super::Op::FsOpen,
+            Op::FsOpen,
             path.clone(),
-            super::super::FsAccess::Write,
+            FsAccess::Write,
             Some(path.clone()),
         );
         assert_eq!(fs.bytes(), 2 * path.len() as u64);

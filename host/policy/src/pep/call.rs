@@ -1,63 +1,23 @@
-//! What the PEP decides on: one host call, described by its operation, its
-//! target and its canonical arguments.
+//! What is done with one host call, whatever its interface: a call whose
+//! target says it all ([`Call::bare`]), the bytes it charges, the copy that
+//! goes into a receipt's decision input ([`Call::into_owned`]) and its
+//! canonical form. The call itself (operation, target, arguments) is
+//! declared with the arguments of every interface, in `super::interfaces`.
 //!
 //! A [`Call`] borrows from the host call it describes (no copy on the hot
-//! path); [`Call::into_owned`] makes the copy that goes into a receipt's
-//! decision input. Its JSON form is canonical (RFC 8785): every struct
-//! declares its fields in key order, so serde_json's compact output is the
-//! JCS form (a test checks it against `hcp_contracts::jcs` on random calls),
-//! except for arguments with floats (instrument plans), which
+//! path). Its JSON form is canonical (RFC 8785): every struct declares its
+//! fields in key order, so serde_json's compact output is the JCS form (a
+//! test checks it against `hcp_contracts::jcs` on random calls), except
+//! for arguments with floats (instrument plans), which
 //! [`Call::canonical_bytes`] hands to the JCS serializer.
 //!
 //! The arguments' types, and the constructors of calls that carry them,
 //! are their interfaces' (`super::interfaces`): nothing here knows one.
 
-use super::interfaces::OwnArgs;
-pub use super::interfaces::{Args, Op};
-use serde::{Deserialize, Serialize};
+use super::cut::Text;
+use super::interfaces::{Args, Call, Empty};
+use super::op::Op;
 use std::borrow::Cow;
-
-/// Text borrowed from the host call, or owned once recorded.
-pub type Text<'a> = Cow<'a, str>;
-
-/// One host call, before dispatch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Call<'a> {
-    /// The arguments, canonical for the operation.
-    pub args: Args<'a>,
-    /// The operation.
-    pub op: Op,
-    /// What the call reaches: a guest path, `ip:port`, a host name,
-    /// `host:port`, an instrument; empty when nothing (log, artifacts,
-    /// checkpoints).
-    pub target: Text<'a>,
-}
-
-/// No arguments: `{}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Empty {}
-
-impl OwnArgs for Empty {
-    type Static = Empty;
-
-    fn into_static(self) -> Empty {
-        self
-    }
-
-    fn text_len(&self) -> usize {
-        0
-    }
-
-    fn cut(&self, _: &mut super::bound::Cutter) -> Empty {
-        *self
-    }
-}
-
-/// Borrowed text.
-pub(crate) fn t(s: &str) -> Text<'_> {
-    Cow::Borrowed(s)
-}
 
 impl<'a> Call<'a> {
     /// A call whose target says it all: `instrument.read`, `net.lookup`,

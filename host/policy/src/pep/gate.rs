@@ -26,8 +26,9 @@
 //!   answering it (the broker delivers the message again); the fact is the
 //!   transport and why.
 
-use super::decide::Decision;
+use super::bound::BoundedText;
 use super::error::{InputError, read};
+use super::verdict::Decision;
 use crate::PolicySet;
 use crate::gate::{Admission, AdmissionRequest, EquipmentState};
 use hcp_contracts::ReasonCode;
@@ -92,12 +93,12 @@ pub struct AdmissionInput<M = ManifestDoc> {
     /// size and prefix, in place of `submit`. Such a refusal reads nothing
     /// of the payload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submit_bounded: Option<super::BoundedText>,
+    pub submit_bounded: Option<BoundedText>,
     /// The payload's free-form `context`, when its canonical form is
     /// larger than [`super::ARGS_PREFIX_BYTES`]: its hash, size and prefix,
     /// and `submit` without it. No decision reads `context`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_bounded: Option<super::BoundedText>,
+    pub context_bounded: Option<BoundedText>,
     /// The transport the task came by, where it is not the message's own
     /// (`mcp/stdio`, `mcp/http`: an MCP `tools/call` the host made the
     /// `task_submit` of). No decision reads it.

@@ -31,8 +31,8 @@
 //! code); OBSERVE and SUGGEST execute nothing, and any operator may choose
 //! them (leaving EXECUTE is never blocked).
 
-use super::decide::Decision;
 use super::error::{InputError, read};
+use super::verdict::Decision;
 use crate::{AuthzContext, PolicySet};
 use hcp_contracts::ReasonCode;
 use hcp_contracts::manifest::Declaration;

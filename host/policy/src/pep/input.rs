@@ -19,10 +19,11 @@
 //! every host call names them by hash, so a call's input stays small.
 
 use super::bound::FullArgs;
-use super::call::{Call, Op};
-use super::decide::{Counters, Decision};
 use super::error::CallError;
+use super::interfaces::Call;
+use super::op::Op;
 use super::scope::{Scope, ScopeError, SessionFacts};
+use super::verdict::{Counters, Decision};
 use crate::PolicySet;
 use hcp_contracts::ReasonCode;
 use hcp_receipts::{Digest, Verdict};

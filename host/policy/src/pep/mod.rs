@@ -29,20 +29,23 @@
 
 mod bound;
 mod call;
+mod cut;
 mod decide;
 mod error;
 pub mod gate;
 pub mod hid;
 pub mod input;
 pub mod interfaces;
+mod op;
 pub mod reload;
 mod replay;
 mod scope;
 pub mod threat;
+mod verdict;
 
 pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
-pub use call::{Args, Call, Empty, Op, Text};
-pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
+pub use cut::Text;
+pub use decide::{Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
 pub use interfaces::artifacts::ArtifactArgs;
 pub use interfaces::checkpoints::{CheckpointLoadArgs, CheckpointSaveArgs};
@@ -54,12 +57,15 @@ pub use interfaces::instrument::{InstrumentArgs, PlanArgs, SettingArgs};
 pub use interfaces::keyvalue::KvArgs;
 pub use interfaces::log::LogArgs;
 pub use interfaces::sockets::{ConnectArgs, LookupArgs};
+pub use interfaces::{Args, Call, Empty};
+pub use op::Op;
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,
     Surface,
 };
 pub use threat::{Detector, ScanMode, Signals};
+pub use verdict::{Counters, Decision};
 
 use crate::gate::Admission;
 use hcp_contracts::manifest::Manifest;

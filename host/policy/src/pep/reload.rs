@@ -8,8 +8,8 @@
 //! snapshot as its new set; a refused one is refused for the problems it
 //! recorded (a fact: the candidate files are not kept).
 
-use super::decide::Decision;
 use super::error::{InputError, read};
+use super::verdict::Decision;
 use crate::PolicySet;
 use hcp_contracts::ReasonCode;
 use hcp_receipts::Verdict;

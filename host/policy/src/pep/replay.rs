@@ -12,11 +12,12 @@
 //! only when they hash to the name the (hash-covered) input gives.
 
 use super::bound::FullArgs;
-use super::call::Call;
-use super::decide::{Counters, Recorded, decide_recorded};
+use super::decide::{Recorded, decide_recorded};
 use super::error::InputError;
 use super::input::{KIND_HOST_CALL, KIND_SESSION_OPEN, decide_open};
+use super::interfaces::Call;
 use super::scope::{Scope, SessionFacts};
+use super::verdict::Counters;
 use crate::PolicySet;
 use hcp_receipts::Digest;
 use hcp_receipts::pack::Pack;

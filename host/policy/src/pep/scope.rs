@@ -2,7 +2,7 @@
 //! once with the policy's dispatch settings into lookups, so that deciding a
 //! call is a few hash lookups and bounds checks.
 
-use super::call::Op;
+use super::op::Op;
 use super::threat::Scan;
 use crate::PolicySet;
 use crate::files::ThreatScan;

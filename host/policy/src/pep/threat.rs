@@ -13,8 +13,10 @@
 //! - **shell metacharacters** in arguments bound for a command (an
 //!   instrument's action and the string values of its arguments): `;`, `|`,
 //!   `&`, a backquote, `$(`, `${`, `<`, `>`, and line breaks.
+//!
+//! A leaf: each interface's arguments scan their own strings with it
+//! (`OwnArgs::scan`), and check 6 (`super::decide`) scans a whole call.
 
-use super::call::Call;
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 
@@ -225,22 +227,6 @@ impl Scan {
             .detectors()
             .find(|d| self.mode(*d) == ScanMode::Deny)
     }
-}
-
-/// Check 6: the threat scan of every string argument, each as exposed,
-/// under a session's settings `s`.
-pub(crate) fn scan(s: &Scan, call: &Call<'_>) -> Signals {
-    let mut signals = Signals::NONE;
-    if s.terminal_escape == ScanMode::Off
-        && s.prompt_injection == ScanMode::Off
-        && s.shell_metacharacters == ScanMode::Off
-    {
-        return signals;
-    }
-    s.scan(&call.target, Exposure::NAME, &mut signals);
-    // Each string of the arguments as its interface exposes it.
-    call.args.scan(s, &mut signals);
-    signals
 }
 
 /// Keys and string values of JSON arguments, each as `exposure` (an

@@ -6,8 +6,7 @@
 //! `host-error::denied(reason-code)`, never as a trap. The outer
 //! `wasmtime::Result` is reserved for host faults.
 
-use super::types::wit_reason;
-use crate::bindings::hcp::capability::types::{self, Denial as WitDenial, HostError};
+use crate::bindings::hcp::capability::types::{self, Denial as WitDenial, HostError, ReasonCode};
 use crate::hid_broker::HidLink;
 use crate::pep::{Call, Denial, Op, Pep, Signals};
 use crate::store::{StoredArtifact, TaskMeta, TaskStore};
@@ -84,6 +83,24 @@ impl HcpCtx {
     }
 }
 
+/// The WIT reason code of a receipt's reason code (fail closed for codes
+/// the WIT does not know).
+pub(crate) fn wit_reason(code: &str) -> ReasonCode {
+    use hcp_receipts::reason;
+    match code {
+        reason::DENY_TOOL_NOT_FOUND => ReasonCode::ToolNotFound,
+        reason::DENY_ARGS_INVALID => ReasonCode::ArgsInvalid,
+        reason::BUDGET_EXCEEDED => ReasonCode::BudgetExceeded,
+        reason::DELEGATION_INVALID => ReasonCode::SessionInvalid,
+        reason::DENY_ENVELOPE_HARD_LIMIT => ReasonCode::EnvelopeHardLimit,
+        reason::DENY_PROHIBITED_ACTION => ReasonCode::ProhibitedAction,
+        reason::THREAT_SIGNAL_DETECTED => ReasonCode::ThreatSignalDetected,
+        reason::DENY_IDENTITY_UNAUTHORIZED => ReasonCode::IdentityUnauthorized,
+        _ => ReasonCode::FailClosedError,
+    }
+}
+
 /// `hcp:capability/types` declares no functions: only the types the other
-/// interfaces share (its reason codes are mapped in `types.rs`).
+/// interfaces share (its reason codes: [`wit_reason`] here, their names in
+/// `types.rs`).
 impl types::Host for HcpCtx {}

@@ -12,14 +12,15 @@
 //! `wasi:config/store` the same way. Each implements its
 //! interface's `Host` trait on the task's [`context::HcpCtx`] and asks the
 //! PEP through it before doing anything. The WASI ones are [`wasi`] (the
-//! basics every capability has, and the environment), `crate::fs`
-//! (`wasi:filesystem`) and `crate::net::units` (`wasi:sockets`,
-//! `wasi:http`).
+//! basics every capability has, and the environment), [`filesystem`]
+//! (`wasi:filesystem`, the governed view of `crate::fs`) and
+//! `crate::net::units` (`wasi:sockets`, `wasi:http`).
 
 pub(crate) mod artifacts;
 pub(crate) mod checkpoints;
 pub(crate) mod config;
 pub(crate) mod context;
+pub(crate) mod filesystem;
 pub(crate) mod hid;
 pub(crate) mod instrument;
 pub(crate) mod keyvalue;
@@ -39,7 +40,7 @@ pub(crate) const UNITS: &[Unit<TaskState>] = &[
     wasi::RANDOM,
     wasi::CLI,
     wasi::ENVIRONMENT,
-    crate::fs::UNIT,
+    filesystem::UNIT,
     crate::net::units::SOCKETS,
     crate::net::units::HTTP,
     types::UNIT,

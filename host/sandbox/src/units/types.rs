@@ -1,24 +1,8 @@
 //! `hcp:capability/types`: the reason codes a denied guest sees, and the
-//! receipts' names for them.
+//! receipts' names for them (the receipts' codes become the guest's in
+//! [`super::context`], where a denial is made).
 
 use crate::bindings::hcp::capability::types::ReasonCode;
-
-/// The WIT reason code of a receipt's reason code (fail closed for codes
-/// the WIT does not know).
-pub(crate) fn wit_reason(code: &str) -> ReasonCode {
-    use hcp_receipts::reason;
-    match code {
-        reason::DENY_TOOL_NOT_FOUND => ReasonCode::ToolNotFound,
-        reason::DENY_ARGS_INVALID => ReasonCode::ArgsInvalid,
-        reason::BUDGET_EXCEEDED => ReasonCode::BudgetExceeded,
-        reason::DELEGATION_INVALID => ReasonCode::SessionInvalid,
-        reason::DENY_ENVELOPE_HARD_LIMIT => ReasonCode::EnvelopeHardLimit,
-        reason::DENY_PROHIBITED_ACTION => ReasonCode::ProhibitedAction,
-        reason::THREAT_SIGNAL_DETECTED => ReasonCode::ThreatSignalDetected,
-        reason::DENY_IDENTITY_UNAUTHORIZED => ReasonCode::IdentityUnauthorized,
-        _ => ReasonCode::FailClosedError,
-    }
-}
 
 /// The stable name of a reason code, as receipts spell it.
 pub fn reason_name(code: ReasonCode) -> &'static str {

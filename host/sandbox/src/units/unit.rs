@@ -1,6 +1,6 @@
 //! What a sandbox unit is: an interface's audit rule and linker entry
 //! ([`Unit`]), and the audit's verdict type ([`GrantedBy`]). A leaf: the
-//! units (`super`, `crate::fs`, `crate::net::units`), the registry of units
+//! units (`super`, `crate::net::units`), the registry of units
 //! (`super::UNITS`) and the surface audit (`crate::audit`) all import it,
 //! and it imports none of them.
 

@@ -2,13 +2,13 @@
 //! save and load checkpoints, with safe labels and ids, as many as
 //! `limits.checkpoints` and each within `limits.checkpoint_bytes`.
 
-use super::{InterfaceRules, OwnArgs, de};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text, t};
-use crate::pep::decide::{Counters, Decision, args_invalid, exceeded, is_safe_name, malformed};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, malformed};
+use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Counters, Decision, args_invalid, exceeded, is_safe_name};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

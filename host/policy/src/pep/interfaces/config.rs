@@ -3,12 +3,12 @@
 //! provides it (`config.json`); `get-all` answers only such keys. A key
 //! not granted, or granted but not provided, is `DENY_TOOL_NOT_FOUND`.
 
-use super::{InterfaceRules, OwnArgs, de, list_len};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text};
-use crate::pep::decide::{Decision, args_invalid, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, list_len, malformed};
+use crate::pep::cut::{Cutter, Text};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::{ConfigValue, Scope};
+use crate::pep::verdict::{Decision, args_invalid, not_found};
 use hcp_contracts::interfaces::Grant;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -3,13 +3,13 @@
 //! `grants.filesystem`, and writes only inside a read-write one; any other
 //! path is `DENY_IDENTITY_UNAUTHORIZED`, naming the granted directories.
 
-use super::{InterfaceRules, OwnArgs, de, flagged_text};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text};
-use crate::pep::decide::{Decision, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
+use crate::pep::cut::{Cutter, Text};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Decision, not_found};
 use hcp_contracts::ReasonCode;
 use hcp_contracts::manifest::Access;
 use serde::{Deserialize, Serialize};

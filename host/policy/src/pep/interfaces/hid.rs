@@ -1,14 +1,14 @@
 //! The PEP's rules of `hcp:capability/hid`: only with `grants.devices:
 //! hid`; a proposal's action type must be one of seed 004's.
 
-use super::{InterfaceRules, OwnArgs, de, flagged_text};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text, t};
-use crate::pep::decide::{Decision, args_invalid, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
+use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::scan_json;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Decision, args_invalid, not_found};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

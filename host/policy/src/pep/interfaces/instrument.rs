@@ -3,14 +3,14 @@
 //! keep to the session's safety envelope (prohibited actions, hard
 //! limits); after a breach every command is refused.
 
-use super::{InterfaceRules, OwnArgs, de, flagged_text};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text, t};
-use crate::pep::decide::{Decision, args_invalid, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
+use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::scan_json;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Decision, args_invalid, not_found};
 use hcp_contracts::ReasonCode;
 use hcp_instruments::envelope::Violation;
 use serde::{Deserialize, Serialize};

@@ -8,13 +8,13 @@
 //! outside `grants.filesystem` or a write into a read-only directory is; a
 //! write over a limit is `BUDGET_EXCEEDED`.
 
-use super::{InterfaceRules, OwnArgs, de};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text};
-use crate::pep::decide::{Counters, Decision, args_invalid, exceeded, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, malformed};
+use crate::pep::cut::{Cutter, Text};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Counters, Decision, args_invalid, exceeded, not_found};
 use hcp_contracts::interfaces::Grant;
 use hcp_contracts::manifest::Access;
 use serde::{Deserialize, Serialize};

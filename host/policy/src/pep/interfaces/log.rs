@@ -1,13 +1,13 @@
 //! The PEP's rules of `hcp:capability/log`: every capability may log; a
 //! line's level must be one of the WIT's.
 
-use super::{InterfaceRules, OwnArgs, de, flagged_text};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text, t};
-use crate::pep::decide::{Decision, args_invalid, malformed};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
+use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Decision, args_invalid};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

@@ -9,14 +9,22 @@
 //! ([`Op::rules`]) for its part of each, and the first failure
 //! decides. Every rule here is pure, as `decide` is.
 //!
-//! An interface is registered here, once: its module, its operations in
-//! [`Op`] (with the rules that decide them) and its arguments' types in
-//! [`Args`]. Each type lives in its interface's module and gives the
-//! generic code what it needs of the arguments ([`OwnArgs`]): the bytes
-//! charged, the text a receipt keeps of a large call, the threat scan and
-//! the withholding check; [`InterfaceRules::args`] reads them back from a
-//! decision input. `call.rs`, `input.rs`, `bound.rs`, `threat.rs` and
-//! `hcp_store::withhold` hold no arm of their own per interface.
+//! An interface is registered here, once: its module, the rules that
+//! decide its operations ([`Op::rules`]; the operations themselves are
+//! named in `super::op`) and its arguments' types in [`Args`], of which a
+//! [`Call`] is made. Each type lives in its interface's module and gives
+//! the generic code what it needs of the arguments ([`OwnArgs`]): the
+//! bytes charged, the text a receipt keeps of a large call, the threat
+//! scan and the withholding check; [`InterfaceRules::args`] reads them
+//! back from a decision input. `call.rs`, `input.rs`, `bound.rs`,
+//! `threat.rs` and `hcp_store::withhold` hold no arm of their own per
+//! interface.
+//!
+//! The modules here import this one and the leaves below it: the
+//! operations (`op`), text and its cutting (`cut`), decisions and counters
+//! (`verdict`), the scope, the threat scan and the errors. What decides
+//! and records calls (`decide`, `call`, `bound`, `input`) imports this
+//! module; nothing it imports imports it back.
 
 pub mod artifacts;
 pub mod checkpoints;
@@ -29,14 +37,49 @@ pub mod keyvalue;
 pub mod log;
 pub mod sockets;
 
-use super::bound::Cutter;
-use super::call::Call;
-use super::decide::{Counters, Decision};
+use super::cut::{Cutter, Text};
 use super::error::CallError;
+use super::op::Op;
 use super::scope::Scope;
 use super::threat::{Scan, Signals};
+use super::verdict::{Counters, Decision};
+use hcp_contracts::ReasonCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// One host call, before dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Call<'a> {
+    /// The arguments, canonical for the operation.
+    pub args: Args<'a>,
+    /// The operation.
+    pub op: Op,
+    /// What the call reaches: a guest path, `ip:port`, a host name,
+    /// `host:port`, an instrument; empty when nothing (log, artifacts,
+    /// checkpoints).
+    pub target: Text<'a>,
+}
+
+/// No arguments: `{}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Empty {}
+
+impl OwnArgs for Empty {
+    type Static = Empty;
+
+    fn into_static(self) -> Empty {
+        self
+    }
+
+    fn text_len(&self) -> usize {
+        0
+    }
+
+    fn cut(&self, _: &mut Cutter) -> Empty {
+        *self
+    }
+}
 
 /// One interface's part of the PEP's checks. A call reaches its
 /// interface's rules only with an operation of that interface; arguments
@@ -143,8 +186,17 @@ pub(crate) trait OwnArgs {
     }
 }
 
+/// The denial of a call whose arguments do not fit its operation: it
+/// fails closed.
+pub(crate) fn malformed(call: &Call<'_>) -> Result<(), Decision> {
+    Err(Decision::deny(
+        ReasonCode::FailClosedError,
+        format!("{}: malformed call (its arguments do not fit it)", call.op),
+    ))
+}
+
 /// Bytes a list of strings counts in [`OwnArgs::text_len`].
-pub(crate) fn list_len(v: &[super::Text<'_>]) -> usize {
+pub(crate) fn list_len(v: &[Text<'_>]) -> usize {
     v.iter().map(|s| s.len() + 3).sum()
 }
 
@@ -257,129 +309,48 @@ interface_args! {
     Keyvalue(keyvalue::KvArgs<'a>);
     /// Calls whose target says it all (`instrument.read`, `net.lookup`,
     /// `net.bind`, `hid.wait`, ...).
-    Empty(super::call::Empty);
+    Empty(Empty);
 }
 
-macro_rules! ops {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal => $rules:expr;)*) => {
-        /// A kind of host call: `interface.operation`. The names are stable:
-        /// receipts record them as `call`. Each is an operation of a row of
-        /// [`hcp_contracts::interfaces::INTERFACES`] (a test checks both
-        /// list the same operations).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        pub enum Op {
-            $($(#[$doc])* #[serde(rename = $name)] $variant,)*
+impl Op {
+    /// The PEP's rules of the call's interface (its module of this
+    /// module). The match names every operation: one the rules do not
+    /// cover does not compile.
+    pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
+        match self {
+            Op::LogWrite => &log::Log,
+            Op::ArtifactCreate => &artifacts::Artifacts,
+            Op::CheckpointSave | Op::CheckpointLoad => &checkpoints::Checkpoints,
+            Op::InstrumentCommand | Op::InstrumentRead => &instrument::Instrument,
+            Op::FsOpen
+            | Op::FsStat
+            | Op::FsMetadataHash
+            | Op::FsReadlink
+            | Op::FsMkdir
+            | Op::FsRmdir
+            | Op::FsUnlink
+            | Op::FsRename
+            | Op::FsLink
+            | Op::FsSymlink
+            | Op::FsSetTimes
+            | Op::FsWrite => &filesystem::Filesystem,
+            Op::NetConnect
+            | Op::NetBind
+            | Op::NetListen
+            | Op::NetAccept
+            | Op::NetUdp
+            | Op::NetLookup
+            | Op::NetSocket => &sockets::Sockets,
+            Op::HttpRequest => &http::Http,
+            Op::HidPropose | Op::HidWait => &hid::Hid,
+            Op::ConfigGet | Op::ConfigGetAll => &config::Config,
+            Op::KvOpen
+            | Op::KvGet
+            | Op::KvSet
+            | Op::KvDelete
+            | Op::KvExists
+            | Op::KvListKeys
+            | Op::KvIncrement => &keyvalue::Keyvalue,
         }
-
-        impl Op {
-            /// Every operation.
-            pub const ALL: &[Op] = &[$(Op::$variant,)*];
-
-            /// The stable name, e.g. `fs.open`.
-            pub fn name(self) -> &'static str {
-                match self { $(Op::$variant => $name,)* }
-            }
-
-            /// The WIT interface the call belongs to, as the table of
-            /// interfaces ([`hcp_contracts::interfaces`]) gives it.
-            pub fn interface(self) -> &'static str {
-                hcp_contracts::interfaces::by_operation(self.name()).map_or("", |(_, o)| o.wit)
-            }
-
-            /// The PEP's rules of the call's interface (its module of
-            /// this module).
-            pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
-                match self { $(Op::$variant => &$rules,)* }
-            }
-
-            /// The operation named `name`.
-            pub fn from_name(name: &str) -> Option<Op> {
-                match name { $($name => Some(Op::$variant),)* _ => None }
-            }
-        }
-    };
-}
-
-ops! {
-    /// `log.write`: a structured log line.
-    LogWrite = "log.write" => log::Log;
-    /// `artifacts.create`.
-    ArtifactCreate = "artifacts.create" => artifacts::Artifacts;
-    /// `checkpoints.save`.
-    CheckpointSave = "checkpoints.save" => checkpoints::Checkpoints;
-    /// `checkpoints.load`.
-    CheckpointLoad = "checkpoints.load" => checkpoints::Checkpoints;
-    /// `instrument.command`: a command to an instrument.
-    InstrumentCommand = "instrument.command" => instrument::Instrument;
-    /// `instrument.read`: a reading, no side effect.
-    InstrumentRead = "instrument.read" => instrument::Instrument;
-    /// `descriptor.open-at`.
-    FsOpen = "fs.open" => filesystem::Filesystem;
-    /// `descriptor.stat-at`.
-    FsStat = "fs.stat" => filesystem::Filesystem;
-    /// `descriptor.metadata-hash-at`.
-    FsMetadataHash = "fs.metadata_hash" => filesystem::Filesystem;
-    /// `descriptor.readlink-at`.
-    FsReadlink = "fs.readlink" => filesystem::Filesystem;
-    /// `descriptor.create-directory-at`.
-    FsMkdir = "fs.mkdir" => filesystem::Filesystem;
-    /// `descriptor.remove-directory-at`.
-    FsRmdir = "fs.rmdir" => filesystem::Filesystem;
-    /// `descriptor.unlink-file-at`.
-    FsUnlink = "fs.unlink" => filesystem::Filesystem;
-    /// `descriptor.rename-at`.
-    FsRename = "fs.rename" => filesystem::Filesystem;
-    /// `descriptor.link-at`.
-    FsLink = "fs.link" => filesystem::Filesystem;
-    /// `descriptor.symlink-at`.
-    FsSymlink = "fs.symlink" => filesystem::Filesystem;
-    /// `descriptor.set-times-at`.
-    FsSetTimes = "fs.set_times" => filesystem::Filesystem;
-    /// Bytes written into a file of a read-write grant (`write`, an output
-    /// stream, `set-size` growth), asked for before they are written.
-    FsWrite = "fs.write" => filesystem::Filesystem;
-    /// A TCP connect.
-    NetConnect = "net.connect" => sockets::Sockets;
-    /// A TCP bind (only the implicit bind of a client connect is admissible).
-    NetBind = "net.bind" => sockets::Sockets;
-    /// A TCP listen: never admissible.
-    NetListen = "net.listen" => sockets::Sockets;
-    /// A TCP accept: never admissible.
-    NetAccept = "net.accept" => sockets::Sockets;
-    /// Any UDP use: never admissible.
-    NetUdp = "net.udp" => sockets::Sockets;
-    /// A name lookup.
-    NetLookup = "net.lookup" => sockets::Sockets;
-    /// Creating a TCP socket (the target is the address family).
-    NetSocket = "net.socket" => sockets::Sockets;
-    /// An outgoing HTTP request.
-    HttpRequest = "http.request" => http::Http;
-    /// `hid.propose`: a keyboard or mouse action proposed to the operator.
-    HidPropose = "hid.propose" => hid::Hid;
-    /// `hid.wait`: waiting for a proposal's outcome.
-    HidWait = "hid.wait" => hid::Hid;
-    /// `wasi:config/store.get`: one key's value (the target is the key).
-    ConfigGet = "config.get" => config::Config;
-    /// `wasi:config/store.get-all`: every granted key's value.
-    ConfigGetAll = "config.get_all" => config::Config;
-    /// `wasi:keyvalue/store.open`: opening a granted bucket.
-    KvOpen = "kv.open" => keyvalue::Keyvalue;
-    /// `bucket.get`.
-    KvGet = "kv.get" => keyvalue::Keyvalue;
-    /// `bucket.set`: the value's size and what the bucket holds after it.
-    KvSet = "kv.set" => keyvalue::Keyvalue;
-    /// `bucket.delete`.
-    KvDelete = "kv.delete" => keyvalue::Keyvalue;
-    /// `bucket.exists`.
-    KvExists = "kv.exists" => keyvalue::Keyvalue;
-    /// `bucket.list-keys`.
-    KvListKeys = "kv.list_keys" => keyvalue::Keyvalue;
-    /// `wasi:keyvalue/atomics.increment`: a write, as `kv.set`.
-    KvIncrement = "kv.increment" => keyvalue::Keyvalue;
-}
-
-impl std::fmt::Display for Op {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }

@@ -3,13 +3,13 @@
 //! only the ephemeral bind of a client connect, lookups of granted names
 //! only; never listening, accepting or UDP.
 
-use super::{InterfaceRules, OwnArgs, de, list_len};
-use crate::pep::bound::Cutter;
-use crate::pep::call::{Args, Call, Op, Text, t};
-use crate::pep::decide::{Decision, malformed, not_found};
+use super::{Args, Call, InterfaceRules, OwnArgs, de, list_len, malformed};
+use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
+use crate::pep::op::Op;
 use crate::pep::scope::{Scope, canonical, normalize_name};
 use crate::pep::threat::{Exposure, Scan, Signals};
+use crate::pep::verdict::{Decision, not_found};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::net::SocketAddr;
