@@ -64,4 +64,20 @@ fn at_a_steady_load_with_a_retention_the_hot_store_stops_growing() {
             r.tasks_run, r.hot_tasks, r.db_bytes, r.used_bytes, r.pack_bytes
         );
     }
+    // Bounded by the retention: once the first archive run pruned, the
+    // pages in use stop growing with the tasks run (nothing of an archived
+    // task stays hot: its receipts' hashes go to the Merkle frontier), and
+    // the file, its free pages reused, stops growing with them.
+    let (second, last) = (&rounds[1], &rounds[4]);
+    assert!(
+        last.used_bytes <= second.used_bytes + second.used_bytes / 10,
+        "pages in use grew from {} to {} bytes over {} tasks: {rounds:?}",
+        second.used_bytes,
+        last.used_bytes,
+        last.tasks_run - second.tasks_run
+    );
+    assert!(
+        last.db_bytes <= second.db_bytes + second.db_bytes / 5,
+        "{rounds:?}"
+    );
 }
