@@ -46,7 +46,6 @@ pub use decide::{Counters, Decision, Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
 pub use interfaces::artifacts::ArtifactArgs;
 pub use interfaces::checkpoints::{CheckpointLoadArgs, CheckpointSaveArgs};
-pub use interfaces::config::ConfigArgs;
 pub use interfaces::filesystem::{FsAccess, FsArgs, FsWriteArgs};
 pub use interfaces::hid::HidArgs;
 pub use interfaces::http::HttpArgs;
@@ -56,8 +55,7 @@ pub use interfaces::log::LogArgs;
 pub use interfaces::sockets::{ConnectArgs, LookupArgs};
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
-    BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,
-    Surface,
+    BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,
 };
 pub use threat::{Detector, ScanMode, Signals};
 

@@ -35,8 +35,13 @@ use super::decide::{Counters, Decision};
 use super::error::CallError;
 use super::scope::Scope;
 use super::threat::{Scan, Signals};
+use crate::operator::InterfaceFile;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// The interfaces' own policy files ([`crate::operator`]), in the order
+/// they are loaded and hashed.
+pub(crate) const FILES: &[InterfaceFile] = &[config::FILE];
 
 /// One interface's part of the PEP's checks. A call reaches its
 /// interface's rules only with an operation of that interface; arguments
