@@ -33,12 +33,11 @@ pub struct SecretCommand {
 const CAPABILITY: &str = "capability";
 
 /// `<command> secret set`'s arguments, as the interface's space declares
-/// them.
+/// them (its help set last: [`DataDir`]'s arguments bring their own).
 fn set_command(space: &SecretSpace) -> clap::Command {
     let (name, value_name, help) = space.name_arg;
     DataDir::augment_args(
         clap::Command::new("set")
-            .about(space.help[2])
             .arg(
                 Arg::new(CAPABILITY)
                     .value_name("CAPABILITY")
@@ -52,6 +51,8 @@ fn set_command(space: &SecretSpace) -> clap::Command {
                     .help(help),
             ),
     )
+    .about(space.help[2])
+    .long_about(None)
 }
 
 impl clap::Subcommand for SecretCommand {
@@ -139,4 +140,97 @@ pub(super) fn run(cmd: SecretCommand) -> Outcome {
     hcp_store::operator_secrets::set(&dir, &data_key, interface, &capability, &name, value)?;
     println!("secret {name} of {capability} sealed");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory as _, Parser as _};
+
+    /// `hcp config` as clap's derive declared it when it was config's own
+    /// command (`cli/config.rs`).
+    #[derive(Debug, clap::Parser)]
+    #[command(name = "hcp")]
+    struct Before {
+        #[command(subcommand)]
+        command: BeforeCommand,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum BeforeCommand {
+        /// The operator's `wasi:config` secrets: seal a value for a capability.
+        #[command(subcommand)]
+        Config(ConfigCommand),
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum ConfigCommand {
+        /// The values of keys `config.json` marks secret.
+        #[command(subcommand)]
+        Secret(BeforeSecret),
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum BeforeSecret {
+        /// Seal the value read from stdin (one trailing newline dropped) as
+        /// secret KEY of CAPABILITY, replacing any earlier value. The policy's
+        /// `config.json` must mark the key `{"secret": true}` for a capability
+        /// granted it to read it.
+        Set {
+            /// The capability's name (without version).
+            capability: String,
+            /// The key (`[A-Za-z0-9_.-]`, at most 128).
+            key: String,
+            #[command(flatten)]
+            data: DataDir,
+        },
+    }
+
+    fn help(mut cmd: clap::Command, path: &[&str]) -> (String, String) {
+        cmd.build();
+        let mut at = &mut cmd;
+        for name in path {
+            at = at
+                .find_subcommand_mut(name)
+                .unwrap_or_else(|| panic!("no {name}"));
+        }
+        (
+            at.render_help().to_string(),
+            at.render_long_help().to_string(),
+        )
+    }
+
+    /// The platform's `hcp config secret set`, built from `wasi:config`'s
+    /// `SecretSpace`, helps and parses as config's own command did.
+    #[test]
+    fn config_secret_set_is_what_it_was() {
+        for path in [
+            &["config"][..],
+            &["config", "secret"],
+            &["config", "secret", "set"],
+        ] {
+            assert_eq!(
+                help(crate::cli::Cli::command(), path),
+                help(Before::command(), path),
+                "hcp {}",
+                path.join(" ")
+            );
+        }
+        let args = ["hcp", "config", "secret", "set", "probe", "api_token"];
+        let cli = crate::cli::Cli::try_parse_from(args.iter().chain(&["--data-dir", "/d"]))
+            .expect("parses");
+        let crate::cli::Command::Secret(cmd) = cli.command else {
+            panic!("not the secret command: {cli:?}");
+        };
+        assert_eq!(
+            (cmd.interface, cmd.capability.as_str(), cmd.name.as_str()),
+            ("wasi:config", "probe", "api_token")
+        );
+        assert_eq!(cmd.data.path().expect("path"), std::path::Path::new("/d"));
+        for short in [&args[..5], &args[..3], &args[..2]] {
+            let now = crate::cli::Cli::try_parse_from(short).expect_err("refused");
+            let then = Before::try_parse_from(short).expect_err("refused");
+            assert_eq!(now.kind(), then.kind(), "{short:?}");
+        }
+    }
 }
