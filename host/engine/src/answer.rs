@@ -92,38 +92,46 @@ pub(super) fn withhold_granted_env(
         .map_err(|e| anyhow::anyhow!("the answer with a granted environment value withheld: {e}"))
 }
 
-/// The `wasi:config` keys the session's scope marks secret (granted, and
-/// marked so by the operator's `config.json`): their values are withheld
+/// The operator's secrets the session may read, of every interface
+/// (granted, and marked secret by the operator's policy,
+/// `hcp_policy::operator`): (interface, name). Their values are withheld
 /// from the task's answer.
-pub(super) fn config_secret_keys(scope: Option<&hcp_policy::pep::Scope>) -> Vec<String> {
+pub(super) fn operator_secret_names(
+    scope: Option<&hcp_policy::pep::Scope>,
+) -> Vec<(&'static str, String)> {
     scope.map_or_else(Vec::new, |s| {
-        s.config_keys()
-            .filter(|(_, v)| matches!(v, hcp_policy::pep::ConfigValue::Secret))
-            .map(|(k, _)| k.to_owned())
+        s.operator_secrets()
+            .map(|(interface, name)| (interface, name.to_owned()))
             .collect()
     })
 }
 
-/// `answer` with the values of `capability`'s `wasi:config` secrets `keys`
-/// withheld from the strings of its payload (by their keyed digest, as
-/// [`withhold_granted_env`] does for the environment): the operator's
-/// secrets never reach the caller, the database nor a pack in clear.
-/// Values shorter than `MIN_ENV_VALUE_CHARS` are not looked for.
+/// `answer` with the values of `capability`'s operator secrets `names`
+/// ([`operator_secret_names`]) withheld from the strings of its payload
+/// (by their keyed digest, as [`withhold_granted_env`] does for the
+/// environment): the operator's secrets never reach the caller, the
+/// database nor a pack in clear. Values shorter than
+/// `MIN_ENV_VALUE_CHARS` are not looked for.
 ///
 /// # Errors
 ///
 /// A secret that cannot be opened, or one withheld from a name the
 /// payload is read by.
-pub(super) fn withhold_config_secrets(
+pub(super) fn withhold_operator_secrets(
     store: &crate::store::Store,
     capability: &str,
-    keys: &[String],
+    names: &[(&'static str, String)],
     answer: Answer,
 ) -> Result<Answer> {
     let mut values = Vec::new();
-    for key in keys {
-        let opened =
-            hcp_store::config_secrets::open(store.dir(), store.data_key(), capability, key)?;
+    for (interface, name) in names {
+        let opened = hcp_store::operator_secrets::open(
+            store.dir(),
+            store.data_key(),
+            interface,
+            capability,
+            name,
+        )?;
         if let Some(v) =
             opened.filter(|v| v.chars().count() >= crate::withhold::MIN_ENV_VALUE_CHARS)
         {
@@ -141,5 +149,5 @@ pub(super) fn withhold_config_secrets(
         return Ok(answer);
     }
     Answer::from_value(value)
-        .map_err(|e| anyhow::anyhow!("the answer with a config secret withheld: {e}"))
+        .map_err(|e| anyhow::anyhow!("the answer with an operator secret withheld: {e}"))
 }

@@ -351,7 +351,7 @@ impl Host {
             }
         };
         drop(open);
-        let secrets = super::answer::config_secret_keys(Some(governor.scope()));
+        let secrets = super::answer::operator_secret_names(Some(governor.scope()));
         let request = TaskRequest {
             task_id: task.task_id.clone(),
             session_id: session.to_owned(),
@@ -392,7 +392,7 @@ impl Host {
             // from all that keeps it (`crate::withhold`).
             super::answer::withhold_granted_env(self.store.withhold(), &manifest.grants.env, answer)
                 .and_then(|answer| {
-                    super::answer::withhold_config_secrets(
+                    super::answer::withhold_operator_secrets(
                         &self.store,
                         manifest.name(),
                         &secrets,

@@ -161,7 +161,7 @@ impl Host {
             &super::receipts::manifest_bytes(&manifest)?,
             Vec::new(),
         )?;
-        let secrets = super::answer::config_secret_keys(Some(governor.scope()));
+        let secrets = super::answer::operator_secret_names(Some(governor.scope()));
         let request = TaskRequest {
             task_id: task_id.clone(),
             session_id: session_id.clone(),
@@ -195,8 +195,12 @@ impl Host {
             &manifest.grants.env,
             answer,
         )?;
-        let answer =
-            super::answer::withhold_config_secrets(&self.store, manifest.name(), &secrets, answer)?;
+        let answer = super::answer::withhold_operator_secrets(
+            &self.store,
+            manifest.name(),
+            &secrets,
+            answer,
+        )?;
         // Receipts are durable before the task is answered, every one of
         // them: a session that lost some to a failed write while it ran (a
         // full disk that had space again by the end) is not answered as if

@@ -1,6 +1,10 @@
 //! The files of a policy set, their JSON Schemas (embedded from
-//! `schemas/policy/`, compiled once) and syntax checking.
+//! `schemas/policy/`, compiled once) and syntax checking: the seven files
+//! of the gate, then each interface's own optional file
+//! ([`crate::operator::InterfaceFile`], declared by its policy module).
 
+use crate::operator::InterfaceFile;
+use crate::pep::interfaces::FILES;
 use hcp_contracts::Problem;
 use hcp_contracts::schema::{UserSchemaError, compile_user, validate_user};
 use serde_json::Value;
@@ -23,8 +27,21 @@ pub enum PolicyFile {
     Authz,
     /// `dispatch.json`.
     Dispatch,
-    /// `config.json` (optional: [`PolicyFile::is_optional`]).
-    Config,
+    /// An interface's own file (optional: [`PolicyFile::is_optional`]),
+    /// e.g. `wasi:config`'s `config.json`.
+    Interface(FileSlot),
+}
+
+/// Which of [`crate::operator::interface_files`] a [`PolicyFile::Interface`]
+/// is (only [`PolicyFile::ALL`] and [`PolicyFile::from_name`] make one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FileSlot(u8);
+
+impl FileSlot {
+    /// The interface's file it names.
+    pub fn file(self) -> Option<&'static InterfaceFile> {
+        crate::operator::interface_files().get(usize::from(self.0))
+    }
 }
 
 /// An embedded policy schema that does not compile (a build fault,
@@ -47,7 +64,23 @@ static CONTEXT: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Contex
 static BUDGETS: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Budgets));
 static ENVELOPES: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Envelopes));
 static DISPATCH: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Dispatch));
-static CONFIG: LazyLock<Compiled> = LazyLock::new(|| compile(PolicyFile::Config));
+/// The interfaces' files' schemas, by slot.
+static INTERFACES: LazyLock<Vec<Compiled>> =
+    LazyLock::new(|| FILES.iter().map(|f| embedded(f.schema)).collect());
+
+/// The gate's files, in the order they are loaded and hashed.
+const GATE: [PolicyFile; 7] = [
+    PolicyFile::Callers,
+    PolicyFile::Risk,
+    PolicyFile::Context,
+    PolicyFile::Budgets,
+    PolicyFile::Envelopes,
+    PolicyFile::Authz,
+    PolicyFile::Dispatch,
+];
+
+// Slots are `u8`.
+const _: () = assert!(FILES.len() <= u8::MAX as usize);
 
 fn compile(file: PolicyFile) -> Compiled {
     let text = file
@@ -64,17 +97,22 @@ pub(crate) fn embedded(text: &str) -> Compiled {
 }
 
 impl PolicyFile {
-    /// Every file, in the order they are loaded and hashed.
-    pub const ALL: [PolicyFile; 8] = [
-        Self::Callers,
-        Self::Risk,
-        Self::Context,
-        Self::Budgets,
-        Self::Envelopes,
-        Self::Authz,
-        Self::Dispatch,
-        Self::Config,
-    ];
+    /// Every file, in the order they are loaded and hashed: the gate's,
+    /// then the interfaces'.
+    pub const ALL: [PolicyFile; GATE.len() + FILES.len()] = {
+        let mut all = [PolicyFile::Callers; GATE.len() + FILES.len()];
+        let mut i = 0;
+        while i < GATE.len() {
+            all[i] = GATE[i];
+            i += 1;
+        }
+        let mut slot = 0;
+        while slot < FILES.len() {
+            all[GATE.len() + slot] = PolicyFile::Interface(FileSlot(slot as u8));
+            slot += 1;
+        }
+        all
+    };
 
     /// The file's name in the policy directory.
     pub fn name(self) -> &'static str {
@@ -86,14 +124,14 @@ impl PolicyFile {
             Self::Envelopes => "envelopes.json",
             Self::Authz => "authz.cedar",
             Self::Dispatch => "dispatch.json",
-            Self::Config => "config.json",
+            Self::Interface(slot) => slot.file().map_or("", |f| f.name),
         }
     }
 
-    /// Whether a policy directory may go without it (`config.json`: no
-    /// value provided); an absent optional file is not hashed.
+    /// Whether a policy directory may go without it (an interface's file:
+    /// no value provided); an absent optional file is not hashed.
     pub fn is_optional(self) -> bool {
-        self == Self::Config
+        matches!(self, Self::Interface(_))
     }
 
     /// The file whose name is `name`.
@@ -118,7 +156,7 @@ impl PolicyFile {
                 "../../../schemas/policy/envelopes.schema.json"
             )),
             Self::Dispatch => Some(include_str!("../../../schemas/policy/dispatch.schema.json")),
-            Self::Config => Some(include_str!("../../../schemas/policy/config.schema.json")),
+            Self::Interface(slot) => slot.file().map(|f| f.schema),
             Self::Authz => None,
         }
     }
@@ -131,7 +169,7 @@ impl PolicyFile {
             Self::Budgets => Some(&BUDGETS),
             Self::Envelopes => Some(&ENVELOPES),
             Self::Dispatch => Some(&DISPATCH),
-            Self::Config => Some(&CONFIG),
+            Self::Interface(slot) => INTERFACES.get(usize::from(slot.0)),
             Self::Authz => None,
         }
     }

@@ -44,6 +44,7 @@ pub mod ids;
 pub mod install;
 pub mod install_limits;
 mod load;
+pub mod operator;
 pub mod pep;
 pub mod policy_set;
 pub mod reply_to;

@@ -3,16 +3,16 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the seven policy files (and the optional `config.json`) of the directory it is
-//! given, and nothing else.
+//! [`PolicySet::load`] reads the seven policy files (and the interfaces'
+//! optional files, such as `config.json`) of the directory it is given,
+//! and nothing else.
 
 use crate::authz::Authz;
 use crate::caller::Caller;
 use crate::check;
 use crate::file_kind::PolicyFile;
-use crate::files::{
-    BudgetsFile, CallersFile, ConfigFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
-};
+use crate::files::{BudgetsFile, CallersFile, ContextFile, DispatchFile, EnvelopesFile, RiskFile};
+use crate::operator::{InterfaceFile, OperatorFile};
 use crate::policy_set::PolicySet;
 use hcp_contracts::Problem;
 use serde::de::DeserializeOwned;
@@ -171,11 +171,22 @@ impl PolicySet {
             text(PolicyFile::Dispatch),
             check::dispatch,
         );
-        // Optional: without it, no value is provided.
-        let config: Option<ConfigFile> = match text(PolicyFile::Config) {
-            None => Some(ConfigFile::default()),
-            Some(t) => loader.json(PolicyFile::Config, Some(t), crate::files::config::check),
-        };
+        // The interfaces' files, optional: without one, no value is
+        // provided.
+        let mut interface_files = Some(Vec::new());
+        for file in PolicyFile::ALL {
+            let PolicyFile::Interface(slot) = file else {
+                continue;
+            };
+            let doc = slot.file().and_then(|f| match text(file) {
+                None => Some((f.empty)()),
+                Some(t) => loader.interface(file, f, t),
+            });
+            match (doc, interface_files.as_mut()) {
+                (Some(doc), Some(docs)) => docs.push(doc),
+                _ => interface_files = None,
+            }
+        }
         let authz = match text(PolicyFile::Authz) {
             None => {
                 loader.missing(PolicyFile::Authz);
@@ -196,7 +207,15 @@ impl PolicySet {
         }
         let hash = loader.hash(&sources);
         match (
-            callers, risk, context, budgets, envelopes, authz, dispatch, config, hash,
+            callers,
+            risk,
+            context,
+            budgets,
+            envelopes,
+            authz,
+            dispatch,
+            interface_files,
+            hash,
         ) {
             (
                 Some(callers),
@@ -206,7 +225,7 @@ impl PolicySet {
                 Some(envelopes),
                 Some(authz),
                 Some(dispatch),
-                Some(config),
+                Some(interface_files),
                 Some(hash),
             ) if loader.problems.is_empty() => {
                 let callers = callers
@@ -240,7 +259,7 @@ impl PolicySet {
                     envelopes,
                     authz,
                     dispatch,
-                    config,
+                    interface_files,
                     hash,
                     // A map of strings to strings always has a JSON form.
                     sources_json: serde_json::to_string(&sources).unwrap_or_default().into(),
@@ -288,6 +307,40 @@ impl Loader {
         text: Option<&str>,
         semantic: fn(&T) -> Vec<Problem>,
     ) -> Option<T> {
+        self.json_with(file, text, |value| {
+            serde_json::from_value::<T>(value)
+                .map(|doc| {
+                    let found = semantic(&doc);
+                    (doc, found)
+                })
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    /// An interface's own file, read by its [`InterfaceFile::read`].
+    fn interface(
+        &mut self,
+        file: PolicyFile,
+        declared: &InterfaceFile,
+        text: &str,
+    ) -> Option<std::sync::Arc<dyn OperatorFile>> {
+        self.json_with(file, Some(text), |value| {
+            (declared.read)(value).map(|doc| {
+                let found = doc.problems();
+                (doc, found)
+            })
+        })
+    }
+
+    /// A JSON file: its syntax, its schema and duplicate keys here, what
+    /// `read` finds (the document and its semantic problems, or why it
+    /// does not fit its type) after.
+    fn json_with<T>(
+        &mut self,
+        file: PolicyFile,
+        text: Option<&str>,
+        read: impl FnOnce(Value) -> Result<(T, Vec<Problem>), String>,
+    ) -> Option<T> {
         let Some(text) = text else {
             self.missing(file);
             return None;
@@ -295,13 +348,12 @@ impl Loader {
         let duplicates = crate::dupkeys::duplicate_keys(text);
         let (doc, mut problems) = match file.parse_json(text) {
             Err(problems) => (None, problems),
-            Ok(value) => match serde_json::from_value::<T>(value.clone()) {
-                Ok(doc) => {
+            Ok(value) => match read(value.clone()) {
+                Ok((doc, found)) => {
                     self.parsed.insert(file.name(), value);
-                    let found = semantic(&doc);
                     (Some(doc), found)
                 }
-                Err(e) => (None, vec![Problem::new("", e.to_string())]),
+                Err(e) => (None, vec![Problem::new("", e)]),
             },
         };
         problems.extend(duplicates);
@@ -351,8 +403,10 @@ impl PolicyFile {
             Self::Budgets => drop(loader.json::<BudgetsFile>(self, text, |_| Vec::new())),
             Self::Envelopes => drop(loader.json::<EnvelopesFile>(self, text, check::envelopes)),
             Self::Dispatch => drop(loader.json::<DispatchFile>(self, text, check::dispatch)),
-            Self::Config => {
-                drop(loader.json::<ConfigFile>(self, text, crate::files::config::check))
+            Self::Interface(slot) => {
+                if let (Some(declared), Some(text)) = (slot.file(), text) {
+                    drop(loader.interface(self, declared, text));
+                }
             }
             Self::Authz => {}
         }

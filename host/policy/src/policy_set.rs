@@ -3,16 +3,17 @@
 //!
 //! # Ambient authority
 //!
-//! [`PolicySet::load`] reads the seven policy files (and the optional `config.json`) of the directory it is
-//! given, and nothing else. Everything after loading is pure.
+//! [`PolicySet::load`] reads the seven policy files (and the interfaces'
+//! optional files, such as `config.json`) of the directory it is given,
+//! and nothing else. Everything after loading is pure.
 
 use crate::authz::Authz;
 use crate::caller::Caller;
 use crate::files::{
-    BudgetsFile, CapabilityRisk, ConfigEntry, ConfigFile, ContextFile, DispatchFile, EnvelopesFile,
-    RiskFile,
+    BudgetsFile, CapabilityRisk, ContextFile, DispatchFile, EnvelopesFile, RiskFile,
 };
 use crate::ids::CallerId;
+use crate::operator::{InterfaceFile, OperatorFile};
 use hcp_contracts::manifest::SafetyEnvelope;
 use std::collections::BTreeMap;
 
@@ -26,8 +27,10 @@ pub struct PolicySet {
     pub(crate) envelopes: EnvelopesFile,
     pub(crate) authz: Authz,
     pub(crate) dispatch: DispatchFile,
-    /// `config.json` (empty when the directory has none).
-    pub(crate) config: ConfigFile,
+    /// Each interface's own file, in the order of
+    /// [`crate::operator::interface_files`] (empty when the directory has
+    /// none).
+    pub(crate) interface_files: Vec<std::sync::Arc<dyn OperatorFile>>,
     pub(crate) hash: String,
     pub(crate) sources: BTreeMap<String, String>,
     /// `sources` as JSON (what [`PolicySet::sources_json`] gives).
@@ -133,10 +136,13 @@ impl PolicySet {
         &self.dispatch
     }
 
-    /// The `wasi:config` values `config.json` provides `capability` (a
-    /// name, without version), by key: plain values, and secrets marked.
-    pub fn config_values(&self, capability: &str) -> Option<&BTreeMap<String, ConfigEntry>> {
-        self.config.values(capability)
+    /// Each interface's own file with what it holds.
+    pub(crate) fn interface_files(
+        &self,
+    ) -> impl Iterator<Item = (&'static InterfaceFile, &dyn OperatorFile)> {
+        crate::operator::interface_files()
+            .iter()
+            .zip(self.interface_files.iter().map(|d| &**d))
     }
 
     /// The budgets of a task of `declaration` from `caller` (the smaller of

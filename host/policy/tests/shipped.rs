@@ -75,6 +75,51 @@ fn policy_hash_is_canonical_and_replayable() {
     assert_ne!(changed.policy_hash(), hash);
 }
 
+/// The hash of a set with and without an interface's own file
+/// (`config.json`), pinned: the values were computed apart from this crate
+/// (Python, `json.dumps(sort_keys=True, separators=(",", ":"))` over
+/// `{"<file name>": <content>}`, as `PolicySet::policy_hash` documents),
+/// so that loading the file through the interfaces' table hashes what
+/// `config.json` hashed when it was a file of its own.
+#[test]
+fn the_hash_with_and_without_an_interface_file_is_pinned() {
+    assert_eq!(
+        shipped().policy_hash(),
+        "sha256:2f379d299d8066f0d2348a4959d56f8c3f9592d8ff10bac332e39bfce4f73524"
+    );
+    let mut sources = shipped_sources();
+    sources.remove("config.json");
+    let without = PolicySet::from_sources("test", sources.clone()).expect("loads");
+    assert_eq!(
+        without.policy_hash(),
+        "sha256:e89e26dd281dc1db101553d1d5d5ffe3f6525fd1fabc2050499b5207c1a5a91a"
+    );
+    sources.insert(
+        "config.json".into(),
+        r#"{"capabilities": {"probe": {"greeting": {"value": "hello"}, "api_token": {"secret": true}}}}"#
+            .into(),
+    );
+    let with = PolicySet::from_sources("test", sources.clone()).expect("loads");
+    assert_eq!(
+        with.policy_hash(),
+        "sha256:836753f9e257a423db462a804a58ef428439b08320d1c4874d3cebedabff775b"
+    );
+    // Its problems are the set's, by file, as any other file's.
+    sources.insert(
+        "config.json".into(),
+        r#"{"capabilities": {"probe": {"both": {"value": "v", "secret": true}}}, "extra": 1}"#
+            .into(),
+    );
+    let e = PolicySet::from_sources("policies", sources).expect_err("refused");
+    assert_eq!(
+        e.to_string(),
+        "policies: invalid policy set:\n  \
+         config.json: (document): Additional properties are not allowed ('extra' was unexpected)\n  \
+         config.json: /capabilities/probe/both: {\"value\":\"v\",\"secret\":true} is not valid \
+         under any of the schemas listed in the 'oneOf' keyword"
+    );
+}
+
 #[test]
 fn every_problem_of_every_file_is_reported_at_once() {
     let mut sources = shipped_sources();

@@ -48,7 +48,7 @@ pub use hid_broker::{HidBroker, HidOutcome, HidRefusal};
 pub use limits::MAX_TABLE_ENTRIES;
 pub use prepare::PrepareError;
 pub use store::{
-    ConfigSecret, MemoryStore, ResumeFrom, StateSpace, StateUpdate, StateUsage, StoredArtifact,
+    MemoryStore, OperatorSecret, ResumeFrom, StateSpace, StateUpdate, StateUsage, StoredArtifact,
     TaskMeta, TaskStore, TaskStoreError,
 };
 pub use task::{RunFailure, RunResult, TaskRequest, TaskRun};

@@ -109,19 +109,20 @@ pub trait TaskStore: Send + Sync + 'static {
         id: &str,
     ) -> Result<Option<Vec<u8>>, TaskStoreError>;
 
-    /// The `wasi:config` secret `key` of `capability` (a name, without
-    /// version), which the operator's policy marks secret, with its keyed
-    /// digest; `None` when the operator set none (the default: a store
-    /// without secrets).
+    /// The operator's secret `name` of `interface` for `capability` (a
+    /// name, without version), which the operator's policy marks secret
+    /// (`hcp_policy::operator`), with its keyed digest; `None` when the
+    /// operator set none (the default: a store without secrets).
     ///
     /// # Errors
     ///
     /// A message for the guest (no host paths, never the value).
-    fn config_secret(
+    fn operator_secret(
         &self,
+        _interface: &str,
         _capability: &str,
-        _key: &str,
-    ) -> Result<Option<ConfigSecret>, TaskStoreError> {
+        _name: &str,
+    ) -> Result<Option<OperatorSecret>, TaskStoreError> {
         Ok(None)
     }
 
@@ -237,9 +238,9 @@ pub struct StateUsage {
     pub entry: Option<u64>,
 }
 
-/// A `wasi:config` secret, opened for a task that may read it.
+/// An operator's secret, opened for a task that may read it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ConfigSecret {
+pub struct OperatorSecret {
     /// The value, in clear: for the guest only.
     pub value: String,
     /// Its keyed digest (`[withheld: hmac-sha256:…]`): what receipts
@@ -247,9 +248,9 @@ pub struct ConfigSecret {
     pub digest: String,
 }
 
-impl std::fmt::Debug for ConfigSecret {
+impl std::fmt::Debug for OperatorSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConfigSecret")
+        f.debug_struct("OperatorSecret")
             .field("digest", &self.digest)
             .finish_non_exhaustive()
     }

@@ -190,12 +190,13 @@ impl TaskStore for Store {
         Ok(stored)
     }
 
-    fn config_secret(
+    fn operator_secret(
         &self,
+        interface: &str,
         capability: &str,
-        key: &str,
-    ) -> Result<Option<hcp_sandbox::ConfigSecret>, TaskStoreError> {
-        self.config_secret_of(capability, key)
+        name: &str,
+    ) -> Result<Option<hcp_sandbox::OperatorSecret>, TaskStoreError> {
+        self.operator_secret_of(interface, capability, name)
     }
 
     fn save_checkpoint(

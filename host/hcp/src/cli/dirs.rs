@@ -160,7 +160,7 @@ impl HostDirs {
                     (found, PolicySource::Found)
                 } else {
                     let temp = tempfile::Builder::new().prefix("hcp-policies-").tempdir()?;
-                    for (name, text) in super::init::SHIPPED_POLICIES {
+                    for (name, text) in super::init::shipped_policies() {
                         std::fs::write(temp.path().join(name), text)?;
                     }
                     let dir = temp.path().to_path_buf();

@@ -95,9 +95,10 @@ pub(crate) const EXAMPLE_ADMISSIONS: [(&str, &str); 3] = [
     ("devices", "hid"),
 ];
 
-/// The policy set shipped with `hcp` (this repository's `policies/`): what
+/// The policy set shipped with `hcp` (this repository's `policies/`, but the
+/// interfaces' own files: [`shipped_policies`]): what
 /// `hcp review` reads where no policy set is given or found.
-pub(super) const SHIPPED_POLICIES: [(&str, &str); 9] = [
+const SHIPPED_POLICIES: [(&str, &str); 8] = [
     (
         "callers.json",
         include_str!("../../../../policies/callers.json"),
@@ -120,10 +121,6 @@ pub(super) const SHIPPED_POLICIES: [(&str, &str); 9] = [
         include_str!("../../../../policies/dispatch.json"),
     ),
     (
-        "config.json",
-        include_str!("../../../../policies/config.json"),
-    ),
-    (
         "install.json",
         include_str!("../../../../policies/install.json"),
     ),
@@ -132,6 +129,16 @@ pub(super) const SHIPPED_POLICIES: [(&str, &str); 9] = [
         include_str!("../../../../policies/authz.cedar"),
     ),
 ];
+
+/// [`SHIPPED_POLICIES`] and each interface's own file as `policies/` ships
+/// it (`hcp_policy::operator`).
+pub(super) fn shipped_policies() -> impl Iterator<Item = (&'static str, &'static str)> {
+    SHIPPED_POLICIES.into_iter().chain(
+        hcp_policy::operator::interface_files()
+            .iter()
+            .map(|f| (f.name, f.shipped)),
+    )
+}
 
 /// The policies when neither `--policies` nor `HCP_POLICIES` names them.
 ///

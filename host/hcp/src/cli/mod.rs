@@ -9,7 +9,6 @@
 )]
 
 mod bundle;
-mod config;
 mod dev;
 mod dirs;
 mod docs;
@@ -28,6 +27,7 @@ mod progress;
 mod replay;
 mod review;
 mod run;
+mod secret;
 mod serve;
 mod store;
 mod surface;
@@ -138,9 +138,11 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Artifacts by their hcp:// URI.
     Artifacts(tasks::ArtifactsArgs),
-    /// The operator's `wasi:config` secrets: seal a value for a capability.
-    #[command(subcommand)]
-    Config(config::ConfigCommand),
+    /// The operator's secrets of each interface that has some
+    /// (`hcp config secret set` for `wasi:config`), as the interfaces'
+    /// policy modules declare them.
+    #[command(flatten)]
+    Secret(secret::SecretCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish,
     /// powershell).
     Completions(docs::CompletionsArgs),
@@ -192,7 +194,7 @@ pub fn main() -> ExitCode {
         Command::Tasks(args) => tasks::tasks(args),
         Command::Approvals(args) => tasks::approvals(args),
         Command::Artifacts(args) => tasks::artifacts(args),
-        Command::Config(cmd) => config::run(cmd),
+        Command::Secret(cmd) => secret::run(cmd),
         Command::Hid(cmd) => hid::run(cmd),
         Command::Policy(cmd) => policy::run(cmd),
         Command::Completions(args) => docs::completions(&args),

@@ -4,7 +4,6 @@
 
 pub mod budgets;
 pub mod callers;
-pub mod config;
 pub mod context;
 pub mod dispatch;
 pub mod envelopes;
@@ -15,7 +14,6 @@ pub use budgets::{
     SubmissionsSection,
 };
 pub use callers::{CallerDoc, CallerKind, CallersFile};
-pub use config::{ConfigEntry, ConfigFile};
 pub use context::{BusyAction, ContextFile, LocalTime, ResourceRule, UnattendedRule, Weekday};
 pub use dispatch::{DispatchFile, DispatchOverride, ThreatScan, ThreatScanOverride};
 pub use envelopes::EnvelopesFile;

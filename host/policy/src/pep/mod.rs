@@ -49,7 +49,6 @@ pub use decide::{Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
 pub use interfaces::artifacts::ArtifactArgs;
 pub use interfaces::checkpoints::{CheckpointLoadArgs, CheckpointSaveArgs};
-pub use interfaces::config::ConfigArgs;
 pub use interfaces::filesystem::{FsAccess, FsArgs, FsWriteArgs};
 pub use interfaces::hid::HidArgs;
 pub use interfaces::http::HttpArgs;
@@ -61,8 +60,7 @@ pub use interfaces::{Args, Call, Empty};
 pub use op::Op;
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
-    BudgetCaps, CallLimits, ConfigValue, FsSurface, NetSurface, Scope, ScopeError, SessionFacts,
-    Surface,
+    BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,
 };
 pub use threat::{Detector, ScanMode, Signals};
 pub use verdict::{Counters, Decision};

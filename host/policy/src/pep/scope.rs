@@ -6,7 +6,7 @@ use super::op::Op;
 use super::threat::Scan;
 use crate::PolicySet;
 use crate::files::ThreatScan;
-use hcp_contracts::interfaces::Grant;
+use crate::operator::OperatorValue;
 use hcp_contracts::manifest::{Access, Grants, Limits, NetHost, SafetyEnvelope, TableGrants};
 use hcp_contracts::{DataClass, RiskLevel};
 use hcp_instruments::envelope::Guard;
@@ -202,24 +202,6 @@ impl Surface {
     }
 }
 
-/// A `wasi:config` value the operator's policy provides a granted key with.
-#[derive(Clone, PartialEq, Eq)]
-pub enum ConfigValue {
-    /// A plain value (`config.json`).
-    Plain(String),
-    /// A secret, sealed in the host's data directory.
-    Secret,
-}
-
-impl std::fmt::Debug for ConfigValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Plain(_) => "Plain(..)",
-            Self::Secret => "Secret",
-        })
-    }
-}
-
 /// A session's facts could not be compiled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("session {session_id}: decision scope: {reason}")]
@@ -248,8 +230,9 @@ pub struct Scope {
     pub(crate) guard: Guard,
     /// The smaller of the manifest's and the policy's artifact count.
     pub(crate) max_artifacts: u64,
-    /// Granted `wasi:config` keys the policy provides (`config.json`).
-    pub(crate) config: std::collections::BTreeMap<String, ConfigValue>,
+    /// The values the operator's policy provides the session, by
+    /// interface, by granted name ([`crate::operator`]).
+    operator: BTreeMap<&'static str, BTreeMap<String, OperatorValue>>,
 }
 
 // The calls turned off are a bit set of `u64`.
@@ -279,15 +262,11 @@ impl Scope {
             reason: format!("policy hash: {reason}"),
         })?;
         let mut scope = Self::with_settings(facts, scan, &denied, policy_hash)?;
-        if let Some(values) = policy.config_values(&name) {
-            for key in scope.facts.surface.table.names(Grant::Config) {
-                if let Some(entry) = values.get(&key) {
-                    let value = match &entry.value {
-                        Some(v) if !entry.secret => ConfigValue::Plain(v.clone()),
-                        _ => ConfigValue::Secret,
-                    };
-                    scope.config.insert(key, value);
-                }
+        // Each interface's file says what it provides the granted names.
+        for (file, doc) in policy.interface_files() {
+            let values = doc.values(&name, &scope.facts.surface.table);
+            if !values.is_empty() {
+                scope.operator.insert(file.interface, values);
             }
         }
         Ok(scope)
@@ -363,7 +342,7 @@ impl Scope {
             instruments: facts.surface.instruments.iter().cloned().collect(),
             guard: Guard::new(facts.envelope.clone()),
             max_artifacts: facts.limits.artifacts.min(facts.budgets.artifacts),
-            config: std::collections::BTreeMap::new(),
+            operator: BTreeMap::new(),
             facts,
         })
     }
@@ -388,15 +367,31 @@ impl Scope {
         self.envelope_hash
     }
 
-    /// The value the policy provides granted `wasi:config` key `key`
-    /// with; `None` when the key is not granted or not provided.
-    pub fn config_value(&self, key: &str) -> Option<&ConfigValue> {
-        self.config.get(key)
+    /// The value the operator's policy provides `interface`'s granted
+    /// name `name` with; `None` when the name is not granted or not
+    /// provided.
+    pub fn operator_value(&self, interface: &str, name: &str) -> Option<&OperatorValue> {
+        self.operator.get(interface).and_then(|v| v.get(name))
     }
 
-    /// Every granted `wasi:config` key the policy provides, in order.
-    pub fn config_keys(&self) -> impl Iterator<Item = (&str, &ConfigValue)> {
-        self.config.iter().map(|(k, v)| (k.as_str(), v))
+    /// Every granted name of `interface` the operator's policy provides,
+    /// in order, with its value.
+    pub fn operator_values(&self, interface: &str) -> impl Iterator<Item = (&str, &OperatorValue)> {
+        self.operator
+            .get(interface)
+            .into_iter()
+            .flat_map(|v| v.iter().map(|(k, v)| (k.as_str(), v)))
+    }
+
+    /// Every secret the session may read, of every interface: (interface,
+    /// name). A task's answer never carries their values.
+    pub fn operator_secrets(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.operator.iter().flat_map(|(interface, values)| {
+            values
+                .iter()
+                .filter(|(_, v)| **v == OperatorValue::Secret)
+                .map(|(name, _)| (*interface, name.as_str()))
+        })
     }
 
     /// Whether the operator turned `op` off for this capability.

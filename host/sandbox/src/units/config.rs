@@ -7,18 +7,19 @@
 //! `error::upstream("denied (<reason code>): <message>")`.
 //!
 //! Plain values come from the session's scope (the policy compiled into
-//! it); secrets from the host's store ([`TaskStore::config_secret`]),
+//! it); secrets from the host's store ([`TaskStore::operator_secret`]),
 //! sealed at rest. A call's decision input names what it would answer:
 //! the keys, and each secret by its keyed digest, never its value.
 //!
 //! The host implementation is this crate's own, not wasmtime-wasi-config's:
 //! that one answers from a map without a hook before each call.
 //!
-//! [`TaskStore::config_secret`]: crate::store::TaskStore::config_secret
+//! [`TaskStore::operator_secret`]: crate::store::TaskStore::operator_secret
 
 use super::context::HcpCtx;
 use crate::pep::Call;
-use hcp_policy::pep::ConfigValue;
+use hcp_policy::operator::OperatorValue;
+use hcp_policy::pep::interfaces::config::INTERFACE;
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -50,8 +51,11 @@ impl HcpCtx {
 
     /// The secret `key`, from the store; the guest's error when it cannot
     /// be opened or the operator set none.
-    fn config_secret(&self, key: &str) -> Result<crate::store::ConfigSecret, Error> {
-        match self.store.config_secret(&self.meta.capability, key) {
+    fn config_secret(&self, key: &str) -> Result<crate::store::OperatorSecret, Error> {
+        match self
+            .store
+            .operator_secret(INTERFACE, &self.meta.capability, key)
+        {
             Ok(Some(secret)) => Ok(secret),
             Ok(None) => Err(Error::Upstream(format!(
                 "the operator has set no value for secret {key} (hcp config secret set)"
@@ -64,16 +68,19 @@ impl HcpCtx {
 impl wit::Host for HcpCtx {
     fn get(&mut self, key: String) -> wasmtime::Result<Result<Option<String>, Error>> {
         self.host_calls += 1;
-        let provided = self.pep.scope().and_then(|s| s.config_value(&key).cloned());
+        let provided = self
+            .pep
+            .scope()
+            .and_then(|s| s.operator_value(INTERFACE, &key).cloned());
         Ok(match provided {
             // Not granted, or not provided: the PEP says which.
             None => self
                 .govern_config(&Call::config(&key, Vec::new(), Vec::new()))
                 .map(|()| None),
-            Some(ConfigValue::Plain(value)) => self
+            Some(OperatorValue::Plain(value)) => self
                 .govern_config(&Call::config(&key, vec![key.clone()], Vec::new()))
                 .map(|()| Some(value)),
-            Some(ConfigValue::Secret) => match self.config_secret(&key) {
+            Some(OperatorValue::Secret) => match self.config_secret(&key) {
                 Ok(secret) => self
                     .govern_config(&Call::config(
                         &key,
@@ -93,11 +100,11 @@ impl wit::Host for HcpCtx {
 
     fn get_all(&mut self) -> wasmtime::Result<Result<Vec<(String, String)>, Error>> {
         self.host_calls += 1;
-        let provided: Vec<(String, ConfigValue)> = self
+        let provided: Vec<(String, OperatorValue)> = self
             .pep
             .scope()
             .map(|s| {
-                s.config_keys()
+                s.operator_values(INTERFACE)
                     .map(|(k, v)| (k.to_owned(), v.clone()))
                     .collect()
             })
@@ -106,8 +113,8 @@ impl wit::Host for HcpCtx {
         let mut digests = Vec::new();
         for (key, value) in provided {
             match value {
-                ConfigValue::Plain(v) => pairs.push((key, v)),
-                ConfigValue::Secret => match self.config_secret(&key) {
+                OperatorValue::Plain(v) => pairs.push((key, v)),
+                OperatorValue::Secret => match self.config_secret(&key) {
                     Ok(secret) => {
                         digests.push(secret.digest);
                         pairs.push((key, secret.value));

@@ -43,6 +43,7 @@ use super::op::Op;
 use super::scope::Scope;
 use super::threat::{Scan, Signals};
 use super::verdict::{Counters, Decision};
+use crate::operator::InterfaceFile;
 use hcp_contracts::ReasonCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -80,6 +81,10 @@ impl OwnArgs for Empty {
         *self
     }
 }
+
+/// The interfaces' own policy files ([`crate::operator`]), in the order
+/// they are loaded and hashed.
+pub(crate) const FILES: &[InterfaceFile] = &[config::FILE];
 
 /// One interface's part of the PEP's checks. A call reaches its
 /// interface's rules only with an operation of that interface; arguments
