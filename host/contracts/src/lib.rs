@@ -14,6 +14,7 @@ pub mod jcs;
 pub mod levels;
 pub mod manifest;
 pub mod message;
+mod op;
 pub mod problem;
 pub mod reason;
 pub mod schema;

@@ -32,7 +32,7 @@ pub enum PolicyFile {
     Interface(FileSlot),
 }
 
-/// Which of [`crate::operator::interface_files`] a [`PolicyFile::Interface`]
+/// Which of [`crate::interface_files`] a [`PolicyFile::Interface`]
 /// is (only [`PolicyFile::ALL`] and [`PolicyFile::from_name`] make one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FileSlot(u8);
@@ -40,7 +40,7 @@ pub struct FileSlot(u8);
 impl FileSlot {
     /// The interface's file it names.
     pub fn file(self) -> Option<&'static InterfaceFile> {
-        crate::operator::interface_files().get(usize::from(self.0))
+        crate::interface_files().get(usize::from(self.0))
     }
 }
 

@@ -64,4 +64,5 @@ pub use gate::{
 pub use ids::{CallerId, CapabilityName, IdError, ResourceType, RuleId};
 pub use install::InstallPolicy;
 pub use load::{FileProblem, PolicyError};
+pub use pep::interfaces::{interface_files, secret_space, secret_spaces};
 pub use policy_set::PolicySet;

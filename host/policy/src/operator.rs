@@ -107,24 +107,3 @@ pub fn read_as<T: DeserializeOwned + OperatorFile + 'static>(
 pub fn empty_of<T: Default + OperatorFile + 'static>() -> Arc<dyn OperatorFile> {
     Arc::new(T::default())
 }
-
-/// Every interface's policy file, in the order they are loaded and hashed
-/// (after the seven files of the gate).
-pub fn interface_files() -> &'static [InterfaceFile] {
-    crate::pep::interfaces::FILES
-}
-
-/// Where `interface`'s secrets rest, if it has any.
-pub fn secret_space(interface: &str) -> Option<&'static SecretSpace> {
-    interface_files()
-        .iter()
-        .find(|f| f.interface == interface)
-        .and_then(|f| f.secrets.as_ref())
-}
-
-/// Every interface with secrets, and where they rest.
-pub fn secret_spaces() -> impl Iterator<Item = (&'static str, &'static SecretSpace)> {
-    interface_files()
-        .iter()
-        .filter_map(|f| f.secrets.as_ref().map(|s| (f.interface, s)))
-}

@@ -28,7 +28,7 @@ pub struct PolicySet {
     pub(crate) authz: Authz,
     pub(crate) dispatch: DispatchFile,
     /// Each interface's own file, in the order of
-    /// [`crate::operator::interface_files`] (empty when the directory has
+    /// [`crate::interface_files`] (empty when the directory has
     /// none).
     pub(crate) interface_files: Vec<std::sync::Arc<dyn OperatorFile>>,
     pub(crate) hash: String,
@@ -140,7 +140,7 @@ impl PolicySet {
     pub(crate) fn interface_files(
         &self,
     ) -> impl Iterator<Item = (&'static InterfaceFile, &dyn OperatorFile)> {
-        crate::operator::interface_files()
+        crate::interface_files()
             .iter()
             .zip(self.interface_files.iter().map(|d| &**d))
     }

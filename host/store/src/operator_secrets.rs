@@ -31,7 +31,7 @@ pub const MAX_SECRET_BYTES: usize = 64 * 1024;
 /// (`[A-Za-z0-9_.-]{1,128}`, not starting with `.`): neither can name a
 /// path outside the interface's folder.
 fn checked(interface: &str, capability: &str, name: &str) -> Result<&'static SecretSpace> {
-    let Some(space) = hcp_policy::operator::secret_space(interface) else {
+    let Some(space) = hcp_policy::secret_space(interface) else {
         bail!("{interface:?} has no operator secrets");
     };
     let cap_ok = !capability.is_empty()
@@ -177,7 +177,7 @@ mod tests {
     const CONFIG: &str = "wasi:config";
 
     fn config_path(dir: &Path, capability: &str, name: &str) -> PathBuf {
-        let space = hcp_policy::operator::secret_space(CONFIG).expect("wasi:config has secrets");
+        let space = hcp_policy::secret_space(CONFIG).expect("wasi:config has secrets");
         path(dir, space, capability, name)
     }
 

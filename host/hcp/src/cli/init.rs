@@ -134,7 +134,7 @@ const SHIPPED_POLICIES: [(&str, &str); 8] = [
 /// it (`hcp_policy::operator`).
 pub(super) fn shipped_policies() -> impl Iterator<Item = (&'static str, &'static str)> {
     SHIPPED_POLICIES.into_iter().chain(
-        hcp_policy::operator::interface_files()
+        hcp_policy::interface_files()
             .iter()
             .map(|f| (f.name, f.shipped)),
     )

@@ -13,7 +13,8 @@
 use super::{DataDir, Outcome};
 use anyhow::{Context as _, bail};
 use clap::{Arg, ArgMatches, Args as _, FromArgMatches};
-use hcp_policy::operator::{SecretSpace, secret_spaces};
+use hcp_policy::operator::SecretSpace;
+use hcp_policy::secret_spaces;
 use std::io::Read as _;
 use std::process::ExitCode;
 

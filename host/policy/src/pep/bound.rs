@@ -137,8 +137,8 @@ mod tests {
     use super::super::interfaces::Args;
     use super::super::interfaces::filesystem::{FsAccess, FsArgs};
     use super::super::interfaces::log::FIELD_BYTES;
-    use super::super::op::Op;
     use super::*;
+    use hcp_contracts::interfaces::Op;
 
     #[test]
     fn small_calls_are_kept_whole() {

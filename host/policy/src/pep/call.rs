@@ -16,7 +16,7 @@
 
 use super::cut::Text;
 use super::interfaces::{Args, Call, Empty};
-use super::op::Op;
+use hcp_contracts::interfaces::Op;
 use std::borrow::Cow;
 
 impl<'a> Call<'a> {

@@ -3,7 +3,7 @@
 //! rules' (`super::interfaces`), and what they answer is a
 //! [`super::verdict::Decision`].
 
-use super::interfaces::{Args, Call};
+use super::interfaces::{Args, Call, OpRules};
 use super::scope::Scope;
 use super::threat::{Exposure, Scan, ScanMode, Signals};
 use super::verdict::{Counters, Decision, exceeded};
@@ -56,7 +56,7 @@ pub struct Recorded {
 ///    `THREAT_SIGNAL_DETECTED`.
 ///
 /// Checks 2, 3, 5 and the interface's part of 4 are the rules of the
-/// call's interface (its module of `pep/interfaces/`, `Op::rules`);
+/// call's interface (its module of `pep/interfaces/`, `OpRules::rules`);
 /// this function alone runs them, in this order. Arguments that do not fit
 /// the operation (a malformed [`Call`]) fail closed: `FAIL_CLOSED_ERROR`.
 pub fn decide(scope: &Scope, counters: &Counters, call: &Call<'_>, at_ms: u64) -> Decision {

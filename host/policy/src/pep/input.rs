@@ -20,12 +20,12 @@
 
 use super::bound::FullArgs;
 use super::error::CallError;
-use super::interfaces::Call;
-use super::op::Op;
+use super::interfaces::{Call, OpRules};
 use super::scope::{Scope, ScopeError, SessionFacts};
 use super::verdict::{Counters, Decision};
 use crate::PolicySet;
 use hcp_contracts::ReasonCode;
+use hcp_contracts::interfaces::Op;
 use hcp_receipts::{Digest, Verdict};
 use serde::Serialize;
 use serde_json::Value;

@@ -36,7 +36,6 @@ pub mod gate;
 pub mod hid;
 pub mod input;
 pub mod interfaces;
-mod op;
 pub mod reload;
 mod replay;
 mod scope;
@@ -47,6 +46,7 @@ pub use bound::{ARGS_PREFIX_BYTES, BoundedText, FullArgs};
 pub use cut::Text;
 pub use decide::{Recorded, decide, decide_recorded};
 pub use error::{CallError, CanonicalError, InputError};
+pub use hcp_contracts::interfaces::Op;
 pub use interfaces::artifacts::ArtifactArgs;
 pub use interfaces::checkpoints::{CheckpointLoadArgs, CheckpointSaveArgs};
 pub use interfaces::filesystem::{FsAccess, FsArgs, FsWriteArgs};
@@ -57,7 +57,6 @@ pub use interfaces::keyvalue::KvArgs;
 pub use interfaces::log::LogArgs;
 pub use interfaces::sockets::{ConnectArgs, LookupArgs};
 pub use interfaces::{Args, Call, Empty};
-pub use op::Op;
 pub use replay::{PepDecider, SCOPES_DIR, scope_file};
 pub use scope::{
     BudgetCaps, CallLimits, FsSurface, NetSurface, Scope, ScopeError, SessionFacts, Surface,

@@ -2,11 +2,11 @@
 //! once with the policy's dispatch settings into lookups, so that deciding a
 //! call is a few hash lookups and bounds checks.
 
-use super::op::Op;
 use super::threat::Scan;
 use crate::PolicySet;
 use crate::files::ThreatScan;
 use crate::operator::OperatorValue;
+use hcp_contracts::interfaces::Op;
 use hcp_contracts::manifest::{Access, Grants, Limits, NetHost, SafetyEnvelope, TableGrants};
 use hcp_contracts::{DataClass, RiskLevel};
 use hcp_instruments::envelope::Guard;

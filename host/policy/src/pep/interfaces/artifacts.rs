@@ -6,12 +6,12 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, malformed};
 use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{
     Counters, Decision, args_invalid, exceeded, is_media_type, is_safe_name,
 };
+use hcp_contracts::interfaces::Op;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

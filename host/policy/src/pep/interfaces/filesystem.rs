@@ -6,11 +6,11 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
 use crate::pep::cut::{Cutter, Text};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{Decision, not_found};
 use hcp_contracts::ReasonCode;
+use hcp_contracts::interfaces::Op;
 use hcp_contracts::manifest::Access;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

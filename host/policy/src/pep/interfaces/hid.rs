@@ -4,11 +4,11 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
 use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::scan_json;
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{Decision, args_invalid, not_found};
+use hcp_contracts::interfaces::Op;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

@@ -11,11 +11,11 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, malformed};
 use crate::pep::cut::{Cutter, Text};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{Counters, Decision, args_invalid, exceeded, not_found};
 use hcp_contracts::interfaces::Grant;
+use hcp_contracts::interfaces::Op;
 use hcp_contracts::manifest::Access;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;

@@ -4,10 +4,10 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, flagged_text, malformed};
 use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::Scope;
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{Decision, args_invalid};
+use hcp_contracts::interfaces::Op;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

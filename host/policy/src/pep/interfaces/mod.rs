@@ -6,12 +6,13 @@
 //! The modules describe; [`super::decide`] decides: it runs the checks in
 //! their fixed order (session, operator's dispatch, surface, arguments,
 //! budgets, envelope, threat scan), asking the call's interface
-//! ([`Op::rules`]) for its part of each, and the first failure
+//! ([`OpRules::rules`]) for its part of each, and the first failure
 //! decides. Every rule here is pure, as `decide` is.
 //!
 //! An interface is registered here, once: its module, the rules that
-//! decide its operations ([`Op::rules`]; the operations themselves are
-//! named in `super::op`) and its arguments' types in [`Args`], of which a
+//! decide its operations ([`OpRules::rules`]; the operations themselves,
+//! [`Op`], are declared with the interface's row of the table, in
+//! `hcp_contracts::interfaces`) and its arguments' types in [`Args`], of which a
 //! [`Call`] is made. Each type lives in its interface's module and gives
 //! the generic code what it needs of the arguments ([`OwnArgs`]): the
 //! bytes charged, the text a receipt keeps of a large call, the threat
@@ -20,8 +21,8 @@
 //! `threat.rs` and `hcp_store::withhold` hold no arm of their own per
 //! interface.
 //!
-//! The modules here import this one and the leaves below it: the
-//! operations (`op`), text and its cutting (`cut`), decisions and counters
+//! The modules here import this one and the leaves below it: text and its
+//! cutting (`cut`), decisions and counters
 //! (`verdict`), the scope, the threat scan and the errors. What decides
 //! and records calls (`decide`, `call`, `bound`, `input`) imports this
 //! module; nothing it imports imports it back.
@@ -39,12 +40,12 @@ pub mod sockets;
 
 use super::cut::{Cutter, Text};
 use super::error::CallError;
-use super::op::Op;
 use super::scope::Scope;
 use super::threat::{Scan, Signals};
 use super::verdict::{Counters, Decision};
 use crate::operator::InterfaceFile;
 use hcp_contracts::ReasonCode;
+use hcp_contracts::interfaces::Op;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -85,6 +86,28 @@ impl OwnArgs for Empty {
 /// The interfaces' own policy files ([`crate::operator`]), in the order
 /// they are loaded and hashed.
 pub(crate) const FILES: &[InterfaceFile] = &[config::FILE];
+
+/// Every interface's policy file, in the order they are loaded and hashed
+/// (after the seven files of the gate).
+pub fn interface_files() -> &'static [InterfaceFile] {
+    FILES
+}
+
+/// Where `interface`'s secrets rest, if it has any.
+pub fn secret_space(interface: &str) -> Option<&'static crate::operator::SecretSpace> {
+    interface_files()
+        .iter()
+        .find(|f| f.interface == interface)
+        .and_then(|f| f.secrets.as_ref())
+}
+
+/// Every interface with secrets, and where they rest.
+pub fn secret_spaces() -> impl Iterator<Item = (&'static str, &'static crate::operator::SecretSpace)>
+{
+    interface_files()
+        .iter()
+        .filter_map(|f| f.secrets.as_ref().map(|s| (f.interface, s)))
+}
 
 /// One interface's part of the PEP's checks. A call reaches its
 /// interface's rules only with an operation of that interface; arguments
@@ -317,11 +340,18 @@ interface_args! {
     Empty(Empty);
 }
 
-impl Op {
-    /// The PEP's rules of the call's interface (its module of this
-    /// module). The match names every operation: one the rules do not
-    /// cover does not compile.
-    pub(crate) fn rules(self) -> &'static dyn InterfaceRules {
+/// The PEP's rules of an operation's interface ([`Op`] is declared with
+/// the table of interfaces, in `hcp_contracts`; its rules are the PEP's).
+pub(crate) trait OpRules {
+    /// The rules of the call's interface.
+    fn rules(self) -> &'static dyn InterfaceRules;
+}
+
+impl OpRules for Op {
+    /// The rules of the call's interface (its module of this module). The
+    /// match names every operation: one the rules do not cover does not
+    /// compile.
+    fn rules(self) -> &'static dyn InterfaceRules {
         match self {
             Op::LogWrite => &log::Log,
             Op::ArtifactCreate => &artifacts::Artifacts,

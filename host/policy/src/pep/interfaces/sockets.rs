@@ -6,10 +6,10 @@
 use super::{Args, Call, InterfaceRules, OwnArgs, de, list_len, malformed};
 use crate::pep::cut::{Cutter, Text, t};
 use crate::pep::error::CallError;
-use crate::pep::op::Op;
 use crate::pep::scope::{Scope, canonical, normalize_name};
 use crate::pep::threat::{Exposure, Scan, Signals};
 use crate::pep::verdict::{Decision, not_found};
+use hcp_contracts::interfaces::Op;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::net::SocketAddr;
