@@ -117,9 +117,15 @@ fn run_tasks(
             handles.push(tokio::spawn(async move {
                 let mut out = Vec::new();
                 for i in (c..tasks).step_by(clients) {
-                    let (_, wall, _) =
-                        in_process_task(&host, example(&format!("{prefix}-{i}"))).await;
-                    out.push(wall);
+                    // A task that fails (a write that waited out the lock
+                    // under an I/O stall of the machine fails its task,
+                    // closed) is counted, not the end of a fill of hours.
+                    let (h, message) = (host.clone(), example(&format!("{prefix}-{i}")));
+                    let task = tokio::spawn(async move { in_process_task(&h, message).await });
+                    match task.await {
+                        Ok((_, wall, _)) => out.push(wall),
+                        Err(e) => eprintln!("{prefix}: task {i} failed: {e}"),
+                    }
                 }
                 out
             }));
